@@ -1,0 +1,69 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// BootstrapModuleSpec places a sync directly on push-mode Remotes: the manager
+// creates the Flux objects in the management cluster with
+// spec.kubeConfig.secretRef pointing at each Remote's kubeconfig. It is how
+// Flux and the fleet agent itself reach a cluster that cannot pull yet.
+type BootstrapModuleSpec struct {
+	SyncPlacement `json:",inline"`
+}
+
+// BootstrapModuleStatus is the observed state of a BootstrapModule.
+type BootstrapModuleStatus struct {
+	// ObservedGeneration is the spec generation the status describes; -1
+	// until the first reconcile.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration"`
+
+	// Conditions: Ready, Reconciling, Stalled.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Version is the git tag, commit or chart version applied.
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Summary counts the selected push Remotes by the state of the sync.
+	// +optional
+	Summary ModuleSummary `json:"summary,omitempty"`
+}
+
+// BootstrapModule is an exactly-versioned Flux sync applied from the
+// management cluster straight into push-mode Remotes.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=bmod;bmods,categories=fleeet
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.summary.ready`
+// +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.summary.total`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type BootstrapModule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	Spec BootstrapModuleSpec `json:"spec,omitempty"`
+
+	// Status is the observed state.
+	// +kubebuilder:default={"observedGeneration":-1}
+	Status BootstrapModuleStatus `json:"status,omitempty"`
+}
+
+// BootstrapModuleList is a list of BootstrapModules.
+//
+// +kubebuilder:object:root=true
+type BootstrapModuleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BootstrapModule `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&BootstrapModule{}, &BootstrapModuleList{})
+}

@@ -1,0 +1,40 @@
+package v1alpha1
+
+// Condition types. Every kind carries the kstatus trio Ready, Reconciling and
+// Stalled, so `kubectl wait --for=condition=Ready` and kstatus-aware tools
+// (Flux, Argo CD, cli-utils) read every fleeet object the same way.
+const (
+	// ReadyCondition is True when the object's desired state has been reached.
+	ReadyCondition = "Ready"
+
+	// ReconcilingCondition is True while a controller is working towards the
+	// desired state.
+	ReconcilingCondition = "Reconciling"
+
+	// StalledCondition is True when the controller cannot make progress until
+	// the spec changes.
+	StalledCondition = "Stalled"
+
+	// ConnectedCondition is True on a Remote while its cluster is reachable
+	// (push) or its agent's heartbeat is fresh (pull), and on an Upstream while
+	// the management cluster answers.
+	ConnectedCondition = "Connected"
+
+	// RegisteredCondition is True on an Upstream once its cluster holds a
+	// working per-cluster credential.
+	RegisteredCondition = "Registered"
+
+	// RolloutPausedCondition is True on a Module whose rollout stopped because
+	// a Remote failed on the new version.
+	RolloutPausedCondition = "RolloutPaused"
+)
+
+// Labels and annotations under fleeet.dev/ are reserved for fleeet's own
+// controllers; admission policy refuses them from tenants and registrants.
+const (
+	// TenantLabel marks a management namespace as a tenant.
+	TenantLabel = "fleeet.dev/tenant"
+
+	// PolicyLabel marks a ConfigMap in the manager's namespace as holding Rego.
+	PolicyLabel = "fleeet.dev/policy"
+)

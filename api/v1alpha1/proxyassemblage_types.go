@@ -1,0 +1,49 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// ProxyAssemblageSpec is the compiled plan for one Remote.
+type ProxyAssemblageSpec struct {
+	// Assemblage is what the cluster's Assemblage will hold.
+	// +optional
+	Assemblage AssemblageSpec `json:"assemblage,omitempty"`
+}
+
+// ProxyAssemblage is the whole plan for one Remote (same name), compiled by
+// the manager from every Module selecting it. Its spec is written only by the
+// manager; its status by the agent of that cluster (pull) or by the manager
+// (push).
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=pasm;pasms,categories=fleeet
+// +kubebuilder:printcolumn:name="Syncs",type=integer,JSONPath=`.status.summary.total`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.summary.ready`
+// +kubebuilder:printcolumn:name="Blocked",type=integer,JSONPath=`.status.summary.blocked`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.summary.failed`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ProxyAssemblage struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the compiled plan.
+	Spec ProxyAssemblageSpec `json:"spec,omitempty"`
+
+	// Status is the downstream Assemblage's status, copied upstream.
+	// +kubebuilder:default={"observedGeneration":-1}
+	Status AssemblageStatus `json:"status,omitempty"`
+}
+
+// ProxyAssemblageList is a list of ProxyAssemblages.
+//
+// +kubebuilder:object:root=true
+type ProxyAssemblageList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ProxyAssemblage `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ProxyAssemblage{}, &ProxyAssemblageList{})
+}

@@ -1,0 +1,90 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// RegistrationTokenSpec is a capability to enrol downstream clusters into the
+// token's namespace.
+type RegistrationTokenSpec struct {
+	// TTL is how long the token can be used after it is created.
+	// +optional
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(s|m|h))+$`
+	TTL metav1.Duration `json:"ttl,omitempty"`
+
+	// MaxRegistrations is how many clusters may enrol with the token.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	MaxRegistrations int32 `json:"maxRegistrations,omitempty"`
+
+	// RemoteLabels are set on every Remote registered with the token.
+	// +optional
+	RemoteLabels map[string]string `json:"remoteLabels,omitempty"`
+}
+
+// RegistrationTokenStatus is the observed state of a RegistrationToken.
+type RegistrationTokenStatus struct {
+	// ObservedGeneration is the spec generation the status describes; -1
+	// until the first reconcile.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration"`
+
+	// Conditions: Ready, Reconciling, Stalled.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ExpiresAt is when the token stops working.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+
+	// Registrations is how many clusters have enrolled with the token.
+	// +optional
+	Registrations int32 `json:"registrations,omitempty"`
+
+	// SecretName is the Secret holding the bearer token and the agent chart
+	// values for `helm install fleet-agent -f`.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+}
+
+// RegistrationToken lets downstream clusters enrol by pulling: the manager
+// mints a short-lived bearer token for a ServiceAccount whose only right is
+// to create a pull Remote in this namespace.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rtok;rtoks,categories=fleeet
+// +kubebuilder:printcolumn:name="Used",type=integer,JSONPath=`.status.registrations`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxRegistrations`
+// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiresAt`
+// +kubebuilder:printcolumn:name="Secret",type=string,JSONPath=`.status.secretName`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RegistrationToken struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	Spec RegistrationTokenSpec `json:"spec,omitempty"`
+
+	// Status is the observed state.
+	// +kubebuilder:default={"observedGeneration":-1}
+	Status RegistrationTokenStatus `json:"status,omitempty"`
+}
+
+// RegistrationTokenList is a list of RegistrationTokens.
+//
+// +kubebuilder:object:root=true
+type RegistrationTokenList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RegistrationToken `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RegistrationToken{}, &RegistrationTokenList{})
+}

@@ -1,0 +1,95 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// RemoteMode says how the manager reaches a Remote.
+// +kubebuilder:validation:Enum=Push;Pull
+type RemoteMode string
+
+const (
+	// PushMode: the manager holds a kubeconfig and writes to the cluster.
+	PushMode RemoteMode = "Push"
+	// PullMode: the cluster's agent connects to the management cluster.
+	PullMode RemoteMode = "Pull"
+)
+
+// RemoteSpec describes how a downstream cluster is reached. Modules select
+// Remotes by the Remote's labels.
+type RemoteSpec struct {
+	// KubeconfigRef names a Secret in the Remote's namespace holding a
+	// kubeconfig for the cluster. Present means push mode: the manager writes
+	// the Assemblage itself. Absent means pull mode: the cluster's agent,
+	// enrolled with a RegistrationToken, pulls its ProxyAssemblage.
+	// +optional
+	KubeconfigRef *SecretKeyReference `json:"kubeconfigRef,omitempty"`
+
+	// Suspend stops delivering the plan to this Remote; what runs stays.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// RemoteStatus is the observed state of a Remote.
+type RemoteStatus struct {
+	// ObservedGeneration is the spec generation the status describes; -1
+	// until the first reconcile.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration"`
+
+	// Conditions: Ready, Reconciling, Stalled, Connected.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Mode is Push or Pull.
+	// +optional
+	Mode RemoteMode `json:"mode,omitempty"`
+
+	// LastHeartbeatTime is when the cluster was last heard from.
+	// +optional
+	LastHeartbeatTime *metav1.Time `json:"lastHeartbeatTime,omitempty"`
+
+	// AgentVersion is the version of the fleet agent serving the cluster.
+	// +optional
+	AgentVersion string `json:"agentVersion,omitempty"`
+
+	// KubernetesVersion is the cluster's Kubernetes version.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+}
+
+// Remote is a downstream cluster as one tenant sees it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rem;rems,categories=fleeet
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`
+// +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.lastHeartbeatTime`
+// +kubebuilder:printcolumn:name="Kubernetes",type=string,JSONPath=`.status.kubernetesVersion`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Remote struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	Spec RemoteSpec `json:"spec,omitempty"`
+
+	// Status is the observed state.
+	// +kubebuilder:default={"observedGeneration":-1}
+	Status RemoteStatus `json:"status,omitempty"`
+}
+
+// RemoteList is a list of Remotes.
+//
+// +kubebuilder:object:root=true
+type RemoteList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Remote `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Remote{}, &RemoteList{})
+}

@@ -1,0 +1,121 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// UpstreamSpec is one connection from a downstream cluster to one management
+// namespace.
+type UpstreamSpec struct {
+	// Management is where the management cluster's API is and which of its
+	// namespaces this cluster enrols into.
+	// +required
+	Management ManagementEndpoint `json:"management"`
+
+	// TokenSecretRef names a Secret in the Upstream's namespace holding the
+	// registration token (key "token"). The agent forgets it once the cluster
+	// holds its own credential.
+	// +optional
+	TokenSecretRef *LocalObjectReference `json:"tokenSecretRef,omitempty"`
+
+	// ClusterName is the name of this cluster's Remote upstream.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	ClusterName string `json:"clusterName"`
+
+	// Labels the agent asks for on its Remote, next to the token's. Labels
+	// under fleeet.dev/ are refused.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// AssemblageNamespace is where the local Assemblage and its Flux objects
+	// live; defaults to the Upstream's namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	AssemblageNamespace string `json:"assemblageNamespace,omitempty"`
+}
+
+// ManagementEndpoint locates a namespace of the management cluster's API.
+type ManagementEndpoint struct {
+	// URL of the management cluster's Kubernetes API.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https://\S+$`
+	URL string `json:"url"`
+
+	// CABundle is the PEM bundle that signs the API's serving certificate.
+	// +optional
+	CABundle []byte `json:"caBundle,omitempty"`
+
+	// Namespace is the tenant namespace the cluster enrols into.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+}
+
+// UpstreamStatus is the observed state of an Upstream.
+type UpstreamStatus struct {
+	// ObservedGeneration is the spec generation the status describes; -1
+	// until the first reconcile.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration"`
+
+	// Conditions: Ready, Reconciling, Stalled, Registered, Connected.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// CredentialSecretName is the Secret holding this cluster's own credential.
+	// +optional
+	CredentialSecretName string `json:"credentialSecretName,omitempty"`
+
+	// CredentialExpiresAt is when the current credential expires; the agent
+	// renews it well before.
+	// +optional
+	CredentialExpiresAt *metav1.Time `json:"credentialExpiresAt,omitempty"`
+
+	// LastSyncTime is when the ProxyAssemblage was last mirrored.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+}
+
+// Upstream connects a downstream cluster to one management namespace: the
+// agent registers with it, mirrors its ProxyAssemblage into a local
+// Assemblage and reports status back. A cluster may hold one per tenant.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=up;ups,categories=fleeet
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.management.namespace`
+// +kubebuilder:printcolumn:name="Registered",type=string,JSONPath=`.status.conditions[?(@.type=="Registered")].status`
+// +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.management.url`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Upstream struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state.
+	Spec UpstreamSpec `json:"spec,omitempty"`
+
+	// Status is the observed state.
+	// +kubebuilder:default={"observedGeneration":-1}
+	Status UpstreamStatus `json:"status,omitempty"`
+}
+
+// UpstreamList is a list of Upstreams.
+//
+// +kubebuilder:object:root=true
+type UpstreamList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Upstream `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Upstream{}, &UpstreamList{})
+}

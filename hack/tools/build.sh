@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# build.sh builds the external programs pinned in hack/tools/go.mod into a cache
+# outside the repository, one directory per tool and version, and prints the
+# directory of each requested tool (or of all of them) as NAME=DIR lines.
+#
+# The cache lives in $FLEEET_TOOLS_CACHE (default ${XDG_CACHE_HOME:-~/.cache}/fleeet/tools),
+# so fresh clones on one machine share it and a new machine builds each tool once.
+#
+# Usage: hack/tools/build.sh [tool...]   tools: kube-apiserver etcd source-controller
+#        kustomize-controller helm-controller helm ct controller-gen opa
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${FLEEET_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleeet/tools}
+export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOFLAGS=${GOFLAGS:--buildvcs=false}
+
+# name  package  module (its version keys the cache)
+tools=(
+	"kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes"
+	"etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3"
+	"source-controller github.com/fluxcd/source-controller github.com/fluxcd/source-controller"
+	"kustomize-controller github.com/fluxcd/kustomize-controller github.com/fluxcd/kustomize-controller"
+	"helm-controller github.com/fluxcd/helm-controller github.com/fluxcd/helm-controller"
+	"helm helm.sh/helm/v3/cmd/helm helm.sh/helm/v3"
+	"ct github.com/helm/chart-testing/v3/ct github.com/helm/chart-testing/v3"
+	"controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen sigs.k8s.io/controller-tools"
+	"opa github.com/open-policy-agent/opa github.com/open-policy-agent/opa"
+)
+
+want=("$@")
+selected() {
+	[ ${#want[@]} -eq 0 ] && return 0
+	local w
+	for w in "${want[@]}"; do [ "$w" = "$1" ] && return 0; done
+	return 1
+}
+
+cd "$here"
+for entry in "${tools[@]}"; do
+	read -r name pkg mod <<<"$entry"
+	selected "$name" || continue
+	version=$(go list -m -f '{{.Version}}' "$mod")
+	dir="$cache/$name/$version"
+	if [ ! -x "$dir/$name" ]; then
+		echo "building $name $version into $dir" >&2
+		mkdir -p "$dir"
+		# Build to a temporary name first so an interrupted build never looks complete.
+		go build -trimpath -o "$dir/$name.tmp.$$" "$pkg"
+		mv "$dir/$name.tmp.$$" "$dir/$name"
+	fi
+	echo "$name=$dir"
+done

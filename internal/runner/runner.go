@@ -1,0 +1,131 @@
+// Package runner holds what fleeet's controller binaries share: the flags
+// every one of them takes and the controller-runtime manager built from them,
+// serving health and metrics endpoints and stopping cleanly on SIGTERM.
+package runner
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/version"
+)
+
+// Options are the flags common to fleet-manager and fleet-agent.
+type Options struct {
+	// MetricsAddr is where Prometheus metrics are served; "0" disables them.
+	MetricsAddr string
+	// HealthAddr is where /healthz and /readyz are served.
+	HealthAddr string
+	// LeaderElect makes only one replica reconcile at a time.
+	LeaderElect bool
+	// LeaderElectionNamespace holds the leader Lease; defaults to the
+	// in-cluster namespace.
+	LeaderElectionNamespace string
+	// Zap configures structured logging.
+	Zap zap.Options
+}
+
+// BindFlags registers the options on fs with the defaults the charts expect.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080",
+		`Address the Prometheus metrics endpoint binds to; "0" disables it.`)
+	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081",
+		"Address the /healthz and /readyz endpoints bind to.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", false,
+		"Elect a leader so only one replica reconciles at a time.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "",
+		"Namespace of the leader election Lease; defaults to the pod's namespace.")
+}
+
+// NewScheme returns a scheme holding the Kubernetes built-in kinds and fleeet's.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := fleeetv1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewManager builds a controller-runtime manager for the binary called name,
+// with health and readiness checks registered, from the kubeconfig given by
+// --kubeconfig, $KUBECONFIG or the in-cluster environment.
+func NewManager(name string, o Options, scheme *runtime.Scheme) (ctrl.Manager, error) {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.UserAgent = name
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.HealthAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        name + ".fleeet.dev",
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		// Step down at once on SIGTERM so a rolling update hands over quickly.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("adding readiness check: %w", err)
+	}
+	return mgr, nil
+}
+
+// Main is the whole life of a controller binary: it parses the command line
+// (binary-specific flags are registered on pflag.CommandLine before calling
+// it), builds the manager, lets setup add controllers and webhooks, and runs
+// until SIGTERM or SIGINT. It exits the process: 0 after a clean stop, 1 on
+// any setup or run error.
+func Main(name string, setup func(ctrl.Manager) error) {
+	var o Options
+	o.BindFlags(pflag.CommandLine)
+	o.Zap.BindFlags(flag.CommandLine)
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.Zap)))
+	log := ctrl.Log.WithName("setup")
+	if err := run(name, o, setup); err != nil {
+		log.Error(err, "Stopping on error", "binary", name)
+		os.Exit(1)
+	}
+	log.Info("Stopped", "binary", name)
+}
+
+func run(name string, o Options, setup func(ctrl.Manager) error) error {
+	scheme, err := NewScheme()
+	if err != nil {
+		return fmt.Errorf("building scheme: %w", err)
+	}
+	mgr, err := NewManager(name, o, scheme)
+	if err != nil {
+		return err
+	}
+	if setup != nil {
+		if err := setup(mgr); err != nil {
+			return fmt.Errorf("setting up %s: %w", name, err)
+		}
+	}
+	ctrl.Log.WithName("setup").Info("Starting", "binary", name, "version", version.Version,
+		"metrics-bind-address", o.MetricsAddr, "health-probe-bind-address", o.HealthAddr)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

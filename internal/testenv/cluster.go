@@ -1,0 +1,154 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// Scheme knows the Kubernetes built-in kinds, CRDs, fleeet's kinds and the
+// Flux kinds the agent creates.
+var Scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, fleeetv1.AddToScheme,
+		sourcev1.AddToScheme, kustomizev1.AddToScheme, helmv2.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}()
+
+// Cluster is a real kube-apiserver backed by its own etcd, with fleeet's and
+// Flux's CRDs installed. It plays a management or a downstream cluster.
+type Cluster struct {
+	// Name says which role the cluster plays in the test, such as "management".
+	Name string
+	// Config authenticates as a cluster administrator.
+	Config *rest.Config
+	// Client is an uncached client authenticated as a cluster administrator.
+	Client client.Client
+	// Kubeconfig is the path of a kubeconfig file for Config, for processes.
+	Kubeconfig string
+
+	env *envtest.Environment
+}
+
+// StartCluster starts one apiserver and stops it when the test ends.
+func StartCluster(t testing.TB, name string) *Cluster {
+	t.Helper()
+	return StartClusters(t, name)[0]
+}
+
+// StartClusters starts one apiserver per name, concurrently, and stops them
+// when the test ends. Two names give a management and a downstream cluster.
+func StartClusters(t testing.TB, names ...string) []*Cluster {
+	t.Helper()
+	crdDirs, err := crdDirectories()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiserver, err := Tool("kube-apiserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := Tool("etcd")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	clusters := make([]*Cluster, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			clusters[i], errs[i] = startCluster(name, apiserver, etcd, crdDirs, t.TempDir())
+		})
+	}
+	wg.Wait()
+	for i, c := range clusters {
+		if c != nil {
+			t.Cleanup(func() {
+				if err := c.env.Stop(); err != nil {
+					t.Errorf("stopping %s apiserver: %v", c.Name, err)
+				}
+			})
+		}
+		if errs[i] != nil {
+			t.Fatalf("starting %s apiserver: %v", names[i], errs[i])
+		}
+	}
+	return clusters
+}
+
+func startCluster(name, apiserver, etcd string, crdDirs []string, dir string) (*Cluster, error) {
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     crdDirs,
+		ErrorIfCRDPathMissing: true,
+		Scheme:                Scheme,
+		ControlPlane: envtest.ControlPlane{
+			APIServer: &envtest.APIServer{Path: apiserver},
+			Etcd:      &envtest.Etcd{Path: etcd},
+		},
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: name, Config: cfg, env: env}
+	if c.Client, err = client.New(cfg, client.Options{Scheme: Scheme}); err != nil {
+		return c, err
+	}
+	admin, err := env.AddUser(envtest.User{Name: "fleeet-test-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return c, err
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return c, err
+	}
+	c.Kubeconfig = filepath.Join(dir, name+".kubeconfig")
+	return c, os.WriteFile(c.Kubeconfig, kubeconfig, 0o600)
+}
+
+func crdDirectories() ([]string, error) {
+	flux, err := FluxCRDDirectories()
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{filepath.Join(RepoRoot, "config", "crd", "bases")}, flux...), nil
+}
+
+// Namespace creates a namespace with a random name derived from prefix and
+// the given labels. Tests use one namespace each; namespaces are not deleted
+// because no namespace controller runs to finalize them.
+func (c *Cluster) Namespace(t testing.TB, prefix string, labels map[string]string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:   fmt.Sprintf("%s-%s", prefix, rand.String(5)),
+		Labels: labels,
+	}}
+	if err := c.Client.Create(t.Context(), ns); err != nil {
+		t.Fatalf("creating namespace in %s: %v", c.Name, err)
+	}
+	return ns.Name
+}

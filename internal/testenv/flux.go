@@ -1,0 +1,68 @@
+package testenv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FluxNamespace is where the Flux controllers think they run.
+const FluxNamespace = "flux-system"
+
+// FluxController names one of the Flux controllers the tests run.
+type FluxController string
+
+// The Flux controllers fleeet expands syncs into.
+const (
+	SourceController    FluxController = "source-controller"
+	KustomizeController FluxController = "kustomize-controller"
+	HelmController      FluxController = "helm-controller"
+)
+
+// StartFlux runs the given Flux controllers as processes against the cluster,
+// with cluster-admin rights, and waits until each reports ready. The source
+// controller serves artifacts on loopback for the others.
+func StartFlux(t testing.TB, c *Cluster, controllers ...FluxController) map[FluxController]*Process {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FluxNamespace}}
+	if err := c.Client.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating %s namespace: %v", FluxNamespace, err)
+	}
+	env := []string{"KUBECONFIG=" + c.Kubeconfig, "RUNTIME_NAMESPACE=" + FluxNamespace}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	procs := map[FluxController]*Process{}
+	for _, fc := range controllers {
+		path, err := Tool(string(fc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		health := FreeAddr(t)
+		args := []string{
+			"--enable-leader-election=false",
+			"--metrics-addr=" + FreeAddr(t),
+			"--health-addr=" + health,
+			"--log-level=debug",
+			"--concurrent=4",
+		}
+		if fc == SourceController {
+			storage := FreeAddr(t)
+			args = append(args,
+				"--storage-path="+t.TempDir(),
+				"--storage-addr="+storage,
+				"--storage-adv-addr="+storage,
+			)
+		}
+		p := StartProcess(t, c.Name+"-"+string(fc), path, env, args...)
+		if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
+			t.Fatal(err)
+		}
+		procs[fc] = p
+	}
+	return procs
+}

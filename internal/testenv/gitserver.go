@@ -1,0 +1,78 @@
+package testenv
+
+import (
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gitHTTPBackend is where Debian's git package installs the smart-HTTP server.
+const gitHTTPBackend = "/usr/lib/git-core/git-http-backend"
+
+// GitServer serves the bare repositories under a directory over smart HTTP
+// through git http-backend, as a real git host would.
+type GitServer struct {
+	// URL is the server's base URL; repository "app" is at URL + "/app.git".
+	URL  string
+	root string
+}
+
+// NewGitServer starts a git server on loopback, stopped when the test ends.
+func NewGitServer(t testing.TB) *GitServer {
+	t.Helper()
+	root := t.TempDir()
+	srv := httptest.NewServer(&cgi.Handler{
+		Path: gitHTTPBackend,
+		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
+	})
+	t.Cleanup(srv.Close)
+	return &GitServer{URL: srv.URL, root: root}
+}
+
+// Commit writes files (path → content) into repository repo on branch main as
+// one commit, creating the repository on first use, and tags the commit when
+// tag is not empty. Files from earlier commits stay unless overwritten. It
+// returns the repository's URL and the commit's full SHA.
+func (s *GitServer) Commit(t testing.TB, repo string, files map[string]string, tag string) (url, commit string) {
+	t.Helper()
+	bare := filepath.Join(s.root, repo+".git")
+	work := filepath.Join(s.root, ".work", repo)
+	if _, err := os.Stat(bare); os.IsNotExist(err) {
+		git(t, s.root, "init", "--quiet", "--bare", "--initial-branch=main", bare)
+		git(t, s.root, "init", "--quiet", "--initial-branch=main", work)
+		git(t, work, "remote", "add", "origin", bare)
+	}
+	for name, content := range files {
+		p := filepath.Join(work, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, work, "add", "--all")
+	git(t, work, "commit", "--quiet", "--allow-empty", "-m", "test commit")
+	if tag != "" {
+		git(t, work, "tag", tag)
+	}
+	git(t, work, "push", "--quiet", "--tags", "origin", "main")
+	commit = strings.TrimSpace(git(t, work, "rev-parse", "HEAD"))
+	return s.URL + "/" + repo + ".git", commit
+}
+
+func git(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	args = append([]string{
+		"-c", "user.name=fleeet test", "-c", "user.email=test@fleeet.dev",
+		"-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false",
+	}, args...)
+	out, err := runIn(dir, "git", args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -1,0 +1,142 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Process is a program the test started; it is stopped with SIGTERM when the
+// test ends, and its log is printed if the test failed.
+type Process struct {
+	// Name identifies the process in messages.
+	Name string
+	// LogPath is the file holding the process's standard output and error.
+	LogPath string
+
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// StartProcess runs path with args and extra environment variables, logging to
+// a file in the test's temporary directory.
+func StartProcess(t testing.TB, name, path string, env []string, args ...string) *Process {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan error, 1)}
+	go func() {
+		p.done <- cmd.Wait()
+		logFile.Close()
+	}()
+	t.Cleanup(func() {
+		if err := p.Stop(30 * time.Second); err != nil {
+			t.Logf("%s: %v", name, err)
+		}
+		if t.Failed() {
+			t.Logf("last lines of %s log (%s):\n%s", name, logPath, tail(logPath, 40))
+		}
+	})
+	return p
+}
+
+// Stop sends SIGTERM and waits up to grace for the process to exit, then
+// kills it. It returns the process's exit error, if any; stopping a process
+// that already exited returns nil.
+func (p *Process) Stop(grace time.Duration) error {
+	if p.cmd.ProcessState != nil {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("did not exit within %s of SIGTERM; killed", grace)
+	}
+}
+
+// Exited reports whether the process has exited, and with which error.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return true, err
+	default:
+		return false, nil
+	}
+}
+
+// WaitHTTP waits until url answers 200, failing the test if the process
+// exits first or ctx ends.
+func (p *Process) WaitHTTP(ctx context.Context, url string) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited before %s answered: %v\n%s", p.Name, url, err, tail(p.LogPath, 20))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting for %s: %w\n%s", p.Name, url, ctx.Err(), tail(p.LogPath, 20))
+		case <-tick.C:
+		}
+	}
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 64*1024), 1024*1024)
+	for s.Scan() {
+		lines = append(lines, s.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,94 @@
+// Package testenv runs the real components fleeet's tests need: kube-apiservers
+// with etcd (through controller-runtime's envtest), Flux's source-, kustomize-
+// and helm-controller as processes, a smart-HTTP git server and a Helm chart
+// repository. Every program comes from hack/tools, built once into the tools
+// cache on first use.
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// RepoRoot is the root of the fleeet repository this package was built from.
+var RepoRoot = func() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}()
+
+var (
+	toolsMu sync.Mutex
+	tools   = map[string]string{}
+)
+
+// Tool returns the path of a program pinned in hack/tools, building it into
+// the tools cache if it is not there yet. $FLEEET_TOOL_<NAME> (upper case,
+// dashes as underscores) overrides the path.
+func Tool(name string) (string, error) {
+	toolsMu.Lock()
+	defer toolsMu.Unlock()
+	if p, ok := tools[name]; ok {
+		return p, nil
+	}
+	env := "FLEEET_TOOL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+	if p := os.Getenv(env); p != "" {
+		tools[name] = p
+		return p, nil
+	}
+	out, err := runIn(RepoRoot, filepath.Join(RepoRoot, "hack", "tools", "build.sh"), name)
+	if err != nil {
+		return "", fmt.Errorf("building tool %s: %w", name, err)
+	}
+	_, dir, ok := strings.Cut(strings.TrimSpace(out), "=")
+	if !ok {
+		return "", fmt.Errorf("building tool %s: unexpected output %q", name, out)
+	}
+	p := filepath.Join(dir, name)
+	tools[name] = p
+	return p, nil
+}
+
+// FluxCRDDirectories returns the config/crd/bases directories of the Flux
+// controller modules pinned in hack/tools, so tests install exactly the CRDs
+// of the controllers they run.
+func FluxCRDDirectories() ([]string, error) {
+	mods := []string{
+		"github.com/fluxcd/source-controller",
+		"github.com/fluxcd/kustomize-controller",
+		"github.com/fluxcd/helm-controller",
+	}
+	args := append([]string{"mod", "download"}, mods...)
+	if _, err := runIn(filepath.Join(RepoRoot, "hack", "tools"), "go", args...); err != nil {
+		return nil, fmt.Errorf("downloading Flux modules: %w", err)
+	}
+	args = append([]string{"list", "-m", "-f", "{{.Dir}}"}, mods...)
+	out, err := runIn(filepath.Join(RepoRoot, "hack", "tools"), "go", args...)
+	if err != nil {
+		return nil, fmt.Errorf("locating Flux modules: %w", err)
+	}
+	var dirs []string
+	for _, d := range strings.Fields(out) {
+		dirs = append(dirs, filepath.Join(d, "config", "crd", "bases"))
+	}
+	return dirs, nil
+}
+
+// runIn runs a command in dir and returns its standard output; on failure the
+// error carries standard error.
+func runIn(dir, name string, args ...string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-buildvcs=false")
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
