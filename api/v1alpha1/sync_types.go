@@ -158,10 +158,11 @@ type KustomizePackage struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	TargetNamespace string `json:"targetNamespace,omitempty"`
 
-	// Prune deletes objects that were applied before and are gone from the source.
+	// Prune deletes objects that were applied before and are gone from the
+	// source; on unless set to false.
 	// +optional
 	// +kubebuilder:default=true
-	Prune bool `json:"prune"`
+	Prune *bool `json:"prune,omitempty"`
 
 	// Wait makes readiness wait for every applied object to be ready.
 	// +optional

@@ -63,26 +63,12 @@ func StartCluster(t testing.TB, name string) *Cluster {
 // when the test ends. Two names give a management and a downstream cluster.
 func StartClusters(t testing.TB, names ...string) []*Cluster {
 	t.Helper()
-	crdDirs, err := crdDirectories()
-	if err != nil {
-		t.Fatal(err)
-	}
-	apiserver, err := Tool("kube-apiserver")
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := Tool("etcd")
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	clusters := make([]*Cluster, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
-		wg.Go(func() {
-			clusters[i], errs[i] = startCluster(name, apiserver, etcd, crdDirs, t.TempDir())
-		})
+		dir := t.TempDir()
+		wg.Go(func() { clusters[i], errs[i] = startCluster(name, dir) })
 	}
 	wg.Wait()
 	for i, c := range clusters {
@@ -100,7 +86,20 @@ func StartClusters(t testing.TB, names ...string) []*Cluster {
 	return clusters
 }
 
-func startCluster(name, apiserver, etcd string, crdDirs []string, dir string) (*Cluster, error) {
+// startCluster starts an apiserver whose admin kubeconfig is written into dir.
+func startCluster(name, dir string) (*Cluster, error) {
+	crdDirs, err := crdDirectories()
+	if err != nil {
+		return nil, err
+	}
+	apiserver, err := Tool("kube-apiserver")
+	if err != nil {
+		return nil, err
+	}
+	etcd, err := Tool("etcd")
+	if err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
@@ -151,4 +150,29 @@ func (c *Cluster) Namespace(t testing.TB, prefix string, labels map[string]strin
 		t.Fatalf("creating namespace in %s: %v", c.Name, err)
 	}
 	return ns.Name
+}
+
+// RunWithCluster starts one apiserver shared by every test of a package, runs
+// the tests and stops it; use it from TestMain as
+// os.Exit(testenv.RunWithCluster(m, "management", &cluster)).
+func RunWithCluster(m *testing.M, name string, c **Cluster) int {
+	dir, err := os.MkdirTemp("", "fleeet-testenv-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	*c, err = startCluster(name, dir)
+	if *c != nil {
+		defer func() {
+			if err := (*c).env.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "stopping %s apiserver: %v\n", name, err)
+			}
+		}()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting %s apiserver: %v\n", name, err)
+		return 1
+	}
+	return m.Run()
 }

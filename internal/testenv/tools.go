@@ -57,7 +57,9 @@ func Tool(name string) (string, error) {
 // FluxCRDDirectories returns the config/crd/bases directories of the Flux
 // controller modules pinned in hack/tools, so tests install exactly the CRDs
 // of the controllers they run.
-func FluxCRDDirectories() ([]string, error) {
+var FluxCRDDirectories = sync.OnceValues(fluxCRDDirectories)
+
+func fluxCRDDirectories() ([]string, error) {
 	mods := []string{
 		"github.com/fluxcd/source-controller",
 		"github.com/fluxcd/kustomize-controller",

@@ -1,0 +1,329 @@
+package v1alpha1_test
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+// One apiserver serves every test in this file; each test uses its own namespace.
+var cluster *testenv.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunWithCluster(m, "management", &cluster))
+}
+
+const commit = "0123456789abcdef0123456789abcdef01234567"
+
+func gitSync() fleeetv1.SyncSpec {
+	return fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/platform.git", Tag: "v1.0.0"}},
+		Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
+	}
+}
+
+func helmSync() fleeetv1.SyncSpec {
+	return fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "oci://registry.example.com/charts", Chart: "app", Version: "1.2.3"}},
+		Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{}},
+	}
+}
+
+func minimalModule(ns string) *fleeetv1.Module {
+	return &fleeetv1.Module{
+		ObjectMeta: metav1.ObjectMeta{Name: "platform", Namespace: ns},
+		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
+			Sync: gitSync(), Selector: &metav1.LabelSelector{},
+		}},
+	}
+}
+
+// minimalObjects holds one object of every kind with the least spec it accepts.
+func minimalObjects(ns string) []client.Object {
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name, Namespace: ns} }
+	return []client.Object{
+		minimalModule(ns),
+		&fleeetv1.BootstrapModule{ObjectMeta: meta("flux"), Spec: fleeetv1.BootstrapModuleSpec{
+			SyncPlacement: fleeetv1.SyncPlacement{Sync: helmSync()},
+		}},
+		&fleeetv1.Remote{ObjectMeta: meta("edge-1")},
+		&fleeetv1.ProxyAssemblage{ObjectMeta: meta("edge-1"), Spec: fleeetv1.ProxyAssemblageSpec{
+			Assemblage: fleeetv1.AssemblageSpec{Syncs: []fleeetv1.NamedSync{{Name: "platform", SyncSpec: gitSync()}}},
+		}},
+		&fleeetv1.RegistrationToken{ObjectMeta: meta("edge")},
+		&fleeetv1.Upstream{ObjectMeta: meta("team-a"), Spec: fleeetv1.UpstreamSpec{
+			Management:  fleeetv1.ManagementEndpoint{URL: "https://management.example.com:6443", Namespace: "team-a"},
+			ClusterName: "edge-1",
+		}},
+		&fleeetv1.Assemblage{ObjectMeta: meta("team-a")},
+	}
+}
+
+func TestEveryKindAcceptsAMinimalSpecAndStartsUnobserved(t *testing.T) {
+	ns := cluster.Namespace(t, "minimal", nil)
+	for _, obj := range minimalObjects(ns) {
+		t.Run(fmt.Sprintf("%T", obj), func(t *testing.T) {
+			g := NewWithT(t)
+			g.Expect(cluster.Client.Create(t.Context(), obj)).To(Succeed())
+
+			// kstatus must never read a fresh object as Current: observedGeneration
+			// starts at -1 until a controller has looked at the object.
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(fleeetv1.GroupVersion.WithKind(kindOf(obj)))
+			g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(obj), u)).To(Succeed())
+			observed, found, err := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(found).To(BeTrue(), "status.observedGeneration is defaulted")
+			g.Expect(observed).To(Equal(int64(-1)))
+		})
+	}
+}
+
+func TestDefaultsAreApplied(t *testing.T) {
+	g := NewWithT(t)
+	ns := cluster.Namespace(t, "defaults", nil)
+
+	mod := minimalModule(ns)
+	mod.Spec.Sync.Package.Kustomize.Path = ""
+	g.Expect(cluster.Client.Create(t.Context(), mod)).To(Succeed())
+	g.Expect(mod.Spec.Rollout.Strategy).To(Equal(fleeetv1.AllAtOnceStrategy))
+	g.Expect(mod.Spec.Rollout.MaxUnavailable).To(Equal(ptr.To(intstr.FromInt32(1))))
+	g.Expect(mod.Spec.Sync.Package.Kustomize.Path).To(Equal("./"))
+	g.Expect(mod.Spec.Sync.Package.Kustomize.Prune).To(Equal(ptr.To(true)))
+
+	tok := &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}
+	g.Expect(cluster.Client.Create(t.Context(), tok)).To(Succeed())
+	g.Expect(tok.Spec.TTL.Duration).To(Equal(time.Hour))
+	g.Expect(tok.Spec.MaxRegistrations).To(Equal(int32(1)))
+
+	remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Name: "push", Namespace: ns},
+		Spec: fleeetv1.RemoteSpec{KubeconfigRef: &fleeetv1.SecretKeyReference{Name: "edge-kubeconfig"}}}
+	g.Expect(cluster.Client.Create(t.Context(), remote)).To(Succeed())
+	g.Expect(remote.Spec.KubeconfigRef.Key).To(Equal("value"))
+}
+
+func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
+	ns := cluster.Namespace(t, "invalid", nil)
+	module := func(edit func(*fleeetv1.Module)) client.Object {
+		m := minimalModule(ns)
+		edit(m)
+		return m
+	}
+	cases := []struct {
+		name string
+		obj  client.Object
+		// raw edits the object as JSON, for fields the Go types cannot hold.
+		raw  func(map[string]any)
+		want []string
+	}{{
+		name: "git source with a branch",
+		obj:  module(func(m *fleeetv1.Module) {}),
+		raw: func(o map[string]any) {
+			git := o["spec"].(map[string]any)["sync"].(map[string]any)["source"].(map[string]any)["git"].(map[string]any)
+			delete(git, "tag")
+			git["branch"] = "main"
+		},
+		want: []string{`unknown field "spec.sync.source.git.branch"`},
+	}, {
+		name: "git tag naming a branch ref",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = "refs/heads/main" }),
+		want: []string{"spec.sync.source.git.tag", "must name a tag, not a branch"},
+	}, {
+		name: "git source with neither tag nor revision",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = "" }),
+		want: []string{"spec.sync.source.git", "exactly one of tag or revision must be set"},
+	}, {
+		name: "git source with both tag and revision",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Revision = commit }),
+		want: []string{"spec.sync.source.git", "exactly one of tag or revision must be set"},
+	}, {
+		name: "short commit",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Source.Git.Tag = ""
+			m.Spec.Sync.Source.Git.Revision = commit[:7]
+		}),
+		want: []string{"spec.sync.source.git.revision", "full 40-character lower-case hex commit SHA"},
+	}, {
+		name: "helm chart with a version range",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync = helmSync(); m.Spec.Sync.Source.Helm.Version = ">=1.2.0" }),
+		want: []string{"spec.sync.source.helm.version", "exact semantic version"},
+	}, {
+		name: "helm chart with a wildcard version",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync = helmSync(); m.Spec.Sync.Source.Helm.Version = "1.2.x" }),
+		want: []string{"spec.sync.source.helm.version", "exact semantic version"},
+	}, {
+		name: "both git and helm sources",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source.Helm = helmSync().Source.Helm }),
+		want: []string{"spec.sync.source", "exactly one of git or helm must be set"},
+	}, {
+		name: "neither git nor helm source",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git = nil }),
+		want: []string{"spec.sync.source", "exactly one of git or helm must be set"},
+	}, {
+		name: "git source with a helm package",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Package = helmSync().Package }),
+		want: []string{"spec.sync", "a git source is applied with a kustomize package"},
+	}, {
+		name: "both kustomize and helm packages",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Package.Helm = &fleeetv1.HelmPackage{} }),
+		want: []string{"spec.sync.package", "exactly one of kustomize or helm must be set"},
+	}, {
+		name: "source URL with an unsupported scheme",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.URL = "file:///etc" }),
+		want: []string{"spec.sync.source.git.url"},
+	}, {
+		name: "unknown rollout strategy",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Rollout.Strategy = "Canary" }),
+		want: []string{"spec.rollout.strategy", `Unsupported value: "Canary"`},
+	}, {
+		name: "negative maxUnavailable",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Rollout.MaxUnavailable = ptr.To(intstr.FromInt32(-1)) }),
+		want: []string{"spec.rollout.maxUnavailable", "at least 1"},
+	}, {
+		name: "maxUnavailable over 100%",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Rollout.MaxUnavailable = ptr.To(intstr.FromString("150%")) }),
+		want: []string{"spec.rollout.maxUnavailable", "percentage from 1% to 100%"},
+	}, {
+		name: "negative minReadySeconds",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Rollout.MinReadySeconds = -5 }),
+		want: []string{"spec.rollout.minReadySeconds"},
+	}, {
+		name: "control-plane binding to a Secret",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.ControlPlaneBindings = []fleeetv1.ControlPlaneBinding{{Name: "PASSWORD",
+				ObjectFieldRef: &fleeetv1.ControlPlaneFieldRef{Kind: "Secret", Name: "db", FieldPath: "/data/password"}}}
+		}),
+		want: []string{"spec.controlPlaneBindings[0].objectFieldRef.kind", "Secrets are never read"},
+	}, {
+		name: "binding with both a value and a field reference",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Bindings = []fleeetv1.Binding{{Name: "REGION", Value: ptr.To("eu"),
+				ObjectFieldRef: &fleeetv1.ObjectFieldRef{APIVersion: "v1", Kind: "ConfigMap", Name: "c", FieldPath: "/data/r"}}}
+		}),
+		want: []string{"spec.sync.bindings[0]", "exactly one of value or objectFieldRef must be set"},
+	}, {
+		name: "binding field path that is not a JSON pointer",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Bindings = []fleeetv1.Binding{{Name: "REGION",
+				ObjectFieldRef: &fleeetv1.ObjectFieldRef{APIVersion: "v1", Kind: "ConfigMap", Name: "c", FieldPath: "data.region"}}}
+		}),
+		want: []string{"spec.sync.bindings[0].objectFieldRef.fieldPath"},
+	}, {
+		name: "dependency with both a name and a selector",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.DependsOn = []fleeetv1.Dependency{{Name: "crds", Selector: &metav1.LabelSelector{}}}
+		}),
+		want: []string{"spec.sync.dependsOn[0]", "exactly one of name or selector must be set"},
+	}, {
+		name: "registration token allowing no registrations",
+		obj: &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: ns},
+			Spec: fleeetv1.RegistrationTokenSpec{MaxRegistrations: -1}},
+		want: []string{"spec.maxRegistrations"},
+	}, {
+		name: "upstream over plain http",
+		obj: &fleeetv1.Upstream{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: ns},
+			Spec: fleeetv1.UpstreamSpec{ClusterName: "edge-1",
+				Management: fleeetv1.ManagementEndpoint{URL: "http://management:6443", Namespace: "team-a"}}},
+		want: []string{"spec.management.url"},
+	}, {
+		name: "assemblage sync with an invalid name",
+		obj: &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: ns},
+			Spec: fleeetv1.AssemblageSpec{Syncs: []fleeetv1.NamedSync{{Name: "Not_A_Name", SyncSpec: gitSync()}}}},
+		want: []string{"spec.syncs[0].name"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			obj := tc.obj
+			if tc.raw != nil {
+				raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+				g.Expect(err).NotTo(HaveOccurred())
+				tc.raw(raw)
+				u := &unstructured.Unstructured{Object: raw}
+				u.SetGroupVersionKind(fleeetv1.GroupVersion.WithKind(kindOf(tc.obj)))
+				obj = u
+			}
+			// Strict is what kubectl asks for by default: unknown fields are errors.
+			err := cluster.Client.Create(t.Context(), obj, client.FieldValidation(metav1.FieldValidationStrict))
+			g.Expect(err).To(HaveOccurred())
+			for _, want := range tc.want {
+				g.Expect(err.Error()).To(ContainSubstring(want))
+			}
+		})
+	}
+}
+
+func TestCRDsAreCompleteForKubectl(t *testing.T) {
+	for _, plural := range []string{"modules", "bootstrapmodules", "remotes", "proxyassemblages",
+		"registrationtokens", "upstreams", "assemblages"} {
+		t.Run(plural, func(t *testing.T) {
+			g := NewWithT(t)
+			var crd apiextensionsv1.CustomResourceDefinition
+			g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Name: plural + ".fleeet.dev"}, &crd)).To(Succeed())
+
+			g.Expect(crd.Spec.Scope).To(Equal(apiextensionsv1.NamespaceScoped))
+			g.Expect(crd.Spec.Names.ShortNames).NotTo(BeEmpty())
+			g.Expect(crd.Spec.Names.Categories).To(ContainElement("fleeet"))
+			g.Expect(crd.Spec.Versions).To(HaveLen(1))
+			v := crd.Spec.Versions[0]
+			g.Expect(v.Subresources).NotTo(BeNil())
+			g.Expect(v.Subresources.Status).NotTo(BeNil(), "status subresource")
+			columns := []string{}
+			for _, c := range v.AdditionalPrinterColumns {
+				columns = append(columns, c.Name)
+			}
+			g.Expect(columns).To(ContainElement("Age"))
+			g.Expect(slices.ContainsFunc(columns, func(c string) bool { return c == "Ready" || c == "Status" })).
+				To(BeTrue(), "a READY or STATUS column: %v", columns)
+
+			// kubectl explain shows a description for every field.
+			undocumented := undocumentedFields(v.Schema.OpenAPIV3Schema, "")
+			g.Expect(undocumented).To(BeEmpty())
+		})
+	}
+}
+
+// undocumentedFields lists the paths of schema properties without a description.
+func undocumentedFields(s *apiextensionsv1.JSONSchemaProps, path string) []string {
+	var missing []string
+	for name, prop := range s.Properties {
+		p := path + "." + name
+		if p == ".metadata" {
+			continue // ObjectMeta is documented by Kubernetes itself.
+		}
+		if strings.TrimSpace(prop.Description) == "" {
+			missing = append(missing, p)
+		}
+		missing = append(missing, undocumentedFields(&prop, p)...)
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		missing = append(missing, undocumentedFields(s.Items.Schema, path+"[]")...)
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		missing = append(missing, undocumentedFields(s.AdditionalProperties.Schema, path+"{}")...)
+	}
+	return missing
+}
+
+func kindOf(obj client.Object) string {
+	gvks, _, err := testenv.Scheme.ObjectKinds(obj)
+	if err != nil {
+		panic(err)
+	}
+	return gvks[0].Kind
+}
