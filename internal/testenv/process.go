@@ -53,7 +53,7 @@ func StartProcess(t testing.TB, name, path string, env []string, args ...string)
 			t.Logf("%s: %v", name, err)
 		}
 		if t.Failed() {
-			t.Logf("last lines of %s log (%s):\n%s", name, logPath, tail(logPath, 40))
+			t.Logf("last lines of %s log (%s):\n%s", name, logPath, Tail(logPath, 40))
 		}
 	})
 	return p
@@ -102,11 +102,11 @@ func (p *Process) WaitHTTP(ctx context.Context, url string) error {
 			}
 		}
 		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("%s exited before %s answered: %v\n%s", p.Name, url, err, tail(p.LogPath, 20))
+			return fmt.Errorf("%s exited before %s answered: %v\n%s", p.Name, url, err, Tail(p.LogPath, 20))
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: waiting for %s: %w\n%s", p.Name, url, ctx.Err(), tail(p.LogPath, 20))
+			return fmt.Errorf("%s: waiting for %s: %w\n%s", p.Name, url, ctx.Err(), Tail(p.LogPath, 20))
 		case <-tick.C:
 		}
 	}
@@ -123,7 +123,8 @@ func FreeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-func tail(path string, n int) string {
+// Tail returns the last n lines of the file at path, for failure messages.
+func Tail(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return err.Error()

@@ -1,0 +1,14 @@
+{{/* Common labels of every object this chart creates. */}}
+{{- define "fleet-manager.labels" -}}
+app.kubernetes.io/name: fleet-manager
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
+{{/* Labels that select the fleet-manager pods. */}}
+{{- define "fleet-manager.selectorLabels" -}}
+app.kubernetes.io/name: fleet-manager
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
