@@ -37,4 +37,19 @@ const (
 
 	// PolicyLabel marks a ConfigMap in the manager's namespace as holding Rego.
 	PolicyLabel = "fleeet.dev/policy"
+
+	// AssemblageLabel names the Assemblage a Flux object was expanded from.
+	AssemblageLabel = "fleeet.dev/assemblage"
+
+	// SyncLabel names the sync a Flux object was expanded from.
+	SyncLabel = "fleeet.dev/sync"
+
+	// SpecHashAnnotation on a Flux object is the hash of the spec the agent
+	// last applied, so the agent knows whether the object is at the desired
+	// version without comparing defaulted specs.
+	SpecHashAnnotation = "fleeet.dev/spec-hash"
+
+	// DependsOnAnnotation on a Flux object lists, comma-separated, the syncs
+	// it depended on when applied; removal waits for these dependents first.
+	DependsOnAnnotation = "fleeet.dev/depends-on"
 )

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"os"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -47,14 +50,17 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Namespace of the leader election Lease; defaults to the pod's namespace.")
 }
 
-// NewScheme returns a scheme holding the Kubernetes built-in kinds and fleeet's.
+// NewScheme returns a scheme holding the Kubernetes built-in kinds, fleeet's
+// and the Flux kinds syncs expand into.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	if err := fleeetv1.AddToScheme(s); err != nil {
-		return nil, err
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, fleeetv1.AddToScheme,
+		sourcev1.AddToScheme, kustomizev1.AddToScheme, helmv2.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }

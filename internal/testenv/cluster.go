@@ -7,33 +7,26 @@ import (
 	"sync"
 	"testing"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/runner"
 )
 
-// Scheme knows the Kubernetes built-in kinds, CRDs, fleeet's kinds and the
-// Flux kinds the agent creates.
+// Scheme knows the kinds the binaries know, plus CRDs.
 var Scheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, fleeetv1.AddToScheme,
-		sourcev1.AddToScheme, kustomizev1.AddToScheme, helmv2.AddToScheme,
-	} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
+	s, err := runner.NewScheme()
+	if err == nil {
+		err = apiextensionsv1.AddToScheme(s)
+	}
+	if err != nil {
+		panic(err)
 	}
 	return s
 }()

@@ -1,0 +1,454 @@
+// Package assemblage holds the agent's Assemblage controller: it expands each
+// sync of an Assemblage into Flux objects, holds a sync back until every sync
+// it depends on is Ready at its desired revision, whatever their kinds, and
+// removes dropped syncs in reverse dependency order.
+package assemblage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// Finalizer holds an Assemblage until its Flux objects are removed in
+// reverse dependency order.
+const Finalizer = "fleeet.dev/assemblage"
+
+// Reasons used in conditions and events.
+const (
+	ReasonSucceeded       = "Succeeded"
+	ReasonProgressing     = "Progressing"
+	ReasonSyncFailed      = "SyncFailed"
+	ReasonDependencyCycle = "DependencyCycle"
+	ReasonSyncApplied     = "SyncApplied"
+	ReasonSyncRemoved     = "SyncRemoved"
+)
+
+// Reconciler reconciles Assemblages into Flux objects.
+type Reconciler struct {
+	// Client reads Flux objects from the cache and writes them.
+	Client client.Client
+	// APIReader reads the objects bindings refer to, uncached, so the agent
+	// does not watch every kind a binding might name.
+	APIReader client.Reader
+	// Recorder records events on Assemblages.
+	Recorder events.EventRecorder
+	// FieldOwner is the server-side apply field manager for Flux objects.
+	FieldOwner string
+	// MaxConcurrentReconciles bounds how many Assemblages reconcile at once.
+	MaxConcurrentReconciles int
+}
+
+// SetupWithManager registers the controller. Changes to the Flux objects an
+// Assemblage owns, status included, trigger its reconcile: readiness arrives
+// by watch, never by polling.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&fleeetv1.Assemblage{}).
+		Owns(&kustomizev1.Kustomization{}).
+		Owns(&helmv2.HelmRelease{}).
+		Owns(&sourcev1.GitRepository{}).
+		Owns(&sourcev1.HelmRepository{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// Reconcile brings one Assemblage's Flux objects to its spec. Status is
+// written in one deferred patch so every exit records what happened.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	asm := &fleeetv1.Assemblage{}
+	if err := r.Client.Get(ctx, req.NamespacedName, asm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := asm.DeepCopy()
+	defer func() {
+		if err := r.writeStatus(ctx, before, asm); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	if !asm.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, asm)
+	}
+	if !controllerutil.ContainsFinalizer(asm, Finalizer) {
+		patch := client.MergeFrom(asm.DeepCopy())
+		controllerutil.AddFinalizer(asm, Finalizer)
+		if err := r.Client.Patch(ctx, asm, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+
+	objs, err := r.observe(ctx, asm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	g := buildGraph(asm.Spec.Syncs)
+	statuses, err := r.reconcileSyncs(ctx, asm, g, objs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	removing, err := r.reconcileRemovals(ctx, asm, objs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.reconcileStatus(asm, statuses, g, removing)
+	return ctrl.Result{}, nil
+}
+
+// reconcileDelete removes every sync in reverse dependency order and lets the
+// Assemblage go once nothing is left.
+func (r *Reconciler) reconcileDelete(ctx context.Context, asm *fleeetv1.Assemblage) error {
+	objs, err := r.observe(ctx, asm)
+	if err != nil {
+		return err
+	}
+	asm.Spec.Syncs = nil // every sync is now one to remove
+	removing, err := r.reconcileRemovals(ctx, asm, objs)
+	if err != nil {
+		return err
+	}
+	if len(removing) > 0 {
+		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonProgressing,
+			"removing "+strings.Join(removing, ", "))
+		return nil
+	}
+	patch := client.MergeFrom(asm.DeepCopy())
+	controllerutil.RemoveFinalizer(asm, Finalizer)
+	return client.IgnoreNotFound(r.Client.Patch(ctx, asm, patch))
+}
+
+// observe lists the Flux objects expanded from the Assemblage, by sync name.
+func (r *Reconciler) observe(ctx context.Context, asm *fleeetv1.Assemblage) (map[string]observed, error) {
+	opts := []client.ListOption{client.InNamespace(asm.Namespace), client.MatchingLabels{fleeetv1.AssemblageLabel: asm.Name}}
+	objs := map[string]observed{}
+	lists := []struct {
+		list   client.ObjectList
+		source bool
+	}{
+		{&kustomizev1.KustomizationList{}, false},
+		{&helmv2.HelmReleaseList{}, false},
+		{&sourcev1.GitRepositoryList{}, true},
+		{&sourcev1.HelmRepositoryList{}, true},
+	}
+	for _, l := range lists {
+		if err := r.Client.List(ctx, l.list, opts...); err != nil {
+			return nil, fmt.Errorf("listing Flux objects of assemblage %s/%s: %w", asm.Namespace, asm.Name, err)
+		}
+		err := apimeta.EachListItem(l.list, func(o runtime.Object) error {
+			obj := o.(client.Object)
+			name := obj.GetLabels()[fleeetv1.SyncLabel]
+			cur := objs[name]
+			if l.source {
+				cur.source = obj
+			} else {
+				cur.applier = obj
+			}
+			objs[name] = cur
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return objs, nil
+}
+
+// planned is one sync's desired expansion, or why it has none.
+type planned struct {
+	x   *expansion
+	err error
+}
+
+// reconcileSyncs applies every sync whose dependencies are all Ready and
+// returns each sync's status. A sync is never removed or rolled back here:
+// one whose dependencies are not ready keeps what it runs.
+func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblage, g *graph, objs map[string]observed) ([]fleeetv1.SyncStatus, error) {
+	plans := map[string]planned{}
+	for i := range asm.Spec.Syncs {
+		s := &asm.Spec.Syncs[i]
+		values, err := resolveBindings(ctx, r.APIReader, asm.Namespace, s.Bindings)
+		if err != nil {
+			plans[s.Name] = planned{err: err}
+			continue
+		}
+		x, err := expandSync(asm, s, values, g.deps[s.Name])
+		plans[s.Name] = planned{x: x, err: err}
+	}
+
+	// depReady says whether a dependency is Ready at its desired revision, and if not, why.
+	depReady := func(name string) (bool, string) {
+		p := plans[name]
+		if p.err != nil {
+			return false, "cannot be expanded: " + p.err.Error()
+		}
+		o := objs[name]
+		if !o.exists() {
+			return false, "not applied yet"
+		}
+		if o.specHash() != annotation(p.x.applier, fleeetv1.SpecHashAnnotation) {
+			return false, "not updated to its desired version yet"
+		}
+		v := judge(o, p.x.want)
+		if v.ready() {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s: %s", v.state, v.message)
+	}
+
+	statuses := make([]fleeetv1.SyncStatus, 0, len(asm.Spec.Syncs))
+	var errs []error
+	for i := range asm.Spec.Syncs {
+		s := &asm.Spec.Syncs[i]
+		st := fleeetv1.SyncStatus{Name: s.Name}
+		p, o := plans[s.Name], objs[s.Name]
+		blockedBy, reasons := g.missing[s.Name], []string{}
+		for _, m := range g.missing[s.Name] {
+			reasons = append(reasons, fmt.Sprintf("%s is not in this assemblage", m))
+		}
+		for _, d := range g.deps[s.Name] {
+			if ok, why := depReady(d); !ok {
+				blockedBy = append(blockedBy, d)
+				reasons = append(reasons, fmt.Sprintf("%s is %s", d, why))
+			}
+		}
+		upToDate := p.err == nil && o.exists() && o.specHash() == annotation(p.x.applier, fleeetv1.SpecHashAnnotation)
+
+		switch {
+		case g.invalid[s.Name] != "":
+			st.State, st.Message = fleeetv1.SyncFailed, g.invalid[s.Name]
+		case len(g.cycles[s.Name]) > 0:
+			st.State, st.Message = fleeetv1.SyncFailed, "dependency cycle: "+cycleString(g.cycles[s.Name])
+		case len(blockedBy) > 0 && !upToDate:
+			st.State, st.BlockedBy = fleeetv1.SyncBlocked, blockedBy
+			st.Message = "waiting for dependencies: " + strings.Join(reasons, "; ")
+		case p.err != nil:
+			st.State, st.Message = fleeetv1.SyncFailed, p.err.Error()
+		case !upToDate:
+			if err := r.applySync(ctx, asm, s.Name, p.x); err != nil {
+				errs = append(errs, err)
+				st.State, st.Message = fleeetv1.SyncProgressing, err.Error()
+				break
+			}
+			st.State, st.Message = fleeetv1.SyncProgressing, "applied "+p.x.want.String()
+		default:
+			v := judge(o, p.x.want)
+			st.State, st.Revision, st.Message = v.state, v.revision, v.message
+		}
+		if st.Revision == "" {
+			st.Revision = appliedRevision(o.applier)
+		}
+		statuses = append(statuses, st)
+	}
+	return statuses, errors.Join(errs...)
+}
+
+// applySync server-side applies a sync's source, then its applier.
+func (r *Reconciler) applySync(ctx context.Context, asm *fleeetv1.Assemblage, name string, x *expansion) error {
+	for _, obj := range []client.Object{x.source, x.applier} {
+		if err := r.apply(ctx, asm, obj); err != nil {
+			return fmt.Errorf("applying sync %s: %w", name, err)
+		}
+	}
+	log.FromContext(ctx).Info("Applied sync", "sync", name, "revision", x.want.String())
+	r.Recorder.Eventf(asm, nil, corev1.EventTypeNormal, ReasonSyncApplied, "Apply",
+		"Applied sync %s at %s", name, x.want.String())
+	return nil
+}
+
+// apply server-side applies one Flux object owned by the Assemblage. The agent
+// owns every field it sets; fields it stops setting are released.
+func (r *Reconciler) apply(ctx context.Context, asm *fleeetv1.Assemblage, obj client.Object) error {
+	if err := controllerutil.SetControllerReference(asm, obj, r.Client.Scheme()); err != nil {
+		return err
+	}
+	gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme())
+	if err != nil {
+		return err
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	delete(content, "status")
+	unstructured.RemoveNestedField(content, "metadata", "creationTimestamp")
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(gvk)
+	return r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(r.FieldOwner), client.ForceOwnership)
+}
+
+// reconcileRemovals deletes the Flux objects of syncs no longer in the spec,
+// a sync only once no remaining sync that depended on it is left, and
+// returns the syncs still being removed.
+func (r *Reconciler) reconcileRemovals(ctx context.Context, asm *fleeetv1.Assemblage, objs map[string]observed) ([]string, error) {
+	inSpec := map[string]bool{}
+	for _, s := range asm.Spec.Syncs {
+		inSpec[s.Name] = true
+	}
+	var removing []string
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(objs)) {
+		if inSpec[name] {
+			continue
+		}
+		removing = append(removing, name)
+		if dependents := dependentsOf(name, objs); len(dependents) > 0 {
+			log.FromContext(ctx).V(1).Info("Holding removal until dependents are gone", "sync", name, "dependents", dependents)
+			continue
+		}
+		o := objs[name]
+		deleted := false
+		for _, obj := range []client.Object{o.applier, o.source} {
+			if obj == nil || !obj.GetDeletionTimestamp().IsZero() {
+				continue
+			}
+			if err := r.Client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, fmt.Errorf("removing sync %s: %w", name, err))
+				continue
+			}
+			deleted = true
+		}
+		if deleted {
+			log.FromContext(ctx).Info("Removing sync", "sync", name)
+			r.Recorder.Eventf(asm, nil, corev1.EventTypeNormal, ReasonSyncRemoved, "Delete", "Removing sync %s", name)
+		}
+	}
+	return removing, errors.Join(errs...)
+}
+
+// dependentsOf lists the syncs whose applied objects still record a
+// dependency on name.
+func dependentsOf(name string, objs map[string]observed) []string {
+	var dependents []string
+	for other, o := range objs {
+		if other == name || o.applier == nil {
+			continue
+		}
+		if slices.Contains(strings.Split(annotation(o.applier, fleeetv1.DependsOnAnnotation), ","), name) {
+			dependents = append(dependents, other)
+		}
+	}
+	slices.Sort(dependents)
+	return dependents
+}
+
+// reconcileStatus records the syncs' states, the summary and the conditions:
+// Ready when every sync is Ready and nothing is being removed; Stalled when
+// the dependency graph has a cycle, which only a spec change can fix.
+func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeetv1.SyncStatus, g *graph, removing []string) {
+	previous := map[string]fleeetv1.SyncStatus{}
+	for _, s := range asm.Status.Syncs {
+		previous[s.Name] = s
+	}
+	now := metav1.Now()
+	sum := fleeetv1.SyncSummary{Total: int32(len(statuses))}
+	var failedMsgs []string
+	for i := range statuses {
+		st := &statuses[i]
+		if prev, ok := previous[st.Name]; ok && prev.State == st.State {
+			st.LastTransitionTime = prev.LastTransitionTime
+		} else {
+			st.LastTransitionTime = &now
+			if st.State == fleeetv1.SyncFailed {
+				r.Recorder.Eventf(asm, nil, corev1.EventTypeWarning, ReasonSyncFailed, "Reconcile",
+					"Sync %s failed: %s", st.Name, st.Message)
+			}
+		}
+		switch st.State {
+		case fleeetv1.SyncReady:
+			sum.Ready++
+		case fleeetv1.SyncProgressing:
+			sum.Progressing++
+		case fleeetv1.SyncBlocked:
+			sum.Blocked++
+		case fleeetv1.SyncFailed:
+			sum.Failed++
+			failedMsgs = append(failedMsgs, fmt.Sprintf("%s: %s", st.Name, st.Message))
+		}
+	}
+	asm.Status.Syncs, asm.Status.Summary = statuses, sum
+	asm.Status.ObservedGeneration = asm.Generation
+
+	var cycles []string
+	for _, name := range slices.Sorted(maps.Keys(g.cycles)) {
+		// Name each cycle once, from its alphabetically first member.
+		if name == slices.Min(g.cycles[name]) {
+			cycles = append(cycles, cycleString(g.cycles[name]))
+		}
+	}
+	busy := sum.Progressing+sum.Blocked > 0 || len(removing) > 0
+	switch {
+	case len(cycles) > 0:
+		msg := "dependency cycle: " + strings.Join(cycles, "; ")
+		setCondition(asm, fleeetv1.StalledCondition, metav1.ConditionTrue, ReasonDependencyCycle, msg)
+		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonDependencyCycle, msg)
+	case sum.Failed > 0:
+		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.StalledCondition)
+		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonSyncFailed,
+			fmt.Sprintf("%d of %d syncs failed: %s", sum.Failed, sum.Total, strings.Join(failedMsgs, "; ")))
+	case busy:
+		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.StalledCondition)
+		msg := fmt.Sprintf("%d of %d syncs ready", sum.Ready, sum.Total)
+		if len(removing) > 0 {
+			msg += "; removing " + strings.Join(removing, ", ")
+		}
+		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonProgressing, msg)
+	default:
+		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.StalledCondition)
+		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionTrue, ReasonSucceeded,
+			fmt.Sprintf("%d of %d syncs ready", sum.Ready, sum.Total))
+	}
+	if busy {
+		setCondition(asm, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, ReasonProgressing,
+			fmt.Sprintf("%d progressing, %d blocked, %d being removed", sum.Progressing, sum.Blocked, len(removing)))
+	} else {
+		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.ReconcilingCondition)
+	}
+}
+
+// writeStatus writes the whole status if it changed. A conflict means the
+// Assemblage changed meanwhile; the error requeues it.
+func (r *Reconciler) writeStatus(ctx context.Context, before, asm *fleeetv1.Assemblage) error {
+	if equality.Semantic.DeepEqual(before.Status, asm.Status) {
+		return nil
+	}
+	err := r.Client.Status().Update(ctx, asm)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func setCondition(asm *fleeetv1.Assemblage, typ string, status metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(&asm.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: asm.Generation,
+	})
+}
+
+func annotation(obj client.Object, key string) string {
+	return obj.GetAnnotations()[key]
+}

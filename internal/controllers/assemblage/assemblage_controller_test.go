@@ -1,0 +1,511 @@
+package assemblage_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/controllers/assemblage"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+const (
+	timeout = 2 * time.Minute
+	poll    = 200 * time.Millisecond
+)
+
+// env is one downstream cluster with the real Flux controllers, a git server
+// and a chart repository, shared by the subtests of TestAssemblage.
+type env struct {
+	c      *testenv.Cluster
+	git    string
+	charts string
+}
+
+// TestAssemblage runs the agent's Assemblage controller in-process against a
+// real apiserver and the real Flux controllers, one namespace per subtest.
+func TestAssemblage(t *testing.T) {
+	c := testenv.StartCluster(t, "downstream")
+	testenv.StartFlux(t, c, testenv.SourceController, testenv.KustomizeController, testenv.HelmController)
+	e := &env{c: c, git: publishConfigs(t), charts: testenv.NewChartRepo(t,
+		testenv.ChartDir("hello"), testenv.ChartDir("widget"), testenv.ChartDir("gadget-crd")).URL}
+	startAgent(t, c)
+
+	t.Run("HelmReleaseWaitsForKustomizationInstallingItsCRD", e.testHelmWaitsForKustomization)
+	t.Run("KustomizationWaitsForHelmReleaseInstallingItsCRD", e.testKustomizationWaitsForHelm)
+	t.Run("ChainOfFiveAlternatingKindsBecomesReady", e.testChain)
+	t.Run("SelectorDependencyWaitsForEveryMatchingSync", e.testSelectorDependency)
+	t.Run("FailingDependencyBlocksDependentsUntilFixed", e.testFailingDependency)
+	t.Run("DependentUpdateWaitsForDependencyVersionBump", e.testVersionBump)
+	t.Run("DroppedSyncsAreRemovedInReverseDependencyOrder", e.testRemovalOrder)
+	t.Run("DeletingAssemblageTearsDownInReverseDependencyOrder", e.testDeleteOrder)
+	t.Run("CycleAndMissingDependencyAreReported", e.testCycleAndMissing)
+	t.Run("BindingsAreSubstitutedAndUnresolvableOnesFailOnlyTheirSync", e.testBindings)
+}
+
+// publishConfigs serves one git repository with three tags: v1.0.0 good,
+// v2.0.0 with a configmap that does not build, v3.0.0 good again.
+func publishConfigs(t *testing.T) string {
+	crd, err := os.ReadFile(filepath.Join("testdata", "crds", "widget.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	git := testenv.NewGitServer(t)
+	configmap := func(version string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ${id}\ndata:\n  version: " + version +
+			"\n  value: \"${value:=none}\"\n"
+	}
+	url, _ := git.Commit(t, "configs", map[string]string{
+		"configmap/kustomization.yaml": "resources: [configmap.yaml]\n",
+		"configmap/configmap.yaml":     configmap("v1"),
+		"crds/kustomization.yaml":      "resources: [widget.yaml]\n",
+		"crds/widget.yaml":             string(crd),
+		"gadget/kustomization.yaml":    "resources: [gadget.yaml]\n",
+		"gadget/gadget.yaml":           "apiVersion: example.fleeet.dev/v1\nkind: Gadget\nmetadata:\n  name: ${id}\nspec: {}\n",
+	}, "v1.0.0")
+	git.Commit(t, "configs", map[string]string{"configmap/configmap.yaml": "kind: ConfigMap\nmetadata: [\n"}, "v2.0.0")
+	git.Commit(t, "configs", map[string]string{"configmap/configmap.yaml": configmap("v3")}, "v3.0.0")
+	return url
+}
+
+func startAgent(t *testing.T, c *testenv.Cluster) {
+	logPath := filepath.Join(t.TempDir(), "agent.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile), zap.UseDevMode(true)))
+	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
+		Scheme:                 testenv.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &assemblage.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("fleet-agent"), FieldOwner: "fleet-agent", MaxConcurrentReconciles: 4,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent manager: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("last lines of the agent log (%s):\n%s", logPath, testenv.Tail(logPath, 60))
+		}
+	})
+}
+
+// ks is a kustomize sync of the configs repository.
+func (e *env) ks(ns, name, tag, path string, deps ...string) fleeetv1.NamedSync {
+	return fleeetv1.NamedSync{Name: name, SyncSpec: fleeetv1.SyncSpec{
+		Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: e.git, Tag: tag}},
+		Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{
+			Path: path, TargetNamespace: ns, Prune: ptr.To(true), Substitute: map[string]string{"id": name},
+		}},
+		DependsOn: dependsOn(deps),
+	}}
+}
+
+// hr is a helm sync of a chart of the local chart repository.
+func (e *env) hr(name, chart, version string, deps ...string) fleeetv1.NamedSync {
+	return fleeetv1.NamedSync{Name: name, SyncSpec: fleeetv1.SyncSpec{
+		Source:    fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: e.charts, Chart: chart, Version: version}},
+		Package:   fleeetv1.Package{Helm: &fleeetv1.HelmPackage{}},
+		DependsOn: dependsOn(deps),
+	}}
+}
+
+func dependsOn(names []string) []fleeetv1.Dependency {
+	var deps []fleeetv1.Dependency
+	for _, n := range names {
+		deps = append(deps, fleeetv1.Dependency{Name: n})
+	}
+	return deps
+}
+
+func (e *env) create(t *testing.T, ns string, syncs ...fleeetv1.NamedSync) *fleeetv1.Assemblage {
+	t.Helper()
+	asm := &fleeetv1.Assemblage{
+		ObjectMeta: metav1.ObjectMeta{Name: "plan", Namespace: ns},
+		Spec:       fleeetv1.AssemblageSpec{Syncs: syncs},
+	}
+	if err := e.c.Client.Create(t.Context(), asm); err != nil {
+		t.Fatal(err)
+	}
+	return asm
+}
+
+// update replaces the Assemblage's syncs, retrying on conflicts.
+func (e *env) update(t *testing.T, asm *fleeetv1.Assemblage, syncs ...fleeetv1.NamedSync) {
+	t.Helper()
+	NewWithT(t).Eventually(func() error {
+		if err := e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(asm), asm); err != nil {
+			return err
+		}
+		asm.Spec.Syncs = syncs
+		return e.c.Client.Update(t.Context(), asm)
+	}, timeout, poll).Should(Succeed())
+}
+
+// syncStatus reads the status of one sync.
+func (e *env) syncStatus(g Gomega, asm *fleeetv1.Assemblage, name string) fleeetv1.SyncStatus {
+	current := &fleeetv1.Assemblage{}
+	g.Expect(e.c.Client.Get(context.Background(), client.ObjectKeyFromObject(asm), current)).To(Succeed())
+	for _, s := range current.Status.Syncs {
+		if s.Name == name {
+			return s
+		}
+	}
+	return fleeetv1.SyncStatus{}
+}
+
+// waitReady waits until the Assemblage is Ready with every sync Ready, and
+// checks its kstatus: observed, Ready=True, not Reconciling or Stalled.
+func (e *env) waitReady(t *testing.T, asm *fleeetv1.Assemblage) *fleeetv1.Assemblage {
+	t.Helper()
+	current := &fleeetv1.Assemblage{}
+	NewWithT(t).Eventually(func(g Gomega) {
+		g.Expect(e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(asm), current)).To(Succeed())
+		g.Expect(current.Status.ObservedGeneration).To(Equal(current.Generation))
+		g.Expect(apimeta.IsStatusConditionTrue(current.Status.Conditions, fleeetv1.ReadyCondition)).
+			To(BeTrue(), "%+v", current.Status)
+		g.Expect(current.Status.Summary.Ready).To(Equal(int32(len(current.Spec.Syncs))))
+		g.Expect(apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.ReconcilingCondition)).To(BeNil())
+		g.Expect(apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.StalledCondition)).To(BeNil())
+	}, timeout, poll).Should(Succeed())
+	return current
+}
+
+// appliers lists the Kustomizations and HelmReleases of a namespace by sync.
+func (e *env) appliers(g Gomega, ns string) map[string]client.Object {
+	out := map[string]client.Object{}
+	for _, kind := range []string{"KustomizationList", "HelmReleaseList"} {
+		list := &unstructured.UnstructuredList{}
+		group := map[string]string{"KustomizationList": "kustomize.toolkit.fluxcd.io/v1", "HelmReleaseList": "helm.toolkit.fluxcd.io/v2"}[kind]
+		list.SetAPIVersion(group)
+		list.SetKind(kind)
+		g.Expect(e.c.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+		for i := range list.Items {
+			out[list.Items[i].GetLabels()[fleeetv1.SyncLabel]] = &list.Items[i]
+		}
+	}
+	return out
+}
+
+func (e *env) testHelmWaitsForKustomization(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "helm-after-ks", nil)
+	asm := e.create(t, ns, e.ks(ns, "crds", "v1.0.0", "./crds"), e.hr("widget", "widget", "0.1.0", "crds"))
+
+	// Until the CRD's Kustomization is Ready, the HelmRelease does not exist.
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "widget").State).To(Equal(fleeetv1.SyncBlocked))
+		g.Expect(e.syncStatus(g, asm, "widget").BlockedBy).To(Equal([]string{"crds"}))
+		g.Expect(e.appliers(g, ns)).To(HaveKey("crds"))
+		g.Expect(e.appliers(g, ns)).NotTo(HaveKey("widget"))
+	}, timeout, poll).Should(Succeed())
+
+	e.waitReady(t, asm)
+	widget := &unstructured.Unstructured{}
+	widget.SetAPIVersion("example.fleeet.dev/v1")
+	widget.SetKind("Widget")
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "widget"}, widget)).To(Succeed())
+	g.Expect(e.syncStatus(g, asm, "widget").Revision).To(Equal("0.1.0"))
+}
+
+func (e *env) testKustomizationWaitsForHelm(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "ks-after-helm", nil)
+	asm := e.create(t, ns, e.hr("gadget-crd", "gadget-crd", "0.1.0"), e.ks(ns, "gadget", "v1.0.0", "./gadget", "gadget-crd"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "gadget").State).To(Equal(fleeetv1.SyncBlocked))
+		g.Expect(e.appliers(g, ns)).NotTo(HaveKey("gadget"))
+	}, timeout, poll).Should(Succeed())
+
+	e.waitReady(t, asm)
+	gadget := &unstructured.Unstructured{}
+	gadget.SetAPIVersion("example.fleeet.dev/v1")
+	gadget.SetKind("Gadget")
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "gadget"}, gadget)).To(Succeed())
+}
+
+func (e *env) testChain(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "chain", nil)
+	asm := e.create(t, ns,
+		e.ks(ns, "s1", "v1.0.0", "./configmap"),
+		e.hr("s2", "hello", "1.2.3", "s1"),
+		e.ks(ns, "s3", "v1.0.0", "./configmap", "s2"),
+		e.hr("s4", "hello", "1.2.3", "s3"),
+		e.ks(ns, "s5", "v1.0.0", "./configmap", "s4"),
+	)
+	// Each sync's applier appears only after its dependency is Ready: the
+	// creation timestamps of the five appliers are ordered along the chain.
+	done := e.waitReady(t, asm)
+	objs := e.appliers(g, ns)
+	for i, name := range []string{"s1", "s2", "s3", "s4"} {
+		next := []string{"s2", "s3", "s4", "s5"}[i]
+		g.Expect(objs[next].GetCreationTimestamp().Time).NotTo(BeTemporally("<", objs[name].GetCreationTimestamp().Time),
+			"%s created before its dependency %s", next, name)
+	}
+	for _, s := range done.Status.Syncs {
+		g.Expect(s.State).To(Equal(fleeetv1.SyncReady))
+		g.Expect(s.Revision).NotTo(BeEmpty())
+	}
+	var cm corev1.ConfigMap
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "s5"}, &cm)).To(Succeed())
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "s4-hello"}, &cm)).To(Succeed())
+}
+
+func (e *env) testSelectorDependency(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "selector", nil)
+	platform1 := e.ks(ns, "platform-a", "v1.0.0", "./configmap")
+	platform1.Labels = map[string]string{"tier": "platform"}
+	// platform-b waits for a broken dependency, so it cannot become Ready yet.
+	broken := e.ks(ns, "broken", "v1.0.0", "./missing")
+	platform2 := e.hr("platform-b", "hello", "1.2.3", "broken")
+	platform2.Labels = map[string]string{"tier": "platform"}
+	app := e.ks(ns, "app", "v1.0.0", "./configmap")
+	app.DependsOn = []fleeetv1.Dependency{{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "platform"}}}}
+	asm := e.create(t, ns, platform1, broken, platform2, app)
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "platform-a").State).To(Equal(fleeetv1.SyncReady))
+		st := e.syncStatus(g, asm, "app")
+		g.Expect(st.State).To(Equal(fleeetv1.SyncBlocked))
+		g.Expect(st.BlockedBy).To(Equal([]string{"platform-b"}))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(e.appliers(g, ns)).NotTo(HaveKey("app"))
+
+	broken.Package.Kustomize.Path = "./configmap"
+	e.update(t, asm, platform1, broken, platform2, app)
+	e.waitReady(t, asm)
+}
+
+func (e *env) testFailingDependency(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "failing", nil)
+	base := e.ks(ns, "base", "v1.0.0", "./does-not-exist")
+	asm := e.create(t, ns, base, e.hr("app", "hello", "1.2.3", "base"), e.ks(ns, "top", "v1.0.0", "./configmap", "app"))
+
+	g.Eventually(func(g Gomega) {
+		st := e.syncStatus(g, asm, "base")
+		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed), "%+v %+v", st, e.appliers(g, ns)["base"])
+		g.Expect(st.Message).To(ContainSubstring("does-not-exist"))
+		app := e.syncStatus(g, asm, "app")
+		g.Expect(app.State).To(Equal(fleeetv1.SyncBlocked))
+		g.Expect(app.Message).To(ContainSubstring("base is Failed"))
+		g.Expect(app.Message).To(ContainSubstring("does-not-exist"))
+		g.Expect(e.syncStatus(g, asm, "top").State).To(Equal(fleeetv1.SyncBlocked))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(e.appliers(g, ns)).To(HaveLen(1))
+
+	current := &fleeetv1.Assemblage{}
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(asm), current)).To(Succeed())
+	ready := apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.ReadyCondition)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal(assemblage.ReasonSyncFailed))
+
+	base.Package.Kustomize.Path = "./configmap"
+	e.update(t, asm, base, e.hr("app", "hello", "1.2.3", "base"), e.ks(ns, "top", "v1.0.0", "./configmap", "app"))
+	e.waitReady(t, asm)
+}
+
+func (e *env) testVersionBump(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "bump", nil)
+	asm := e.create(t, ns, e.ks(ns, "dep", "v1.0.0", "./configmap"), e.ks(ns, "app", "v1.0.0", "./configmap", "dep"))
+	e.waitReady(t, asm)
+	oldApp := e.appliers(g, ns)["app"].GetAnnotations()[fleeetv1.SpecHashAnnotation]
+
+	// Both move on; the dependency's new version does not build.
+	e.update(t, asm, e.ks(ns, "dep", "v2.0.0", "./configmap"), e.ks(ns, "app", "v3.0.0", "./configmap", "dep"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "dep").State).To(Equal(fleeetv1.SyncFailed))
+		g.Expect(e.syncStatus(g, asm, "app").State).To(Equal(fleeetv1.SyncBlocked))
+	}, timeout, poll).Should(Succeed())
+	// The dependent still runs its old version, untouched.
+	app := e.appliers(g, ns)["app"]
+	g.Expect(app.GetAnnotations()[fleeetv1.SpecHashAnnotation]).To(Equal(oldApp))
+	var cm corev1.ConfigMap
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "app"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("version", "v1"))
+
+	e.update(t, asm, e.ks(ns, "dep", "v3.0.0", "./configmap"), e.ks(ns, "app", "v3.0.0", "./configmap", "dep"))
+	done := e.waitReady(t, asm)
+	for _, s := range done.Status.Syncs {
+		g.Expect(s.Revision).To(HavePrefix("v3.0.0@sha1:"))
+	}
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "app"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("version", "v3"))
+}
+
+// watchDeletions records the order in which Kustomizations and HelmReleases
+// of a namespace are deleted, as the apiserver reports it.
+func (e *env) watchDeletions(t *testing.T, ns string) func() []string {
+	wc, err := client.NewWithWatch(e.c.Config, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	events := make(chan string, 100)
+	for _, list := range []client.ObjectList{&kustomizev1.KustomizationList{}, &unstructured.UnstructuredList{}} {
+		if u, ok := list.(*unstructured.UnstructuredList); ok {
+			u.SetAPIVersion("helm.toolkit.fluxcd.io/v2")
+			u.SetKind("HelmReleaseList")
+		}
+		w, err := wc.Watch(ctx, list, client.InNamespace(ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			defer w.Stop()
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Deleted {
+					events <- ev.Object.(client.Object).GetLabels()[fleeetv1.SyncLabel]
+				}
+			}
+		}()
+	}
+	var order []string
+	return func() []string {
+		for {
+			select {
+			case name := <-events:
+				order = append(order, name)
+			default:
+				return order
+			}
+		}
+	}
+}
+
+func (e *env) testRemovalOrder(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "removal", nil)
+	keep := e.ks(ns, "keep", "v1.0.0", "./configmap")
+	asm := e.create(t, ns, keep, e.ks(ns, "a", "v1.0.0", "./configmap"),
+		e.hr("b", "hello", "1.2.3", "a"), e.ks(ns, "c", "v1.0.0", "./configmap", "b"))
+	e.waitReady(t, asm)
+
+	deleted := e.watchDeletions(t, ns)
+	e.update(t, asm, keep)
+	g.Eventually(deleted, timeout, poll).Should(HaveLen(3))
+	g.Expect(deleted()).To(Equal([]string{"c", "b", "a"}))
+	e.waitReady(t, asm)
+	g.Expect(e.appliers(g, ns)).To(HaveLen(1))
+	var cm corev1.ConfigMap
+	err := e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "a"}, &cm)
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Flux pruned what sync a applied: %v", err)
+}
+
+func (e *env) testDeleteOrder(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "teardown", nil)
+	asm := e.create(t, ns, e.ks(ns, "a", "v1.0.0", "./configmap"),
+		e.hr("b", "hello", "1.2.3", "a"), e.ks(ns, "c", "v1.0.0", "./configmap", "b"))
+	e.waitReady(t, asm)
+
+	deleted := e.watchDeletions(t, ns)
+	g.Expect(e.c.Client.Delete(t.Context(), asm)).To(Succeed())
+	g.Eventually(func() bool {
+		err := e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(asm), &fleeetv1.Assemblage{})
+		return apierrors.IsNotFound(err)
+	}, timeout, poll).Should(BeTrue())
+	g.Expect(deleted()).To(Equal([]string{"c", "b", "a"}))
+	g.Expect(e.appliers(g, ns)).To(BeEmpty())
+}
+
+func (e *env) testCycleAndMissing(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "cycle", nil)
+	asm := e.create(t, ns,
+		e.ks(ns, "a", "v1.0.0", "./configmap", "b"),
+		e.ks(ns, "b", "v1.0.0", "./configmap", "a"),
+		e.ks(ns, "orphan", "v1.0.0", "./configmap", "ghost"),
+		e.ks(ns, "fine", "v1.0.0", "./configmap"),
+	)
+	g.Eventually(func(g Gomega) {
+		current := &fleeetv1.Assemblage{}
+		g.Expect(e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(asm), current)).To(Succeed())
+		stalled := apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.StalledCondition)
+		g.Expect(stalled).NotTo(BeNil())
+		g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(stalled.Message).To(Equal("dependency cycle: a → b → a"))
+		g.Expect(e.syncStatus(g, asm, "a").Message).To(Equal("dependency cycle: a → b → a"))
+		g.Expect(e.syncStatus(g, asm, "b").Message).To(Equal("dependency cycle: b → a → b"))
+		orphan := e.syncStatus(g, asm, "orphan")
+		g.Expect(orphan.State).To(Equal(fleeetv1.SyncBlocked))
+		g.Expect(orphan.Message).To(ContainSubstring("ghost is not in this assemblage"))
+		g.Expect(e.syncStatus(g, asm, "fine").State).To(Equal(fleeetv1.SyncReady))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(e.appliers(g, ns)).To(HaveLen(1), "only the sync without dependency problems is applied")
+}
+
+func (e *env) testBindings(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "bindings", nil)
+	g.Expect(e.c.Client.Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster-info", Namespace: ns},
+		Data:       map[string]string{"region": "eu-west-1"},
+	})).To(Succeed())
+
+	ks := e.ks(ns, "configured", "v1.0.0", "./configmap")
+	ks.Bindings = []fleeetv1.Binding{
+		{Name: "REGION", ObjectFieldRef: &fleeetv1.ObjectFieldRef{APIVersion: "v1", Kind: "ConfigMap", Name: "cluster-info", FieldPath: "/data/region"}},
+		{Name: "ZONE", Value: ptr.To("$(REGION)a")},
+	}
+	ks.Package.Kustomize.Substitute["value"] = "zone=$(ZONE) literal=$$(ZONE)"
+	hr := e.hr("greeter", "hello", "1.2.3")
+	hr.Bindings = ks.Bindings
+	values, _ := json.Marshal(map[string]any{"greeting": "hello from $(ZONE)"})
+	hr.Package.Helm.Values = &apiextensionsv1.JSON{Raw: values}
+	bad := e.ks(ns, "unbound", "v1.0.0", "./configmap")
+	bad.Bindings = []fleeetv1.Binding{{Name: "MISSING", ObjectFieldRef: &fleeetv1.ObjectFieldRef{
+		APIVersion: "v1", Kind: "ConfigMap", Name: "cluster-info", FieldPath: "/data/nope"}}}
+	asm := e.create(t, ns, ks, hr, bad)
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "configured").State).To(Equal(fleeetv1.SyncReady))
+		g.Expect(e.syncStatus(g, asm, "greeter").State).To(Equal(fleeetv1.SyncReady))
+		st := e.syncStatus(g, asm, "unbound")
+		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed))
+		g.Expect(st.Message).To(Equal("binding MISSING: ConfigMap " + ns + "/cluster-info: field /data/nope not found"))
+	}, timeout, poll).Should(Succeed())
+
+	var cm corev1.ConfigMap
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "configured"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("value", "zone=eu-west-1a literal=$(ZONE)"))
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "greeter-hello"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("greeting", "hello from eu-west-1a"))
+}

@@ -1,0 +1,219 @@
+package assemblage
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// fluxInterval is how often Flux re-checks a source and re-applies a sync
+// without any change. Versions are exact, so this only repairs drift.
+const fluxInterval = 10 * time.Minute
+
+// expansion is what one sync becomes downstream: a source object
+// (GitRepository or HelmRepository) and an applier (Kustomization or
+// HelmRelease) reading from it, with the revision the applier must report
+// before dependents may proceed.
+type expansion struct {
+	source  client.Object
+	applier client.Object
+	want    revision
+}
+
+// revision is the desired version of a sync as Flux reports it once applied.
+type revision struct {
+	// gitTag or gitCommit for kustomize syncs; chartVersion for helm syncs.
+	gitTag, gitCommit, chartVersion string
+}
+
+// String renders the revision for messages.
+func (r revision) String() string {
+	switch {
+	case r.gitTag != "":
+		return r.gitTag
+	case r.gitCommit != "":
+		return r.gitCommit
+	default:
+		return r.chartVersion
+	}
+}
+
+// matches reports whether a revision Flux reports (a Kustomization's
+// lastAppliedRevision such as "v1.0.0@sha1:…", or a chart version) is this one.
+func (r revision) matches(applied string) bool {
+	switch {
+	case r.gitTag != "":
+		return strings.HasPrefix(applied, r.gitTag+"@sha1:")
+	case r.gitCommit != "":
+		return strings.HasSuffix(applied, "sha1:"+r.gitCommit)
+	default:
+		return strings.TrimPrefix(applied, "v") == strings.TrimPrefix(r.chartVersion, "v")
+	}
+}
+
+// objectName is the name of a sync's Flux objects: the sync's name with a
+// hash of assemblage and sync name, so two assemblages sharing a namespace
+// never collide and the name stays within 63 characters.
+func objectName(asm, sync string) string {
+	sum := sha256.Sum256([]byte(asm + "/" + sync))
+	return fmt.Sprintf("%s-%s", truncate(sync, 52), hex.EncodeToString(sum[:])[:10])
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.TrimRight(s[:n], "-")
+}
+
+// expandSync turns one sync, with its bindings already resolved into values,
+// into the Flux objects that run it in the assemblage's namespace. deps are
+// the syncs it depends on, recorded so removal can run in reverse order.
+func expandSync(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values map[string]string, deps []string) (*expansion, error) {
+	name := objectName(asm.Name, sync.Name)
+	objectMeta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{
+			Name:      name,
+			Namespace: asm.Namespace,
+			Labels: map[string]string{
+				fleeetv1.AssemblageLabel: asm.Name,
+				fleeetv1.SyncLabel:       sync.Name,
+			},
+		}
+	}
+	var x *expansion
+	var err error
+	switch {
+	case sync.Source.Git != nil && sync.Package.Kustomize != nil:
+		x = expandKustomize(asm, sync, values, objectMeta)
+	case sync.Source.Helm != nil && sync.Package.Helm != nil:
+		x, err = expandHelm(asm, sync, values, objectMeta)
+	default:
+		err = fmt.Errorf("a git source needs a kustomize package and a helm source a helm package")
+	}
+	if err != nil {
+		return nil, err
+	}
+	hash, err := specHash(x)
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range []client.Object{x.source, x.applier} {
+		obj.SetAnnotations(map[string]string{fleeetv1.SpecHashAnnotation: hash})
+	}
+	if len(deps) > 0 {
+		x.applier.GetAnnotations()[fleeetv1.DependsOnAnnotation] = strings.Join(slices.Sorted(slices.Values(deps)), ",")
+	}
+	return x, nil
+}
+
+func expandKustomize(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values map[string]string, objectMeta func() metav1.ObjectMeta) *expansion {
+	git, pkg := sync.Source.Git, sync.Package.Kustomize
+	repo := &sourcev1.GitRepository{
+		ObjectMeta: objectMeta(),
+		Spec: sourcev1.GitRepositorySpec{
+			URL:       git.URL,
+			Interval:  metav1.Duration{Duration: fluxInterval},
+			Reference: &sourcev1.GitRepositoryRef{Tag: strings.TrimPrefix(git.Tag, "refs/tags/"), Commit: git.Revision},
+			SecretRef: secretRef(sync.Source.SecretRef),
+		},
+	}
+	ks := &kustomizev1.Kustomization{
+		ObjectMeta: objectMeta(),
+		Spec: kustomizev1.KustomizationSpec{
+			Interval:           metav1.Duration{Duration: fluxInterval},
+			Path:               pkg.Path,
+			Prune:              pkg.Prune == nil || *pkg.Prune,
+			Wait:               pkg.Wait,
+			Timeout:            pkg.Timeout,
+			TargetNamespace:    pkg.TargetNamespace,
+			ServiceAccountName: asm.Spec.ServiceAccountName,
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{
+				Kind: sourcev1.GitRepositoryKind, Name: repo.Name,
+			},
+		},
+	}
+	if len(pkg.Substitute) > 0 {
+		subst := make(map[string]string, len(pkg.Substitute))
+		for k, v := range pkg.Substitute {
+			subst[k] = expand(v, values)
+		}
+		ks.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: subst}
+	}
+	want := revision{gitTag: strings.TrimPrefix(git.Tag, "refs/tags/"), gitCommit: git.Revision}
+	return &expansion{source: repo, applier: ks, want: want}
+}
+
+func expandHelm(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values map[string]string, objectMeta func() metav1.ObjectMeta) (*expansion, error) {
+	src, pkg := sync.Source.Helm, sync.Package.Helm
+	repo := &sourcev1.HelmRepository{
+		ObjectMeta: objectMeta(),
+		Spec: sourcev1.HelmRepositorySpec{
+			URL:       src.URL,
+			Interval:  metav1.Duration{Duration: fluxInterval},
+			SecretRef: secretRef(sync.Source.SecretRef),
+		},
+	}
+	if strings.HasPrefix(src.URL, "oci://") {
+		repo.Spec.Type = sourcev1.HelmRepositoryTypeOCI
+	}
+	releaseName := pkg.ReleaseName
+	if releaseName == "" {
+		releaseName = sync.Name
+	}
+	hr := &helmv2.HelmRelease{
+		ObjectMeta: objectMeta(),
+		Spec: helmv2.HelmReleaseSpec{
+			Interval:           metav1.Duration{Duration: fluxInterval},
+			ReleaseName:        releaseName,
+			TargetNamespace:    pkg.TargetNamespace,
+			ServiceAccountName: asm.Spec.ServiceAccountName,
+			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+				Chart:   src.Chart,
+				Version: src.Version,
+				SourceRef: helmv2.CrossNamespaceObjectReference{
+					Kind: sourcev1.HelmRepositoryKind, Name: repo.Name,
+				},
+			}},
+		},
+	}
+	if pkg.Values != nil && len(pkg.Values.Raw) > 0 {
+		raw, err := expandJSON(pkg.Values.Raw, values)
+		if err != nil {
+			return nil, fmt.Errorf("package.helm.values: %w", err)
+		}
+		hr.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+	}
+	return &expansion{source: repo, applier: hr, want: revision{chartVersion: src.Version}}, nil
+}
+
+func secretRef(ref *fleeetv1.LocalObjectReference) *meta.LocalObjectReference {
+	if ref == nil {
+		return nil
+	}
+	return &meta.LocalObjectReference{Name: ref.Name}
+}
+
+// specHash is a digest of the specs the agent applies for a sync.
+func specHash(x *expansion) (string, error) {
+	b, err := json.Marshal([]any{x.source, x.applier})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:16], nil
+}

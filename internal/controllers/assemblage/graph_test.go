@@ -1,0 +1,77 @@
+package assemblage
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+func sync(name string, labels map[string]string, deps ...fleeetv1.Dependency) fleeetv1.NamedSync {
+	return fleeetv1.NamedSync{Name: name, Labels: labels, SyncSpec: fleeetv1.SyncSpec{DependsOn: deps}}
+}
+
+func on(name string) fleeetv1.Dependency { return fleeetv1.Dependency{Name: name} }
+
+func onLabels(l map[string]string) fleeetv1.Dependency {
+	return fleeetv1.Dependency{Selector: &metav1.LabelSelector{MatchLabels: l}}
+}
+
+func TestBuildGraphResolvesNamesAndSelectors(t *testing.T) {
+	g := NewWithT(t)
+	platform := map[string]string{"tier": "platform"}
+	gr := buildGraph([]fleeetv1.NamedSync{
+		sync("crds", platform),
+		sync("cni", platform, on("crds")),
+		sync("app", nil, onLabels(platform), on("crds"), on("ghost")),
+		sync("self-selecting", platform, onLabels(platform)),
+	})
+	g.Expect(gr.deps["app"]).To(Equal([]string{"cni", "crds", "self-selecting"}))
+	g.Expect(gr.missing["app"]).To(Equal([]string{"ghost"}))
+	g.Expect(gr.deps["self-selecting"]).To(Equal([]string{"cni", "crds"}), "a selector never selects its own sync")
+	g.Expect(gr.cycles).To(BeEmpty())
+}
+
+func TestBuildGraphNamesEveryCycle(t *testing.T) {
+	cases := []struct {
+		name   string
+		syncs  []fleeetv1.NamedSync
+		cycles map[string]string
+	}{{
+		name:   "self",
+		syncs:  []fleeetv1.NamedSync{sync("a", nil, on("a"))},
+		cycles: map[string]string{"a": "a → a"},
+	}, {
+		name:   "three",
+		syncs:  []fleeetv1.NamedSync{sync("a", nil, on("b")), sync("b", nil, on("c")), sync("c", nil, on("a")), sync("d", nil, on("a"))},
+		cycles: map[string]string{"a": "a → b → c → a", "b": "b → c → a → b", "c": "c → a → b → c"},
+	}, {
+		name: "through a selector",
+		syncs: []fleeetv1.NamedSync{
+			sync("a", map[string]string{"x": "1"}, on("b")),
+			sync("b", nil, onLabels(map[string]string{"x": "1"})),
+		},
+		cycles: map[string]string{"a": "a → b → a", "b": "b → a → b"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			gr := buildGraph(tc.syncs)
+			got := map[string]string{}
+			for name, c := range gr.cycles {
+				got[name] = cycleString(c)
+			}
+			g.Expect(got).To(Equal(tc.cycles))
+		})
+	}
+}
+
+func TestBuildGraphReportsAnInvalidSelector(t *testing.T) {
+	g := NewWithT(t)
+	bad := fleeetv1.Dependency{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "tier", Operator: "Near"}}}}
+	gr := buildGraph([]fleeetv1.NamedSync{sync("a", nil, bad)})
+	g.Expect(gr.invalid["a"]).To(HavePrefix("dependsOn[0].selector: "))
+}

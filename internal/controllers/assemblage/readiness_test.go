@@ -1,0 +1,36 @@
+package assemblage
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func cond(typ string, status metav1.ConditionStatus, reason string, gen int64) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, ObservedGeneration: gen, Message: typ + " " + reason}
+}
+
+func TestComputeKstatusReadsFluxConditions(t *testing.T) {
+	const T, F = metav1.ConditionTrue, metav1.ConditionFalse
+	cases := []struct {
+		name               string
+		generation, status int64
+		conds              []metav1.Condition
+		want               kstatus
+	}{
+		{"fresh object", 1, -1, nil, inProgress},
+		{"ready at current generation", 2, 2, []metav1.Condition{cond("Ready", T, "Succeeded", 2)}, current},
+		{"ready at an older generation", 2, 1, []metav1.Condition{cond("Ready", T, "Succeeded", 1)}, inProgress},
+		{"reconciling", 2, 2, []metav1.Condition{cond("Reconciling", T, "Progressing", 2), cond("Ready", "Unknown", "Progressing", 2)}, inProgress},
+		{"failing and retrying, never succeeded", 1, -1, []metav1.Condition{
+			cond("Reconciling", T, "ProgressingWithRetry", 1), cond("Ready", F, "ArtifactFailed", 1)}, failed},
+		{"failed at an older generation", 2, 1, []metav1.Condition{cond("Ready", F, "BuildFailed", 1)}, inProgress},
+		{"stalled", 1, 1, []metav1.Condition{cond("Stalled", T, "RetriesExceeded", 1), cond("Ready", F, "InstallFailed", 1)}, failed},
+		{"ready unknown", 1, 1, []metav1.Condition{cond("Ready", "Unknown", "Progressing", 1)}, inProgress},
+	}
+	for _, tc := range cases {
+		got, _ := computeKstatus(tc.generation, tc.status, tc.conds)
+		NewWithT(t).Expect(got).To(Equal(tc.want), tc.name)
+	}
+}
