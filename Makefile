@@ -4,6 +4,7 @@
 #   make test      everything CI runs: vet, gofmt, verify, Go tests, opa test, helm lint
 #   make generate  regenerate deepcopy code, CRDs and the CRDs copied into the charts
 #   make verify    fail when generated files are stale
+#   make bench     benchmarks against real apiservers and Flux; figures go to BENCHMARKS.md
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -66,3 +67,8 @@ helm-lint:
 
 .PHONY: test
 test: setup vet fmt-check verify go-test opa-test helm-lint ## Everything CI runs.
+
+BENCH_FLAGS ?= -run '^$$' -bench . -benchtime 1x -timeout 60m
+.PHONY: bench
+bench: setup ## Benchmarks on real components; copy the figures into BENCHMARKS.md.
+	go test $(BENCH_FLAGS) ./internal/controllers/...

@@ -144,6 +144,28 @@ type ModuleStatus struct {
 	// Summary counts the selected Remotes by the state of this Module's sync.
 	// +optional
 	Summary ModuleSummary `json:"summary,omitempty"`
+
+	// Rollout is the state of the rollout of the current generation.
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+}
+
+// RolloutStatus records which Remotes may move to the Module's current
+// generation. Only the Remotes in flight are listed, so the status stays
+// small however many Remotes the Module selects.
+type RolloutStatus struct {
+	// Generation of the Module being rolled out.
+	Generation int64 `json:"generation"`
+
+	// Admitted lists the Remotes allowed to move to this generation that do
+	// not hold it yet.
+	// +optional
+	// +listType=set
+	Admitted []string `json:"admitted,omitempty"`
+
+	// PausedBy names the Remote whose failure paused the rollout.
+	// +optional
+	PausedBy string `json:"pausedBy,omitempty"`
 }
 
 // ModuleSummary counts a Module's selected Remotes.

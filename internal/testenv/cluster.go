@@ -145,10 +145,11 @@ func (c *Cluster) Namespace(t testing.TB, prefix string, labels map[string]strin
 	return ns.Name
 }
 
-// RunWithCluster starts one apiserver shared by every test of a package, runs
-// the tests and stops it; use it from TestMain as
-// os.Exit(testenv.RunWithCluster(m, "management", &cluster)).
-func RunWithCluster(m *testing.M, name string, c **Cluster) int {
+// RunWithCluster starts one apiserver shared by every test of a package,
+// runs each setup against it (a setup returns how to stop what it started,
+// told whether the tests failed), runs the tests and stops everything; use it
+// from TestMain as os.Exit(testenv.RunWithCluster(m, "management", &cluster)).
+func RunWithCluster(m *testing.M, name string, c **Cluster, setups ...func(*Cluster) (stop func(failed bool), err error)) (code int) {
 	dir, err := os.MkdirTemp("", "fleeet-testenv-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -166,6 +167,14 @@ func RunWithCluster(m *testing.M, name string, c **Cluster) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting %s apiserver: %v\n", name, err)
 		return 1
+	}
+	for _, setup := range setups {
+		stop, err := setup(*c)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "setting up tests against %s: %v\n", name, err)
+			return 1
+		}
+		defer func() { stop(code != 0) }()
 	}
 	return m.Run()
 }

@@ -64,7 +64,7 @@ func TestAssemblage(t *testing.T) {
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
 // v2.0.0 with a configmap that does not build, v3.0.0 good again.
-func publishConfigs(t *testing.T) string {
+func publishConfigs(t testing.TB) string {
 	crd, err := os.ReadFile(filepath.Join("testdata", "crds", "widget.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func publishConfigs(t *testing.T) string {
 	return url
 }
 
-func startAgent(t *testing.T, c *testenv.Cluster) {
+func startAgent(t testing.TB, c *testenv.Cluster) {
 	logPath := filepath.Join(t.TempDir(), "agent.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {

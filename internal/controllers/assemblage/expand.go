@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/bindings"
 )
 
 // fluxInterval is how often Flux re-checks a source and re-applies a sync
@@ -150,7 +151,7 @@ func expandKustomize(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values 
 	if len(pkg.Substitute) > 0 {
 		subst := make(map[string]string, len(pkg.Substitute))
 		for k, v := range pkg.Substitute {
-			subst[k] = expand(v, values)
+			subst[k] = bindings.Expand(v, values)
 		}
 		ks.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: subst}
 	}
@@ -192,7 +193,7 @@ func expandHelm(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values map[s
 		},
 	}
 	if pkg.Values != nil && len(pkg.Values.Raw) > 0 {
-		raw, err := expandJSON(pkg.Values.Raw, values)
+		raw, err := bindings.ExpandJSON(pkg.Values.Raw, values)
 		if err != nil {
 			return nil, fmt.Errorf("package.helm.values: %w", err)
 		}

@@ -1,4 +1,4 @@
-package assemblage
+package bindings
 
 import (
 	"testing"
@@ -21,13 +21,13 @@ func TestExpandSubstitutesBindingsAndHonoursEscapes(t *testing.T) {
 		"price: $5 for $(ZONE)": "price: $5 for eu-1a",
 	}
 	for in, want := range cases {
-		NewWithT(t).Expect(expand(in, values)).To(Equal(want), "expand(%q)", in)
+		NewWithT(t).Expect(Expand(in, values)).To(Equal(want), "expand(%q)", in)
 	}
 }
 
 func TestExpandJSONRewritesOnlyStringLeaves(t *testing.T) {
 	g := NewWithT(t)
-	out, err := expandJSON([]byte(`{"a":"$(X)","n":3,"list":["$(X)",true],"nested":{"$(X)":"$(X)"}}`), map[string]string{"X": "v"})
+	out, err := ExpandJSON([]byte(`{"a":"$(X)","n":3,"list":["$(X)",true],"nested":{"$(X)":"$(X)"}}`), map[string]string{"X": "v"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(out)).To(MatchJSON(`{"a":"v","n":3,"list":["v",true],"nested":{"$(X)":"v"}}`))
 }
@@ -53,7 +53,7 @@ func TestLookupPointerFollowsRFC6901(t *testing.T) {
 	}
 	for _, tc := range cases {
 		g := NewWithT(t)
-		got, err := lookupPointer(doc, tc.pointer)
+		got, err := Lookup(doc, tc.pointer)
 		if tc.err != "" {
 			g.Expect(err).To(MatchError(ContainSubstring(tc.err)), tc.pointer)
 			continue

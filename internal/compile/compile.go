@@ -1,0 +1,174 @@
+// Package compile turns Modules into the syncs of a Remote's
+// ProxyAssemblage: which Modules select a Remote, each Module's sync with its
+// control-plane bindings resolved for that Remote, and which version the
+// rollout lets the Remote hold. Both manager controllers use it, so the plan
+// the compiler writes and the rollout the Module controller drives agree.
+package compile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/bindings"
+)
+
+// Selects reports whether a Module selects a Remote: an absent selector
+// selects none, {} selects all.
+func Selects(m *fleeetv1.Module, r *fleeetv1.Remote) (bool, error) {
+	if m.Spec.Selector == nil {
+		return false, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(m.Spec.Selector)
+	if err != nil {
+		return false, fmt.Errorf("spec.selector: %w", err)
+	}
+	return sel.Matches(labels.Set(r.Labels)), nil
+}
+
+// BindingError says which control-plane binding could not be resolved.
+type BindingError struct {
+	// Binding is the binding's name.
+	Binding string
+	// Err is why.
+	Err error
+}
+
+func (e *BindingError) Error() string {
+	return fmt.Sprintf("spec.controlPlaneBindings[%s]: %v", e.Binding, e.Err)
+}
+
+func (e *BindingError) Unwrap() error { return e.Err }
+
+// Sync compiles a Module's sync for one Remote: named after the Module,
+// carrying its labels, with every $(NAME) of a control-plane binding
+// substituted. Mentions of other names are left for the agent's bindings.
+func Sync(ctx context.Context, reader client.Reader, m *fleeetv1.Module, r *fleeetv1.Remote) (fleeetv1.NamedSync, error) {
+	values, err := resolve(ctx, reader, m, r)
+	if err != nil {
+		return fleeetv1.NamedSync{}, err
+	}
+	spec := *m.Spec.Sync.DeepCopy()
+	if k := spec.Package.Kustomize; k != nil {
+		for key, v := range k.Substitute {
+			k.Substitute[key] = bindings.Expand(v, values)
+		}
+	}
+	if h := spec.Package.Helm; h != nil && h.Values != nil && len(h.Values.Raw) > 0 {
+		raw, err := bindings.ExpandJSON(h.Values.Raw, values)
+		if err != nil {
+			return fleeetv1.NamedSync{}, fmt.Errorf("spec.sync.package.helm.values: %w", err)
+		}
+		h.Values.Raw = raw
+	}
+	for i := range spec.Bindings {
+		if v := spec.Bindings[i].Value; v != nil {
+			expanded := bindings.Expand(*v, values)
+			spec.Bindings[i].Value = &expanded
+		}
+	}
+	var lbls map[string]string
+	if len(m.Labels) > 0 {
+		lbls = make(map[string]string, len(m.Labels))
+		for k, v := range m.Labels {
+			lbls[k] = v
+		}
+	}
+	return fleeetv1.NamedSync{Name: m.Name, Labels: lbls, SyncSpec: spec}, nil
+}
+
+// resolve evaluates a Module's control-plane bindings for one Remote.
+func resolve(ctx context.Context, reader client.Reader, m *fleeetv1.Module, r *fleeetv1.Remote) (map[string]string, error) {
+	values := map[string]string{}
+	var remote map[string]any
+	for _, b := range m.Spec.ControlPlaneBindings {
+		if b.Value != nil {
+			values[b.Name] = bindings.Expand(*b.Value, values)
+			continue
+		}
+		ref := b.ObjectFieldRef
+		var doc any
+		switch ref.Kind {
+		case "Remote":
+			if remote == nil {
+				u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
+				if err != nil {
+					return nil, &BindingError{Binding: b.Name, Err: err}
+				}
+				remote = u
+			}
+			doc = remote
+		case "ConfigMap":
+			cm := &corev1.ConfigMap{}
+			if err := reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, cm); err != nil {
+				return nil, &BindingError{Binding: b.Name, Err: fmt.Errorf("reading ConfigMap %s: %w", ref.Name, err)}
+			}
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
+			if err != nil {
+				return nil, &BindingError{Binding: b.Name, Err: err}
+			}
+			doc = u
+		default:
+			return nil, &BindingError{Binding: b.Name, Err: fmt.Errorf(
+				"objectFieldRef.kind %q is not Remote or ConfigMap; Secrets are never read in the management cluster", ref.Kind)}
+		}
+		v, err := bindings.Lookup(doc, ref.FieldPath)
+		if err != nil {
+			return nil, &BindingError{Binding: b.Name, Err: fmt.Errorf("%s %s: %w", ref.Kind, refName(ref, r), err)}
+		}
+		s, ok := v.(string)
+		if !ok {
+			encoded, err := json.Marshal(v)
+			if err != nil {
+				return nil, &BindingError{Binding: b.Name, Err: err}
+			}
+			s = string(encoded)
+		}
+		values[b.Name] = s
+	}
+	return values, nil
+}
+
+func refName(ref *fleeetv1.ControlPlaneFieldRef, r *fleeetv1.Remote) string {
+	if ref.Kind == "Remote" {
+		return r.Name
+	}
+	return ref.Name
+}
+
+// Find returns the sync called name, or nil.
+func Find(syncs []fleeetv1.NamedSync, name string) *fleeetv1.NamedSync {
+	i := slices.IndexFunc(syncs, func(s fleeetv1.NamedSync) bool { return s.Name == name })
+	if i < 0 {
+		return nil
+	}
+	return &syncs[i]
+}
+
+// Same reports whether two compiled syncs are the same version of a sync.
+func Same(a, b *fleeetv1.NamedSync) bool {
+	return a != nil && b != nil && equality.Semantic.DeepEqual(a, b)
+}
+
+// Choose picks the sync a Remote holds for a Module: the newly compiled one
+// when the Remote has none yet, already holds it, or the rollout admits the
+// Remote; otherwise it keeps what it holds, so a Remote never moves to a
+// version before its turn and never moves backward.
+func Choose(m *fleeetv1.Module, remote string, current, desired *fleeetv1.NamedSync) *fleeetv1.NamedSync {
+	if current == nil || Same(current, desired) || m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
+		return desired
+	}
+	if ro := m.Status.Rollout; ro != nil && ro.Generation == m.Generation && slices.Contains(ro.Admitted, remote) {
+		return desired
+	}
+	return current
+}

@@ -1,0 +1,255 @@
+// Package module holds the manager's Module controller: it drives each
+// Module's rollout across the Remotes it selects and aggregates their
+// ProxyAssemblage statuses into the Module's status.
+package module
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
+)
+
+// Reasons used in Module conditions.
+const (
+	ReasonSucceeded     = "Succeeded"
+	ReasonProgressing   = "Progressing"
+	ReasonRemoteFailed  = "RemoteFailed"
+	ReasonBindingFailed = "BindingFailed"
+	ReasonInvalid       = "InvalidSelector"
+	ReasonSuspended     = "Suspended"
+)
+
+// Reconciler drives Module rollouts and status.
+type Reconciler struct {
+	// Client reads from the cache and writes Module status.
+	Client client.Client
+	// Now returns the current time; tests leave it nil.
+	Now func() time.Time
+}
+
+// SetupWithManager registers the controller. ProxyAssemblage status changes
+// (what clusters report) and Remote changes (labels, connectivity) reach the
+// Modules they concern through map functions.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&fleeetv1.Module{}).
+		Watches(&fleeetv1.ProxyAssemblage{}, handler.EnqueueRequestsFromMapFunc(r.modulesInNamespace)).
+		Watches(&fleeetv1.Remote{}, handler.EnqueueRequestsFromMapFunc(r.modulesInNamespace)).
+		Complete(r)
+}
+
+// Reconcile runs one rollout step and records the Module's status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	m := &fleeetv1.Module{}
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := m.DeepCopy()
+	defer func() {
+		if equality.Semantic.DeepEqual(before.Status, m.Status) {
+			return
+		}
+		if err := r.Client.Status().Update(ctx, m); err != nil && !apierrors.IsNotFound(err) {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+	m.Status.Version = version(&m.Spec.Sync)
+
+	targets, bindingErrs, err := r.reconcileSelection(ctx, m)
+	if err != nil {
+		var invalid *invalidSelectorError
+		if errors.As(err, &invalid) {
+			r.setStalled(m, ReasonInvalid, err.Error())
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	p := r.reconcileRollout(m, targets)
+	r.reconcileStatus(m, p, bindingErrs)
+	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+}
+
+type invalidSelectorError struct{ err error }
+
+func (e *invalidSelectorError) Error() string { return e.err.Error() }
+
+// reconcileSelection lists the Remotes the Module selects and, for each,
+// whether its ProxyAssemblage holds the current version and what the
+// cluster reports for it. Binding failures are returned per Remote.
+func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module) ([]target, []string, error) {
+	remotes := &fleeetv1.RemoteList{}
+	if err := r.Client.List(ctx, remotes, client.InNamespace(m.Namespace)); err != nil {
+		return nil, nil, err
+	}
+	pas := &fleeetv1.ProxyAssemblageList{}
+	if err := r.Client.List(ctx, pas, client.InNamespace(m.Namespace)); err != nil {
+		return nil, nil, err
+	}
+	byName := map[string]*fleeetv1.ProxyAssemblage{}
+	for i := range pas.Items {
+		byName[pas.Items[i].Name] = &pas.Items[i]
+	}
+	var targets []target
+	var bindingErrs []string
+	for i := range remotes.Items {
+		remote := &remotes.Items[i]
+		ok, err := compile.Selects(m, remote)
+		if err != nil {
+			return nil, nil, &invalidSelectorError{err}
+		}
+		if !ok {
+			continue
+		}
+		t := target{name: remote.Name, offline: connectedFalse(remote)}
+		desired, err := compile.Sync(ctx, r.Client, m, remote)
+		if err != nil {
+			bindingErrs = append(bindingErrs, fmt.Sprintf("remote %s: %v", remote.Name, err))
+		}
+		if pa := byName[remote.Name]; pa != nil {
+			held := compile.Find(pa.Spec.Assemblage.Syncs, m.Name)
+			t.holds = held != nil
+			t.updated = err == nil && compile.Same(held, &desired)
+			t.state, t.readySince, t.message = syncReport(pa, m.Name)
+		}
+		targets = append(targets, t)
+	}
+	slices.SortFunc(targets, func(a, b target) int { return strings.Compare(a.name, b.name) })
+	return targets, bindingErrs, nil
+}
+
+// reconcileRollout admits the next Remotes to the current generation. A
+// pause recorded for this generation holds until the spec changes.
+func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, targets []target) plan {
+	var previous []string
+	pausedBy := ""
+	if ro := m.Status.Rollout; ro != nil && ro.Generation == m.Generation {
+		previous, pausedBy = ro.Admitted, ro.PausedBy
+	}
+	p := step(m, targets, previous, r.now())
+	if m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
+		m.Status.Rollout = nil
+		return p
+	}
+	status := &fleeetv1.RolloutStatus{Generation: m.Generation, Admitted: p.admitted}
+	switch {
+	case p.pausedBy != nil:
+		status.Admitted, status.PausedBy = nil, p.pausedBy.name
+	case pausedBy != "":
+		status.Admitted, status.PausedBy = nil, pausedBy
+	}
+	m.Status.Rollout = status
+	return p
+}
+
+// reconcileStatus sets the summary and conditions: Ready once every online
+// selected Remote runs the current version Ready; RolloutPaused while a
+// failure holds a rolling update.
+func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []string) {
+	m.Status.Summary = p.summary
+	m.Status.ObservedGeneration = m.Generation
+	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.StalledCondition)
+	s := p.summary
+	progress := fmt.Sprintf("%d of %d Remotes ready at %s (%d updated, %d offline)", s.Ready, s.Total, m.Status.Version, s.Updated, s.Offline)
+
+	if ro := m.Status.Rollout; ro != nil && ro.PausedBy != "" {
+		msg := fmt.Sprintf("Remote %s failed on generation %d", ro.PausedBy, m.Generation)
+		if p.pausedBy != nil && p.pausedBy.message != "" {
+			msg += ": " + p.pausedBy.message
+		}
+		msg += "; change the Module's spec to resume"
+		r.set(m, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, ReasonRemoteFailed, msg)
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonRemoteFailed, msg)
+		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
+		return
+	}
+	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.RolloutPausedCondition)
+	switch {
+	case m.Spec.Suspend:
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonSuspended, "suspended; "+progress)
+		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
+	case len(bindingErrs) > 0:
+		msg := firstFew(bindingErrs)
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonBindingFailed, msg)
+		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
+	case s.Failed > 0:
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonRemoteFailed, progress)
+		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
+	case p.waiting == 0:
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionTrue, ReasonSucceeded, progress)
+		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
+	default:
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonProgressing, progress)
+		r.set(m, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, ReasonProgressing, progress)
+	}
+}
+
+func (r *Reconciler) setStalled(m *fleeetv1.Module, reason, msg string) {
+	m.Status.ObservedGeneration = m.Generation
+	r.set(m, fleeetv1.StalledCondition, metav1.ConditionTrue, reason, msg)
+	r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
+}
+
+func (r *Reconciler) set(m *fleeetv1.Module, typ string, status metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: m.Generation,
+	})
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// modulesInNamespace maps a Remote or ProxyAssemblage to the Modules of its
+// namespace; each Module then looks only at the Remotes it selects.
+func (r *Reconciler) modulesInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	modules := &fleeetv1.ModuleList{}
+	if err := r.Client.List(ctx, modules, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(modules.Items))
+	for _, m := range modules.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+	}
+	return reqs
+}
+
+// version renders the exact version a sync pins.
+func version(s *fleeetv1.SyncSpec) string {
+	switch {
+	case s.Source.Git != nil && s.Source.Git.Tag != "":
+		return s.Source.Git.Tag
+	case s.Source.Git != nil:
+		return s.Source.Git.Revision
+	case s.Source.Helm != nil:
+		return s.Source.Helm.Version
+	}
+	return ""
+}
+
+func firstFew(msgs []string) string {
+	const n = 3
+	if len(msgs) <= n {
+		return strings.Join(msgs, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(msgs[:n], "; "), len(msgs)-n)
+}

@@ -1,0 +1,123 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// Reasons used in Remote conditions.
+const (
+	ReasonHeartbeatFresh  = "HeartbeatFresh"
+	ReasonHeartbeatMissed = "HeartbeatMissed"
+	ReasonAwaitingAgent   = "AwaitingAgent"
+	ReasonPushMode        = "PushMode"
+)
+
+// Health marks pull Remotes Connected while their agent renews the Lease
+// named after the Remote, in the Remote's namespace, and Offline once the
+// Lease is older than Grace.
+type Health struct {
+	// Client reads Remotes and Leases from the cache and writes Remote status.
+	Client client.Client
+	// Grace is how long after its last heartbeat a Remote counts as Offline.
+	Grace time.Duration
+	// Now returns the current time; tests leave it nil.
+	Now func() time.Time
+}
+
+// SetupWithManager registers the controller; each Lease renewal reaches the
+// Remote of the same name.
+func (h *Health) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("remote-health").
+		For(&fleeetv1.Remote{}).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []reconcile.Request {
+				return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+			})).
+		Complete(h)
+}
+
+// Reconcile sets a Remote's mode, last heartbeat and Connected and Ready
+// conditions, and comes back when a fresh heartbeat would go stale.
+func (h *Health) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	remote := &fleeetv1.Remote{}
+	if err := h.Client.Get(ctx, req.NamespacedName, remote); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := remote.Status.DeepCopy()
+	result, err := h.reconcileHeartbeat(ctx, remote)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	remote.Status.ObservedGeneration = remote.Generation
+	if !equality.Semantic.DeepEqual(*before, remote.Status) {
+		if err := h.Client.Status().Update(ctx, remote); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return result, nil
+}
+
+// reconcileHeartbeat reads the Remote's Lease. Push Remotes have no agent
+// heartbeat; the push controller reports their connectivity.
+func (h *Health) reconcileHeartbeat(ctx context.Context, remote *fleeetv1.Remote) (ctrl.Result, error) {
+	if remote.Spec.KubeconfigRef != nil {
+		remote.Status.Mode = fleeetv1.PushMode
+		return ctrl.Result{}, nil
+	}
+	remote.Status.Mode = fleeetv1.PullMode
+	lease := &coordinationv1.Lease{}
+	err := h.Client.Get(ctx, client.ObjectKeyFromObject(remote), lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		setConnected(remote, metav1.ConditionFalse, ReasonAwaitingAgent, "no heartbeat yet: the cluster's agent has not connected")
+		return ctrl.Result{}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
+	var renewed time.Time
+	if lease.Spec.RenewTime != nil {
+		renewed = lease.Spec.RenewTime.Time
+	} else if lease.Spec.AcquireTime != nil {
+		renewed = lease.Spec.AcquireTime.Time
+	}
+	remote.Status.LastHeartbeatTime = &metav1.Time{Time: renewed}
+	age := h.now().Sub(renewed)
+	if age <= h.Grace {
+		setConnected(remote, metav1.ConditionTrue, ReasonHeartbeatFresh,
+			fmt.Sprintf("agent heartbeat within the last %s", h.Grace))
+		return ctrl.Result{RequeueAfter: h.Grace - age + time.Second}, nil
+	}
+	setConnected(remote, metav1.ConditionFalse, ReasonHeartbeatMissed,
+		fmt.Sprintf("offline: no agent heartbeat since %s (grace period %s)", renewed.UTC().Format(time.RFC3339), h.Grace))
+	return ctrl.Result{}, nil
+}
+
+func setConnected(remote *fleeetv1.Remote, status metav1.ConditionStatus, reason, msg string) {
+	for _, typ := range []string{fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition} {
+		apimeta.SetStatusCondition(&remote.Status.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: remote.Generation,
+		})
+	}
+}
+
+func (h *Health) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
+}

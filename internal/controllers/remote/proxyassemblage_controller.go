@@ -1,0 +1,217 @@
+// Package remote holds the manager's per-Remote controllers: the compiler
+// that writes each Remote's ProxyAssemblage from the Modules selecting it,
+// and the health controller that tells whether a pull Remote's agent is
+// alive.
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
+)
+
+// Field indexes the compiler looks objects up by.
+const (
+	// SyncNamesIndex indexes ProxyAssemblages by the names of their syncs,
+	// so a Module change finds the Remotes it was compiled into.
+	SyncNamesIndex = "spec.assemblage.syncs.name"
+	// ConfigMapRefsIndex indexes Modules by the ConfigMaps their
+	// control-plane bindings read.
+	ConfigMapRefsIndex = "spec.controlPlaneBindings.configMap"
+)
+
+// ReasonBindingFailed is the event reason for a Module whose control-plane
+// bindings cannot be resolved for a Remote.
+const ReasonBindingFailed = "BindingFailed"
+
+// Compiler writes, for every Remote, the ProxyAssemblage of the same name
+// holding the syncs of every Module selecting it.
+type Compiler struct {
+	// Client reads from the cache and writes ProxyAssemblages.
+	Client client.Client
+	// Recorder records binding failures on Modules.
+	Recorder events.EventRecorder
+}
+
+// SetupWithManager registers the compiler and the indexes its map functions
+// use, so a change touches only the ProxyAssemblages it affects.
+func (c *Compiler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &fleeetv1.ProxyAssemblage{}, SyncNamesIndex, func(o client.Object) []string {
+		var names []string
+		for _, s := range o.(*fleeetv1.ProxyAssemblage).Spec.Assemblage.Syncs {
+			names = append(names, s.Name)
+		}
+		return names
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &fleeetv1.Module{}, ConfigMapRefsIndex, func(o client.Object) []string {
+		var names []string
+		for _, b := range o.(*fleeetv1.Module).Spec.ControlPlaneBindings {
+			if ref := b.ObjectFieldRef; ref != nil && ref.Kind == "ConfigMap" {
+				names = append(names, ref.Name)
+			}
+		}
+		return names
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("proxyassemblage-compiler").
+		// Any Remote change, status included: bindings may read any field.
+		For(&fleeetv1.Remote{}).
+		Owns(&fleeetv1.ProxyAssemblage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&fleeetv1.Module{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfModule)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfConfigMap)).
+		Complete(c)
+}
+
+// Reconcile compiles one Remote's ProxyAssemblage. Output is deterministic
+// (syncs sorted by name) and written only when it changed.
+func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	remote := &fleeetv1.Remote{}
+	if err := c.Client.Get(ctx, req.NamespacedName, remote); err != nil {
+		if apierrors.IsNotFound(err) {
+			// The Remote is gone; its ProxyAssemblage goes with it.
+			pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: req.Namespace}}
+			return ctrl.Result{}, client.IgnoreNotFound(c.Client.Delete(ctx, pa))
+		}
+		return ctrl.Result{}, err
+	}
+	if !remote.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+
+	pa := &fleeetv1.ProxyAssemblage{}
+	err := c.Client.Get(ctx, req.NamespacedName, pa)
+	if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, err
+	}
+	exists := err == nil
+
+	syncs, err := c.compile(ctx, remote, pa.Spec.Assemblage.Syncs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if exists && equality.Semantic.DeepEqual(pa.Spec.Assemblage.Syncs, syncs) {
+		return ctrl.Result{}, nil
+	}
+	if !exists {
+		pa = &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: remote.Name, Namespace: remote.Namespace}}
+		if err := controllerutil.SetControllerReference(remote, pa, c.Client.Scheme()); err != nil {
+			return ctrl.Result{}, err
+		}
+		pa.Spec.Assemblage.Syncs = syncs
+		if err := c.Client.Create(ctx, pa); err != nil {
+			return ctrl.Result{}, fmt.Errorf("creating ProxyAssemblage %s/%s: %w", pa.Namespace, pa.Name, err)
+		}
+	} else {
+		pa.Spec.Assemblage.Syncs = syncs
+		if err := c.Client.Update(ctx, pa); err != nil {
+			return ctrl.Result{}, fmt.Errorf("updating ProxyAssemblage %s/%s: %w", pa.Namespace, pa.Name, err)
+		}
+	}
+	log.FromContext(ctx).V(1).Info("Compiled ProxyAssemblage", "syncs", len(syncs))
+	return ctrl.Result{}, nil
+}
+
+// compile computes the syncs of one Remote from every Module selecting it.
+// A Module that is suspended, or whose bindings cannot be resolved for this
+// Remote, keeps what the Remote already holds.
+func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current []fleeetv1.NamedSync) ([]fleeetv1.NamedSync, error) {
+	modules := &fleeetv1.ModuleList{}
+	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace)); err != nil {
+		return nil, err
+	}
+	var syncs []fleeetv1.NamedSync
+	var errs []error
+	for i := range modules.Items {
+		m := &modules.Items[i]
+		selected, err := compile.Selects(m, remote)
+		if err != nil || !selected {
+			continue // the Module controller reports an invalid selector
+		}
+		held := compile.Find(current, m.Name)
+		if m.Spec.Suspend {
+			if held != nil {
+				syncs = append(syncs, *held)
+			}
+			continue
+		}
+		desired, err := compile.Sync(ctx, c.Client, m, remote)
+		if err != nil {
+			var be *compile.BindingError
+			if !errors.As(err, &be) {
+				errs = append(errs, err)
+			}
+			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, ReasonBindingFailed, "Compile",
+				"Remote %s: %v", remote.Name, err)
+			if held != nil {
+				syncs = append(syncs, *held)
+			}
+			continue
+		}
+		syncs = append(syncs, *compile.Choose(m, remote.Name, held, &desired))
+	}
+	slices.SortFunc(syncs, func(a, b fleeetv1.NamedSync) int { return strings.Compare(a.Name, b.Name) })
+	return syncs, errors.Join(errs...)
+}
+
+// remotesOfModule maps a Module to the Remotes it selects now and those whose
+// ProxyAssemblage holds its sync from an earlier selection.
+func (c *Compiler) remotesOfModule(ctx context.Context, o client.Object) []reconcile.Request {
+	m := o.(*fleeetv1.Module)
+	seen := map[string]bool{}
+	pas := &fleeetv1.ProxyAssemblageList{}
+	if err := c.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.MatchingFields{SyncNamesIndex: m.Name}); err == nil {
+		for _, pa := range pas.Items {
+			seen[pa.Name] = true
+		}
+	}
+	remotes := &fleeetv1.RemoteList{}
+	if err := c.Client.List(ctx, remotes, client.InNamespace(m.Namespace)); err == nil {
+		for i := range remotes.Items {
+			if ok, _ := compile.Selects(m, &remotes.Items[i]); ok {
+				seen[remotes.Items[i].Name] = true
+			}
+		}
+	}
+	var reqs []reconcile.Request
+	for name := range seen {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: m.Namespace, Name: name}})
+	}
+	return reqs
+}
+
+// remotesOfConfigMap maps a ConfigMap to the Remotes of the Modules that bind it.
+func (c *Compiler) remotesOfConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
+	modules := &fleeetv1.ModuleList{}
+	if err := c.Client.List(ctx, modules, client.InNamespace(o.GetNamespace()), client.MatchingFields{ConfigMapRefsIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range modules.Items {
+		reqs = append(reqs, c.remotesOfModule(ctx, &modules.Items[i])...)
+	}
+	return reqs
+}

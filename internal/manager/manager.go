@@ -1,0 +1,36 @@
+// Package manager wires the fleet-manager's controllers into a
+// controller-runtime manager, for the binary and for tests alike.
+package manager
+
+import (
+	"context"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/fleeet-dev/fleeet/internal/controllers/module"
+	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
+)
+
+// Name is the fleet-manager's name as a field manager, event source and
+// leader election identity.
+const Name = "fleet-manager"
+
+// Options configure the fleet-manager's controllers.
+type Options struct {
+	// OfflineGrace is how long after its last heartbeat a pull Remote is
+	// marked Offline.
+	OfflineGrace time.Duration
+}
+
+// Setup registers every fleet-manager controller with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	compiler := &remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name)}
+	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := (&remote.Health{Client: mgr.GetClient(), Grace: o.OfflineGrace}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&module.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+}

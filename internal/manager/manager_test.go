@@ -1,0 +1,410 @@
+package manager_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/manager"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+const (
+	timeout = time.Minute
+	poll    = 100 * time.Millisecond
+)
+
+var cluster *testenv.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunWithCluster(m, "management", &cluster, startManager))
+}
+
+// startManager runs the fleet-manager's controllers in-process, shared by
+// every test of the package, logging to a file printed when a test fails.
+func startManager(c *testenv.Cluster) (func(bool), error) {
+	logFile, err := os.CreateTemp("", "fleet-manager-test-*.log")
+	if err != nil {
+		return nil, err
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(logFile), zap.UseDevMode(true)))
+	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
+		Scheme: testenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := manager.Setup(ctx, mgr, manager.Options{OfflineGrace: time.Minute}); err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func(failed bool) {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		}
+		logFile.Close()
+		if failed {
+			fmt.Fprintf(os.Stderr, "last lines of the manager log (%s):\n%s\n", logFile.Name(), testenv.Tail(logFile.Name(), 60))
+			return
+		}
+		os.Remove(logFile.Name())
+	}, nil
+}
+
+// tenant returns a fresh tenant namespace.
+func tenant(t *testing.T) string {
+	return cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+}
+
+func newRemote(t *testing.T, ns, name string, labels map[string]string, online bool) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(cluster.Client.Create(t.Context(), &fleeetv1.Remote{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+	})).To(Succeed())
+	if online {
+		now := metav1.NewMicroTime(time.Now())
+		g.Expect(cluster.Client.Create(t.Context(), &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), RenewTime: &now},
+		})).To(Succeed())
+	}
+}
+
+func newModule(tag string, selector *metav1.LabelSelector) *fleeetv1.Module {
+	return &fleeetv1.Module{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: map[string]string{"tier": "app"}},
+		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
+			Selector: selector,
+			Sync: fleeetv1.SyncSpec{
+				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: tag}},
+				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
+			},
+		}},
+	}
+}
+
+// heldTag returns the tag of the app sync a Remote's ProxyAssemblage holds, or "".
+func heldTag(pa *fleeetv1.ProxyAssemblage) string {
+	for _, s := range pa.Spec.Assemblage.Syncs {
+		if s.Name == "app" {
+			return s.Source.Git.Tag
+		}
+	}
+	return ""
+}
+
+func proxy(g Gomega, ns, name string) *fleeetv1.ProxyAssemblage {
+	pa := &fleeetv1.ProxyAssemblage{}
+	g.Expect(cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pa)).To(Succeed())
+	return pa
+}
+
+// report plays a cluster's agent: it reports every sync of the Remote's
+// current ProxyAssemblage spec in the given state.
+func report(g Gomega, ns, name string, state fleeetv1.SyncState) {
+	g.Eventually(func() error {
+		pa := proxy(g, ns, name)
+		now := metav1.Now()
+		pa.Status.ObservedGeneration = pa.Generation
+		pa.Status.Syncs = nil
+		for _, s := range pa.Spec.Assemblage.Syncs {
+			pa.Status.Syncs = append(pa.Status.Syncs, fleeetv1.SyncStatus{
+				Name: s.Name, State: state, Message: "reported " + string(state), LastTransitionTime: &now})
+		}
+		return cluster.Client.Status().Update(context.Background(), pa)
+	}, timeout, poll).Should(Succeed())
+}
+
+func TestModulesCompileIntoTheProxyAssemblagesOfSelectedRemotes(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	newRemote(t, ns, "edge-1", map[string]string{"env": "prod", "region": "eu"}, true)
+	newRemote(t, ns, "edge-2", map[string]string{"env": "dev", "region": "us"}, true)
+	g.Expect(cluster.Client.Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns}, Data: map[string]string{"domain": "example.com"},
+	})).To(Succeed())
+
+	m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}})
+	m.Namespace = ns
+	m.Spec.ControlPlaneBindings = []fleeetv1.ControlPlaneBinding{
+		{Name: "REGION", ObjectFieldRef: &fleeetv1.ControlPlaneFieldRef{Kind: "Remote", FieldPath: "/metadata/labels/region"}},
+		{Name: "DOMAIN", ObjectFieldRef: &fleeetv1.ControlPlaneFieldRef{Kind: "ConfigMap", Name: "fleet", FieldPath: "/data/domain"}},
+		{Name: "HOST", Value: ptr.To("$(REGION).$(DOMAIN)")},
+	}
+	m.Spec.Sync.Package.Kustomize.Substitute = map[string]string{"host": "$(HOST)", "later": "$(DOWNSTREAM)"}
+	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(heldTag(proxy(g, ns, "edge-1"))).To(Equal("v1.0.0"))
+		g.Expect(proxy(g, ns, "edge-2").Spec.Assemblage.Syncs).To(BeEmpty())
+		sync := proxy(g, ns, "edge-1").Spec.Assemblage.Syncs[0]
+		g.Expect(sync.Labels).To(Equal(map[string]string{"tier": "app"}))
+		g.Expect(sync.Package.Kustomize.Substitute).To(Equal(map[string]string{
+			"host": "eu.example.com", "later": "$(DOWNSTREAM)"}), "unknown names are left for the agent")
+	}, timeout, poll).Should(Succeed())
+
+	// A ConfigMap change reaches the plan.
+	g.Expect(cluster.Client.Patch(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns}, Data: map[string]string{"domain": "example.org"},
+	}, client.Merge)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(proxy(g, ns, "edge-1").Spec.Assemblage.Syncs[0].Package.Kustomize.Substitute).
+			To(HaveKeyWithValue("host", "eu.example.org"))
+	}, timeout, poll).Should(Succeed())
+
+	// Relabelling moves the sync from one Remote's plan to the other's.
+	for name, env := range map[string]string{"edge-1": "dev", "edge-2": "prod"} {
+		r := &fleeetv1.Remote{}
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, r)).To(Succeed())
+		r.Labels["env"] = env
+		g.Expect(cluster.Client.Update(t.Context(), r)).To(Succeed())
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(proxy(g, ns, "edge-1").Spec.Assemblage.Syncs).To(BeEmpty())
+		g.Expect(proxy(g, ns, "edge-2").Spec.Assemblage.Syncs).To(HaveLen(1))
+		g.Expect(proxy(g, ns, "edge-2").Spec.Assemblage.Syncs[0].Package.Kustomize.Substitute).
+			To(HaveKeyWithValue("host", "us.example.org"))
+	}, timeout, poll).Should(Succeed())
+
+	// A binding that cannot be resolved is reported, and the plan keeps what it had.
+	g.Eventually(func() error {
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(m), m)).To(Succeed())
+		m.Spec.ControlPlaneBindings[1].ObjectFieldRef.FieldPath = "/data/missing"
+		m.Spec.Sync.Source.Git.Tag = "v2.0.0"
+		return cluster.Client.Update(t.Context(), m)
+	}, timeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(m), m)).To(Succeed())
+		ready := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal("BindingFailed"))
+		g.Expect(ready.Message).To(ContainSubstring("remote edge-2: spec.controlPlaneBindings[DOMAIN]: ConfigMap fleet: field /data/missing not found"))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(heldTag(proxy(g, ns, "edge-2"))).To(Equal("v1.0.0"))
+}
+
+// rolloutWatch watches every ProxyAssemblage of a namespace for the whole
+// test and records violations: more than maxUnavailable Remotes holding a
+// version they have not reported Ready, or a Remote moving backward.
+type rolloutWatch struct {
+	mu         sync.Mutex
+	order      map[string]int // tag → position in the sequence of versions
+	online     map[string]bool
+	held       map[string]string
+	violations []string
+	peak       int
+}
+
+func watchRollout(t *testing.T, ns string, online []string, maxUnavailable int, tags ...string) *rolloutWatch {
+	wc, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(t.Context(), &fleeetv1.ProxyAssemblageList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := &rolloutWatch{order: map[string]int{}, held: map[string]string{}, online: map[string]bool{}}
+	for _, name := range online {
+		rw.online[name] = true
+	}
+	for i, tag := range tags {
+		rw.order[tag] = i
+	}
+	unready := map[string]bool{}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			rw.mu.Lock()
+			tag := heldTag(pa)
+			if prev := rw.held[pa.Name]; prev != "" && rw.order[tag] < rw.order[prev] {
+				rw.violations = append(rw.violations, fmt.Sprintf("%s moved back from %s to %s", pa.Name, prev, tag))
+			}
+			rw.held[pa.Name] = tag
+			if !rw.online[pa.Name] {
+				rw.mu.Unlock()
+				continue // offline Remotes never count as unavailable
+			}
+			reported := pa.Status.ObservedGeneration == pa.Generation && len(pa.Status.Syncs) > 0 &&
+				pa.Status.Syncs[0].State == fleeetv1.SyncReady
+			unready[pa.Name] = tag != "" && !reported
+			n := 0
+			for _, u := range unready {
+				if u {
+					n++
+				}
+			}
+			rw.peak = max(rw.peak, n)
+			if n > maxUnavailable {
+				rw.violations = append(rw.violations, fmt.Sprintf("%d Remotes unavailable at once", n))
+			}
+			rw.mu.Unlock()
+		}
+	}()
+	return rw
+}
+
+func (rw *rolloutWatch) check(g Gomega) {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	g.Expect(rw.violations).To(BeEmpty())
+}
+
+// driveUntil plays every online cluster's agent, reporting each Remote's
+// plan in the state decide gives, until done holds.
+func driveUntil(g Gomega, ns string, online []string, decide func(remote, tag string) fleeetv1.SyncState, done func(Gomega)) {
+	g.Eventually(func(g Gomega) {
+		for _, name := range online {
+			pa := proxy(g, ns, name)
+			tag := heldTag(pa)
+			state := decide(name, tag)
+			reported := pa.Status.ObservedGeneration == pa.Generation && len(pa.Status.Syncs) == 1 &&
+				pa.Status.Syncs[0].State == state
+			if tag != "" && !reported {
+				report(g, ns, name, state)
+			}
+		}
+		done(g)
+	}, timeout, poll).Should(Succeed())
+}
+
+func moduleStatus(g Gomega, ns string) *fleeetv1.Module {
+	m := &fleeetv1.Module{}
+	g.Expect(cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "app"}, m)).To(Succeed())
+	return m
+}
+
+func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	online := []string{"r1", "r2", "r3", "r4", "r5"}
+	for _, name := range online {
+		newRemote(t, ns, name, map[string]string{"fleet": "yes"}, true)
+	}
+	newRemote(t, ns, "r6-offline", map[string]string{"fleet": "yes"}, false)
+
+	m := newModule("v1", &metav1.LabelSelector{})
+	m.Namespace = ns
+	m.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
+
+	ready := func(string, string) fleeetv1.SyncState { return fleeetv1.SyncReady }
+	// First placement: every Remote gets v1 (nothing runs yet, nothing to lose).
+	driveUntil(g, ns, online, ready, func(g Gomega) {
+		s := moduleStatus(g, ns).Status.Summary
+		g.Expect(s.Ready).To(Equal(int32(5)))
+		g.Expect(s.Offline).To(Equal(int32(1)))
+	})
+	// From here on, every version change is a rollout the watch holds to its bound.
+	rw := watchRollout(t, ns, online, 1, "v1", "v2", "v3", "v4")
+
+	setTag := func(tag string) {
+		g.Eventually(func() error {
+			m := moduleStatus(g, ns)
+			m.Spec.Sync.Source.Git.Tag = tag
+			return cluster.Client.Update(t.Context(), m)
+		}, timeout, poll).Should(Succeed())
+	}
+
+	// v2, superseded by v3 once two Remotes run v2.
+	setTag("v2")
+	driveUntil(g, ns, online, ready, func(g Gomega) {
+		n := 0
+		for _, name := range online {
+			if heldTag(proxy(g, ns, name)) == "v2" {
+				n++
+			}
+		}
+		g.Expect(n).To(BeNumerically(">=", 2))
+	})
+	setTag("v3")
+	// r1 fails on v3: the rollout pauses and goes no further.
+	fails := func(remote, tag string) fleeetv1.SyncState {
+		if tag == "v3" && remote == "r1" {
+			return fleeetv1.SyncFailed
+		}
+		return fleeetv1.SyncReady
+	}
+	driveUntil(g, ns, online, fails, func(g Gomega) {
+		m := moduleStatus(g, ns)
+		paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
+		g.Expect(paused).NotTo(BeNil())
+		g.Expect(paused.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(paused.Message).To(HavePrefix("Remote r1 failed on generation"))
+		g.Expect(m.Status.Rollout.PausedBy).To(Equal("r1"))
+		g.Expect(m.Status.Rollout.Admitted).To(BeEmpty(), "no Remote is admitted while the rollout is paused")
+	})
+
+	// A new version resumes; everything online converges, then the offline Remote gets it too.
+	setTag("v4")
+	driveUntil(g, ns, online, ready, func(g Gomega) {
+		m := moduleStatus(g, ns)
+		g.Expect(m.Status.Summary.Ready).To(Equal(int32(5)))
+		g.Expect(heldTag(proxy(g, ns, "r6-offline"))).To(Equal("v4"))
+		g.Expect(apimeta.IsStatusConditionTrue(m.Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
+		g.Expect(m.Status.ObservedGeneration).To(Equal(m.Generation))
+		g.Expect(apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
+		g.Expect(m.Status.Version).To(Equal("v4"))
+	})
+	rw.check(g)
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	g.Expect(rw.peak).To(Equal(1), "the watch saw the rollout move one Remote at a time")
+}
+
+func TestPullRemoteHealthFollowsItsLease(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	newRemote(t, ns, "fresh", nil, true)
+	newRemote(t, ns, "silent", nil, false)
+	stale := metav1.NewMicroTime(time.Now().Add(-10 * time.Minute))
+	newRemote(t, ns, "stale", nil, false)
+	g.Expect(cluster.Client.Create(t.Context(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: ns},
+		Spec:       coordinationv1.LeaseSpec{RenewTime: &stale},
+	})).To(Succeed())
+
+	want := map[string]string{"fresh": "HeartbeatFresh", "silent": "AwaitingAgent", "stale": "HeartbeatMissed"}
+	g.Eventually(func(g Gomega) {
+		for name, reason := range want {
+			r := &fleeetv1.Remote{}
+			g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, r)).To(Succeed())
+			c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
+			g.Expect(c).NotTo(BeNil(), name)
+			g.Expect(c.Reason).To(Equal(reason), name)
+			g.Expect(c.Status == metav1.ConditionTrue).To(Equal(name == "fresh"), name)
+			g.Expect(r.Status.Mode).To(Equal(fleeetv1.PullMode))
+			g.Expect(r.Status.ObservedGeneration).To(Equal(r.Generation))
+			if name == "stale" {
+				g.Expect(c.Message).To(ContainSubstring("grace period 1m0s"))
+				g.Expect(r.Status.LastHeartbeatTime.Time.Unix()).To(Equal(stale.Unix()))
+			}
+		}
+	}, timeout, poll).Should(Succeed())
+}
