@@ -1,5 +1,6 @@
 // Command fleet-manager runs in the management cluster: it compiles Modules
-// into ProxyAssemblages, rolls out new versions and tracks Remote health.
+// into ProxyAssemblages, rolls out new versions, pushes plans to push-mode Remotes and tracks
+// Remote health.
 package main
 
 import (
@@ -17,6 +18,10 @@ func main() {
 	var o manager.Options
 	pflag.DurationVar(&o.OfflineGrace, "offline-grace", 60*time.Second,
 		"How long after its last heartbeat a pull Remote is marked Offline.")
+	pflag.DurationVar(&o.PushTimeout, "push-timeout", 10*time.Second,
+		"Timeout of each request to a push-mode Remote's cluster.")
+	pflag.DurationVar(&o.PushPoll, "push-poll-interval", 10*time.Second,
+		"How often a push-mode Remote's status is read while its syncs progress.")
 	runner.Main(manager.Name, func(mgr ctrl.Manager) error {
 		return manager.Setup(context.Background(), mgr, o)
 	})

@@ -21,6 +21,10 @@ type Options struct {
 	// OfflineGrace is how long after its last heartbeat a pull Remote is
 	// marked Offline.
 	OfflineGrace time.Duration
+	// PushTimeout bounds each request to a push Remote's cluster.
+	PushTimeout time.Duration
+	// PushPoll is how often a push Remote's status is read while it progresses.
+	PushPoll time.Duration
 }
 
 // Setup registers every fleet-manager controller with mgr.
@@ -30,6 +34,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := (&remote.Health{Client: mgr.GetClient(), Grace: o.OfflineGrace}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	push := &remote.Push{Client: mgr.GetClient(), Timeout: o.PushTimeout, Poll: o.PushPoll}
+	if err := push.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	return (&module.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)

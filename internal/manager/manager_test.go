@@ -15,13 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/agent"
 	"github.com/fleeet-dev/fleeet/internal/manager"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
@@ -38,38 +38,11 @@ func TestMain(m *testing.M) {
 }
 
 // startManager runs the fleet-manager's controllers in-process, shared by
-// every test of the package, logging to a file printed when a test fails.
+// every test of the package.
 func startManager(c *testenv.Cluster) (func(bool), error) {
-	logFile, err := os.CreateTemp("", "fleet-manager-test-*.log")
-	if err != nil {
-		return nil, err
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logFile), zap.UseDevMode(true)))
-	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
-		Scheme: testenv.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	return testenv.StartManager(c, "fleet-manager", func(ctx context.Context, mgr ctrl.Manager) error {
+		return manager.Setup(ctx, mgr, manager.Options{OfflineGrace: time.Minute, PushTimeout: 5 * time.Second, PushPoll: time.Second})
 	})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := manager.Setup(ctx, mgr, manager.Options{OfflineGrace: time.Minute}); err != nil {
-		cancel()
-		return nil, err
-	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func(failed bool) {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-		}
-		logFile.Close()
-		if failed {
-			fmt.Fprintf(os.Stderr, "last lines of the manager log (%s):\n%s\n", logFile.Name(), testenv.Tail(logFile.Name(), 60))
-			return
-		}
-		os.Remove(logFile.Name())
-	}, nil
 }
 
 // tenant returns a fresh tenant namespace.
@@ -407,4 +380,73 @@ func TestPullRemoteHealthFollowsItsLease(t *testing.T) {
 			}
 		}
 	}, timeout, poll).Should(Succeed())
+}
+
+func TestPushModeDeliversThePlanAndIsolatesAnUnreachableCluster(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	down := testenv.StartCluster(t, "downstream")
+	testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController)
+	testenv.RunManager(t, down, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
+		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 2})
+	})
+	git := testenv.NewGitServer(t)
+	url, _ := git.Commit(t, "app", map[string]string{
+		"deploy/kustomization.yaml": "resources: [configmap.yaml]\n",
+		"deploy/configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: pushed\ndata:\n  via: push\n",
+	}, "v1.0.0")
+
+	kubeconfig, err := os.ReadFile(down.Kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	dead, err := clientcmd.Load(kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, c := range dead.Clusters {
+		c.Server = "https://" + testenv.FreeAddr(t) // nothing listens there
+	}
+	deadKubeconfig, err := clientcmd.Write(*dead)
+	g.Expect(err).NotTo(HaveOccurred())
+	for name, data := range map[string][]byte{"edge-push": kubeconfig, "dead": deadKubeconfig} {
+		g.Expect(cluster.Client.Create(t.Context(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-kubeconfig", Namespace: ns},
+			Data:       map[string][]byte{"value": data},
+		})).To(Succeed())
+		g.Expect(cluster.Client.Create(t.Context(), &fleeetv1.Remote{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"mode": "push"}},
+			Spec:       fleeetv1.RemoteSpec{KubeconfigRef: &fleeetv1.SecretKeyReference{Name: name + "-kubeconfig", Key: "value"}},
+		})).To(Succeed())
+	}
+	m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"mode": "push"}})
+	m.Namespace = ns
+	m.Spec.Sync.Source.Git.URL = url
+	m.Spec.Sync.Package.Kustomize.TargetNamespace = ns
+	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		m := moduleStatus(g, ns)
+		g.Expect(m.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 2, Updated: 2, Ready: 1, Offline: 1}))
+		g.Expect(apimeta.IsStatusConditionTrue(m.Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue(),
+			"the unreachable cluster does not hold the others back")
+
+		pa := proxy(g, ns, "edge-push")
+		g.Expect(pa.Status.ObservedGeneration).To(Equal(pa.Generation))
+		g.Expect(pa.Status.Syncs).To(HaveLen(1))
+		g.Expect(pa.Status.Syncs[0].Revision).To(HavePrefix("v1.0.0@sha1:"))
+
+		for name, reason := range map[string]string{"edge-push": "Pushed", "dead": "Unreachable"} {
+			r := &fleeetv1.Remote{}
+			g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, r)).To(Succeed())
+			c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
+			g.Expect(c).NotTo(BeNil(), name)
+			g.Expect(c.Reason).To(Equal(reason), name)
+			g.Expect(r.Status.Mode).To(Equal(fleeetv1.PushMode))
+			if name == "dead" {
+				g.Expect(c.Message).To(HavePrefix("cannot reach the cluster: "))
+				g.Expect(c.Message).NotTo(ContainSubstring("BEGIN"), "no key or certificate material in status")
+			}
+		}
+	}, 2*timeout, poll).Should(Succeed())
+
+	var cm corev1.ConfigMap
+	g.Expect(down.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "pushed"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("via", "push"))
 }

@@ -20,10 +20,9 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/agent"
 	"github.com/fleeet-dev/fleeet/internal/controllers/assemblage"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
@@ -88,38 +87,8 @@ func publishConfigs(t testing.TB) string {
 }
 
 func startAgent(t testing.TB, c *testenv.Cluster) {
-	logPath := filepath.Join(t.TempDir(), "agent.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logFile), zap.UseDevMode(true)))
-	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
-		Scheme:                 testenv.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &assemblage.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("fleet-agent"), FieldOwner: "fleet-agent", MaxConcurrentReconciles: 4,
-	}
-	if err := r.SetupWithManager(mgr); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent manager: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("last lines of the agent log (%s):\n%s", logPath, testenv.Tail(logPath, 60))
-		}
+	testenv.RunManager(t, c, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
+		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 4})
 	})
 }
 

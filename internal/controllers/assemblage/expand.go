@@ -25,6 +25,12 @@ import (
 // without any change. Versions are exact, so this only repairs drift.
 const fluxInterval = 10 * time.Minute
 
+// fluxRetryInterval is how soon Flux retries a Kustomization that failed.
+// Flux's default is the interval itself; a transient failure (seen here: a
+// build racing an artifact update) would then hold a sync, and every sync
+// depending on it, for ten minutes.
+const fluxRetryInterval = time.Minute
+
 // expansion is what one sync becomes downstream: a source object
 // (GitRepository or HelmRepository) and an applier (Kustomization or
 // HelmRelease) reading from it, with the revision the applier must report
@@ -137,6 +143,7 @@ func expandKustomize(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values 
 		ObjectMeta: objectMeta(),
 		Spec: kustomizev1.KustomizationSpec{
 			Interval:           metav1.Duration{Duration: fluxInterval},
+			RetryInterval:      &metav1.Duration{Duration: fluxRetryInterval},
 			Path:               pkg.Path,
 			Prune:              pkg.Prune == nil || *pkg.Prune,
 			Wait:               pkg.Wait,

@@ -1,0 +1,239 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// Reasons used in push Remote conditions.
+const (
+	ReasonPushed        = "Pushed"
+	ReasonUnreachable   = "Unreachable"
+	ReasonKubeconfigBad = "KubeconfigInvalid"
+)
+
+// ProxyGenerationAnnotation on a pushed Assemblage is the generation of the
+// ProxyAssemblage its spec was copied from, so its status is copied back
+// only when it describes that spec.
+const ProxyGenerationAnnotation = "fleeet.dev/proxy-generation"
+
+// KubeconfigSecretIndex indexes Remotes by the Secret holding their kubeconfig.
+const KubeconfigSecretIndex = "spec.kubeconfigRef.name"
+
+// Push delivers the ProxyAssemblage of every push-mode Remote: it writes the
+// Assemblage into the Remote's cluster through the kubeconfig in the
+// Remote's Secret and copies the Assemblage's status back. A cluster that
+// cannot be reached is marked Connected=False and retried with backoff; the
+// other Remotes are unaffected.
+type Push struct {
+	// Client reads the management cluster from the cache and writes status.
+	Client client.Client
+	// Timeout bounds each request to a downstream cluster.
+	Timeout time.Duration
+	// Poll is how often the status of a cluster still progressing is read;
+	// Ready clusters are read four times less often.
+	Poll time.Duration
+
+	mu      sync.Mutex
+	clients map[client.ObjectKey]pushClient
+}
+
+// pushClient is a downstream client built from one version of a kubeconfig Secret.
+type pushClient struct {
+	secretVersion string
+	client        client.Client
+}
+
+// SetupWithManager registers the controller: ProxyAssemblage spec changes,
+// Remote changes and kubeconfig Secret changes all lead to the Remote's push.
+func (p *Push) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleeetv1.Remote{}, KubeconfigSecretIndex, func(o client.Object) []string {
+		if ref := o.(*fleeetv1.Remote).Spec.KubeconfigRef; ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("push").
+		For(&fleeetv1.ProxyAssemblage{}).
+		Watches(&fleeetv1.Remote{}, sameName).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(p.remotesOfSecret)).
+		Complete(p)
+}
+
+// Reconcile pushes one Remote's plan and reads back its status.
+func (p *Push) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	remote := &fleeetv1.Remote{}
+	if err := p.Client.Get(ctx, req.NamespacedName, remote); err != nil || remote.Spec.KubeconfigRef == nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	pa := &fleeetv1.ProxyAssemblage{}
+	if err := p.Client.Get(ctx, req.NamespacedName, pa); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	downstream, err := p.clientFor(ctx, remote)
+	if err != nil {
+		// Only a change of the Secret fixes this; its watch brings us back.
+		return ctrl.Result{}, p.setConnected(ctx, remote, metav1.ConditionFalse, ReasonKubeconfigBad, err.Error())
+	}
+	asm, err := p.push(ctx, downstream, pa)
+	if err != nil {
+		msg := fmt.Sprintf("cannot reach the cluster: %v", err)
+		if serr := p.setConnected(ctx, remote, metav1.ConditionFalse, ReasonUnreachable, msg); serr != nil {
+			return ctrl.Result{}, serr
+		}
+		return ctrl.Result{}, err // back off
+	}
+	if err := p.copyStatus(ctx, pa, asm); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := p.setConnected(ctx, remote, metav1.ConditionTrue, ReasonPushed, "plan delivered to the cluster"); err != nil {
+		return ctrl.Result{}, err
+	}
+	// The downstream cluster is not watched from here, so its progress is read on an interval.
+	if apimeta.IsStatusConditionTrue(asm.Status.Conditions, fleeetv1.ReadyCondition) {
+		return ctrl.Result{RequeueAfter: 4 * p.Poll}, nil
+	}
+	return ctrl.Result{RequeueAfter: p.Poll}, nil
+}
+
+// push writes the Assemblage, named after the tenant namespace, into the
+// namespace of the same name downstream, creating the namespace if needed.
+func (p *Push) push(ctx context.Context, downstream client.Client, pa *fleeetv1.ProxyAssemblage) (*fleeetv1.Assemblage, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pa.Namespace}}
+	if err := downstream.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating namespace %s: %w", pa.Namespace, err)
+	}
+	asm := &fleeetv1.Assemblage{}
+	key := client.ObjectKey{Namespace: pa.Namespace, Name: pa.Namespace}
+	gen := strconv.FormatInt(pa.Generation, 10)
+	err := downstream.Get(ctx, key, asm)
+	switch {
+	case apierrors.IsNotFound(err):
+		asm = &fleeetv1.Assemblage{
+			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
+				Annotations: map[string]string{ProxyGenerationAnnotation: gen}},
+			Spec: pa.Spec.Assemblage,
+		}
+		if err := downstream.Create(ctx, asm); err != nil {
+			return nil, fmt.Errorf("creating Assemblage %s: %w", key, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("reading Assemblage %s: %w", key, err)
+	case asm.Annotations[ProxyGenerationAnnotation] != gen || !equality.Semantic.DeepEqual(asm.Spec, pa.Spec.Assemblage):
+		if asm.Annotations == nil {
+			asm.Annotations = map[string]string{}
+		}
+		asm.Annotations[ProxyGenerationAnnotation] = gen
+		asm.Spec = pa.Spec.Assemblage
+		if err := downstream.Update(ctx, asm); err != nil {
+			return nil, fmt.Errorf("updating Assemblage %s: %w", key, err)
+		}
+	}
+	return asm, nil
+}
+
+// copyStatus copies the Assemblage's status into the ProxyAssemblage once
+// the agent has observed the spec pushed from the current generation.
+func (p *Push) copyStatus(ctx context.Context, pa *fleeetv1.ProxyAssemblage, asm *fleeetv1.Assemblage) error {
+	if asm.Status.ObservedGeneration != asm.Generation ||
+		asm.Annotations[ProxyGenerationAnnotation] != strconv.FormatInt(pa.Generation, 10) {
+		return nil
+	}
+	status := *asm.Status.DeepCopy()
+	status.ObservedGeneration = pa.Generation
+	for i := range status.Conditions {
+		status.Conditions[i].ObservedGeneration = pa.Generation
+	}
+	if equality.Semantic.DeepEqual(pa.Status, status) {
+		return nil
+	}
+	pa.Status = status
+	return client.IgnoreNotFound(p.Client.Status().Update(ctx, pa))
+}
+
+// clientFor returns a client for the Remote's cluster, rebuilt whenever its
+// kubeconfig Secret changes. Errors never quote the Secret's content.
+func (p *Push) clientFor(ctx context.Context, remote *fleeetv1.Remote) (client.Client, error) {
+	ref := remote.Spec.KubeconfigRef
+	secret := &corev1.Secret{}
+	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: ref.Name}, secret); err != nil {
+		return nil, fmt.Errorf("spec.kubeconfigRef: reading Secret %s: %w", ref.Name, err)
+	}
+	key := client.ObjectKeyFromObject(remote)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.clients[key]; ok && c.secretVersion == secret.ResourceVersion {
+		return c.client, nil
+	}
+	data, ok := secret.Data[ref.Key]
+	if !ok {
+		return nil, fmt.Errorf("spec.kubeconfigRef: Secret %s has no key %q", ref.Name, ref.Key)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("spec.kubeconfigRef: Secret %s key %q does not hold a valid kubeconfig", ref.Name, ref.Key)
+	}
+	cfg.Timeout = p.Timeout
+	c, err := client.New(cfg, client.Options{Scheme: p.Client.Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("spec.kubeconfigRef: Secret %s: %w", ref.Name, err)
+	}
+	if p.clients == nil {
+		p.clients = map[client.ObjectKey]pushClient{}
+	}
+	p.clients[key] = pushClient{secretVersion: secret.ResourceVersion, client: c}
+	return c, nil
+}
+
+// setConnected records whether the Remote's cluster could be reached.
+func (p *Push) setConnected(ctx context.Context, remote *fleeetv1.Remote, status metav1.ConditionStatus, reason, msg string) error {
+	before := remote.Status.DeepCopy()
+	remote.Status.Mode = fleeetv1.PushMode
+	remote.Status.ObservedGeneration = remote.Generation
+	setConnected(remote, status, reason, msg)
+	if status == metav1.ConditionTrue {
+		now := metav1.Now()
+		if last := remote.Status.LastHeartbeatTime; last == nil || now.Sub(last.Time) > time.Minute {
+			remote.Status.LastHeartbeatTime = &now
+		}
+	}
+	if equality.Semantic.DeepEqual(*before, remote.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(p.Client.Status().Update(ctx, remote))
+}
+
+// remotesOfSecret maps a Secret to the push Remotes whose kubeconfig it holds.
+func (p *Push) remotesOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	remotes := &fleeetv1.RemoteList{}
+	if err := p.Client.List(ctx, remotes, client.InNamespace(o.GetNamespace()), client.MatchingFields{KubeconfigSecretIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(remotes.Items))
+	for _, r := range remotes.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&r)})
+	}
+	return reqs
+}
