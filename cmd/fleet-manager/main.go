@@ -22,6 +22,7 @@ func main() {
 		"Timeout of each request to a push-mode Remote's cluster.")
 	pflag.DurationVar(&o.PushPoll, "push-poll-interval", 10*time.Second,
 		"How often a push-mode Remote's status is read while its syncs progress.")
+	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of objects each controller reconciles at once.")
 	runner.Main(manager.Name, func(mgr ctrl.Manager) error {
 		return manager.Setup(context.Background(), mgr, o)
 	})

@@ -25,20 +25,22 @@ type Options struct {
 	PushTimeout time.Duration
 	// PushPoll is how often a push Remote's status is read while it progresses.
 	PushPoll time.Duration
+	// Concurrent is how many objects each controller reconciles at once.
+	Concurrent int
 }
 
 // Setup registers every fleet-manager controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
-	compiler := &remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name)}
+	compiler := &remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}
 	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&remote.Health{Client: mgr.GetClient(), Grace: o.OfflineGrace}).SetupWithManager(mgr); err != nil {
+	if err := (&remote.Health{Client: mgr.GetClient(), Grace: o.OfflineGrace, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	push := &remote.Push{Client: mgr.GetClient(), Timeout: o.PushTimeout, Poll: o.PushPoll}
+	push := &remote.Push{Client: mgr.GetClient(), Timeout: o.PushTimeout, Poll: o.PushPoll, Concurrent: o.Concurrent}
 	if err := push.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	return (&module.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+	return (&module.Reconciler{Client: mgr.GetClient(), Concurrent: o.Concurrent}).SetupWithManager(mgr)
 }

@@ -34,6 +34,10 @@ type Options struct {
 	// LeaderElectionNamespace holds the leader Lease; defaults to the
 	// in-cluster namespace.
 	LeaderElectionNamespace string
+	// KubeAPIQPS and KubeAPIBurst bound the requests per second the binary
+	// sends to its apiserver.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 	// Zap configures structured logging.
 	Zap zap.Options
 }
@@ -48,6 +52,10 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Elect a leader so only one replica reconciles at a time.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader election Lease; defaults to the pod's namespace.")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 100,
+		"Requests per second to the Kubernetes API, sustained.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 300,
+		"Requests per second to the Kubernetes API, in bursts.")
 }
 
 // NewScheme returns a scheme holding the Kubernetes built-in kinds, fleeet's
@@ -74,6 +82,7 @@ func NewManager(name string, o Options, scheme *runtime.Scheme) (ctrl.Manager, e
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.UserAgent = name
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},

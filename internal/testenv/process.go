@@ -77,6 +77,9 @@ func (p *Process) Stop(grace time.Duration) error {
 	}
 }
 
+// Pid is the process's ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Exited reports whether the process has exited, and with which error.
 func (p *Process) Exited() (bool, error) {
 	select {
@@ -140,4 +143,16 @@ func Tail(path string, n int) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// BuildCommand compiles ./cmd/<name> of this repository into the test's
+// temporary directory, stamped with version, and returns the binary's path.
+func BuildCommand(t testing.TB, name, version string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	if _, err := runIn(RepoRoot, "go", "build", "-o", out,
+		"-ldflags", "-X github.com/fleeet-dev/fleeet/internal/version.Version="+version, "./cmd/"+name); err != nil {
+		t.Fatalf("building %s: %v", name, err)
+	}
+	return out
 }

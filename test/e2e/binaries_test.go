@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,20 +13,6 @@ import (
 
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
-
-// build compiles a command of this repository into the test's temporary
-// directory, stamped with version.
-func build(t *testing.T, cmd, version string) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), cmd)
-	c := exec.Command("go", "build", "-o", out,
-		"-ldflags", "-X github.com/fleeet-dev/fleeet/internal/version.Version="+version, "./cmd/"+cmd)
-	c.Dir = testenv.RepoRoot
-	if b, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("building %s: %v\n%s", cmd, err, b)
-	}
-	return out
-}
 
 func get(t *testing.T, url string) string {
 	t.Helper()
@@ -53,7 +38,7 @@ func TestControllerBinariesServeHealthAndMetricsAndStopOnSIGTERM(t *testing.T) {
 	for _, cmd := range []string{"fleet-manager", "fleet-agent"} {
 		t.Run(cmd, func(t *testing.T) {
 			g := NewWithT(t)
-			bin := build(t, cmd, "v0.0.0-e2e")
+			bin := testenv.BuildCommand(t, cmd, "v0.0.0-e2e")
 			health, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
 			p := testenv.StartProcess(t, cmd, bin, []string{"KUBECONFIG=" + c.Kubeconfig},
 				"--health-probe-bind-address="+health, "--metrics-bind-address="+metrics,
@@ -75,14 +60,14 @@ func TestControllerBinariesServeHealthAndMetricsAndStopOnSIGTERM(t *testing.T) {
 
 func TestControllerBinaryRejectsAnUnknownFlag(t *testing.T) {
 	g := NewWithT(t)
-	out, err := exec.Command(build(t, "fleet-manager", "dev"), "--no-such-flag").CombinedOutput()
+	out, err := exec.Command(testenv.BuildCommand(t, "fleet-manager", "dev"), "--no-such-flag").CombinedOutput()
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(string(out)).To(ContainSubstring("unknown flag: --no-such-flag"))
 }
 
 func TestFleetctlPrintsItsVersion(t *testing.T) {
 	g := NewWithT(t)
-	out, err := exec.Command(build(t, "fleetctl", "v1.2.3-e2e"), "version").CombinedOutput()
+	out, err := exec.Command(testenv.BuildCommand(t, "fleetctl", "v1.2.3-e2e"), "version").CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
 	g.Expect(string(out)).To(Equal("v1.2.3-e2e\n"))
 }

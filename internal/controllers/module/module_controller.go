@@ -17,8 +17,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -37,20 +41,32 @@ const (
 
 // Reconciler drives Module rollouts and status.
 type Reconciler struct {
+	// Concurrent is how many objects reconcile at once.
+	Concurrent int
 	// Client reads from the cache and writes Module status.
 	Client client.Client
 	// Now returns the current time; tests leave it nil.
 	Now func() time.Time
 }
 
-// SetupWithManager registers the controller. ProxyAssemblage status changes
-// (what clusters report) and Remote changes (labels, connectivity) reach the
-// Modules they concern through map functions.
+// SetupWithManager registers the controller. What clusters report
+// (ProxyAssemblage status) and Remote changes that matter to a rollout
+// (labels, connectivity) reach the Modules of the namespace; the compiler's
+// own spec writes and heartbeats do not, since each Module reconcile reads
+// every Remote it selects.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	statusChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		return !equality.Semantic.DeepEqual(e.ObjectOld.(*fleeetv1.ProxyAssemblage).Status, e.ObjectNew.(*fleeetv1.ProxyAssemblage).Status)
+	}}
+	selectionChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		before, after := e.ObjectOld.(*fleeetv1.Remote), e.ObjectNew.(*fleeetv1.Remote)
+		return !equality.Semantic.DeepEqual(before.Labels, after.Labels) || connectedFalse(before) != connectedFalse(after)
+	}}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleeetv1.Module{}).
-		Watches(&fleeetv1.ProxyAssemblage{}, handler.EnqueueRequestsFromMapFunc(r.modulesInNamespace)).
-		Watches(&fleeetv1.Remote{}, handler.EnqueueRequestsFromMapFunc(r.modulesInNamespace)).
+		Watches(&fleeetv1.ProxyAssemblage{}, handler.EnqueueRequestsFromMapFunc(r.modulesInNamespace), builder.WithPredicates(statusChanged)).
+		Watches(&fleeetv1.Remote{}, handler.EnqueueRequestsFromMapFunc(r.modulesInNamespace), builder.WithPredicates(selectionChanged)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
 		Complete(r)
 }
 
@@ -94,11 +110,11 @@ func (e *invalidSelectorError) Error() string { return e.err.Error() }
 // cluster reports for it. Binding failures are returned per Remote.
 func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module) ([]target, []string, error) {
 	remotes := &fleeetv1.RemoteList{}
-	if err := r.Client.List(ctx, remotes, client.InNamespace(m.Namespace)); err != nil {
+	if err := r.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
 	}
 	pas := &fleeetv1.ProxyAssemblageList{}
-	if err := r.Client.List(ctx, pas, client.InNamespace(m.Namespace)); err != nil {
+	if err := r.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
 	}
 	byName := map[string]*fleeetv1.ProxyAssemblage{}
@@ -223,7 +239,7 @@ func (r *Reconciler) now() time.Time {
 // namespace; each Module then looks only at the Remotes it selects.
 func (r *Reconciler) modulesInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	modules := &fleeetv1.ModuleList{}
-	if err := r.Client.List(ctx, modules, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.Client.List(ctx, modules, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	reqs := make([]reconcile.Request, 0, len(modules.Items))

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -30,6 +31,8 @@ const (
 // named after the Remote, in the Remote's namespace, and Offline once the
 // Lease is older than Grace.
 type Health struct {
+	// Concurrent is how many objects reconcile at once.
+	Concurrent int
 	// Client reads Remotes and Leases from the cache and writes Remote status.
 	Client client.Client
 	// Grace is how long after its last heartbeat a Remote counts as Offline.
@@ -48,6 +51,7 @@ func (h *Health) SetupWithManager(mgr ctrl.Manager) error {
 			func(_ context.Context, o client.Object) []reconcile.Request {
 				return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
 			})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, h.Concurrent)}).
 		Complete(h)
 }
 

@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -46,6 +47,8 @@ const ReasonBindingFailed = "BindingFailed"
 // Compiler writes, for every Remote, the ProxyAssemblage of the same name
 // holding the syncs of every Module selecting it.
 type Compiler struct {
+	// Concurrent is how many objects reconcile at once.
+	Concurrent int
 	// Client reads from the cache and writes ProxyAssemblages.
 	Client client.Client
 	// Recorder records binding failures on Modules.
@@ -83,6 +86,7 @@ func (c *Compiler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 		Owns(&fleeetv1.ProxyAssemblage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&fleeetv1.Module{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfModule)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfConfigMap)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, c.Concurrent)}).
 		Complete(c)
 }
 
@@ -137,10 +141,11 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 
 // compile computes the syncs of one Remote from every Module selecting it.
 // A Module that is suspended, or whose bindings cannot be resolved for this
-// Remote, keeps what the Remote already holds.
+// Remote, keeps what the Remote already holds. Modules come from the cache
+// uncopied (this runs once per Remote per change) and are only read.
 func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current []fleeetv1.NamedSync) ([]fleeetv1.NamedSync, error) {
 	modules := &fleeetv1.ModuleList{}
-	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace)); err != nil {
+	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var syncs []fleeetv1.NamedSync
@@ -183,13 +188,13 @@ func (c *Compiler) remotesOfModule(ctx context.Context, o client.Object) []recon
 	m := o.(*fleeetv1.Module)
 	seen := map[string]bool{}
 	pas := &fleeetv1.ProxyAssemblageList{}
-	if err := c.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.MatchingFields{SyncNamesIndex: m.Name}); err == nil {
+	if err := c.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy, client.MatchingFields{SyncNamesIndex: m.Name}); err == nil {
 		for _, pa := range pas.Items {
 			seen[pa.Name] = true
 		}
 	}
 	remotes := &fleeetv1.RemoteList{}
-	if err := c.Client.List(ctx, remotes, client.InNamespace(m.Namespace)); err == nil {
+	if err := c.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err == nil {
 		for i := range remotes.Items {
 			if ok, _ := compile.Selects(m, &remotes.Items[i]); ok {
 				seen[remotes.Items[i].Name] = true
@@ -206,7 +211,7 @@ func (c *Compiler) remotesOfModule(ctx context.Context, o client.Object) []recon
 // remotesOfConfigMap maps a ConfigMap to the Remotes of the Modules that bind it.
 func (c *Compiler) remotesOfConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
 	modules := &fleeetv1.ModuleList{}
-	if err := c.Client.List(ctx, modules, client.InNamespace(o.GetNamespace()), client.MatchingFields{ConfigMapRefsIndex: o.GetName()}); err != nil {
+	if err := c.Client.List(ctx, modules, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy, client.MatchingFields{ConfigMapRefsIndex: o.GetName()}); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

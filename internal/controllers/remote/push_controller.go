@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -42,6 +43,8 @@ const KubeconfigSecretIndex = "spec.kubeconfigRef.name"
 // cannot be reached is marked Connected=False and retried with backoff; the
 // other Remotes are unaffected.
 type Push struct {
+	// Concurrent is how many objects reconcile at once.
+	Concurrent int
 	// Client reads the management cluster from the cache and writes status.
 	Client client.Client
 	// Timeout bounds each request to a downstream cluster.
@@ -79,6 +82,7 @@ func (p *Push) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 		For(&fleeetv1.ProxyAssemblage{}).
 		Watches(&fleeetv1.Remote{}, sameName).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(p.remotesOfSecret)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, p.Concurrent)}).
 		Complete(p)
 }
 

@@ -1,0 +1,105 @@
+package module
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+func rolling(maxUnavailable intstr.IntOrString, minReady int32) *fleeetv1.Module {
+	return &fleeetv1.Module{Spec: fleeetv1.ModuleSpec{Rollout: fleeetv1.Rollout{
+		Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: &maxUnavailable, MinReadySeconds: minReady,
+	}}}
+}
+
+func TestStepAdmitsWithinMaxUnavailable(t *testing.T) {
+	now := time.Now()
+	long := now.Add(-time.Hour)
+	ready := func(name string, updated bool) target {
+		return target{name: name, holds: true, updated: updated, state: fleeetv1.SyncReady, readySince: long}
+	}
+	cases := []struct {
+		name     string
+		module   *fleeetv1.Module
+		targets  []target
+		previous []string
+		admitted []string
+		paused   string
+	}{{
+		name:     "one at a time from a steady fleet",
+		module:   rolling(intstr.FromInt32(1), 0),
+		targets:  []target{ready("a", false), ready("b", false), ready("c", false)},
+		admitted: []string{"a"},
+	}, {
+		name:     "an admitted Remote still moving uses the budget",
+		module:   rolling(intstr.FromInt32(1), 0),
+		targets:  []target{ready("a", false), ready("b", false)},
+		previous: []string{"b"},
+		admitted: []string{"b"},
+	}, {
+		name:   "updated but not yet Ready uses the budget",
+		module: rolling(intstr.FromInt32(1), 0),
+		targets: []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncProgressing},
+			ready("b", false)},
+	}, {
+		name:     "percent rounds down but never below one",
+		module:   rolling(intstr.FromString("50%"), 0),
+		targets:  []target{ready("a", false), ready("b", false), ready("c", false)},
+		admitted: []string{"a"},
+	}, {
+		name:     "Ready within minReadySeconds is still unavailable",
+		module:   rolling(intstr.FromInt32(1), 60),
+		targets:  []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, readySince: now}, ready("b", false)},
+		admitted: nil,
+	}, {
+		name:   "a Remote already unavailable on the old version moves at no cost",
+		module: rolling(intstr.FromInt32(1), 0),
+		targets: []target{{name: "a", holds: true, state: fleeetv1.SyncProgressing},
+			ready("b", false), ready("c", false)},
+		admitted: []string{"a"},
+	}, {
+		name:   "offline Remotes wait until every online one is done",
+		module: rolling(intstr.FromInt32(1), 0),
+		targets: []target{ready("a", true), {name: "z", offline: true, holds: true},
+			ready("b", false)},
+		admitted: []string{"b"},
+	}, {
+		name:     "offline Remotes move last, all at once",
+		module:   rolling(intstr.FromInt32(1), 0),
+		targets:  []target{ready("a", true), {name: "y", offline: true, holds: true}, {name: "z", offline: true, holds: true}},
+		admitted: []string{"y", "z"},
+	}, {
+		name:     "a failed updated Remote pauses everything",
+		module:   rolling(intstr.FromInt32(2), 0),
+		targets:  []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed}, ready("b", false)},
+		previous: []string{"b"},
+		paused:   "a",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := step(tc.module, tc.targets, tc.previous, now)
+			g.Expect(p.admitted).To(Equal(tc.admitted))
+			if tc.paused == "" {
+				g.Expect(p.pausedBy).To(BeNil())
+			} else {
+				g.Expect(p.pausedBy).NotTo(BeNil())
+				g.Expect(p.pausedBy.name).To(Equal(tc.paused))
+			}
+		})
+	}
+}
+
+func TestMaxUnavailableScalesToTheSelection(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(maxUnavailable(nil, 10)).To(Equal(1))
+	g.Expect(maxUnavailable(ptr.To(intstr.FromInt32(3)), 10)).To(Equal(3))
+	g.Expect(maxUnavailable(ptr.To(intstr.FromString("25%")), 10)).To(Equal(2))
+	g.Expect(maxUnavailable(ptr.To(intstr.FromString("1%")), 10)).To(Equal(1))
+	g.Expect(maxUnavailable(ptr.To(intstr.FromString("100%")), 7)).To(Equal(7))
+}

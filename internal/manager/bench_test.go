@@ -1,0 +1,186 @@
+package manager_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+const benchModules = 50
+
+// The client rate limits the benchmark runs the manager with: a fleet of
+// thousands needs more than the defaults (100/300), or every ProxyAssemblage
+// write waits for the limiter.
+const (
+	benchQPS   = "1000"
+	benchBurst = "2000"
+)
+
+// BenchmarkFleetScale runs the fleet-manager binary, as a process, against
+// a fresh apiserver holding N Remotes and 50 Modules that select all of
+// them, and reports: management objects against the M×N a per-pair design
+// needs, the cold-start time until every ProxyAssemblage holds all 50 syncs,
+// the time from one Module's version change (AllAtOnce) until every
+// ProxyAssemblage holds the new version, and the manager's peak RSS and CPU
+// seconds. Run it with `make bench`.
+func BenchmarkFleetScale(b *testing.B) {
+	bin := testenv.BuildCommand(b, "fleet-manager", "bench")
+	for _, remotes := range []int{1000, 5000} {
+		b.Run(fmt.Sprintf("remotes=%d", remotes), func(b *testing.B) {
+			for b.Loop() {
+				benchFleet(b, bin, remotes)
+			}
+		})
+	}
+}
+
+func benchFleet(b *testing.B, bin string, remotes int) {
+	c := testenv.StartCluster(b, "management")
+	ctx := b.Context()
+	ns := c.Namespace(b, "fleet", map[string]string{fleeetv1.TenantLabel: "true"})
+	parallel(b, remotes, func(i int) error {
+		return c.Client.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("edge-%05d", i), Namespace: ns, Labels: map[string]string{"fleet": "all"}}})
+	})
+	parallel(b, benchModules, func(i int) error {
+		m := newModule("v1.0.0", &metav1.LabelSelector{})
+		m.Name, m.Namespace = fmt.Sprintf("module-%02d", i), ns
+		return c.Client.Create(ctx, m)
+	})
+
+	start := time.Now()
+	p := testenv.StartProcess(b, "fleet-manager", bin, []string{"KUBECONFIG=" + c.Kubeconfig},
+		"--health-probe-bind-address="+testenv.FreeAddr(b), "--metrics-bind-address=0",
+		"--kube-api-qps="+benchQPS, "--kube-api-burst="+benchBurst)
+	waitPlans(b, c, ns, remotes, func(pa *fleeetv1.ProxyAssemblage) bool {
+		return len(pa.Spec.Assemblage.Syncs) == benchModules
+	})
+	cold := time.Since(start)
+
+	m := &fleeetv1.Module{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "module-00"}, m); err != nil {
+		b.Fatal(err)
+	}
+	m.Spec.Sync.Source.Git.Tag = "v2.0.0"
+	start = time.Now()
+	if err := c.Client.Update(ctx, m); err != nil {
+		b.Fatal(err)
+	}
+	waitPlans(b, c, ns, remotes, func(pa *fleeetv1.ProxyAssemblage) bool {
+		return len(pa.Spec.Assemblage.Syncs) > 0 && pa.Spec.Assemblage.Syncs[0].Source.Git.Tag == "v2.0.0"
+	})
+	rollout := time.Since(start)
+
+	rss, cpu := processUsage(b, p)
+	objects := 0
+	for _, list := range []client.ObjectList{&fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}} {
+		if err := c.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+		objects += apimeta.LenList(list)
+	}
+	b.ReportMetric(float64(objects), "objects")
+	b.ReportMetric(float64(benchModules*remotes), "per-pair-objects")
+	b.ReportMetric(cold.Seconds(), "cold-s")
+	b.ReportMetric(rollout.Seconds(), "version-change-s")
+	b.ReportMetric(rss, "peak-RSS-MiB")
+	b.ReportMetric(cpu, "cpu-s")
+}
+
+// parallel runs fn for 0..n-1 on eight workers, failing on the first error.
+func parallel(b *testing.B, n int, fn func(int) error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for range 8 {
+		wg.Go(func() {
+			for i := range next {
+				if err := fn(i); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// waitPlans waits until every one of n ProxyAssemblages satisfies done. It
+// watches instead of listing, so that measuring does not load the apiserver.
+func waitPlans(b *testing.B, c *testenv.Cluster, ns string, n int, done func(*fleeetv1.ProxyAssemblage) bool) {
+	ctx, cancel := context.WithTimeout(b.Context(), 15*time.Minute)
+	defer cancel()
+	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &fleeetv1.ProxyAssemblageList{}, client.InNamespace(ns))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	finished := map[string]bool{}
+	for ev := range w.ResultChan() {
+		pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage)
+		if !ok {
+			continue
+		}
+		finished[pa.Name] = ev.Type != watch.Deleted && done(pa)
+		count := 0
+		for _, f := range finished {
+			if f {
+				count++
+			}
+		}
+		if count == n {
+			return
+		}
+	}
+	b.Fatalf("watch ended before all %d ProxyAssemblages were done: %v", n, ctx.Err())
+}
+
+// processUsage reads a running process's peak resident memory (MiB) and the
+// CPU seconds it has used, from /proc.
+func processUsage(b *testing.B, p *testenv.Process) (rssMiB, cpuSeconds float64) {
+	pid := p.Pid()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			rssMiB = kb / 1024
+		}
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses: utime and
+	// stime are the 12th and 13th, in clock ticks (100 per second on Linux).
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return rssMiB, (utime + stime) / 100
+}
