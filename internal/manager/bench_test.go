@@ -134,29 +134,34 @@ func waitPlans(b *testing.B, c *testenv.Cluster, ns string, n int, done func(*fl
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := wc.Watch(ctx, &fleeetv1.ProxyAssemblageList{}, client.InNamespace(ns))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Stop()
-	finished := map[string]bool{}
-	for ev := range w.ResultChan() {
-		pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage)
-		if !ok {
-			continue
+	finished, count := map[string]bool{}, 0
+	// A watch may end early (apiserver timeouts); a new one starts with every
+	// object again, so the count stays right.
+	for ctx.Err() == nil {
+		w, err := wc.Watch(ctx, &fleeetv1.ProxyAssemblageList{}, client.InNamespace(ns))
+		if err != nil {
+			b.Fatal(err)
 		}
-		finished[pa.Name] = ev.Type != watch.Deleted && done(pa)
-		count := 0
-		for _, f := range finished {
-			if f {
+		for ev := range w.ResultChan() {
+			pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage)
+			if !ok {
+				continue
+			}
+			now := ev.Type != watch.Deleted && done(pa)
+			switch was := finished[pa.Name]; {
+			case now && !was:
 				count++
+			case was && !now:
+				count--
+			}
+			finished[pa.Name] = now
+			if count == n {
+				w.Stop()
+				return
 			}
 		}
-		if count == n {
-			return
-		}
 	}
-	b.Fatalf("watch ended before all %d ProxyAssemblages were done: %v", n, ctx.Err())
+	b.Fatalf("not all %d ProxyAssemblages done: %v", n, ctx.Err())
 }
 
 // processUsage reads a running process's peak resident memory (MiB) and the
