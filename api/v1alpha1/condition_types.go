@@ -44,6 +44,13 @@ const (
 	// SyncLabel names the sync a Flux object was expanded from.
 	SyncLabel = "fleeet.dev/sync"
 
+	// BootstrapModuleLabel names the BootstrapModule a Flux object in the
+	// management cluster was expanded from.
+	BootstrapModuleLabel = "fleeet.dev/bootstrap-module"
+
+	// RemoteLabel names the Remote a BootstrapModule's Flux object applies to.
+	RemoteLabel = "fleeet.dev/remote"
+
 	// SpecHashAnnotation on a Flux object is the hash of the spec the agent
 	// last applied, so the agent knows whether the object is at the desired
 	// version without comparing defaulted specs.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,13 +23,13 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/bindings"
 )
 
-// Selects reports whether a Module selects a Remote: an absent selector
-// selects none, {} selects all.
-func Selects(m *fleeetv1.Module, r *fleeetv1.Remote) (bool, error) {
-	if m.Spec.Selector == nil {
+// Selects reports whether a Module's or BootstrapModule's selector selects a
+// Remote: an absent selector selects none, {} selects all.
+func Selects(selector *metav1.LabelSelector, r *fleeetv1.Remote) (bool, error) {
+	if selector == nil {
 		return false, nil
 	}
-	sel, err := metav1.LabelSelectorAsSelector(m.Spec.Selector)
+	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil {
 		return false, fmt.Errorf("spec.selector: %w", err)
 	}
@@ -49,15 +50,16 @@ func (e *BindingError) Error() string {
 
 func (e *BindingError) Unwrap() error { return e.Err }
 
-// Sync compiles a Module's sync for one Remote: named after the Module,
-// carrying its labels, with every $(NAME) of a control-plane binding
-// substituted. Mentions of other names are left for the agent's bindings.
-func Sync(ctx context.Context, reader client.Reader, m *fleeetv1.Module, r *fleeetv1.Remote) (fleeetv1.NamedSync, error) {
-	values, err := resolve(ctx, reader, m, r)
+// Sync compiles the sync a Module or BootstrapModule (owner, with placement
+// p) places on one Remote: named after the owner, carrying its labels, with
+// every $(NAME) of a control-plane binding substituted. Mentions of other
+// names are left for the agent's bindings.
+func Sync(ctx context.Context, reader client.Reader, owner metav1.Object, p *fleeetv1.SyncPlacement, r *fleeetv1.Remote) (fleeetv1.NamedSync, error) {
+	values, err := resolve(ctx, reader, owner.GetNamespace(), p.ControlPlaneBindings, r)
 	if err != nil {
 		return fleeetv1.NamedSync{}, err
 	}
-	spec := *m.Spec.Sync.DeepCopy()
+	spec := *p.Sync.DeepCopy()
 	if k := spec.Package.Kustomize; k != nil {
 		for key, v := range k.Substitute {
 			k.Substitute[key] = bindings.Expand(v, values)
@@ -77,20 +79,18 @@ func Sync(ctx context.Context, reader client.Reader, m *fleeetv1.Module, r *flee
 		}
 	}
 	var lbls map[string]string
-	if len(m.Labels) > 0 {
-		lbls = make(map[string]string, len(m.Labels))
-		for k, v := range m.Labels {
-			lbls[k] = v
-		}
+	if len(owner.GetLabels()) > 0 { // nil, not empty: the stored plan omits empty maps
+		lbls = maps.Clone(owner.GetLabels())
 	}
-	return fleeetv1.NamedSync{Name: m.Name, Labels: lbls, SyncSpec: spec}, nil
+	return fleeetv1.NamedSync{Name: owner.GetName(), Labels: lbls, SyncSpec: spec}, nil
 }
 
-// resolve evaluates a Module's control-plane bindings for one Remote.
-func resolve(ctx context.Context, reader client.Reader, m *fleeetv1.Module, r *fleeetv1.Remote) (map[string]string, error) {
+// resolve evaluates control-plane bindings for one Remote, reading
+// ConfigMaps from namespace.
+func resolve(ctx context.Context, reader client.Reader, namespace string, cpBindings []fleeetv1.ControlPlaneBinding, r *fleeetv1.Remote) (map[string]string, error) {
 	values := map[string]string{}
 	var remote map[string]any
-	for _, b := range m.Spec.ControlPlaneBindings {
+	for _, b := range cpBindings {
 		if b.Value != nil {
 			values[b.Name] = bindings.Expand(*b.Value, values)
 			continue
@@ -109,7 +109,7 @@ func resolve(ctx context.Context, reader client.Reader, m *fleeetv1.Module, r *f
 			doc = remote
 		case "ConfigMap":
 			cm := &corev1.ConfigMap{}
-			if err := reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: ref.Name}, cm); err != nil {
+			if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, cm); err != nil {
 				return nil, &BindingError{Binding: b.Name, Err: fmt.Errorf("reading ConfigMap %s: %w", ref.Name, err)}
 			}
 			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
@@ -171,4 +171,18 @@ func Choose(m *fleeetv1.Module, remote string, current, desired *fleeetv1.NamedS
 		return desired
 	}
 	return current
+}
+
+// Version renders the exact version a sync pins: its git tag or commit, or
+// its chart version.
+func Version(s *fleeetv1.SyncSpec) string {
+	switch {
+	case s.Source.Git != nil && s.Source.Git.Tag != "":
+		return s.Source.Git.Tag
+	case s.Source.Git != nil:
+		return s.Source.Git.Revision
+	case s.Source.Helm != nil:
+		return s.Source.Helm.Version
+	}
+	return ""
 }

@@ -8,6 +8,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/fleeet-dev/fleeet/internal/controllers/bootstrap"
 	"github.com/fleeet-dev/fleeet/internal/controllers/module"
 	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
 )
@@ -40,6 +41,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	push := &remote.Push{Client: mgr.GetClient(), Timeout: o.PushTimeout, Poll: o.PushPoll, Concurrent: o.Concurrent}
 	if err := push.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), FieldOwner: Name, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&module.Reconciler{Client: mgr.GetClient(), Concurrent: o.Concurrent}).SetupWithManager(mgr)

@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -449,4 +450,68 @@ func TestPushModeDeliversThePlanAndIsolatesAnUnreachableCluster(t *testing.T) {
 	var cm corev1.ConfigMap
 	g.Expect(down.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "pushed"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("via", "push"))
+}
+
+func TestBootstrapModuleAppliesStraightIntoPushRemotes(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	testenv.StartFlux(t, cluster, testenv.SourceController, testenv.KustomizeController)
+	down := testenv.StartCluster(t, "downstream")
+	git := testenv.NewGitServer(t)
+	url, _ := git.Commit(t, "flux", map[string]string{
+		"install/kustomization.yaml": "resources: [configmap.yaml]\n",
+		"install/configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bootstrapped\ndata:\n  by: bootstrap\n",
+	}, "v2.7.0")
+
+	kubeconfig, err := os.ReadFile(down.Kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cluster.Client.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge-kubeconfig", Namespace: ns},
+		Data:       map[string][]byte{"value": kubeconfig},
+	})).To(Succeed())
+	g.Expect(cluster.Client.Create(t.Context(), &fleeetv1.Remote{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns, Labels: map[string]string{"bootstrap": "yes"}},
+		Spec:       fleeetv1.RemoteSpec{KubeconfigRef: &fleeetv1.SecretKeyReference{Name: "edge-kubeconfig", Key: "value"}},
+	})).To(Succeed())
+	// A pull Remote cannot be reached from the management cluster: never selected.
+	newRemote(t, ns, "pulled", map[string]string{"bootstrap": "yes"}, true)
+
+	bm := &fleeetv1.BootstrapModule{
+		ObjectMeta: metav1.ObjectMeta{Name: "flux", Namespace: ns},
+		Spec: fleeetv1.BootstrapModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"bootstrap": "yes"}},
+			Sync: fleeetv1.SyncSpec{
+				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: url, Tag: "v2.7.0"}},
+				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./install", TargetNamespace: "default"}},
+			},
+		}},
+	}
+	g.Expect(cluster.Client.Create(t.Context(), bm)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(bm), bm)).To(Succeed())
+		g.Expect(bm.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}))
+		g.Expect(apimeta.IsStatusConditionTrue(bm.Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
+		g.Expect(bm.Status.ObservedGeneration).To(Equal(bm.Generation))
+		g.Expect(bm.Status.Version).To(Equal("v2.7.0"))
+	}, 2*timeout, poll).Should(Succeed())
+	var cm corev1.ConfigMap
+	g.Expect(down.Client.Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "bootstrapped"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("by", "bootstrap"))
+
+	// Deselecting the Remote removes the Flux objects, and Flux prunes what they applied.
+	g.Eventually(func() error {
+		r := &fleeetv1.Remote{}
+		if err := cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "edge"}, r); err != nil {
+			return err
+		}
+		r.Labels = nil
+		return cluster.Client.Update(t.Context(), r)
+	}, timeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := down.Client.Get(t.Context(), client.ObjectKey{Namespace: "default", Name: "bootstrapped"}, &cm)
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "pruned downstream: %v", err)
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(bm), bm)).To(Succeed())
+		g.Expect(bm.Status.Summary.Total).To(BeZero())
+	}, 2*timeout, poll).Should(Succeed())
 }

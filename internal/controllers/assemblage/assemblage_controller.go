@@ -20,18 +20,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/conditions"
+	"github.com/fleeet-dev/fleeet/internal/flux"
 )
 
 // Finalizer holds an Assemblage until its Flux objects are removed in
@@ -142,51 +141,20 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, asm *fleeetv1.Assembla
 }
 
 // observe lists the Flux objects expanded from the Assemblage, by sync name.
-func (r *Reconciler) observe(ctx context.Context, asm *fleeetv1.Assemblage) (map[string]observed, error) {
-	opts := []client.ListOption{client.InNamespace(asm.Namespace), client.MatchingLabels{fleeetv1.AssemblageLabel: asm.Name}}
-	objs := map[string]observed{}
-	lists := []struct {
-		list   client.ObjectList
-		source bool
-	}{
-		{&kustomizev1.KustomizationList{}, false},
-		{&helmv2.HelmReleaseList{}, false},
-		{&sourcev1.GitRepositoryList{}, true},
-		{&sourcev1.HelmRepositoryList{}, true},
-	}
-	for _, l := range lists {
-		if err := r.Client.List(ctx, l.list, opts...); err != nil {
-			return nil, fmt.Errorf("listing Flux objects of assemblage %s/%s: %w", asm.Namespace, asm.Name, err)
-		}
-		err := apimeta.EachListItem(l.list, func(o runtime.Object) error {
-			obj := o.(client.Object)
-			name := obj.GetLabels()[fleeetv1.SyncLabel]
-			cur := objs[name]
-			if l.source {
-				cur.source = obj
-			} else {
-				cur.applier = obj
-			}
-			objs[name] = cur
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return objs, nil
+func (r *Reconciler) observe(ctx context.Context, asm *fleeetv1.Assemblage) (map[string]flux.Objects, error) {
+	return flux.List(ctx, r.Client, asm.Namespace, map[string]string{fleeetv1.AssemblageLabel: asm.Name}, fleeetv1.SyncLabel)
 }
 
 // planned is one sync's desired expansion, or why it has none.
 type planned struct {
-	x   *expansion
+	x   *flux.Expansion
 	err error
 }
 
 // reconcileSyncs applies every sync whose dependencies are all Ready and
 // returns each sync's status. A sync is never removed or rolled back here:
 // one whose dependencies are not ready keeps what it runs.
-func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblage, g *graph, objs map[string]observed) ([]fleeetv1.SyncStatus, error) {
+func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblage, g *graph, objs map[string]flux.Objects) ([]fleeetv1.SyncStatus, error) {
 	plans := map[string]planned{}
 	for i := range asm.Spec.Syncs {
 		s := &asm.Spec.Syncs[i]
@@ -195,7 +163,7 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 			plans[s.Name] = planned{err: err}
 			continue
 		}
-		x, err := expandSync(asm, s, values, g.deps[s.Name])
+		x, err := flux.Expand(target(asm, s.Name), s, values, g.deps[s.Name])
 		plans[s.Name] = planned{x: x, err: err}
 	}
 
@@ -206,17 +174,17 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 			return false, "cannot be expanded: " + p.err.Error()
 		}
 		o := objs[name]
-		if !o.exists() {
+		if !o.Exists() {
 			return false, "not applied yet"
 		}
-		if o.specHash() != annotation(p.x.applier, fleeetv1.SpecHashAnnotation) {
+		if o.SpecHash() != annotation(p.x.Applier, fleeetv1.SpecHashAnnotation) {
 			return false, "not updated to its desired version yet"
 		}
-		v := judge(o, p.x.want)
-		if v.ready() {
+		v := flux.Judge(o, p.x.Want)
+		if v.Ready() {
 			return true, ""
 		}
-		return false, fmt.Sprintf("%s: %s", v.state, v.message)
+		return false, fmt.Sprintf("%s: %s", v.State, v.Message)
 	}
 
 	statuses := make([]fleeetv1.SyncStatus, 0, len(asm.Spec.Syncs))
@@ -235,7 +203,7 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 				reasons = append(reasons, fmt.Sprintf("%s is %s", d, why))
 			}
 		}
-		upToDate := p.err == nil && o.exists() && o.specHash() == annotation(p.x.applier, fleeetv1.SpecHashAnnotation)
+		upToDate := p.err == nil && o.Exists() && o.SpecHash() == annotation(p.x.Applier, fleeetv1.SpecHashAnnotation)
 
 		switch {
 		case g.invalid[s.Name] != "":
@@ -253,58 +221,48 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 				st.State, st.Message = fleeetv1.SyncProgressing, err.Error()
 				break
 			}
-			st.State, st.Message = fleeetv1.SyncProgressing, "applied "+p.x.want.String()
+			st.State, st.Message = fleeetv1.SyncProgressing, "applied "+p.x.Want.String()
 		default:
-			v := judge(o, p.x.want)
-			st.State, st.Revision, st.Message = v.state, v.revision, v.message
+			v := flux.Judge(o, p.x.Want)
+			st.State, st.Revision, st.Message = v.State, v.Revision, v.Message
 		}
 		if st.Revision == "" {
-			st.Revision = appliedRevision(o.applier)
+			st.Revision = flux.AppliedRevision(o.Applier)
 		}
 		statuses = append(statuses, st)
 	}
 	return statuses, errors.Join(errs...)
 }
 
+// target places a sync's Flux objects in the Assemblage's namespace,
+// labelled with the Assemblage and sync, running as the tenant's
+// ServiceAccount.
+func target(asm *fleeetv1.Assemblage, sync string) flux.Target {
+	return flux.Target{
+		Owner:              asm.Name,
+		Namespace:          asm.Namespace,
+		Labels:             map[string]string{fleeetv1.AssemblageLabel: asm.Name, fleeetv1.SyncLabel: sync},
+		ServiceAccountName: asm.Spec.ServiceAccountName,
+	}
+}
+
 // applySync server-side applies a sync's source, then its applier.
-func (r *Reconciler) applySync(ctx context.Context, asm *fleeetv1.Assemblage, name string, x *expansion) error {
-	for _, obj := range []client.Object{x.source, x.applier} {
-		if err := r.apply(ctx, asm, obj); err != nil {
+func (r *Reconciler) applySync(ctx context.Context, asm *fleeetv1.Assemblage, name string, x *flux.Expansion) error {
+	for _, obj := range []client.Object{x.Source, x.Applier} {
+		if err := flux.Apply(ctx, r.Client, asm, obj, r.FieldOwner); err != nil {
 			return fmt.Errorf("applying sync %s: %w", name, err)
 		}
 	}
-	log.FromContext(ctx).Info("Applied sync", "sync", name, "revision", x.want.String())
+	log.FromContext(ctx).Info("Applied sync", "sync", name, "revision", x.Want.String())
 	r.Recorder.Eventf(asm, nil, corev1.EventTypeNormal, ReasonSyncApplied, "Apply",
-		"Applied sync %s at %s", name, x.want.String())
+		"Applied sync %s at %s", name, x.Want.String())
 	return nil
-}
-
-// apply server-side applies one Flux object owned by the Assemblage. The agent
-// owns every field it sets; fields it stops setting are released.
-func (r *Reconciler) apply(ctx context.Context, asm *fleeetv1.Assemblage, obj client.Object) error {
-	if err := controllerutil.SetControllerReference(asm, obj, r.Client.Scheme()); err != nil {
-		return err
-	}
-	gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme())
-	if err != nil {
-		return err
-	}
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return err
-	}
-	delete(content, "status")
-	unstructured.RemoveNestedField(content, "metadata", "creationTimestamp")
-	u := &unstructured.Unstructured{Object: content}
-	u.SetGroupVersionKind(gvk)
-	return r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
-		client.FieldOwner(r.FieldOwner), client.ForceOwnership)
 }
 
 // reconcileRemovals deletes the Flux objects of syncs no longer in the spec,
 // a sync only once no remaining sync that depended on it is left, and
 // returns the syncs still being removed.
-func (r *Reconciler) reconcileRemovals(ctx context.Context, asm *fleeetv1.Assemblage, objs map[string]observed) ([]string, error) {
+func (r *Reconciler) reconcileRemovals(ctx context.Context, asm *fleeetv1.Assemblage, objs map[string]flux.Objects) ([]string, error) {
 	inSpec := map[string]bool{}
 	for _, s := range asm.Spec.Syncs {
 		inSpec[s.Name] = true
@@ -322,7 +280,7 @@ func (r *Reconciler) reconcileRemovals(ctx context.Context, asm *fleeetv1.Assemb
 		}
 		o := objs[name]
 		deleted := false
-		for _, obj := range []client.Object{o.applier, o.source} {
+		for _, obj := range []client.Object{o.Applier, o.Source} {
 			if obj == nil || !obj.GetDeletionTimestamp().IsZero() {
 				continue
 			}
@@ -342,13 +300,13 @@ func (r *Reconciler) reconcileRemovals(ctx context.Context, asm *fleeetv1.Assemb
 
 // dependentsOf lists the syncs whose applied objects still record a
 // dependency on name.
-func dependentsOf(name string, objs map[string]observed) []string {
+func dependentsOf(name string, objs map[string]flux.Objects) []string {
 	var dependents []string
 	for other, o := range objs {
-		if other == name || o.applier == nil {
+		if other == name || o.Applier == nil {
 			continue
 		}
-		if slices.Contains(strings.Split(annotation(o.applier, fleeetv1.DependsOnAnnotation), ","), name) {
+		if slices.Contains(strings.Split(annotation(o.Applier, fleeetv1.DependsOnAnnotation), ","), name) {
 			dependents = append(dependents, other)
 		}
 	}
@@ -444,9 +402,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, before, asm *fleeetv1.Asse
 }
 
 func setCondition(asm *fleeetv1.Assemblage, typ string, status metav1.ConditionStatus, reason, msg string) {
-	apimeta.SetStatusCondition(&asm.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: asm.Generation,
-	})
+	conditions.Set(&asm.Status.Conditions, asm.Generation, typ, status, reason, msg)
 }
 
 func annotation(obj client.Object, key string) string {

@@ -27,6 +27,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/conditions"
 )
 
 // Reasons used in Module conditions.
@@ -45,8 +46,6 @@ type Reconciler struct {
 	Concurrent int
 	// Client reads from the cache and writes Module status.
 	Client client.Client
-	// Now returns the current time; tests leave it nil.
-	Now func() time.Time
 }
 
 // SetupWithManager registers the controller. What clusters report
@@ -85,7 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
-	m.Status.Version = version(&m.Spec.Sync)
+	m.Status.Version = compile.Version(&m.Spec.Sync)
 
 	targets, bindingErrs, err := r.reconcileSelection(ctx, m)
 	if err != nil {
@@ -125,7 +124,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module)
 	var bindingErrs []string
 	for i := range remotes.Items {
 		remote := &remotes.Items[i]
-		ok, err := compile.Selects(m, remote)
+		ok, err := compile.Selects(m.Spec.Selector, remote)
 		if err != nil {
 			return nil, nil, &invalidSelectorError{err}
 		}
@@ -133,7 +132,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module)
 			continue
 		}
 		t := target{name: remote.Name, offline: connectedFalse(remote)}
-		desired, err := compile.Sync(ctx, r.Client, m, remote)
+		desired, err := compile.Sync(ctx, r.Client, m, &m.Spec.SyncPlacement, remote)
 		if err != nil {
 			bindingErrs = append(bindingErrs, fmt.Sprintf("remote %s: %v", remote.Name, err))
 		}
@@ -157,7 +156,7 @@ func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, targets []target) plan
 	if ro := m.Status.Rollout; ro != nil && ro.Generation == m.Generation {
 		previous, pausedBy = ro.Admitted, ro.PausedBy
 	}
-	p := step(m, targets, previous, r.now())
+	p := step(m, targets, previous, time.Now())
 	if m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
 		m.Status.Rollout = nil
 		return p
@@ -223,16 +222,7 @@ func (r *Reconciler) setStalled(m *fleeetv1.Module, reason, msg string) {
 }
 
 func (r *Reconciler) set(m *fleeetv1.Module, typ string, status metav1.ConditionStatus, reason, msg string) {
-	apimeta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: m.Generation,
-	})
-}
-
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
+	conditions.Set(&m.Status.Conditions, m.Generation, typ, status, reason, msg)
 }
 
 // modulesInNamespace maps a Remote or ProxyAssemblage to the Modules of its
@@ -247,19 +237,6 @@ func (r *Reconciler) modulesInNamespace(ctx context.Context, o client.Object) []
 		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
 	}
 	return reqs
-}
-
-// version renders the exact version a sync pins.
-func version(s *fleeetv1.SyncSpec) string {
-	switch {
-	case s.Source.Git != nil && s.Source.Git.Tag != "":
-		return s.Source.Git.Tag
-	case s.Source.Git != nil:
-		return s.Source.Git.Revision
-	case s.Source.Helm != nil:
-		return s.Source.Helm.Version
-	}
-	return ""
 }
 
 func firstFew(msgs []string) string {

@@ -8,7 +8,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/conditions"
 )
 
 // Reasons used in Remote conditions.
@@ -24,7 +24,6 @@ const (
 	ReasonHeartbeatFresh  = "HeartbeatFresh"
 	ReasonHeartbeatMissed = "HeartbeatMissed"
 	ReasonAwaitingAgent   = "AwaitingAgent"
-	ReasonPushMode        = "PushMode"
 )
 
 // Health marks pull Remotes Connected while their agent renews the Lease
@@ -37,8 +36,6 @@ type Health struct {
 	Client client.Client
 	// Grace is how long after its last heartbeat a Remote counts as Offline.
 	Grace time.Duration
-	// Now returns the current time; tests leave it nil.
-	Now func() time.Time
 }
 
 // SetupWithManager registers the controller; each Lease renewal reaches the
@@ -100,7 +97,7 @@ func (h *Health) reconcileHeartbeat(ctx context.Context, remote *fleeetv1.Remote
 		renewed = lease.Spec.AcquireTime.Time
 	}
 	remote.Status.LastHeartbeatTime = &metav1.Time{Time: renewed}
-	age := h.now().Sub(renewed)
+	age := time.Since(renewed)
 	if age <= h.Grace {
 		setConnected(remote, metav1.ConditionTrue, ReasonHeartbeatFresh,
 			fmt.Sprintf("agent heartbeat within the last %s", h.Grace))
@@ -113,15 +110,6 @@ func (h *Health) reconcileHeartbeat(ctx context.Context, remote *fleeetv1.Remote
 
 func setConnected(remote *fleeetv1.Remote, status metav1.ConditionStatus, reason, msg string) {
 	for _, typ := range []string{fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition} {
-		apimeta.SetStatusCondition(&remote.Status.Conditions, metav1.Condition{
-			Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: remote.Generation,
-		})
+		conditions.Set(&remote.Status.Conditions, remote.Generation, typ, status, reason, msg)
 	}
-}
-
-func (h *Health) now() time.Time {
-	if h.Now != nil {
-		return h.Now()
-	}
-	return time.Now()
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -84,11 +85,21 @@ func (c *Compiler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 		// Any Remote change, status included: bindings may read any field.
 		For(&fleeetv1.Remote{}).
 		Owns(&fleeetv1.ProxyAssemblage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&fleeetv1.Module{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfModule)).
+		Watches(&fleeetv1.Module{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfModule), builder.WithPredicates(compileInputChanged)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfConfigMap)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, c.Concurrent)}).
 		Complete(c)
 }
+
+// compileInputChanged passes the Module changes that can change a plan: its
+// spec, its labels (copied into syncs) and its rollout admissions, not the
+// summary and conditions the Module controller keeps rewriting.
+var compileInputChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	before, after := e.ObjectOld.(*fleeetv1.Module), e.ObjectNew.(*fleeetv1.Module)
+	return before.Generation != after.Generation ||
+		!equality.Semantic.DeepEqual(before.Labels, after.Labels) ||
+		!equality.Semantic.DeepEqual(before.Status.Rollout, after.Status.Rollout)
+}}
 
 // Reconcile compiles one Remote's ProxyAssemblage. Output is deterministic
 // (syncs sorted by name) and written only when it changed.
@@ -152,7 +163,7 @@ func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current
 	var errs []error
 	for i := range modules.Items {
 		m := &modules.Items[i]
-		selected, err := compile.Selects(m, remote)
+		selected, err := compile.Selects(m.Spec.Selector, remote)
 		if err != nil || !selected {
 			continue // the Module controller reports an invalid selector
 		}
@@ -163,7 +174,7 @@ func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current
 			}
 			continue
 		}
-		desired, err := compile.Sync(ctx, c.Client, m, remote)
+		desired, err := compile.Sync(ctx, c.Client, m, &m.Spec.SyncPlacement, remote)
 		if err != nil {
 			var be *compile.BindingError
 			if !errors.As(err, &be) {
@@ -196,7 +207,7 @@ func (c *Compiler) remotesOfModule(ctx context.Context, o client.Object) []recon
 	remotes := &fleeetv1.RemoteList{}
 	if err := c.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err == nil {
 		for i := range remotes.Items {
-			if ok, _ := compile.Selects(m, &remotes.Items[i]); ok {
+			if ok, _ := compile.Selects(m.Spec.Selector, &remotes.Items[i]); ok {
 				seen[remotes.Items[i].Name] = true
 			}
 		}

@@ -1,10 +1,14 @@
-package assemblage
+// Package flux turns fleeet syncs into Flux objects (GitRepository and
+// Kustomization, or HelmRepository and HelmRelease) and reads back whether
+// those objects are Ready at the version the sync pins.
+package flux
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -31,51 +35,51 @@ const fluxInterval = 10 * time.Minute
 // depending on it, for ten minutes.
 const fluxRetryInterval = time.Minute
 
-// expansion is what one sync becomes downstream: a source object
+// Expansion is what one sync becomes: a source object
 // (GitRepository or HelmRepository) and an applier (Kustomization or
 // HelmRelease) reading from it, with the revision the applier must report
 // before dependents may proceed.
-type expansion struct {
-	source  client.Object
-	applier client.Object
-	want    revision
+type Expansion struct {
+	Source  client.Object
+	Applier client.Object
+	Want    Revision
 }
 
 // revision is the desired version of a sync as Flux reports it once applied.
-type revision struct {
+type Revision struct {
 	// gitTag or gitCommit for kustomize syncs; chartVersion for helm syncs.
-	gitTag, gitCommit, chartVersion string
+	GitTag, GitCommit, ChartVersion string
 }
 
 // String renders the revision for messages.
-func (r revision) String() string {
+func (r Revision) String() string {
 	switch {
-	case r.gitTag != "":
-		return r.gitTag
-	case r.gitCommit != "":
-		return r.gitCommit
+	case r.GitTag != "":
+		return r.GitTag
+	case r.GitCommit != "":
+		return r.GitCommit
 	default:
-		return r.chartVersion
+		return r.ChartVersion
 	}
 }
 
 // matches reports whether a revision Flux reports (a Kustomization's
 // lastAppliedRevision such as "v1.0.0@sha1:…", or a chart version) is this one.
-func (r revision) matches(applied string) bool {
+func (r Revision) Matches(applied string) bool {
 	switch {
-	case r.gitTag != "":
-		return strings.HasPrefix(applied, r.gitTag+"@sha1:")
-	case r.gitCommit != "":
-		return strings.HasSuffix(applied, "sha1:"+r.gitCommit)
+	case r.GitTag != "":
+		return strings.HasPrefix(applied, r.GitTag+"@sha1:")
+	case r.GitCommit != "":
+		return strings.HasSuffix(applied, "sha1:"+r.GitCommit)
 	default:
-		return strings.TrimPrefix(applied, "v") == strings.TrimPrefix(r.chartVersion, "v")
+		return strings.TrimPrefix(applied, "v") == strings.TrimPrefix(r.ChartVersion, "v")
 	}
 }
 
 // objectName is the name of a sync's Flux objects: the sync's name with a
 // hash of assemblage and sync name, so two assemblages sharing a namespace
 // never collide and the name stays within 63 characters.
-func objectName(asm, sync string) string {
+func ObjectName(asm, sync string) string {
 	sum := sha256.Sum256([]byte(asm + "/" + sync))
 	return fmt.Sprintf("%s-%s", truncate(sync, 52), hex.EncodeToString(sum[:])[:10])
 }
@@ -87,28 +91,36 @@ func truncate(s string, n int) string {
 	return strings.TrimRight(s[:n], "-")
 }
 
-// expandSync turns one sync, with its bindings already resolved into values,
-// into the Flux objects that run it in the assemblage's namespace. deps are
-// the syncs it depends on, recorded so removal can run in reverse order.
-func expandSync(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values map[string]string, deps []string) (*expansion, error) {
-	name := objectName(asm.Name, sync.Name)
+// Target says where and how a sync's Flux objects run.
+type Target struct {
+	// Owner names what the objects are expanded for (an Assemblage, or a
+	// BootstrapModule and Remote); with the sync's name it makes their name.
+	Owner string
+	// Namespace the objects live in.
+	Namespace string
+	// Labels set on every object.
+	Labels map[string]string
+	// ServiceAccountName that Flux impersonates to apply the sync.
+	ServiceAccountName string
+	// KubeConfig, when set, makes Flux apply to another cluster.
+	KubeConfig *meta.KubeConfigReference
+}
+
+// Expand turns one sync, with its bindings already resolved into values,
+// into the Flux objects that run it. deps are the syncs it depends on,
+// recorded so removal can run in reverse order.
+func Expand(t Target, sync *fleeetv1.NamedSync, values map[string]string, deps []string) (*Expansion, error) {
+	name := ObjectName(t.Owner, sync.Name)
 	objectMeta := func() metav1.ObjectMeta {
-		return metav1.ObjectMeta{
-			Name:      name,
-			Namespace: asm.Namespace,
-			Labels: map[string]string{
-				fleeetv1.AssemblageLabel: asm.Name,
-				fleeetv1.SyncLabel:       sync.Name,
-			},
-		}
+		return metav1.ObjectMeta{Name: name, Namespace: t.Namespace, Labels: maps.Clone(t.Labels)}
 	}
-	var x *expansion
+	var x *Expansion
 	var err error
 	switch {
 	case sync.Source.Git != nil && sync.Package.Kustomize != nil:
-		x = expandKustomize(asm, sync, values, objectMeta)
+		x = expandKustomize(t, sync, values, objectMeta)
 	case sync.Source.Helm != nil && sync.Package.Helm != nil:
-		x, err = expandHelm(asm, sync, values, objectMeta)
+		x, err = expandHelm(t, sync, values, objectMeta)
 	default:
 		err = fmt.Errorf("a git source needs a kustomize package and a helm source a helm package")
 	}
@@ -119,16 +131,16 @@ func expandSync(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values map[s
 	if err != nil {
 		return nil, err
 	}
-	for _, obj := range []client.Object{x.source, x.applier} {
+	for _, obj := range []client.Object{x.Source, x.Applier} {
 		obj.SetAnnotations(map[string]string{fleeetv1.SpecHashAnnotation: hash})
 	}
 	if len(deps) > 0 {
-		x.applier.GetAnnotations()[fleeetv1.DependsOnAnnotation] = strings.Join(slices.Sorted(slices.Values(deps)), ",")
+		x.Applier.GetAnnotations()[fleeetv1.DependsOnAnnotation] = strings.Join(slices.Sorted(slices.Values(deps)), ",")
 	}
 	return x, nil
 }
 
-func expandKustomize(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values map[string]string, objectMeta func() metav1.ObjectMeta) *expansion {
+func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]string, objectMeta func() metav1.ObjectMeta) *Expansion {
 	git, pkg := sync.Source.Git, sync.Package.Kustomize
 	repo := &sourcev1.GitRepository{
 		ObjectMeta: objectMeta(),
@@ -149,7 +161,8 @@ func expandKustomize(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values 
 			Wait:               pkg.Wait,
 			Timeout:            pkg.Timeout,
 			TargetNamespace:    pkg.TargetNamespace,
-			ServiceAccountName: asm.Spec.ServiceAccountName,
+			ServiceAccountName: t.ServiceAccountName,
+			KubeConfig:         t.KubeConfig,
 			SourceRef: kustomizev1.CrossNamespaceSourceReference{
 				Kind: sourcev1.GitRepositoryKind, Name: repo.Name,
 			},
@@ -162,11 +175,11 @@ func expandKustomize(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values 
 		}
 		ks.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: subst}
 	}
-	want := revision{gitTag: strings.TrimPrefix(git.Tag, "refs/tags/"), gitCommit: git.Revision}
-	return &expansion{source: repo, applier: ks, want: want}
+	want := Revision{GitTag: strings.TrimPrefix(git.Tag, "refs/tags/"), GitCommit: git.Revision}
+	return &Expansion{Source: repo, Applier: ks, Want: want}
 }
 
-func expandHelm(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values map[string]string, objectMeta func() metav1.ObjectMeta) (*expansion, error) {
+func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, objectMeta func() metav1.ObjectMeta) (*Expansion, error) {
 	src, pkg := sync.Source.Helm, sync.Package.Helm
 	repo := &sourcev1.HelmRepository{
 		ObjectMeta: objectMeta(),
@@ -189,7 +202,8 @@ func expandHelm(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values map[s
 			Interval:           metav1.Duration{Duration: fluxInterval},
 			ReleaseName:        releaseName,
 			TargetNamespace:    pkg.TargetNamespace,
-			ServiceAccountName: asm.Spec.ServiceAccountName,
+			ServiceAccountName: t.ServiceAccountName,
+			KubeConfig:         t.KubeConfig,
 			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 				Chart:   src.Chart,
 				Version: src.Version,
@@ -206,7 +220,7 @@ func expandHelm(asm *fleeetv1.Assemblage, sync *fleeetv1.NamedSync, values map[s
 		}
 		hr.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
 	}
-	return &expansion{source: repo, applier: hr, want: revision{chartVersion: src.Version}}, nil
+	return &Expansion{Source: repo, Applier: hr, Want: Revision{ChartVersion: src.Version}}, nil
 }
 
 func secretRef(ref *fleeetv1.LocalObjectReference) *meta.LocalObjectReference {
@@ -217,8 +231,8 @@ func secretRef(ref *fleeetv1.LocalObjectReference) *meta.LocalObjectReference {
 }
 
 // specHash is a digest of the specs the agent applies for a sync.
-func specHash(x *expansion) (string, error) {
-	b, err := json.Marshal([]any{x.source, x.applier})
+func specHash(x *Expansion) (string, error) {
+	b, err := json.Marshal([]any{x.Source, x.Applier})
 	if err != nil {
 		return "", err
 	}

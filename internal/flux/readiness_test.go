@@ -1,4 +1,4 @@
-package assemblage
+package flux
 
 import (
 	"testing"

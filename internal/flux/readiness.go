@@ -1,4 +1,4 @@
-package assemblage
+package flux
 
 import (
 	"fmt"
@@ -56,61 +56,63 @@ func computeKstatus(generation, observed int64, conds []metav1.Condition) (kstat
 	}
 }
 
-// observed is what the cluster holds for one sync.
-type observed struct {
-	source  client.Object
-	applier client.Object
+// Objects is what a cluster holds for one sync.
+type Objects struct {
+	// Source is the GitRepository or HelmRepository, if any.
+	Source client.Object
+	// Applier is the Kustomization or HelmRelease, if any.
+	Applier client.Object
 }
 
-// exists reports whether the sync's applier is in the cluster.
-func (o observed) exists() bool { return o.applier != nil }
+// Exists reports whether the sync's applier is in the cluster.
+func (o Objects) Exists() bool { return o.Applier != nil }
 
-// specHash is the hash of the spec last applied to the applier.
-func (o observed) specHash() string {
-	if o.applier == nil {
+// SpecHash is the hash of the spec last applied to the applier.
+func (o Objects) SpecHash() string {
+	if o.Applier == nil {
 		return ""
 	}
-	return o.applier.GetAnnotations()[fleeetv1.SpecHashAnnotation]
+	return o.Applier.GetAnnotations()[fleeetv1.SpecHashAnnotation]
 }
 
-// verdict is the readiness of a sync's Flux objects against a revision.
-type verdict struct {
-	state    fleeetv1.SyncState
-	revision string
-	message  string
+// Verdict is the readiness of a sync's Flux objects against a revision.
+type Verdict struct {
+	State    fleeetv1.SyncState
+	Revision string
+	Message  string
 }
 
-// ready reports whether the sync is kstatus Current at the wanted revision.
-func (v verdict) ready() bool { return v.state == fleeetv1.SyncReady }
+// Ready reports whether the sync is kstatus Current at the wanted revision.
+func (v Verdict) Ready() bool { return v.State == fleeetv1.SyncReady }
 
-// judge reads the state of a sync's applied Flux objects: Ready only when the
+// Judge reads the state of a sync's applied Flux objects: Ready only when the
 // applier is Current and has applied the wanted revision; Failed when the
 // applier or its source failed; Progressing otherwise.
-func judge(o observed, want revision) verdict {
+func Judge(o Objects, want Revision) Verdict {
 	var status kstatus
 	var msg string
-	switch a := o.applier.(type) {
+	switch a := o.Applier.(type) {
 	case *kustomizev1.Kustomization:
 		status, msg = computeKstatus(a.Generation, a.Status.ObservedGeneration, a.Status.Conditions)
 	case *helmv2.HelmRelease:
 		status, msg = computeKstatus(a.Generation, a.Status.ObservedGeneration, a.Status.Conditions)
 	default:
-		return verdict{state: fleeetv1.SyncProgressing, message: "not applied yet"}
+		return Verdict{State: fleeetv1.SyncProgressing, Message: "not applied yet"}
 	}
-	applied := appliedRevision(o.applier)
-	if s, sMsg := sourceKstatus(o.source); s == failed {
-		return verdict{state: fleeetv1.SyncFailed, revision: applied, message: "source: " + sMsg}
+	applied := AppliedRevision(o.Applier)
+	if s, sMsg := sourceKstatus(o.Source); s == failed {
+		return Verdict{State: fleeetv1.SyncFailed, Revision: applied, Message: "source: " + sMsg}
 	}
 	switch {
 	case status == failed:
-		return verdict{state: fleeetv1.SyncFailed, revision: applied, message: msg}
-	case status == current && want.matches(applied):
-		return verdict{state: fleeetv1.SyncReady, revision: applied, message: msg}
+		return Verdict{State: fleeetv1.SyncFailed, Revision: applied, Message: msg}
+	case status == current && want.Matches(applied):
+		return Verdict{State: fleeetv1.SyncReady, Revision: applied, Message: msg}
 	case status == current:
-		return verdict{state: fleeetv1.SyncProgressing, revision: applied,
-			message: fmt.Sprintf("applied %q, waiting for %s", applied, want)}
+		return Verdict{State: fleeetv1.SyncProgressing, Revision: applied,
+			Message: fmt.Sprintf("applied %q, waiting for %s", applied, want)}
 	default:
-		return verdict{state: fleeetv1.SyncProgressing, revision: applied, message: msg}
+		return Verdict{State: fleeetv1.SyncProgressing, Revision: applied, Message: msg}
 	}
 }
 
@@ -124,9 +126,9 @@ func sourceKstatus(src client.Object) (kstatus, string) {
 	return inProgress, ""
 }
 
-// appliedRevision is the revision a Kustomization last applied, or the chart
+// AppliedRevision is the revision a Kustomization last applied, or the chart
 // version of a HelmRelease's latest release; empty for anything else.
-func appliedRevision(applier client.Object) string {
+func AppliedRevision(applier client.Object) string {
 	switch a := applier.(type) {
 	case *kustomizev1.Kustomization:
 		return a.Status.LastAppliedRevision

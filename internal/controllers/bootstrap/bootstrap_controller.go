@@ -1,0 +1,260 @@
+// Package bootstrap holds the manager's BootstrapModule controller: it
+// applies a sync straight into push-mode Remotes, through Flux objects in the
+// management cluster whose spec.kubeConfig.secretRef names each Remote's
+// kubeconfig Secret. It is how Flux and the fleet agent reach a cluster that
+// cannot pull yet.
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/conditions"
+	"github.com/fleeet-dev/fleeet/internal/flux"
+)
+
+// Finalizer holds a BootstrapModule until its Flux objects are deleted.
+const Finalizer = "fleeet.dev/bootstrap-module"
+
+// Reasons used in BootstrapModule conditions.
+const (
+	ReasonSucceeded     = "Succeeded"
+	ReasonProgressing   = "Progressing"
+	ReasonRemoteFailed  = "RemoteFailed"
+	ReasonBindingFailed = "BindingFailed"
+	ReasonInvalid       = "InvalidSelector"
+)
+
+// Reconciler applies BootstrapModules to push-mode Remotes.
+type Reconciler struct {
+	// Client reads from the cache and writes Flux objects and status.
+	Client client.Client
+	// FieldOwner is the server-side apply field manager for Flux objects.
+	FieldOwner string
+	// Concurrent is how many BootstrapModules reconcile at once.
+	Concurrent int
+}
+
+// SetupWithManager registers the controller; Flux status changes and Remote
+// changes reach the BootstrapModules they concern.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&fleeetv1.BootstrapModule{}).
+		Owns(&kustomizev1.Kustomization{}).
+		Owns(&helmv2.HelmRelease{}).
+		Owns(&sourcev1.GitRepository{}).
+		Owns(&sourcev1.HelmRepository{}).
+		Watches(&fleeetv1.Remote{}, handler.EnqueueRequestsFromMapFunc(r.modulesInNamespace)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
+		Complete(r)
+}
+
+// Reconcile applies one BootstrapModule to every push Remote it selects,
+// removes it from those it no longer selects, and records the summary.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	bm := &fleeetv1.BootstrapModule{}
+	if err := r.Client.Get(ctx, req.NamespacedName, bm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := bm.DeepCopy()
+	defer func() {
+		if equality.Semantic.DeepEqual(before.Status, bm.Status) {
+			return
+		}
+		if err := r.Client.Status().Update(ctx, bm); err != nil && !apierrors.IsNotFound(err) {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	objs, err := r.observe(ctx, bm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !bm.DeletionTimestamp.IsZero() {
+		if err := r.remove(ctx, objs); err != nil || len(objs) > 0 {
+			return ctrl.Result{}, err
+		}
+		patch := client.MergeFrom(bm.DeepCopy())
+		controllerutil.RemoveFinalizer(bm, Finalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, bm, patch))
+	}
+	if !controllerutil.ContainsFinalizer(bm, Finalizer) {
+		patch := client.MergeFrom(bm.DeepCopy())
+		controllerutil.AddFinalizer(bm, Finalizer)
+		if err := r.Client.Patch(ctx, bm, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+	if bm.Spec.Suspend {
+		return ctrl.Result{}, nil
+	}
+
+	remotes := &fleeetv1.RemoteList{}
+	if err := r.Client.List(ctx, remotes, client.InNamespace(bm.Namespace)); err != nil {
+		return ctrl.Result{}, err
+	}
+	sum := fleeetv1.ModuleSummary{}
+	selected := map[string]bool{}
+	var failures, bindingErrs []string
+	var errs []error
+	for i := range remotes.Items {
+		remote := &remotes.Items[i]
+		ok, err := compile.Selects(bm.Spec.Selector, remote)
+		if err != nil {
+			r.set(bm, fleeetv1.StalledCondition, metav1.ConditionTrue, ReasonInvalid, err.Error())
+			r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonInvalid, err.Error())
+			bm.Status.ObservedGeneration = bm.Generation
+			return ctrl.Result{}, nil
+		}
+		if !ok || remote.Spec.KubeconfigRef == nil {
+			continue // only push Remotes can be reached from here
+		}
+		selected[remote.Name] = true
+		sum.Total++
+		if c := apimeta.FindStatusCondition(remote.Status.Conditions, fleeetv1.ConnectedCondition); c != nil && c.Status == metav1.ConditionFalse {
+			sum.Offline++
+		}
+		v, err := r.reconcileRemote(ctx, bm, remote, objs[remote.Name])
+		var be *compile.BindingError
+		switch {
+		case errors.As(err, &be):
+			bindingErrs = append(bindingErrs, fmt.Sprintf("remote %s: %v", remote.Name, err))
+			continue
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		}
+		sum.Updated++
+		switch v.State {
+		case fleeetv1.SyncReady:
+			sum.Ready++
+		case fleeetv1.SyncFailed:
+			sum.Failed++
+			failures = append(failures, fmt.Sprintf("remote %s: %s", remote.Name, v.Message))
+		}
+	}
+	stale := map[string]flux.Objects{}
+	for name, o := range objs {
+		if !selected[name] {
+			stale[name] = o
+		}
+	}
+	if err := r.remove(ctx, stale); err != nil {
+		errs = append(errs, err)
+	}
+	r.reconcileStatus(bm, sum, failures, bindingErrs)
+	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// reconcileRemote applies the sync to one Remote if what runs differs, and
+// judges the Flux objects that run it.
+func (r *Reconciler) reconcileRemote(ctx context.Context, bm *fleeetv1.BootstrapModule, remote *fleeetv1.Remote, o flux.Objects) (flux.Verdict, error) {
+	sync, err := compile.Sync(ctx, r.Client, bm, &bm.Spec.SyncPlacement, remote)
+	if err != nil {
+		return flux.Verdict{}, err
+	}
+	ref := remote.Spec.KubeconfigRef
+	x, err := flux.Expand(flux.Target{
+		Owner:      remote.Name,
+		Namespace:  bm.Namespace,
+		Labels:     map[string]string{fleeetv1.BootstrapModuleLabel: bm.Name, fleeetv1.RemoteLabel: remote.Name},
+		KubeConfig: &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: ref.Name, Key: ref.Key}},
+	}, &sync, nil, nil)
+	if err != nil {
+		return flux.Verdict{}, err
+	}
+	if o.SpecHash() != x.Applier.GetAnnotations()[fleeetv1.SpecHashAnnotation] {
+		for _, obj := range []client.Object{x.Source, x.Applier} {
+			if err := flux.Apply(ctx, r.Client, bm, obj, r.FieldOwner); err != nil {
+				return flux.Verdict{}, fmt.Errorf("applying to remote %s: %w", remote.Name, err)
+			}
+		}
+		return flux.Verdict{State: fleeetv1.SyncProgressing, Message: "applied " + x.Want.String()}, nil
+	}
+	return flux.Judge(o, x.Want), nil
+}
+
+// observe lists the BootstrapModule's Flux objects by Remote.
+func (r *Reconciler) observe(ctx context.Context, bm *fleeetv1.BootstrapModule) (map[string]flux.Objects, error) {
+	return flux.List(ctx, r.Client, bm.Namespace, map[string]string{fleeetv1.BootstrapModuleLabel: bm.Name}, fleeetv1.RemoteLabel)
+}
+
+// remove deletes the Flux objects of the given Remotes; Flux prunes what
+// they applied in the Remote's cluster.
+func (r *Reconciler) remove(ctx context.Context, objs map[string]flux.Objects) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(objs)) {
+		for _, obj := range []client.Object{objs[name].Applier, objs[name].Source} {
+			if obj == nil || !obj.GetDeletionTimestamp().IsZero() {
+				continue
+			}
+			if err := r.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+				errs = append(errs, fmt.Errorf("removing from remote %s: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileStatus records the summary and conditions: Ready once every
+// selected online push Remote runs the sync Ready.
+func (r *Reconciler) reconcileStatus(bm *fleeetv1.BootstrapModule, sum fleeetv1.ModuleSummary, failures, bindingErrs []string) {
+	bm.Status.Summary = sum
+	bm.Status.Version = compile.Version(&bm.Spec.Sync)
+	bm.Status.ObservedGeneration = bm.Generation
+	apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.StalledCondition)
+	progress := fmt.Sprintf("%d of %d push Remotes ready at %s", sum.Ready, sum.Total, bm.Status.Version)
+	switch {
+	case len(bindingErrs) > 0:
+		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonBindingFailed, strings.Join(bindingErrs, "; "))
+		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
+	case len(failures) > 0:
+		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonRemoteFailed, strings.Join(failures, "; "))
+		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
+	case sum.Ready+sum.Offline >= sum.Total:
+		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionTrue, ReasonSucceeded, progress)
+		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
+	default:
+		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonProgressing, progress)
+		r.set(bm, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, ReasonProgressing, progress)
+	}
+}
+
+func (r *Reconciler) set(bm *fleeetv1.BootstrapModule, typ string, status metav1.ConditionStatus, reason, msg string) {
+	conditions.Set(&bm.Status.Conditions, bm.Generation, typ, status, reason, msg)
+}
+
+// modulesInNamespace maps a Remote to the BootstrapModules of its namespace.
+func (r *Reconciler) modulesInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &fleeetv1.BootstrapModuleList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, bm := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&bm)})
+	}
+	return reqs
+}

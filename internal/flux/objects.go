@@ -1,0 +1,71 @@
+package flux
+
+import (
+	"context"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+)
+
+// List reads the Flux objects of a namespace carrying the given labels and
+// groups them by the value of their groupBy label.
+func List(ctx context.Context, c client.Client, namespace string, labels map[string]string, groupBy string) (map[string]Objects, error) {
+	opts := []client.ListOption{client.InNamespace(namespace), client.MatchingLabels(labels)}
+	objs := map[string]Objects{}
+	for _, l := range []struct {
+		list   client.ObjectList
+		source bool
+	}{
+		{&kustomizev1.KustomizationList{}, false}, {&helmv2.HelmReleaseList{}, false},
+		{&sourcev1.GitRepositoryList{}, true}, {&sourcev1.HelmRepositoryList{}, true},
+	} {
+		if err := c.List(ctx, l.list, opts...); err != nil {
+			return nil, fmt.Errorf("listing Flux objects in %s: %w", namespace, err)
+		}
+		err := apimeta.EachListItem(l.list, func(o runtime.Object) error {
+			obj := o.(client.Object)
+			key := obj.GetLabels()[groupBy]
+			cur := objs[key]
+			if l.source {
+				cur.Source = obj
+			} else {
+				cur.Applier = obj
+			}
+			objs[key] = cur
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return objs, nil
+}
+
+// Apply server-side applies one Flux object as controlled by owner. The
+// field manager owns every field it sets; fields it stops setting are released.
+func Apply(ctx context.Context, c client.Client, owner, obj client.Object, fieldOwner string) error {
+	if err := controllerutil.SetControllerReference(owner, obj, c.Scheme()); err != nil {
+		return err
+	}
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return err
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	delete(content, "status")
+	unstructured.RemoveNestedField(content, "metadata", "creationTimestamp")
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(gvk)
+	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldOwner), client.ForceOwnership)
+}
