@@ -15,7 +15,7 @@ export GOFLAGS := -buildvcs=false
 # and expands to the binary's path.
 tool = $(shell hack/tools/build.sh $(1) | cut -d= -f2)/$(1)
 
-GO_TEST_FLAGS ?= -timeout 45m
+GO_TEST_FLAGS ?= -count=1 -timeout 45m
 MANAGER_CRDS := modules bootstrapmodules remotes proxyassemblages registrationtokens
 AGENT_CRDS := upstreams assemblages
 

@@ -18,6 +18,11 @@ const (
 )
 
 // AssemblageSpec is the whole plan for one cluster: every sync it runs.
+// It is written whole by one writer (the manager, or the agent mirroring its
+// ProxyAssemblage), so the apiserver tracks it as one field: per-field
+// tracking of fifty syncs made each write of a plan several times dearer.
+//
+// +structType=atomic
 type AssemblageSpec struct {
 	// Syncs to run, each named uniquely.
 	// +optional

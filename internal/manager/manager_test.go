@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/agent"
@@ -514,4 +515,46 @@ func TestBootstrapModuleAppliesStraightIntoPushRemotes(t *testing.T) {
 		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(bm), bm)).To(Succeed())
 		g.Expect(bm.Status.Summary.Total).To(BeZero())
 	}, 2*timeout, poll).Should(Succeed())
+}
+
+// reconciles reads how many reconciles a controller of the in-process manager has finished.
+func reconciles(g Gomega, controller string) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+func TestACompileThatChangesNothingWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	newRemote(t, ns, "steady", map[string]string{"env": "prod"}, true)
+	m := newModule("v1.0.0", &metav1.LabelSelector{})
+	m.Namespace = ns
+	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
+	var before *fleeetv1.ProxyAssemblage
+	g.Eventually(func(g Gomega) {
+		before = proxy(g, ns, "steady")
+		g.Expect(heldTag(before)).To(Equal("v1.0.0"))
+	}, timeout, poll).Should(Succeed())
+
+	// Any Remote change recompiles its plan; this one changes nothing in it.
+	count := reconciles(g, "proxyassemblage-compiler")
+	g.Expect(cluster.Client.Patch(t.Context(), &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{
+		Name: "steady", Namespace: ns, Annotations: map[string]string{"touched": "yes"}}}, client.Merge)).To(Succeed())
+	g.Eventually(func(g Gomega) float64 { return reconciles(g, "proxyassemblage-compiler") }, timeout, poll).
+		Should(BeNumerically(">", count))
+	g.Expect(proxy(g, ns, "steady").ResourceVersion).To(Equal(before.ResourceVersion))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -53,7 +54,9 @@ func TestControllerBinariesServeHealthAndMetricsAndStopOnSIGTERM(t *testing.T) {
 				Should(MatchRegexp(`leader_election_master_status\{name="` + cmd + `.fleeet.dev"\} 1`))
 
 			g.Expect(p.Stop(20*time.Second)).To(Succeed(), "a clean exit with status 0 on SIGTERM")
-			g.Expect(testenv.Tail(p.LogPath, 50)).To(ContainSubstring(`"version":"v0.0.0-e2e"`))
+			logged, err := os.ReadFile(p.LogPath)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(logged)).To(ContainSubstring(`"version":"v0.0.0-e2e"`))
 		})
 	}
 }

@@ -1,7 +1,7 @@
 // Package remote holds the manager's per-Remote controllers: the compiler
 // that writes each Remote's ProxyAssemblage from the Modules selecting it,
-// and the health controller that tells whether a pull Remote's agent is
-// alive.
+// the push controller that delivers it to push-mode clusters, and the health
+// controller that tells whether a pull Remote's agent is alive.
 package remote
 
 import (
