@@ -10,6 +10,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -68,4 +69,13 @@ func Apply(ctx context.Context, c client.Client, owner, obj client.Object, field
 	u := &unstructured.Unstructured{Object: content}
 	u.SetGroupVersionKind(gvk)
 	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldOwner), client.ForceOwnership)
+}
+
+// Owns makes a controller watch the Flux objects its objects own, status
+// included, so Flux's progress reaches the owner without polling.
+func Owns(b *builder.Builder) *builder.Builder {
+	return b.Owns(&kustomizev1.Kustomization{}).
+		Owns(&helmv2.HelmRelease{}).
+		Owns(&sourcev1.GitRepository{}).
+		Owns(&sourcev1.HelmRepository{})
 }

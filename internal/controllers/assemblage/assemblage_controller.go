@@ -12,12 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -29,8 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/conditions"
 	"github.com/fleeet-dev/fleeet/internal/flux"
+	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
 // Finalizer holds an Assemblage until its Flux objects are removed in
@@ -66,12 +61,7 @@ type Reconciler struct {
 // Assemblage owns, status included, trigger its reconcile: readiness arrives
 // by watch, never by polling.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&fleeetv1.Assemblage{}).
-		Owns(&kustomizev1.Kustomization{}).
-		Owns(&helmv2.HelmRelease{}).
-		Owns(&sourcev1.GitRepository{}).
-		Owns(&sourcev1.HelmRepository{}).
+	return flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.Assemblage{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
@@ -83,9 +73,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, asm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := asm.DeepCopy()
+	before := asm.Status.DeepCopy()
 	defer func() {
-		if err := r.writeStatus(ctx, before, asm); err != nil {
+		if err := status.Update(ctx, r.Client, asm, *before, asm.Status); err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
@@ -388,21 +378,8 @@ func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeet
 	}
 }
 
-// writeStatus writes the whole status if it changed. A conflict means the
-// Assemblage changed meanwhile; the error requeues it.
-func (r *Reconciler) writeStatus(ctx context.Context, before, asm *fleeetv1.Assemblage) error {
-	if equality.Semantic.DeepEqual(before.Status, asm.Status) {
-		return nil
-	}
-	err := r.Client.Status().Update(ctx, asm)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-func setCondition(asm *fleeetv1.Assemblage, typ string, status metav1.ConditionStatus, reason, msg string) {
-	conditions.Set(&asm.Status.Conditions, asm.Generation, typ, status, reason, msg)
+func setCondition(asm *fleeetv1.Assemblage, typ string, cs metav1.ConditionStatus, reason, msg string) {
+	status.SetCondition(&asm.Status.Conditions, asm.Generation, typ, cs, reason, msg)
 }
 
 func annotation(obj client.Object, key string) string {

@@ -13,12 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -31,8 +26,8 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
-	"github.com/fleeet-dev/fleeet/internal/conditions"
 	"github.com/fleeet-dev/fleeet/internal/flux"
+	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
 // Finalizer holds a BootstrapModule until its Flux objects are deleted.
@@ -60,12 +55,7 @@ type Reconciler struct {
 // SetupWithManager registers the controller; Flux status changes and Remote
 // changes reach the BootstrapModules they concern.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&fleeetv1.BootstrapModule{}).
-		Owns(&kustomizev1.Kustomization{}).
-		Owns(&helmv2.HelmRelease{}).
-		Owns(&sourcev1.GitRepository{}).
-		Owns(&sourcev1.HelmRepository{}).
+	return flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.BootstrapModule{})).
 		Watches(&fleeetv1.Remote{}, handler.EnqueueRequestsFromMapFunc(r.modulesInNamespace)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
 		Complete(r)
@@ -78,12 +68,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, bm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := bm.DeepCopy()
+	before := bm.Status.DeepCopy()
 	defer func() {
-		if equality.Semantic.DeepEqual(before.Status, bm.Status) {
-			return
-		}
-		if err := r.Client.Status().Update(ctx, bm); err != nil && !apierrors.IsNotFound(err) {
+		if err := status.Update(ctx, r.Client, bm, *before, bm.Status); err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
@@ -242,8 +229,8 @@ func (r *Reconciler) reconcileStatus(bm *fleeetv1.BootstrapModule, sum fleeetv1.
 	}
 }
 
-func (r *Reconciler) set(bm *fleeetv1.BootstrapModule, typ string, status metav1.ConditionStatus, reason, msg string) {
-	conditions.Set(&bm.Status.Conditions, bm.Generation, typ, status, reason, msg)
+func (r *Reconciler) set(bm *fleeetv1.BootstrapModule, typ string, cs metav1.ConditionStatus, reason, msg string) {
+	status.SetCondition(&bm.Status.Conditions, bm.Generation, typ, cs, reason, msg)
 }
 
 // modulesInNamespace maps a Remote to the BootstrapModules of its namespace.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -27,7 +26,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
-	"github.com/fleeet-dev/fleeet/internal/conditions"
+	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
 // Reasons used in Module conditions.
@@ -75,12 +74,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := m.DeepCopy()
+	before := m.Status.DeepCopy()
 	defer func() {
-		if equality.Semantic.DeepEqual(before.Status, m.Status) {
-			return
-		}
-		if err := r.Client.Status().Update(ctx, m); err != nil && !apierrors.IsNotFound(err) {
+		if err := status.Update(ctx, r.Client, m, *before, m.Status); err != nil {
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
@@ -221,8 +217,8 @@ func (r *Reconciler) setStalled(m *fleeetv1.Module, reason, msg string) {
 	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
 }
 
-func (r *Reconciler) set(m *fleeetv1.Module, typ string, status metav1.ConditionStatus, reason, msg string) {
-	conditions.Set(&m.Status.Conditions, m.Generation, typ, status, reason, msg)
+func (r *Reconciler) set(m *fleeetv1.Module, typ string, cs metav1.ConditionStatus, reason, msg string) {
+	status.SetCondition(&m.Status.Conditions, m.Generation, typ, cs, reason, msg)
 }
 
 // modulesInNamespace maps a Remote or ProxyAssemblage to the Modules of its

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/conditions"
+	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
 // Reasons used in Remote conditions.
@@ -65,12 +64,7 @@ func (h *Health) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		return ctrl.Result{}, err
 	}
 	remote.Status.ObservedGeneration = remote.Generation
-	if !equality.Semantic.DeepEqual(*before, remote.Status) {
-		if err := h.Client.Status().Update(ctx, remote); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-	}
-	return result, nil
+	return result, status.Update(ctx, h.Client, remote, *before, remote.Status)
 }
 
 // reconcileHeartbeat reads the Remote's Lease. Push Remotes have no agent
@@ -108,8 +102,8 @@ func (h *Health) reconcileHeartbeat(ctx context.Context, remote *fleeetv1.Remote
 	return ctrl.Result{}, nil
 }
 
-func setConnected(remote *fleeetv1.Remote, status metav1.ConditionStatus, reason, msg string) {
+func setConnected(remote *fleeetv1.Remote, cs metav1.ConditionStatus, reason, msg string) {
 	for _, typ := range []string{fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition} {
-		conditions.Set(&remote.Status.Conditions, remote.Generation, typ, status, reason, msg)
+		status.SetCondition(&remote.Status.Conditions, remote.Generation, typ, cs, reason, msg)
 	}
 }

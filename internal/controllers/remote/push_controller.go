@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
 // Reasons used in push Remote conditions.
@@ -165,16 +166,13 @@ func (p *Push) copyStatus(ctx context.Context, pa *fleeetv1.ProxyAssemblage, asm
 		asm.Annotations[ProxyGenerationAnnotation] != strconv.FormatInt(pa.Generation, 10) {
 		return nil
 	}
-	status := *asm.Status.DeepCopy()
-	status.ObservedGeneration = pa.Generation
-	for i := range status.Conditions {
-		status.Conditions[i].ObservedGeneration = pa.Generation
+	before := pa.Status
+	pa.Status = *asm.Status.DeepCopy()
+	pa.Status.ObservedGeneration = pa.Generation
+	for i := range pa.Status.Conditions {
+		pa.Status.Conditions[i].ObservedGeneration = pa.Generation
 	}
-	if equality.Semantic.DeepEqual(pa.Status, status) {
-		return nil
-	}
-	pa.Status = status
-	return client.IgnoreNotFound(p.Client.Status().Update(ctx, pa))
+	return status.Update(ctx, p.Client, pa, before, pa.Status)
 }
 
 // clientFor returns a client for the Remote's cluster, rebuilt whenever its
@@ -212,21 +210,18 @@ func (p *Push) clientFor(ctx context.Context, remote *fleeetv1.Remote) (client.C
 }
 
 // setConnected records whether the Remote's cluster could be reached.
-func (p *Push) setConnected(ctx context.Context, remote *fleeetv1.Remote, status metav1.ConditionStatus, reason, msg string) error {
+func (p *Push) setConnected(ctx context.Context, remote *fleeetv1.Remote, cs metav1.ConditionStatus, reason, msg string) error {
 	before := remote.Status.DeepCopy()
 	remote.Status.Mode = fleeetv1.PushMode
 	remote.Status.ObservedGeneration = remote.Generation
-	setConnected(remote, status, reason, msg)
-	if status == metav1.ConditionTrue {
+	setConnected(remote, cs, reason, msg)
+	if cs == metav1.ConditionTrue {
 		now := metav1.Now()
 		if last := remote.Status.LastHeartbeatTime; last == nil || now.Sub(last.Time) > time.Minute {
 			remote.Status.LastHeartbeatTime = &now
 		}
 	}
-	if equality.Semantic.DeepEqual(*before, remote.Status) {
-		return nil
-	}
-	return client.IgnoreNotFound(p.Client.Status().Update(ctx, remote))
+	return status.Update(ctx, p.Client, remote, *before, remote.Status)
 }
 
 // remotesOfSecret maps a Secret to the push Remotes whose kubeconfig it holds.
