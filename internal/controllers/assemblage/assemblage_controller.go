@@ -100,7 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	removing, err := r.reconcileRemovals(ctx, asm, objs)
+	removing, err := r.reconcileRemovals(ctx, asm, objs, asm.Spec.Syncs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -115,8 +115,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, asm *fleeetv1.Assembla
 	if err != nil {
 		return err
 	}
-	asm.Spec.Syncs = nil // every sync is now one to remove
-	removing, err := r.reconcileRemovals(ctx, asm, objs)
+	removing, err := r.reconcileRemovals(ctx, asm, objs, nil) // keep nothing
 	if err != nil {
 		return err
 	}
@@ -249,12 +248,12 @@ func (r *Reconciler) applySync(ctx context.Context, asm *fleeetv1.Assemblage, na
 	return nil
 }
 
-// reconcileRemovals deletes the Flux objects of syncs no longer in the spec,
+// reconcileRemovals deletes the Flux objects of syncs not among keep,
 // a sync only once no remaining sync that depended on it is left, and
 // returns the syncs still being removed.
-func (r *Reconciler) reconcileRemovals(ctx context.Context, asm *fleeetv1.Assemblage, objs map[string]flux.Objects) ([]string, error) {
+func (r *Reconciler) reconcileRemovals(ctx context.Context, asm *fleeetv1.Assemblage, objs map[string]flux.Objects, keep []fleeetv1.NamedSync) ([]string, error) {
 	inSpec := map[string]bool{}
-	for _, s := range asm.Spec.Syncs {
+	for _, s := range keep {
 		inSpec[s.Name] = true
 	}
 	var removing []string

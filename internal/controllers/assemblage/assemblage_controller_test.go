@@ -176,17 +176,26 @@ func (e *env) waitReady(t *testing.T, asm *fleeetv1.Assemblage) *fleeetv1.Assemb
 // appliers lists the Kustomizations and HelmReleases of a namespace by sync.
 func (e *env) appliers(g Gomega, ns string) map[string]client.Object {
 	out := map[string]client.Object{}
-	for _, kind := range []string{"KustomizationList", "HelmReleaseList"} {
+	for _, kind := range []struct{ apiVersion, kind string }{
+		{"kustomize.toolkit.fluxcd.io/v1", "KustomizationList"}, {"helm.toolkit.fluxcd.io/v2", "HelmReleaseList"},
+	} {
 		list := &unstructured.UnstructuredList{}
-		group := map[string]string{"KustomizationList": "kustomize.toolkit.fluxcd.io/v1", "HelmReleaseList": "helm.toolkit.fluxcd.io/v2"}[kind]
-		list.SetAPIVersion(group)
-		list.SetKind(kind)
+		list.SetAPIVersion(kind.apiVersion)
+		list.SetKind(kind.kind)
 		g.Expect(e.c.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
 		for i := range list.Items {
 			out[list.Items[i].GetLabels()[fleeetv1.SyncLabel]] = &list.Items[i]
 		}
 	}
 	return out
+}
+
+// getExample reads an object of the example.fleeet.dev/v1 CRDs the test charts and repositories install.
+func (e *env) getExample(ns, kind, name string) error {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("example.fleeet.dev/v1")
+	obj.SetKind(kind)
+	return e.c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
 }
 
 func (e *env) testHelmWaitsForKustomization(t *testing.T) {
@@ -203,10 +212,7 @@ func (e *env) testHelmWaitsForKustomization(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 
 	e.waitReady(t, asm)
-	widget := &unstructured.Unstructured{}
-	widget.SetAPIVersion("example.fleeet.dev/v1")
-	widget.SetKind("Widget")
-	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "widget"}, widget)).To(Succeed())
+	g.Expect(e.getExample(ns, "Widget", "widget")).To(Succeed())
 	g.Expect(e.syncStatus(g, asm, "widget").Revision).To(Equal("0.1.0"))
 }
 
@@ -220,10 +226,7 @@ func (e *env) testKustomizationWaitsForHelm(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 
 	e.waitReady(t, asm)
-	gadget := &unstructured.Unstructured{}
-	gadget.SetAPIVersion("example.fleeet.dev/v1")
-	gadget.SetKind("Gadget")
-	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "gadget"}, gadget)).To(Succeed())
+	g.Expect(e.getExample(ns, "Gadget", "gadget")).To(Succeed())
 }
 
 func (e *env) testChain(t *testing.T) {
