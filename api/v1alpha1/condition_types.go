@@ -21,7 +21,8 @@ const (
 	ConnectedCondition = "Connected"
 
 	// RegisteredCondition is True on an Upstream once its cluster holds a
-	// working per-cluster credential.
+	// working per-cluster credential, and on a pull Remote once the manager
+	// has issued that credential.
 	RegisteredCondition = "Registered"
 
 	// RolloutPausedCondition is True on a Module whose rollout stopped because
@@ -50,6 +51,14 @@ const (
 
 	// RemoteLabel names the Remote a BootstrapModule's Flux object applies to.
 	RemoteLabel = "fleeet.dev/remote"
+
+	// RegistrationTokenLabel names, on the objects the manager creates for
+	// enrolment, the RegistrationToken they serve.
+	RegistrationTokenLabel = "fleeet.dev/registration-token"
+
+	// UpstreamAnnotation names, as namespace/name, the Upstream a downstream
+	// Assemblage is mirrored for.
+	UpstreamAnnotation = "fleeet.dev/upstream"
 
 	// SpecHashAnnotation on a Flux object is the hash of the spec the agent
 	// last applied, so the agent knows whether the object is at the desired

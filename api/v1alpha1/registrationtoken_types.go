@@ -1,6 +1,9 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // RegistrationTokenSpec is a capability to enrol downstream clusters into the
 // token's namespace.
@@ -16,7 +19,7 @@ type RegistrationTokenSpec struct {
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:validation:Maximum=1000
 	MaxRegistrations int32 `json:"maxRegistrations,omitempty"`
 
 	// RemoteLabels are set on every Remote registered with the token.
@@ -45,10 +48,31 @@ type RegistrationTokenStatus struct {
 	// +optional
 	Registrations int32 `json:"registrations,omitempty"`
 
+	// Registered lists the Remotes created with the token, each recorded by
+	// the admission webhook before the Remote was stored. Only a Remote whose
+	// name and UID match an entry receives a cluster identity.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	Registered []Registration `json:"registered,omitempty"`
+
 	// SecretName is the Secret holding the bearer token and the agent chart
 	// values for `helm install fleet-agent -f`.
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
+}
+
+// Registration is one Remote created with a RegistrationToken.
+type Registration struct {
+	// Name of the Remote.
+	Name string `json:"name"`
+
+	// UID of the Remote, as admitted.
+	UID types.UID `json:"uid"`
+
+	// Time the registration was admitted.
+	Time metav1.Time `json:"time"`
 }
 
 // RegistrationToken lets downstream clusters enrol by pulling: the manager

@@ -1,5 +1,7 @@
-// Command fleet-agent runs in a downstream cluster: it expands each
-// Assemblage into Flux objects, gated on cross-kind dependency readiness.
+// Command fleet-agent runs in a downstream cluster: it enrols the cluster
+// with each management namespace named by an Upstream, mirrors the plan it
+// pulls into a local Assemblage, and expands each Assemblage into Flux
+// objects, gated on cross-kind dependency readiness.
 package main
 
 import (
@@ -14,7 +16,9 @@ import (
 
 func main() {
 	var o agent.Options
-	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of Assemblages reconciled at once.")
+	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of Assemblages and Upstreams reconciled at once.")
+	pflag.DurationVar(&o.Heartbeat, "heartbeat-interval", agent.DefaultHeartbeat,
+		"How often the agent renews its Lease in the management cluster; keep it under the manager's --offline-grace.")
 	runner.Main(agent.Name, func(mgr ctrl.Manager) error {
 		return agent.Setup(context.Background(), mgr, o)
 	})

@@ -1,14 +1,18 @@
 // Command fleet-manager runs in the management cluster: it compiles Modules
-// into ProxyAssemblages, rolls out new versions, pushes plans to push-mode Remotes and tracks
-// Remote health.
+// into ProxyAssemblages, rolls out new versions, pushes plans to push-mode
+// Remotes, enrols pull-mode clusters through RegistrationTokens and tracks
+// Remote health. It serves the admission webhooks that guard registrations.
 package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/fleeet-dev/fleeet/internal/manager"
 	"github.com/fleeet-dev/fleeet/internal/runner"
@@ -16,6 +20,8 @@ import (
 
 func main() {
 	var o manager.Options
+	var caFile string
+	var hook webhook.Options
 	pflag.DurationVar(&o.OfflineGrace, "offline-grace", 60*time.Second,
 		"How long after its last heartbeat a pull Remote is marked Offline.")
 	pflag.DurationVar(&o.PushTimeout, "push-timeout", 10*time.Second,
@@ -23,7 +29,22 @@ func main() {
 	pflag.DurationVar(&o.PushPoll, "push-poll-interval", 10*time.Second,
 		"How often a push-mode Remote's status is read while its syncs progress.")
 	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of objects each controller reconciles at once.")
+	pflag.StringVar(&o.Management.URL, "management-url", "",
+		"URL of this cluster's Kubernetes API as downstream agents reach it; written into RegistrationToken Secrets.")
+	pflag.StringVar(&caFile, "management-ca-file", "",
+		"PEM file of the CA that signs the API's serving certificate, for agents; written into RegistrationToken Secrets.")
+	pflag.IntVar(&hook.Port, "webhook-port", 9443, "Port the admission webhooks are served on.")
+	pflag.StringVar(&hook.Host, "webhook-host", "", "Address the admission webhooks bind to; empty means all.")
+	pflag.StringVar(&hook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
+		"Directory holding the webhook serving certificate as tls.crt and tls.key.")
 	runner.Main(manager.Name, func(mgr ctrl.Manager) error {
+		if caFile != "" {
+			ca, err := os.ReadFile(caFile)
+			if err != nil {
+				return fmt.Errorf("--management-ca-file: %w", err)
+			}
+			o.Management.CABundle = ca
+		}
 		return manager.Setup(context.Background(), mgr, o)
-	})
+	}, func(opts *ctrl.Options) { opts.WebhookServer = webhook.NewServer(hook) })
 }

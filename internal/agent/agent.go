@@ -4,29 +4,61 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"time"
 
+	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fleeet-dev/fleeet/internal/controllers/assemblage"
+	"github.com/fleeet-dev/fleeet/internal/controllers/upstream"
+	"github.com/fleeet-dev/fleeet/internal/version"
 )
 
 // Name is the fleet-agent's name as a field manager, event source and leader
 // election identity.
 const Name = "fleet-agent"
 
+// DefaultHeartbeat is the Lease renewal interval: 1.5 requests a minute,
+// and two renewals fit in the manager's default 60 s offline grace.
+const DefaultHeartbeat = 40 * time.Second
+
 // Options configure the fleet-agent's controllers.
 type Options struct {
-	// Concurrent is how many Assemblages reconcile at once.
+	// Concurrent is how many Assemblages and Upstreams reconcile at once.
 	Concurrent int
+	// Heartbeat is how often the agent renews its Lease in the management
+	// cluster; keep it well under the manager's --offline-grace.
+	Heartbeat time.Duration
 }
 
 // Setup registers every fleet-agent controller with mgr.
-func Setup(_ context.Context, mgr ctrl.Manager, o Options) error {
-	return (&assemblage.Reconciler{
+func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	if err := (&assemblage.Reconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Recorder:                mgr.GetEventRecorder(Name),
 		FieldOwner:              Name,
 		MaxConcurrentReconciles: o.Concurrent,
-	}).SetupWithManager(mgr)
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	kube, err := dc.ServerVersion()
+	if err != nil {
+		return fmt.Errorf("reading the cluster's Kubernetes version: %w", err)
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	return (&upstream.Reconciler{
+		Client:     mgr.GetClient(),
+		Recorder:   mgr.GetEventRecorder(Name),
+		Heartbeat:  o.Heartbeat,
+		Versions:   upstream.Versions{Agent: version.Version, Kubernetes: kube.GitVersion},
+		Concurrent: o.Concurrent,
+	}).SetupWithManager(ctx, mgr)
 }

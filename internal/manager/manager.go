@@ -7,10 +7,14 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fleeet-dev/fleeet/internal/controllers/bootstrap"
 	"github.com/fleeet-dev/fleeet/internal/controllers/module"
+	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
 	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/webhooks"
 )
 
 // Name is the fleet-manager's name as a field manager, event source and
@@ -28,6 +32,9 @@ type Options struct {
 	PushPoll time.Duration
 	// Concurrent is how many objects each controller reconciles at once.
 	Concurrent int
+	// Management is the API URL and CA bundle agents connect to, written
+	// into each RegistrationToken's agent values.
+	Management enrol.Management
 }
 
 // Setup registers every fleet-manager controller with mgr.
@@ -46,5 +53,19 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), FieldOwner: Name, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&module.Reconciler{Client: mgr.GetClient(), Concurrent: o.Concurrent}).SetupWithManager(mgr)
+	if err := (&module.Reconciler{Client: mgr.GetClient(), Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	tokens := &registration.Tokens{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}
+	if err := tokens.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	remotes := &registration.Remotes{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}
+	if err := remotes.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	mgr.GetWebhookServer().Register(webhooks.RegistrationPath, &admission.Webhook{
+		Handler: &webhooks.Registrations{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+	})
+	return nil
 }

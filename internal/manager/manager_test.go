@@ -24,6 +24,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/agent"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
 	"github.com/fleeet-dev/fleeet/internal/manager"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
@@ -43,7 +44,10 @@ func TestMain(m *testing.M) {
 // every test of the package.
 func startManager(c *testenv.Cluster) (func(bool), error) {
 	return testenv.StartManager(c, "fleet-manager", func(ctx context.Context, mgr ctrl.Manager) error {
-		return manager.Setup(ctx, mgr, manager.Options{OfflineGrace: time.Minute, PushTimeout: 5 * time.Second, PushPoll: time.Second})
+		return manager.Setup(ctx, mgr, manager.Options{
+			OfflineGrace: time.Minute, PushTimeout: 5 * time.Second, PushPoll: time.Second,
+			Management: enrol.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
+		})
 	})
 }
 

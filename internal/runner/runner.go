@@ -75,15 +75,16 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // NewManager builds a controller-runtime manager for the binary called name,
 // with health and readiness checks registered, from the kubeconfig given by
-// --kubeconfig, $KUBECONFIG or the in-cluster environment.
-func NewManager(name string, o Options, scheme *runtime.Scheme) (ctrl.Manager, error) {
+// --kubeconfig, $KUBECONFIG or the in-cluster environment; configure may
+// adjust the manager's options, for example to serve webhooks.
+func NewManager(name string, o Options, scheme *runtime.Scheme, configure ...func(*ctrl.Options)) (ctrl.Manager, error) {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.UserAgent = name
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.HealthAddr,
@@ -92,7 +93,11 @@ func NewManager(name string, o Options, scheme *runtime.Scheme) (ctrl.Manager, e
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// Step down at once on SIGTERM so a rolling update hands over quickly.
 		LeaderElectionReleaseOnCancel: true,
-	})
+	}
+	for _, c := range configure {
+		c(&opts)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
@@ -110,7 +115,7 @@ func NewManager(name string, o Options, scheme *runtime.Scheme) (ctrl.Manager, e
 // it), builds the manager, lets setup add controllers and webhooks, and runs
 // until SIGTERM or SIGINT. It exits the process: 0 after a clean stop, 1 on
 // any setup or run error.
-func Main(name string, setup func(ctrl.Manager) error) {
+func Main(name string, setup func(ctrl.Manager) error, configure ...func(*ctrl.Options)) {
 	var o Options
 	o.BindFlags(pflag.CommandLine)
 	o.Zap.BindFlags(flag.CommandLine)
@@ -119,19 +124,19 @@ func Main(name string, setup func(ctrl.Manager) error) {
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.Zap)))
 	log := ctrl.Log.WithName("setup")
-	if err := run(name, o, setup); err != nil {
+	if err := run(name, o, setup, configure); err != nil {
 		log.Error(err, "Stopping on error", "binary", name)
 		os.Exit(1)
 	}
 	log.Info("Stopped", "binary", name)
 }
 
-func run(name string, o Options, setup func(ctrl.Manager) error) error {
+func run(name string, o Options, setup func(ctrl.Manager) error, configure []func(*ctrl.Options)) error {
 	scheme, err := NewScheme()
 	if err != nil {
 		return fmt.Errorf("building scheme: %w", err)
 	}
-	mgr, err := NewManager(name, o, scheme)
+	mgr, err := NewManager(name, o, scheme, configure...)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,9 @@ type Cluster struct {
 	Client client.Client
 	// Kubeconfig is the path of a kubeconfig file for Config, for processes.
 	Kubeconfig string
+	// Webhooks is where the apiserver expects fleet-manager's admission
+	// webhooks (config/webhook), and the certificate to serve them with.
+	Webhooks *envtest.WebhookInstallOptions
 
 	env *envtest.Environment
 }
@@ -101,12 +104,15 @@ func startCluster(name, dir string) (*Cluster, error) {
 			APIServer: &envtest.APIServer{Path: apiserver},
 			Etcd:      &envtest.Etcd{Path: etcd},
 		},
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(RepoRoot, "config", "webhook")},
+		},
 	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Name: name, Config: cfg, env: env}
+	c := &Cluster{Name: name, Config: cfg, Webhooks: &env.WebhookInstallOptions, env: env}
 	if c.Client, err = client.New(cfg, client.Options{Scheme: Scheme}); err != nil {
 		return c, err
 	}

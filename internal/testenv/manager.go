@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // StartManager runs a controller-runtime manager in-process against the
@@ -24,6 +25,9 @@ func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Mana
 		Logger:                 zap.New(zap.WriteTo(logFile), zap.UseDevMode(true)),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Host: c.Webhooks.LocalServingHost, Port: c.Webhooks.LocalServingPort, CertDir: c.Webhooks.LocalServingCertDir,
+		}),
 	})
 	if err != nil {
 		return nil, err

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,19 +75,19 @@ func (h *Health) reconcileHeartbeat(ctx context.Context, remote *fleeetv1.Remote
 	}
 	remote.Status.Mode = fleeetv1.PullMode
 	lease := &coordinationv1.Lease{}
-	err := h.Client.Get(ctx, client.ObjectKeyFromObject(remote), lease)
-	switch {
-	case apierrors.IsNotFound(err):
-		setConnected(remote, metav1.ConditionFalse, ReasonAwaitingAgent, "no heartbeat yet: the cluster's agent has not connected")
-		return ctrl.Result{}, nil
-	case err != nil:
+	if err := h.Client.Get(ctx, client.ObjectKeyFromObject(remote), lease); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
+	// The manager creates the Lease at registration; the agent renews it.
 	var renewed time.Time
 	if lease.Spec.RenewTime != nil {
 		renewed = lease.Spec.RenewTime.Time
 	} else if lease.Spec.AcquireTime != nil {
 		renewed = lease.Spec.AcquireTime.Time
+	}
+	if renewed.IsZero() {
+		setConnected(remote, metav1.ConditionFalse, ReasonAwaitingAgent, "no heartbeat yet: the cluster's agent has not connected")
+		return ctrl.Result{}, nil
 	}
 	remote.Status.LastHeartbeatTime = &metav1.Time{Time: renewed}
 	age := time.Since(renewed)

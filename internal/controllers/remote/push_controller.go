@@ -3,12 +3,10 @@ package remote
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/mirror"
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
@@ -29,11 +28,6 @@ const (
 	ReasonUnreachable   = "Unreachable"
 	ReasonKubeconfigBad = "KubeconfigInvalid"
 )
-
-// ProxyGenerationAnnotation on a pushed Assemblage is the generation of the
-// ProxyAssemblage its spec was copied from, so its status is copied back
-// only when it describes that spec.
-const ProxyGenerationAnnotation = "fleeet.dev/proxy-generation"
 
 // KubeconfigSecretIndex indexes Remotes by the Secret holding their kubeconfig.
 const KubeconfigSecretIndex = "spec.kubeconfigRef.name"
@@ -132,26 +126,17 @@ func (p *Push) push(ctx context.Context, downstream client.Client, pa *fleeetv1.
 	}
 	asm := &fleeetv1.Assemblage{}
 	key := client.ObjectKey{Namespace: pa.Namespace, Name: pa.Namespace}
-	gen := strconv.FormatInt(pa.Generation, 10)
 	err := downstream.Get(ctx, key, asm)
 	switch {
 	case apierrors.IsNotFound(err):
-		asm = &fleeetv1.Assemblage{
-			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace,
-				Annotations: map[string]string{ProxyGenerationAnnotation: gen}},
-			Spec: pa.Spec.Assemblage,
-		}
+		asm = &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
+		mirror.Spec(asm, pa)
 		if err := downstream.Create(ctx, asm); err != nil {
 			return nil, fmt.Errorf("creating Assemblage %s: %w", key, err)
 		}
 	case err != nil:
 		return nil, fmt.Errorf("reading Assemblage %s: %w", key, err)
-	case asm.Annotations[ProxyGenerationAnnotation] != gen || !equality.Semantic.DeepEqual(asm.Spec, pa.Spec.Assemblage):
-		if asm.Annotations == nil {
-			asm.Annotations = map[string]string{}
-		}
-		asm.Annotations[ProxyGenerationAnnotation] = gen
-		asm.Spec = pa.Spec.Assemblage
+	case mirror.Spec(asm, pa):
 		if err := downstream.Update(ctx, asm); err != nil {
 			return nil, fmt.Errorf("updating Assemblage %s: %w", key, err)
 		}
@@ -162,16 +147,12 @@ func (p *Push) push(ctx context.Context, downstream client.Client, pa *fleeetv1.
 // copyStatus copies the Assemblage's status into the ProxyAssemblage once
 // the agent has observed the spec pushed from the current generation.
 func (p *Push) copyStatus(ctx context.Context, pa *fleeetv1.ProxyAssemblage, asm *fleeetv1.Assemblage) error {
-	if asm.Status.ObservedGeneration != asm.Generation ||
-		asm.Annotations[ProxyGenerationAnnotation] != strconv.FormatInt(pa.Generation, 10) {
+	st, ok := mirror.Status(pa, asm)
+	if !ok {
 		return nil
 	}
 	before := pa.Status
-	pa.Status = *asm.Status.DeepCopy()
-	pa.Status.ObservedGeneration = pa.Generation
-	for i := range pa.Status.Conditions {
-		pa.Status.Conditions[i].ObservedGeneration = pa.Generation
-	}
+	pa.Status = st
 	return status.Update(ctx, p.Client, pa, before, pa.Status)
 }
 

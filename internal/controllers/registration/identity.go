@@ -1,0 +1,113 @@
+// Package registration holds the manager's side of pull enrolment: the
+// RegistrationToken controller, which keeps a registration identity alive
+// while its token may be used, and the Remote identity controller, which
+// gives each registered cluster an identity of its own.
+package registration
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+)
+
+// identity is a ServiceAccount with one Role bound to it, all three named
+// alike and controlled by owner.
+type identity struct {
+	owner  client.Object
+	name   string
+	labels map[string]string
+	rules  []rbacv1.PolicyRule
+}
+
+// ensure creates or updates the ServiceAccount, Role and RoleBinding. It
+// refuses to adopt a ServiceAccount someone else created under the name,
+// since tokens of that account would then carry the identity's rights.
+func (id identity) ensure(ctx context.Context, c client.Client) error {
+	ns := id.owner.GetNamespace()
+	meta := func() metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: id.name} }
+	sa := &corev1.ServiceAccount{ObjectMeta: meta()}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, sa, func() error {
+		if sa.CreationTimestamp.IsZero() {
+			sa.Labels = id.labels
+			return controllerutil.SetControllerReference(id.owner, sa, c.Scheme())
+		}
+		if !metav1.IsControlledBy(sa, id.owner) {
+			return fmt.Errorf("ServiceAccount %s/%s exists and was not created for %s; delete it or rename the owner",
+				ns, id.name, id.owner.GetName())
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	role := &rbacv1.Role{ObjectMeta: meta()}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, role, func() error {
+		role.Labels = id.labels
+		role.Rules = id.rules
+		return controllerutil.SetControllerReference(id.owner, role, c.Scheme())
+	}); err != nil {
+		return fmt.Errorf("writing Role %s/%s: %w", ns, id.name, err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: meta()}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, binding, func() error {
+		binding.Labels = id.labels
+		binding.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: id.name}
+		binding.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: id.name}}
+		return controllerutil.SetControllerReference(id.owner, binding, c.Scheme())
+	}); err != nil {
+		return fmt.Errorf("writing RoleBinding %s/%s: %w", ns, id.name, err)
+	}
+	return nil
+}
+
+// remove deletes the ServiceAccount first, which invalidates every token
+// minted for it at once, then its Role and RoleBinding and any extra
+// objects. Objects already gone, or not controlled by the owner, are skipped.
+func (id identity) remove(ctx context.Context, c client.Client, extra ...client.Object) error {
+	ns := id.owner.GetNamespace()
+	meta := metav1.ObjectMeta{Namespace: ns, Name: id.name}
+	objs := append([]client.Object{
+		&corev1.ServiceAccount{ObjectMeta: meta}, &rbacv1.RoleBinding{ObjectMeta: meta}, &rbacv1.Role{ObjectMeta: meta},
+	}, extra...)
+	var errs []error
+	for _, obj := range objs {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			errs = append(errs, client.IgnoreNotFound(err))
+			continue
+		}
+		if !metav1.IsControlledBy(obj, id.owner) {
+			continue
+		}
+		uid := obj.GetUID()
+		if err := c.Delete(ctx, obj, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("deleting %T %s: %w", obj, obj.GetName(), err))
+		}
+	}
+	return kerrors.NewAggregate(errs)
+}
+
+// remoteRules are a pull cluster's rights: read its own Remote and
+// ProxyAssemblage, write their status, renew its Lease and mint tokens for
+// itself. Every rule is limited by name; list and watch by name work
+// through a metadata.name field selector.
+func remoteRules(remote string) []rbacv1.PolicyRule {
+	names := []string{remote}
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"remotes", "proxyassemblages"},
+			ResourceNames: names, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"remotes/status", "proxyassemblages/status"},
+			ResourceNames: names, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+			ResourceNames: names, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"},
+			ResourceNames: []string{enrol.RemoteIdentityName(remote)}, Verbs: []string{"create"}},
+	}
+}

@@ -1,0 +1,342 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+)
+
+// watchTimeout is how long each watch on the management cluster stays
+// open before it is renewed; long, so an idle agent makes almost no requests.
+const watchTimeout = time.Hour
+
+// requestTimeout bounds each request to the management cluster other than watches.
+const requestTimeout = 15 * time.Second
+
+// maxBackoff caps the wait between attempts while the management cluster
+// cannot be reached.
+const maxBackoff = time.Minute
+
+// link is one Upstream's connection to its management namespace. It follows
+// the cluster's ProxyAssemblage and Remote by name, renews the Lease as
+// heartbeat and the credential before it expires, and calls notify whenever
+// what it knows changes. It never touches the downstream cluster except
+// through store, which keeps a renewed credential.
+type link struct {
+	ns, cluster string
+	generation  int64
+	client      client.WithWatch
+	token       atomic.Pointer[enrol.Token]
+	heartbeat   time.Duration
+	versions    Versions
+	store       func(context.Context, enrol.Token) error
+	notify      func()
+	log         logr.Logger
+	stop        context.CancelFunc
+
+	mu    sync.Mutex
+	state linkState
+}
+
+// linkState is what a link knows about the management cluster.
+type linkState struct {
+	// pa is the last ProxyAssemblage seen; nil until one is.
+	pa *fleeetv1.ProxyAssemblage
+	// err is the last failure to talk to the management cluster, nil once a
+	// request succeeded after it.
+	err error
+	// revoked says why the cluster's credential no longer works; the link
+	// has stopped.
+	revoked string
+	// contact is when a request last succeeded.
+	contact time.Time
+}
+
+// Versions are what the agent reports about itself on its Remote.
+type Versions struct {
+	Agent      string
+	Kubernetes string
+}
+
+// managementConfig is a client configuration for the Upstream's
+// management API whose bearer token is read at every request from token.
+func managementConfig(up *fleeetv1.Upstream, token func() string) *rest.Config {
+	return &rest.Config{
+		Host:            up.Spec.Management.URL,
+		TLSClientConfig: rest.TLSClientConfig{CAData: up.Spec.Management.CABundle},
+		UserAgent:       "fleet-agent",
+		QPS:             5,
+		Burst:           10,
+		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+			return bearer{next: rt, token: token}
+		},
+	}
+}
+
+// bearer sets the current token on each request, so a renewed credential
+// takes effect without rebuilding clients or reopening watches.
+type bearer struct {
+	next  http.RoundTripper
+	token func() string
+}
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+b.token())
+	return b.next.RoundTrip(req)
+}
+
+// start runs the link's loops until stop is called or the credential is
+// found revoked.
+func (l *link) start(obtained time.Time) {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.stop = cancel
+	go l.follow(ctx, &fleeetv1.ProxyAssemblageList{}, func(o client.Object) {
+		pa, _ := o.(*fleeetv1.ProxyAssemblage)
+		l.update(func(s *linkState) { s.pa = pa })
+	})
+	go l.follow(ctx, &fleeetv1.RemoteList{}, func(o client.Object) {
+		if o == nil {
+			l.revoke(fmt.Sprintf("Remote %s/%s was deleted from the management cluster: this cluster is revoked", l.ns, l.cluster))
+		}
+	})
+	go l.beat(ctx)
+	go l.renew(ctx, obtained)
+}
+
+func (l *link) snapshot() linkState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state
+}
+
+func (l *link) update(change func(*linkState)) {
+	l.mu.Lock()
+	change(&l.state)
+	l.mu.Unlock()
+	l.notify()
+}
+
+// succeeded records a successful request; it notifies only when the link
+// was failing, so steady heartbeats cause no reconciles.
+func (l *link) succeeded() {
+	l.mu.Lock()
+	wasFailing := l.state.err != nil || l.state.contact.IsZero()
+	l.state.err, l.state.contact = nil, time.Now()
+	l.mu.Unlock()
+	if wasFailing {
+		l.notify()
+	}
+}
+
+// failed records a failed request and returns the next backoff. A rejected
+// credential means the cluster was revoked (or its credential expired).
+func (l *link) failed(err error, backoff time.Duration) time.Duration {
+	if apierrors.IsUnauthorized(err) {
+		l.revoke(fmt.Sprintf("the management cluster rejects this cluster's credential (%v): the cluster was revoked or its credential expired", err))
+		return maxBackoff
+	}
+	l.log.Info("Management cluster request failed", "error", err.Error(), "retryIn", backoff)
+	l.update(func(s *linkState) { s.err = err })
+	return min(max(2*backoff, time.Second), maxBackoff)
+}
+
+func (l *link) revoke(reason string) {
+	l.log.Info("Credential revoked; stopping sync and keeping everything downstream", "reason", reason)
+	l.stop()
+	l.update(func(s *linkState) { s.revoked = reason })
+}
+
+// follow lists and then watches the one object of list's kind named after
+// the cluster, calling apply with it (nil when it does not exist).
+func (l *link) follow(ctx context.Context, list client.ObjectList, apply func(client.Object)) {
+	sel := fields.OneTermEqualSelector("metadata.name", l.cluster)
+	rv := ""
+	for backoff := time.Duration(0); sleep(ctx, backoff); {
+		if rv == "" {
+			lctx, cancel := context.WithTimeout(ctx, requestTimeout)
+			err := l.client.List(lctx, list, &client.ListOptions{Namespace: l.ns, FieldSelector: sel})
+			cancel()
+			if err != nil {
+				backoff = l.failed(err, backoff)
+				continue
+			}
+			items, err := apimeta.ExtractList(list)
+			if err != nil {
+				backoff = l.failed(err, backoff)
+				continue
+			}
+			var obj client.Object
+			if len(items) > 0 {
+				obj = items[0].(client.Object)
+			}
+			apply(obj)
+			rv = list.GetResourceVersion()
+		}
+		timeout := int64(watchTimeout / time.Second)
+		w, err := l.client.Watch(ctx, list, &client.ListOptions{Namespace: l.ns, FieldSelector: sel,
+			Raw: &metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: &timeout, AllowWatchBookmarks: true}})
+		if err != nil {
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				rv = ""
+			}
+			backoff = l.failed(err, backoff)
+			continue
+		}
+		l.succeeded()
+		backoff = 0
+		rv = consume(w, rv, apply)
+	}
+}
+
+// consume applies a watch's events until it ends and returns the resource
+// version to resume from, or "" when the next watch must start from a list.
+func consume(w watch.Interface, rv string, apply func(client.Object)) string {
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		switch ev.Type {
+		case watch.Added, watch.Modified:
+			obj := ev.Object.(client.Object)
+			apply(obj)
+			rv = obj.GetResourceVersion()
+		case watch.Deleted:
+			apply(nil)
+			rv = ev.Object.(client.Object).GetResourceVersion()
+		case watch.Bookmark:
+			rv = ev.Object.(client.Object).GetResourceVersion()
+		case watch.Error:
+			if st, ok := ev.Object.(*metav1.Status); ok && st.Code == http.StatusGone {
+				return ""
+			}
+			return rv
+		}
+	}
+	return rv
+}
+
+// beat renews the Lease named after the cluster every heartbeat, and
+// reports the agent's versions on the Remote once connected.
+func (l *link) beat(ctx context.Context) {
+	var lease *coordinationv1.Lease
+	reported := false
+	for wait := time.Duration(0); sleep(ctx, wait); {
+		wait = l.heartbeat
+		var err error
+		if lease, err = l.renewLease(ctx, lease); err != nil {
+			lease = nil
+			if !apierrors.IsConflict(err) {
+				wait = min(l.failed(err, 0), l.heartbeat)
+			}
+			continue
+		}
+		l.succeeded()
+		if !reported {
+			reported = l.reportVersions(ctx) == nil
+		}
+	}
+}
+
+func (l *link) renewLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if lease == nil {
+		lease = &coordinationv1.Lease{}
+		if err := l.client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: l.cluster}, lease); err != nil {
+			return nil, err
+		}
+	}
+	now := metav1.NewMicroTime(time.Now())
+	duration := int32(2 * l.heartbeat / time.Second)
+	lease.Spec.RenewTime, lease.Spec.LeaseDurationSeconds = &now, &duration
+	if err := l.client.Update(ctx, lease); err != nil {
+		return nil, err
+	}
+	return lease, nil
+}
+
+func (l *link) reportVersions(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	patch, err := json.Marshal(map[string]any{"status": map[string]string{
+		"agentVersion": l.versions.Agent, "kubernetesVersion": l.versions.Kubernetes,
+	}})
+	if err != nil {
+		return err
+	}
+	remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: l.cluster}}
+	return l.client.Status().Patch(ctx, remote, client.RawPatch(types.MergePatchType, patch))
+}
+
+// renew replaces the credential at 80% of its lifetime with a new token
+// for the cluster's own identity, kept downstream through store.
+func (l *link) renew(ctx context.Context, obtained time.Time) {
+	for backoff := time.Duration(0); sleep(ctx, max(backoff, time.Until(l.token.Load().RenewAt(obtained)))); {
+		mctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		token, err := enrol.Mint(mctx, l.client, l.ns, enrol.RemoteIdentityName(l.cluster), enrol.CredentialLifetime, nil)
+		cancel()
+		if err == nil {
+			err = l.store(ctx, token)
+		}
+		if err != nil {
+			backoff = l.failed(fmt.Errorf("renewing the cluster's credential: %w", err), backoff)
+			continue
+		}
+		l.token.Store(&token)
+		obtained, backoff = time.Now(), 0
+		l.log.Info("Renewed the cluster's credential", "expiresAt", token.ExpiresAt)
+		l.notify()
+	}
+}
+
+// writeStatus copies the downstream status into the ProxyAssemblage.
+func (l *link) writeStatus(ctx context.Context, pa *fleeetv1.ProxyAssemblage) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	from := pa.ResourceVersion
+	if err := l.client.Status().Update(ctx, pa); err != nil {
+		if !apierrors.IsConflict(err) {
+			l.failed(err, 0)
+		}
+		return fmt.Errorf("writing ProxyAssemblage status: %w", err)
+	}
+	// Keep what was written unless the watch has brought something newer.
+	l.mu.Lock()
+	if l.state.pa != nil && l.state.pa.ResourceVersion == from {
+		l.state.pa = pa.DeepCopy()
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// sleep waits for d or until ctx ends, and tells whether to go on.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

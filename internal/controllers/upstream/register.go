@@ -1,0 +1,114 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+)
+
+// deliveryWait bounds how long registration waits for the manager to issue
+// the cluster's first credential.
+const deliveryWait = 2 * time.Minute
+
+// refusal is an answer that retrying will not change: only a new
+// registration token or a changed Upstream will.
+type refusal struct{ msg string }
+
+func (r refusal) Error() string { return r.msg }
+
+// register enrols the cluster with the registration token: it creates the
+// cluster's Remote (unless an earlier attempt did), waits for the manager to
+// issue the first credential, and exchanges it at once for a token the
+// cluster minted for itself, so the handed-over one can be discarded.
+func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (enrol.Token, error) {
+	ref := up.Spec.TokenSecretRef
+	if ref == nil {
+		return enrol.Token{}, refusal{"spec.tokenSecretRef: this cluster holds no credential for the management cluster and no registration token is configured"}
+	}
+	secret := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return enrol.Token{}, refusal{fmt.Sprintf("spec.tokenSecretRef: Secret %s not found, and this cluster holds no credential", ref.Name)}
+		}
+		return enrol.Token{}, err
+	}
+	regToken, err := enrol.TokenFromSecret(secret)
+	if err != nil {
+		return enrol.Token{}, refusal{"spec.tokenSecretRef: " + err.Error()}
+	}
+	reg, err := client.New(managementConfig(up, func() string { return regToken.Value }), client.Options{Scheme: r.Client.Scheme()})
+	if err != nil {
+		return enrol.Token{}, err
+	}
+	ns, name := up.Spec.Management.Namespace, up.Spec.ClusterName
+	first, err := firstCredential(ctx, reg, ns, name)
+	if err != nil {
+		remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: up.Spec.Labels}}
+		if err := reg.Create(ctx, remote); err != nil {
+			return enrol.Token{}, registrationError(err)
+		}
+		r.Recorder.Eventf(up, nil, corev1.EventTypeNormal, ReasonRegistered, "Register", "Created Remote %s/%s in the management cluster", ns, name)
+		if first, err = awaitFirstCredential(ctx, reg, ns, name); err != nil {
+			return enrol.Token{}, err
+		}
+	}
+	own, err := client.New(managementConfig(up, func() string { return first.Value }), client.Options{Scheme: r.Client.Scheme()})
+	if err != nil {
+		return enrol.Token{}, err
+	}
+	token, err := enrol.Mint(ctx, own, ns, enrol.RemoteIdentityName(name), enrol.CredentialLifetime, nil)
+	if err != nil {
+		return enrol.Token{}, fmt.Errorf("exchanging the first credential for the cluster's own: %w", err)
+	}
+	return token, nil
+}
+
+// registrationError explains why the management cluster refused a Remote.
+func registrationError(err error) error {
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return refusal{"the management cluster rejected the registration token (HTTP 401): it has expired, been used up or been revoked; create a new RegistrationToken"}
+	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsAlreadyExists(err):
+		return refusal{"the management cluster refused the registration: " + err.Error()}
+	}
+	return fmt.Errorf("creating the cluster's Remote: %w", err)
+}
+
+// firstCredential reads the credential the manager issued for the cluster.
+func firstCredential(ctx context.Context, reg client.Client, ns, name string) (enrol.Token, error) {
+	secret := &corev1.Secret{}
+	if err := reg.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrol.RemoteIdentityName(name)}, secret); err != nil {
+		return enrol.Token{}, err
+	}
+	return enrol.TokenFromSecret(secret)
+}
+
+// awaitFirstCredential polls for the first credential: it appears, and
+// becomes readable to the registration identity, once the manager has
+// processed the new Remote.
+func awaitFirstCredential(ctx context.Context, reg client.Client, ns, name string) (enrol.Token, error) {
+	ctx, cancel := context.WithTimeout(ctx, deliveryWait)
+	defer cancel()
+	for {
+		token, err := firstCredential(ctx, reg, ns, name)
+		if err == nil {
+			return token, nil
+		}
+		if apierrors.IsUnauthorized(err) {
+			return enrol.Token{}, registrationError(err)
+		}
+		if !sleep(ctx, 500*time.Millisecond) {
+			return enrol.Token{}, errors.Join(
+				fmt.Errorf("the manager issued no credential for Remote %s/%s within %s", ns, name, deliveryWait), err)
+		}
+	}
+}

@@ -1,0 +1,336 @@
+// Package upstream holds the agent's Upstream controller: it enrols the
+// cluster with a management namespace, keeps the cluster's credential
+// fresh, mirrors the cluster's ProxyAssemblage into a local Assemblage and
+// reports the Assemblage's status back. Nothing it does deletes anything
+// downstream: an unreachable management cluster or a revoked credential
+// leaves the last plan running.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/mirror"
+	"github.com/fleeet-dev/fleeet/internal/status"
+)
+
+// Reasons used in Upstream conditions and events.
+const (
+	ReasonRegistered         = "Registered"
+	ReasonRegistrationFailed = "RegistrationFailed"
+	ReasonRefused            = "RegistrationRefused"
+	ReasonRevoked            = "Revoked"
+	ReasonCredentialExpired  = "CredentialExpired"
+	ReasonConnected          = "Connected"
+	ReasonUnreachable        = "Unreachable"
+	ReasonConnecting         = "Connecting"
+	ReasonSynced             = "Synced"
+	ReasonAwaitingPlan       = "AwaitingPlan"
+	ReasonMirrorFailed       = "MirrorFailed"
+)
+
+// TokenSecretIndex indexes Upstreams by the Secret holding their registration token.
+const TokenSecretIndex = "spec.tokenSecretRef.name"
+
+// Reconciler reconciles Upstreams.
+type Reconciler struct {
+	// Client reads and writes the downstream cluster.
+	Client client.Client
+	// Recorder records registration and revocation on Upstreams.
+	Recorder events.EventRecorder
+	// Heartbeat is how often the agent renews its Lease upstream.
+	Heartbeat time.Duration
+	// Versions are reported on the cluster's Remote.
+	Versions Versions
+	// Concurrent is how many Upstreams reconcile at once.
+	Concurrent int
+
+	mu      sync.Mutex
+	links   map[client.ObjectKey]*link
+	changes chan event.TypedGenericEvent[*fleeetv1.Upstream]
+}
+
+// SetupWithManager registers the controller. Besides Upstreams and their
+// Secrets, it is woken by its links (plan or connectivity changed) and by
+// the Assemblages it mirrors (status to report).
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleeetv1.Upstream{}, TokenSecretIndex, func(o client.Object) []string {
+		if ref := o.(*fleeetv1.Upstream).Spec.TokenSecretRef; ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	r.links = map[client.ObjectKey]*link{}
+	r.changes = make(chan event.TypedGenericEvent[*fleeetv1.Upstream], 128)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("upstream").
+		For(&fleeetv1.Upstream{}).
+		Owns(&corev1.Secret{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.upstreamsOfTokenSecret)).
+		Watches(&fleeetv1.Assemblage{}, handler.EnqueueRequestsFromMapFunc(upstreamOfAssemblage)).
+		WatchesRawSource(source.Channel(r.changes, &handler.TypedEnqueueRequestForObject[*fleeetv1.Upstream]{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
+		Complete(r)
+}
+
+// Reconcile enrols, connects and mirrors one Upstream.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	up := &fleeetv1.Upstream{}
+	if err := r.Client.Get(ctx, req.NamespacedName, up); err != nil {
+		r.disconnect(req.NamespacedName)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !up.DeletionTimestamp.IsZero() {
+		r.disconnect(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	before := up.Status.DeepCopy()
+	defer func() {
+		up.Status.ObservedGeneration = up.Generation
+		if err := status.Update(ctx, r.Client, up, *before, up.Status); err != nil {
+			retErr = kerrors.NewAggregate([]error{retErr, err})
+		}
+	}()
+
+	l, err := r.connect(ctx, up)
+	if err != nil {
+		var refused refusal
+		if errors.As(err, &refused) {
+			log.FromContext(ctx).Error(err, "Registration refused; fix the Upstream or its token and the agent retries")
+			r.setNotRegistered(up, ReasonRefused, err.Error())
+			return ctrl.Result{}, nil
+		}
+		r.setNotRegistered(up, ReasonRegistrationFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	st := l.snapshot()
+	token := l.token.Load()
+	up.Status.CredentialExpiresAt = &metav1.Time{Time: token.ExpiresAt}
+	if st.revoked != "" {
+		r.setNotRegistered(up, ReasonRevoked, st.revoked+"; nothing downstream was deleted")
+		return ctrl.Result{}, nil
+	}
+	setCondition(up, fleeetv1.RegisteredCondition, metav1.ConditionTrue, ReasonRegistered,
+		fmt.Sprintf("registered as Remote %s/%s", up.Spec.Management.Namespace, up.Spec.ClusterName))
+	switch {
+	case st.err != nil:
+		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, ReasonUnreachable,
+			fmt.Sprintf("cannot reach the management cluster (%v); keeping the last plan and retrying", st.err))
+	case st.contact.IsZero():
+		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, ReasonConnecting, "connecting to the management cluster")
+	default:
+		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionTrue, ReasonConnected, "the management cluster answers")
+	}
+	if st.pa == nil {
+		setReady(up, metav1.ConditionFalse, ReasonAwaitingPlan, "waiting for the cluster's ProxyAssemblage")
+		return ctrl.Result{}, nil
+	}
+	if err := r.mirror(ctx, up, l, st.pa.DeepCopy()); err != nil {
+		setReady(up, metav1.ConditionFalse, ReasonMirrorFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	if st.err != nil {
+		setReady(up, metav1.ConditionFalse, ReasonUnreachable, "the last plan received is applied; the management cluster cannot be reached")
+		return ctrl.Result{}, nil
+	}
+	setReady(up, metav1.ConditionTrue, ReasonSynced, "the cluster's plan is mirrored into the local Assemblage")
+	return ctrl.Result{}, nil
+}
+
+// connect returns the Upstream's running link, starting one from the stored
+// credential, or registering first when the cluster has none.
+func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link, error) {
+	key := client.ObjectKeyFromObject(up)
+	r.mu.Lock()
+	l, ok := r.links[key]
+	r.mu.Unlock()
+	if ok && l.generation == up.Generation {
+		return l, nil
+	}
+	r.disconnect(key)
+	token, err := r.credential(ctx, up)
+	if err != nil {
+		return nil, err
+	}
+	l = &link{
+		ns: up.Spec.Management.Namespace, cluster: up.Spec.ClusterName, generation: up.Generation,
+		heartbeat: r.Heartbeat, versions: r.Versions,
+		log: log.FromContext(ctx).WithValues("management", up.Spec.Management.URL, "remote", up.Spec.Management.Namespace+"/"+up.Spec.ClusterName),
+		store: func(ctx context.Context, t enrol.Token) error { return r.storeCredential(ctx, up, t) },
+		notify: func() {
+			r.changes <- event.TypedGenericEvent[*fleeetv1.Upstream]{Object: &fleeetv1.Upstream{
+				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
+		},
+	}
+	l.token.Store(&token)
+	if l.client, err = client.NewWithWatch(managementConfig(up, func() string { return l.token.Load().Value }),
+		client.Options{Scheme: r.Client.Scheme()}); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.links[key] = l
+	r.mu.Unlock()
+	l.start(time.Now())
+	return l, nil
+}
+
+// disconnect stops the Upstream's link, if any.
+func (r *Reconciler) disconnect(key client.ObjectKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l, ok := r.links[key]; ok {
+		l.stop()
+		delete(r.links, key)
+	}
+}
+
+// credential returns the cluster's stored credential, registering the
+// cluster if it holds none; the registration token is forgotten once the
+// cluster's own credential is stored.
+func (r *Reconciler) credential(ctx context.Context, up *fleeetv1.Upstream) (enrol.Token, error) {
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: credentialSecretName(up)}, secret)
+	switch {
+	case err == nil:
+		up.Status.CredentialSecretName = secret.Name
+		token, err := enrol.TokenFromSecret(secret)
+		if err != nil {
+			return enrol.Token{}, refusal{err.Error()}
+		}
+		if !token.ExpiresAt.IsZero() && time.Now().After(token.ExpiresAt) {
+			return enrol.Token{}, refusal{fmt.Sprintf("the cluster's credential expired at %s while the management cluster could not be reached; delete Secret %s and enrol again with a new RegistrationToken",
+				token.ExpiresAt.UTC().Format(time.RFC3339), secret.Name)}
+		}
+		return token, nil
+	case !apierrors.IsNotFound(err):
+		return enrol.Token{}, err
+	}
+	token, err := r.register(ctx, up)
+	if err != nil {
+		return enrol.Token{}, err
+	}
+	if err := r.storeCredential(ctx, up, token); err != nil {
+		return enrol.Token{}, err
+	}
+	r.Recorder.Eventf(up, nil, corev1.EventTypeNormal, ReasonRegistered, "Register",
+		"Registered as Remote %s/%s; the credential is in Secret %s", up.Spec.Management.Namespace, up.Spec.ClusterName, credentialSecretName(up))
+	if ref := up.Spec.TokenSecretRef; ref != nil {
+		tokenSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: up.Namespace, Name: ref.Name}}
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, tokenSecret)); err != nil {
+			return enrol.Token{}, fmt.Errorf("forgetting the registration token: %w", err)
+		}
+	}
+	return token, nil
+}
+
+// storeCredential keeps the cluster's credential in a Secret owned by the Upstream.
+func (r *Reconciler) storeCredential(ctx context.Context, up *fleeetv1.Upstream, token enrol.Token) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: up.Namespace, Name: credentialSecretName(up)}}
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, secret, func() error {
+		secret.Data = token.SecretData()
+		return controllerutil.SetControllerReference(up, secret, r.Client.Scheme())
+	})
+	if err != nil {
+		return fmt.Errorf("storing the cluster's credential in Secret %s: %w", secret.Name, err)
+	}
+	up.Status.CredentialSecretName = secret.Name
+	return nil
+}
+
+// mirror writes the plan into the local Assemblage and the Assemblage's
+// status, once it describes that plan, back into the ProxyAssemblage.
+func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link, pa *fleeetv1.ProxyAssemblage) error {
+	asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: assemblageNamespace(up), Name: up.Name}}
+	changed := false
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, asm, func() error {
+		changed = mirror.Spec(asm, pa)
+		asm.Annotations[fleeetv1.UpstreamAnnotation] = client.ObjectKeyFromObject(up).String()
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("writing Assemblage %s/%s: %w", asm.Namespace, asm.Name, err)
+	}
+	if changed {
+		up.Status.LastSyncTime = &metav1.Time{Time: time.Now()}
+	}
+	st, ok := mirror.Status(pa, asm)
+	if !ok || equality.Semantic.DeepEqual(st, pa.Status) {
+		return nil
+	}
+	pa.Status = st
+	return l.writeStatus(ctx, pa)
+}
+
+// upstreamsOfTokenSecret maps a Secret to the Upstreams registering with it.
+func (r *Reconciler) upstreamsOfTokenSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	ups := &fleeetv1.UpstreamList{}
+	if err := r.Client.List(ctx, ups, client.InNamespace(o.GetNamespace()), client.MatchingFields{TokenSecretIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(ups.Items))
+	for _, up := range ups.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&up)})
+	}
+	return reqs
+}
+
+// upstreamOfAssemblage maps an Assemblage to the Upstream it mirrors.
+func upstreamOfAssemblage(_ context.Context, o client.Object) []reconcile.Request {
+	ns, name, ok := strings.Cut(o.GetAnnotations()[fleeetv1.UpstreamAnnotation], "/")
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}}
+}
+
+func credentialSecretName(up *fleeetv1.Upstream) string { return up.Name + "-credential" }
+
+func assemblageNamespace(up *fleeetv1.Upstream) string {
+	if up.Spec.AssemblageNamespace != "" {
+		return up.Spec.AssemblageNamespace
+	}
+	return up.Namespace
+}
+
+func (r *Reconciler) setNotRegistered(up *fleeetv1.Upstream, reason, msg string) {
+	setCondition(up, fleeetv1.RegisteredCondition, metav1.ConditionFalse, reason, msg)
+	setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, reason, msg)
+	setReady(up, metav1.ConditionFalse, reason, msg)
+	if reason != ReasonRegistrationFailed {
+		setCondition(up, fleeetv1.StalledCondition, metav1.ConditionTrue, reason, msg)
+	}
+}
+
+func setReady(up *fleeetv1.Upstream, cs metav1.ConditionStatus, reason, msg string) {
+	setCondition(up, fleeetv1.ReadyCondition, cs, reason, msg)
+	setCondition(up, fleeetv1.StalledCondition, metav1.ConditionFalse, reason, msg)
+	setCondition(up, fleeetv1.ReconcilingCondition, metav1.ConditionFalse, reason, msg)
+}
+
+func setCondition(up *fleeetv1.Upstream, typ string, cs metav1.ConditionStatus, reason, msg string) {
+	status.SetCondition(&up.Status.Conditions, up.Generation, typ, cs, reason, msg)
+}

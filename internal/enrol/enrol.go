@@ -1,0 +1,141 @@
+// Package enrol holds what the manager and the agent agree on for pull
+// enrolment: the names of the identities and Secrets the manager creates,
+// the keys inside those Secrets, and how bearer tokens are minted.
+package enrol
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	// RegistrationPrefix starts the name of a RegistrationToken's
+	// ServiceAccount, Role, RoleBinding and token Secret.
+	RegistrationPrefix = "fleeet-registration-"
+
+	// RemotePrefix starts the name of a pull Remote's ServiceAccount, Role,
+	// RoleBinding and first-credential Secret.
+	RemotePrefix = "fleeet-remote-"
+
+	// TokenKey is the key of a bearer token in every Secret fleeet writes.
+	TokenKey = "token"
+
+	// ExpiresAtKey is the key of a token's expiry (RFC 3339) next to it.
+	ExpiresAtKey = "expiresAt"
+
+	// ValuesKey is the key of the fleet-agent chart values in a
+	// RegistrationToken's Secret, for `helm install fleet-agent -f`.
+	ValuesKey = "values.yaml"
+
+	// MinTokenLifetime is the shortest lifetime the TokenRequest API grants.
+	MinTokenLifetime = 10 * time.Minute
+
+	// FirstCredentialLifetime is how long the first token of a cluster's
+	// identity lives. It is handed over through a management Secret, so the
+	// agent exchanges it for a token of its own at once and the Secret is
+	// deleted; it is the shortest lifetime the API grants.
+	FirstCredentialLifetime = MinTokenLifetime
+
+	// CredentialLifetime is how long each token an agent mints for its own
+	// cluster identity lives. A leaked token is useful for at most this long;
+	// deleting the Remote revokes every token at once in any case.
+	CredentialLifetime = time.Hour
+
+	// DeliveryDeadline is how long after registration the manager keeps
+	// offering the first credential to an agent that has not connected yet.
+	DeliveryDeadline = FirstCredentialLifetime
+)
+
+// RegistrationName is the name of a RegistrationToken's identity and Secret.
+func RegistrationName(token string) string { return RegistrationPrefix + token }
+
+// RemoteIdentityName is the name of a pull Remote's identity and of the
+// Secret delivering its first credential.
+func RemoteIdentityName(remote string) string { return RemotePrefix + remote }
+
+// RegistrationTokenOf returns the RegistrationToken whose registration
+// identity the user is, if it is one in namespace ns.
+func RegistrationTokenOf(username, ns string) (string, bool) {
+	rest, ok := strings.CutPrefix(username, "system:serviceaccount:"+ns+":"+RegistrationPrefix)
+	return rest, ok && rest != ""
+}
+
+// Token is a bearer token and when it expires.
+type Token struct {
+	Value     string
+	ExpiresAt time.Time
+}
+
+// Mint requests a token for the ServiceAccount ns/name through the
+// TokenRequest API. A non-nil boundTo binds the token to that Secret: it
+// stops working when the Secret is deleted.
+func Mint(ctx context.Context, c client.Client, ns, name string, lifetime time.Duration, boundTo *corev1.Secret) (Token, error) {
+	seconds := int64(max(lifetime, MinTokenLifetime) / time.Second)
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
+	if boundTo != nil {
+		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{
+			Kind: "Secret", APIVersion: "v1", Name: boundTo.Name, UID: boundTo.UID,
+		}
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := c.SubResource("token").Create(ctx, sa, req); err != nil {
+		return Token{}, fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", ns, name, err)
+	}
+	return Token{Value: req.Status.Token, ExpiresAt: req.Status.ExpirationTimestamp.Time}, nil
+}
+
+// RenewAt is when a token obtained at obtained should be replaced: after
+// 80% of its lifetime.
+func (t Token) RenewAt(obtained time.Time) time.Time {
+	return obtained.Add(t.ExpiresAt.Sub(obtained) * 4 / 5)
+}
+
+// SecretData is how a token is stored in a Secret.
+func (t Token) SecretData() map[string][]byte {
+	return map[string][]byte{
+		TokenKey:     []byte(t.Value),
+		ExpiresAtKey: []byte(t.ExpiresAt.UTC().Format(time.RFC3339)),
+	}
+}
+
+// TokenFromSecret reads a token stored with SecretData.
+func TokenFromSecret(s *corev1.Secret) (Token, error) {
+	value := strings.TrimSpace(string(s.Data[TokenKey]))
+	if value == "" {
+		return Token{}, fmt.Errorf("Secret %s/%s has no %q key", s.Namespace, s.Name, TokenKey)
+	}
+	t := Token{Value: value}
+	if at, ok := s.Data[ExpiresAtKey]; ok {
+		parsed, err := time.Parse(time.RFC3339, string(at))
+		if err != nil {
+			return Token{}, fmt.Errorf("Secret %s/%s: key %q is not an RFC 3339 time", s.Namespace, s.Name, ExpiresAtKey)
+		}
+		t.ExpiresAt = parsed
+	}
+	return t, nil
+}
+
+// AgentValues are the fleet-agent chart values a RegistrationToken's Secret
+// carries, ready for `helm install fleet-agent -f values.yaml --set clusterName=…`.
+type AgentValues struct {
+	Token      string     `json:"token"`
+	Management Management `json:"management"`
+}
+
+// Management locates the management cluster's API and the tenant namespace.
+type Management struct {
+	URL       string `json:"url"`
+	CABundle  []byte `json:"caBundle,omitempty"`
+	Namespace string `json:"namespace"`
+}
+
+// YAML renders the values; the CA bundle is base64, as the chart expects.
+func (v AgentValues) YAML() ([]byte, error) { return yaml.Marshal(v) }

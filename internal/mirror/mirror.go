@@ -1,0 +1,46 @@
+// Package mirror copies a ProxyAssemblage's plan into a downstream
+// Assemblage and the Assemblage's status back, the same way whether the
+// manager pushes the plan or the agent pulls it.
+package mirror
+
+import (
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// ProxyGenerationAnnotation on an Assemblage is the generation of the
+// ProxyAssemblage its spec was copied from, so its status is copied back
+// only when it describes that spec.
+const ProxyGenerationAnnotation = "fleeet.dev/proxy-generation"
+
+// Spec copies pa's plan into asm and reports whether asm changed.
+func Spec(asm *fleeetv1.Assemblage, pa *fleeetv1.ProxyAssemblage) bool {
+	gen := strconv.FormatInt(pa.Generation, 10)
+	if asm.Annotations[ProxyGenerationAnnotation] == gen && equality.Semantic.DeepEqual(asm.Spec, pa.Spec.Assemblage) {
+		return false
+	}
+	if asm.Annotations == nil {
+		asm.Annotations = map[string]string{}
+	}
+	asm.Annotations[ProxyGenerationAnnotation] = gen
+	asm.Spec = *pa.Spec.Assemblage.DeepCopy()
+	return true
+}
+
+// Status returns the status pa should carry given asm's, and false while
+// asm has not yet observed the plan copied from pa's current generation.
+func Status(pa *fleeetv1.ProxyAssemblage, asm *fleeetv1.Assemblage) (fleeetv1.AssemblageStatus, bool) {
+	if asm.Status.ObservedGeneration != asm.Generation ||
+		asm.Annotations[ProxyGenerationAnnotation] != strconv.FormatInt(pa.Generation, 10) {
+		return pa.Status, false
+	}
+	st := *asm.Status.DeepCopy()
+	st.ObservedGeneration = pa.Generation
+	for i := range st.Conditions {
+		st.Conditions[i].ObservedGeneration = pa.Generation
+	}
+	return st, true
+}
