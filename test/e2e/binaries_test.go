@@ -3,6 +3,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -41,9 +42,13 @@ func TestControllerBinariesServeHealthAndMetricsAndStopOnSIGTERM(t *testing.T) {
 			g := NewWithT(t)
 			bin := testenv.BuildCommand(t, cmd, "v0.0.0-e2e")
 			health, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
-			p := testenv.StartProcess(t, cmd, bin, []string{"KUBECONFIG=" + c.Kubeconfig},
-				"--health-probe-bind-address="+health, "--metrics-bind-address="+metrics,
-				"--leader-elect", "--leader-election-namespace="+ns)
+			args := []string{"--health-probe-bind-address=" + health, "--metrics-bind-address=" + metrics,
+				"--leader-elect", "--leader-election-namespace=" + ns}
+			if cmd == "fleet-manager" {
+				args = append(args, "--webhook-cert-dir="+c.Webhooks.LocalServingCertDir,
+					"--webhook-host="+c.Webhooks.LocalServingHost, fmt.Sprintf("--webhook-port=%d", c.Webhooks.LocalServingPort))
+			}
+			p := testenv.StartProcess(t, cmd, bin, []string{"KUBECONFIG=" + c.Kubeconfig}, args...)
 
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()

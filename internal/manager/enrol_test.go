@@ -1,0 +1,218 @@
+package manager_test
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+// agentNamespace is where the downstream Upstreams and their Secrets live.
+const agentNamespace = "fleeet-agent"
+
+// enrolled is one tenant a downstream cluster enrols into.
+type enrolled struct {
+	tenant   string // management namespace
+	upstream string // downstream Upstream name, and namespace of its Assemblage
+}
+
+// startAgent runs the fleet-agent binary against the downstream cluster.
+func startAgent(t *testing.T, bin string, down *testenv.Cluster) *testenv.Process {
+	t.Helper()
+	health := testenv.FreeAddr(t)
+	p := testenv.StartProcess(t, "fleet-agent", bin, []string{"KUBECONFIG=" + down.Kubeconfig},
+		"--health-probe-bind-address="+health, "--metrics-bind-address=0", "--heartbeat-interval=2s")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// enrol creates, downstream, the token Secret and the Upstream the agent
+// chart would create from the token's values.
+func enrolUpstream(t *testing.T, down *testenv.Cluster, e enrolled, values enrol.AgentValues, url string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	g.Expect(down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.upstream}})).To(Succeed())
+	g.Expect(down.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: e.upstream + "-token"},
+		Data:       map[string][]byte{enrol.TokenKey: []byte(values.Token)},
+	})).To(Succeed())
+	g.Expect(down.Client.Create(ctx, &fleeetv1.Upstream{
+		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: e.upstream},
+		Spec: fleeetv1.UpstreamSpec{
+			Management: fleeetv1.ManagementEndpoint{URL: url, CABundle: values.Management.CABundle, Namespace: values.Management.Namespace},
+			TokenSecretRef:      &fleeetv1.LocalObjectReference{Name: e.upstream + "-token"},
+			ClusterName:         "edge",
+			Labels:              map[string]string{"region": "eu"},
+			AssemblageNamespace: e.upstream,
+		},
+	})).To(Succeed())
+}
+
+func upstreamCondition(g Gomega, down *testenv.Cluster, name, typ string) *metav1.Condition {
+	up := &fleeetv1.Upstream{}
+	g.Expect(down.Client.Get(context.Background(), client.ObjectKey{Namespace: agentNamespace, Name: name}, up)).To(Succeed())
+	c := apimeta.FindStatusCondition(up.Status.Conditions, typ)
+	g.Expect(c).NotTo(BeNil(), "%s condition of Upstream %s", typ, name)
+	return c
+}
+
+// appliedData reads the ConfigMap a tenant's module applied downstream.
+func appliedData(g Gomega, down *testenv.Cluster, ns string) map[string]string {
+	cm := &corev1.ConfigMap{}
+	g.Expect(down.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "app"}, cm)).To(Succeed())
+	return cm.Data
+}
+
+func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	down := testenv.StartCluster(t, "downstream")
+	testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController)
+	bin := testenv.BuildCommand(t, "fleet-agent", "v0.0.0-enrol")
+	git := testenv.NewGitServer(t)
+	files := func(version string) map[string]string {
+		return map[string]string{
+			"deploy/kustomization.yaml": "resources: [configmap.yaml]\n",
+			"deploy/configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  version: " + version + "\n",
+		}
+	}
+	repo, _ := git.Commit(t, "app", files("one"), "v1.0.0")
+	git.Commit(t, "app", files("two"), "v2.0.0")
+
+	// Two tenants; the cluster reaches the first through a proxy the test
+	// cuts to make the management cluster unreachable.
+	a, b := enrolled{tenant: tenant(t), upstream: "team-a"}, enrolled{tenant: tenant(t), upstream: "team-b"}
+	api, err := url.Parse(cluster.Config.Host)
+	g.Expect(err).NotTo(HaveOccurred())
+	proxy := testenv.NewProxy(t, api.Host)
+	g.Expect(down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}})).To(Succeed())
+	for _, e := range []enrolled{a, b} {
+		values := issueToken(t, e.tenant, "edge", fleeetv1.RegistrationTokenSpec{RemoteLabels: map[string]string{"env": "edge"}})
+		endpoint := values.Management.URL
+		if e == a {
+			endpoint = "https://" + proxy.Addr
+		}
+		enrolUpstream(t, down, e, values, endpoint)
+		m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge", "region": "eu"}})
+		m.Namespace = e.tenant
+		m.Spec.Sync.Source.Git.URL = repo
+		m.Spec.Sync.Package.Kustomize.TargetNamespace = e.upstream
+		g.Expect(cluster.Client.Create(ctx, m)).To(Succeed())
+	}
+	agentProcess := startAgent(t, bin, down)
+	dc, err := discovery.NewDiscoveryClientForConfig(down.Config)
+	g.Expect(err).NotTo(HaveOccurred())
+	info, err := dc.ServerVersion()
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeVersion := info.GitVersion
+
+	// Enrol → Module assigned → Assemblage downstream → Flux applies it →
+	// status in the Module summary.
+	remotes := map[enrolled]*fleeetv1.Remote{}
+	for _, e := range []enrolled{a, b} {
+		g.Eventually(func(g Gomega) {
+			g.Expect(appliedData(g, down, e.upstream)).To(HaveKeyWithValue("version", "one"))
+			m := moduleStatus(g, e.tenant)
+			g.Expect(m.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}))
+			g.Expect(upstreamCondition(g, down, e.upstream, fleeetv1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+
+			r := &fleeetv1.Remote{}
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: e.tenant, Name: "edge"}, r)).To(Succeed())
+			g.Expect(r.Labels).To(Equal(map[string]string{"env": "edge", "region": "eu"}))
+			g.Expect(r.Status.AgentVersion).To(Equal("v0.0.0-enrol"))
+			g.Expect(r.Status.KubernetesVersion).To(Equal(kubeVersion))
+			g.Expect(apimeta.IsStatusConditionTrue(r.Status.Conditions, fleeetv1.ConnectedCondition)).To(BeTrue())
+			remotes[e] = r
+
+			err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: e.tenant, Name: enrol.RemoteIdentityName("edge")}, &corev1.Secret{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the first credential is gone once the agent connected")
+		}, 3*timeout, poll).Should(Succeed())
+		err := down.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: e.upstream + "-token"}, &corev1.Secret{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the registration token is forgotten")
+	}
+
+	// The management cluster becomes unreachable mid-rollout: the agent keeps
+	// the last plan, deletes nothing, says so, and resumes without
+	// registering again when it is back.
+	proxy.Cut()
+	g.Eventually(func(g Gomega) {
+		c := upstreamCondition(g, down, a.upstream, fleeetv1.ConnectedCondition)
+		g.Expect(c.Reason).To(Equal("Unreachable"))
+		g.Expect(c.Message).To(ContainSubstring("keeping the last plan"))
+	}, timeout, poll).Should(Succeed())
+	bump(t, a.tenant, "v2.0.0")
+	g.Consistently(func(g Gomega) {
+		g.Expect(appliedData(g, down, a.upstream)).To(HaveKeyWithValue("version", "one"))
+		g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: a.upstream, Name: a.upstream}, &fleeetv1.Assemblage{})).To(Succeed())
+		g.Expect(upstreamCondition(g, down, b.upstream, fleeetv1.ConnectedCondition).Status).To(Equal(metav1.ConditionTrue), "the other tenant is unaffected")
+	}, 20*time.Second, time.Second).Should(Succeed())
+	g.Expect(proxy.Restore()).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(upstreamCondition(g, down, a.upstream, fleeetv1.ConnectedCondition).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(appliedData(g, down, a.upstream)).To(HaveKeyWithValue("version", "two"))
+		g.Expect(moduleStatus(g, a.tenant).Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}))
+	}, 3*timeout, poll).Should(Succeed())
+	tok := tokenStatus(g, a.tenant, "edge")
+	g.Expect(tok.Status.Registered).To(HaveLen(1), "no second registration")
+	g.Expect(tok.Status.Registered[0].UID).To(Equal(remotes[a].UID))
+
+	// A restarted agent keeps its credential and renews it at 80% of its
+	// lifetime: here the stored expiry is moved close so renewal is due.
+	g.Expect(agentProcess.Stop(30 * time.Second)).To(Succeed())
+	credential := &corev1.Secret{}
+	credKey := client.ObjectKey{Namespace: agentNamespace, Name: a.upstream + "-credential"}
+	g.Expect(down.Client.Get(ctx, credKey, credential)).To(Succeed())
+	old := string(credential.Data[enrol.TokenKey])
+	credential.Data[enrol.ExpiresAtKey] = []byte(time.Now().Add(10 * time.Second).UTC().Format(time.RFC3339))
+	g.Expect(down.Client.Update(ctx, credential)).To(Succeed())
+	startAgent(t, bin, down)
+	g.Eventually(func(g Gomega) {
+		g.Expect(down.Client.Get(ctx, credKey, credential)).To(Succeed())
+		g.Expect(string(credential.Data[enrol.TokenKey])).NotTo(Equal(old))
+		renewed, err := enrol.TokenFromSecret(credential)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(renewed.ExpiresAt).To(BeTemporally(">", time.Now().Add(enrol.CredentialLifetime-time.Minute)))
+		g.Expect(upstreamCondition(g, down, a.upstream, fleeetv1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+	}, timeout, poll).Should(Succeed())
+
+	// Revoking tenant b's cluster stops its sync and deletes nothing.
+	g.Expect(cluster.Client.Delete(ctx, remotes[b])).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		c := upstreamCondition(g, down, b.upstream, fleeetv1.RegisteredCondition)
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal("Revoked"))
+		g.Expect(c.Message).To(ContainSubstring("nothing downstream was deleted"))
+	}, timeout, poll).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(appliedData(g, down, b.upstream)).To(HaveKeyWithValue("version", "one"))
+		g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: b.upstream, Name: b.upstream}, &fleeetv1.Assemblage{})).To(Succeed())
+		g.Expect(upstreamCondition(g, down, a.upstream, fleeetv1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+	}, 10*time.Second, time.Second).Should(Succeed())
+}
+
+// bump moves the tenant's app Module to another tag.
+func bump(t *testing.T, ns, tag string) {
+	t.Helper()
+	m := &fleeetv1.Module{}
+	g := NewWithT(t)
+	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "app"}, m)).To(Succeed())
+	m.Spec.Sync.Source.Git.Tag = tag
+	g.Expect(cluster.Client.Update(t.Context(), m)).To(Succeed())
+}
