@@ -56,7 +56,7 @@ func enrolUpstream(t *testing.T, down *testenv.Cluster, e enrolled, values enrol
 	g.Expect(down.Client.Create(ctx, &fleeetv1.Upstream{
 		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: e.upstream},
 		Spec: fleeetv1.UpstreamSpec{
-			Management: fleeetv1.ManagementEndpoint{URL: url, CABundle: values.Management.CABundle, Namespace: values.Management.Namespace},
+			Management:          fleeetv1.ManagementEndpoint{URL: url, CABundle: values.Management.CABundle, Namespace: values.Management.Namespace},
 			TokenSecretRef:      &fleeetv1.LocalObjectReference{Name: e.upstream + "-token"},
 			ClusterName:         "edge",
 			Labels:              map[string]string{"region": "eu"},

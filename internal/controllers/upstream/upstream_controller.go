@@ -179,7 +179,7 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 	l = &link{
 		ns: up.Spec.Management.Namespace, cluster: up.Spec.ClusterName, generation: up.Generation,
 		heartbeat: r.Heartbeat, versions: r.Versions,
-		log: log.FromContext(ctx).WithValues("management", up.Spec.Management.URL, "remote", up.Spec.Management.Namespace+"/"+up.Spec.ClusterName),
+		log:   log.FromContext(ctx).WithValues("management", up.Spec.Management.URL, "remote", up.Spec.Management.Namespace+"/"+up.Spec.ClusterName),
 		store: func(ctx context.Context, t enrol.Token) error { return r.storeCredential(ctx, up, t) },
 		notify: func() {
 			r.changes <- event.TypedGenericEvent[*fleeetv1.Upstream]{Object: &fleeetv1.Upstream{
