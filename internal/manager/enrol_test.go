@@ -3,6 +3,7 @@ package manager_test
 import (
 	"context"
 	"net/url"
+	"os"
 	"testing"
 	"time"
 
@@ -116,6 +117,12 @@ func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 		m.Spec.Sync.Package.Kustomize.TargetNamespace = e.upstream
 		g.Expect(cluster.Client.Create(ctx, m)).To(Succeed())
 	}
+	// A third tenant's token expires before the agent first uses it.
+	late := enrolled{tenant: tenant(t), upstream: "team-late"}
+	lateValues := issueToken(t, late.tenant, "edge", fleeetv1.RegistrationTokenSpec{TTL: &metav1.Duration{Duration: 2 * time.Second}})
+	time.Sleep(time.Until(tokenStatus(g, late.tenant, "edge").Status.ExpiresAt.Time))
+	enrolUpstream(t, down, late, lateValues, lateValues.Management.URL)
+
 	agentProcess := startAgent(t, bin, down)
 	dc, err := discovery.NewDiscoveryClientForConfig(down.Config)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -147,6 +154,17 @@ func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 		err := down.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: e.upstream + "-token"}, &corev1.Secret{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the registration token is forgotten")
 	}
+
+	g.Eventually(func(g Gomega) {
+		c := upstreamCondition(g, down, late.upstream, fleeetv1.RegisteredCondition)
+		g.Expect(c.Reason).To(Equal("RegistrationRefused"))
+		g.Expect(c.Message).To(Or(
+			ContainSubstring("rejected the registration token (HTTP 401): it has expired"),
+			ContainSubstring("RegistrationToken edge expired at")))
+		logged, err := os.ReadFile(agentProcess.LogPath)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(string(logged)).To(ContainSubstring("Registration refused"))
+	}, timeout, poll).Should(Succeed())
 
 	// The management cluster becomes unreachable mid-rollout: the agent keeps
 	// the last plan, deletes nothing, says so, and resumes without
