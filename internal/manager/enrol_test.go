@@ -30,11 +30,11 @@ type enrolled struct {
 }
 
 // startAgent runs the fleet-agent binary against the downstream cluster.
-func startAgent(t *testing.T, bin string, down *testenv.Cluster) *testenv.Process {
+func startAgent(t testing.TB, bin string, down *testenv.Cluster, args ...string) *testenv.Process {
 	t.Helper()
 	health := testenv.FreeAddr(t)
 	p := testenv.StartProcess(t, "fleet-agent", bin, []string{"KUBECONFIG=" + down.Kubeconfig},
-		"--health-probe-bind-address="+health, "--metrics-bind-address=0", "--heartbeat-interval=2s")
+		append([]string{"--health-probe-bind-address=" + health, "--metrics-bind-address=0"}, args...)...)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
@@ -43,25 +43,32 @@ func startAgent(t *testing.T, bin string, down *testenv.Cluster) *testenv.Proces
 	return p
 }
 
-// enrol creates, downstream, the token Secret and the Upstream the agent
-// chart would create from the token's values.
-func enrolUpstream(t *testing.T, down *testenv.Cluster, e enrolled, values enrol.AgentValues, url string) {
+// enrolUpstream creates, downstream, the token Secret and the Upstream the
+// agent chart would create from the token's values, for the cluster "edge".
+func enrolUpstream(t testing.TB, down *testenv.Cluster, e enrolled, values enrol.AgentValues, url string) {
+	t.Helper()
+	NewWithT(t).Expect(down.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.upstream}})).To(Succeed())
+	createUpstream(t, down, e.upstream, "edge", e.upstream, values, url)
+}
+
+// createUpstream creates the token Secret and the Upstream, named name, of
+// one cluster enrolling as clusterName.
+func createUpstream(t testing.TB, down *testenv.Cluster, name, clusterName, assemblageNamespace string, values enrol.AgentValues, url string) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
-	g.Expect(down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.upstream}})).To(Succeed())
 	g.Expect(down.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: e.upstream + "-token"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: name + "-token"},
 		Data:       map[string][]byte{enrol.TokenKey: []byte(values.Token)},
 	})).To(Succeed())
 	g.Expect(down.Client.Create(ctx, &fleeetv1.Upstream{
-		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: e.upstream},
+		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: name},
 		Spec: fleeetv1.UpstreamSpec{
 			Management:          fleeetv1.ManagementEndpoint{URL: url, CABundle: values.Management.CABundle, Namespace: values.Management.Namespace},
-			TokenSecretRef:      &fleeetv1.LocalObjectReference{Name: e.upstream + "-token"},
-			ClusterName:         "edge",
+			TokenSecretRef:      &fleeetv1.LocalObjectReference{Name: name + "-token"},
+			ClusterName:         clusterName,
 			Labels:              map[string]string{"region": "eu"},
-			AssemblageNamespace: e.upstream,
+			AssemblageNamespace: assemblageNamespace,
 		},
 	})).To(Succeed())
 }
@@ -123,7 +130,7 @@ func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 	time.Sleep(time.Until(tokenStatus(g, late.tenant, "edge").Status.ExpiresAt.Time))
 	enrolUpstream(t, down, late, lateValues, lateValues.Management.URL)
 
-	agentProcess := startAgent(t, bin, down)
+	agentProcess := startAgent(t, bin, down, "--heartbeat-interval=2s")
 	dc, err := discovery.NewDiscoveryClientForConfig(down.Config)
 	g.Expect(err).NotTo(HaveOccurred())
 	info, err := dc.ServerVersion()
@@ -200,7 +207,7 @@ func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 	old := string(credential.Data[enrol.TokenKey])
 	credential.Data[enrol.ExpiresAtKey] = []byte(time.Now().Add(10 * time.Second).UTC().Format(time.RFC3339))
 	g.Expect(down.Client.Update(ctx, credential)).To(Succeed())
-	startAgent(t, bin, down)
+	startAgent(t, bin, down, "--heartbeat-interval=2s")
 	g.Eventually(func(g Gomega) {
 		g.Expect(down.Client.Get(ctx, credKey, credential)).To(Succeed())
 		g.Expect(string(credential.Data[enrol.TokenKey])).NotTo(Equal(old))

@@ -22,21 +22,27 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
-// issueToken creates a RegistrationToken and returns the agent values the
-// manager wrote into its Secret.
+// issueToken creates a RegistrationToken in the shared management cluster
+// and returns the agent values the manager wrote into its Secret.
 func issueToken(t *testing.T, ns, name string, spec fleeetv1.RegistrationTokenSpec) enrol.AgentValues {
+	t.Helper()
+	return issueTokenIn(t, cluster, ns, name, spec)
+}
+
+func issueTokenIn(t testing.TB, c *testenv.Cluster, ns, name string, spec fleeetv1.RegistrationTokenSpec) enrol.AgentValues {
 	t.Helper()
 	g := NewWithT(t)
 	tok := &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
-	g.Expect(cluster.Client.Create(t.Context(), tok)).To(Succeed())
+	g.Expect(c.Client.Create(t.Context(), tok)).To(Succeed())
 	var values enrol.AgentValues
 	g.Eventually(func(g Gomega) {
-		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(tok), tok)).To(Succeed())
+		g.Expect(c.Client.Get(t.Context(), client.ObjectKeyFromObject(tok), tok)).To(Succeed())
 		g.Expect(tok.Status.SecretName).NotTo(BeEmpty())
 		secret := &corev1.Secret{}
-		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret)).To(Succeed())
+		g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret)).To(Succeed())
 		g.Expect(yaml.Unmarshal(secret.Data[enrol.ValuesKey], &values)).To(Succeed())
 		g.Expect(values.Token).To(Equal(string(secret.Data[enrol.TokenKey])))
 	}, timeout, poll).Should(Succeed())

@@ -49,10 +49,50 @@ type Cluster struct {
 	env *envtest.Environment
 }
 
+// ClusterOption adjusts an apiserver before it starts; dir is the test's
+// directory for the cluster's files.
+type ClusterOption func(env *envtest.Environment, dir string) error
+
+// WithAuditLog makes the apiserver record every request, with its user, as
+// JSON lines in the file at path: the apiserver's own account of who asked
+// for what.
+func WithAuditLog(path string) ClusterOption {
+	return func(env *envtest.Environment, dir string) error {
+		policy := filepath.Join(dir, "audit-policy.yaml")
+		err := os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n"), 0o600)
+		if err != nil {
+			return err
+		}
+		args := env.ControlPlane.APIServer.Configure()
+		args.Set("audit-policy-file", policy)
+		args.Set("audit-log-path", path)
+		args.Set("audit-log-mode", "blocking")
+		return nil
+	}
+}
+
 // StartCluster starts one apiserver and stops it when the test ends.
-func StartCluster(t testing.TB, name string) *Cluster {
+func StartCluster(t testing.TB, name string, opts ...ClusterOption) *Cluster {
 	t.Helper()
-	return StartClusters(t, name)[0]
+	c, err := startCluster(name, t.TempDir(), opts...)
+	stopAtEnd(t, name, c, err)
+	return c
+}
+
+// stopAtEnd stops a started apiserver when the test ends, and fails the
+// test if starting it failed.
+func stopAtEnd(t testing.TB, name string, c *Cluster, err error) {
+	t.Helper()
+	if c != nil {
+		t.Cleanup(func() {
+			if err := c.env.Stop(); err != nil {
+				t.Errorf("stopping %s apiserver: %v", c.Name, err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("starting %s apiserver: %v", name, err)
+	}
 }
 
 // StartClusters starts one apiserver per name, concurrently, and stops them
@@ -68,22 +108,13 @@ func StartClusters(t testing.TB, names ...string) []*Cluster {
 	}
 	wg.Wait()
 	for i, c := range clusters {
-		if c != nil {
-			t.Cleanup(func() {
-				if err := c.env.Stop(); err != nil {
-					t.Errorf("stopping %s apiserver: %v", c.Name, err)
-				}
-			})
-		}
-		if errs[i] != nil {
-			t.Fatalf("starting %s apiserver: %v", names[i], errs[i])
-		}
+		stopAtEnd(t, names[i], c, errs[i])
 	}
 	return clusters
 }
 
 // startCluster starts an apiserver whose admin kubeconfig is written into dir.
-func startCluster(name, dir string) (*Cluster, error) {
+func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 	crdDirs, err := crdDirectories()
 	if err != nil {
 		return nil, err
@@ -107,6 +138,11 @@ func startCluster(name, dir string) (*Cluster, error) {
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			Paths: []string{filepath.Join(RepoRoot, "config", "webhook")},
 		},
+	}
+	for _, opt := range opts {
+		if err := opt(env, dir); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := env.Start()
 	if err != nil {

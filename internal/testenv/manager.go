@@ -20,9 +20,13 @@ func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Mana
 	if err != nil {
 		return nil, err
 	}
+	logger := zap.New(zap.WriteTo(logFile), zap.UseDevMode(true))
+	// Some parts (the webhook server's certificate watcher) log through
+	// the global logger only.
+	ctrl.SetLogger(logger)
 	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
 		Scheme:                 Scheme,
-		Logger:                 zap.New(zap.WriteTo(logFile), zap.UseDevMode(true)),
+		Logger:                 logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{

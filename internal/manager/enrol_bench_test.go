@@ -1,0 +1,323 @@
+package manager_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+// idleWindow is how long the idle agent's requests are counted.
+const idleWindow = 4 * time.Minute
+
+// BenchmarkPullAgent runs the fleet-manager and fleet-agent binaries as
+// processes against real apiservers and reports what a pull agent costs:
+// requests per minute an idle agent makes to the management apiserver
+// (counted from the apiserver's audit log, by the cluster's identity), the
+// agent's RSS idle and while syncing 50 syncs with real Flux, and the latency
+// from a Module change to the downstream Assemblage for 100 clusters served
+// by the real Upstream code. Run it with `make bench`.
+func BenchmarkPullAgent(b *testing.B) {
+	managerBin := testenv.BuildCommand(b, "fleet-manager", "bench")
+	agentBin := testenv.BuildCommand(b, "fleet-agent", "bench")
+	b.Run("idle-and-50-syncs", func(b *testing.B) {
+		for b.Loop() {
+			benchAgentCost(b, managerBin, agentBin)
+		}
+	})
+	b.Run("agents=100", func(b *testing.B) {
+		for b.Loop() {
+			benchPullLatency(b, managerBin, agentBin, 100)
+		}
+	})
+}
+
+// startManagerProcess runs the fleet-manager binary against c, serving the
+// webhooks where c's apiserver expects them.
+func startManagerProcess(b *testing.B, bin string, c *testenv.Cluster) *testenv.Process {
+	ca := filepath.Join(b.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, c.Config.CAData, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	health := testenv.FreeAddr(b)
+	p := testenv.StartProcess(b, "fleet-manager", bin, []string{"KUBECONFIG=" + c.Kubeconfig},
+		"--health-probe-bind-address="+health, "--metrics-bind-address=0",
+		"--management-url="+c.Config.Host, "--management-ca-file="+ca,
+		"--webhook-cert-dir="+c.Webhooks.LocalServingCertDir, "--webhook-host="+c.Webhooks.LocalServingHost,
+		fmt.Sprintf("--webhook-port=%d", c.Webhooks.LocalServingPort))
+	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
+	defer cancel()
+	if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+func benchAgentCost(b *testing.B, managerBin, agentBin string) {
+	ctx := b.Context()
+	auditLog := filepath.Join(b.TempDir(), "audit.log")
+	mgmt := testenv.StartCluster(b, "management", testenv.WithAuditLog(auditLog))
+	down := testenv.StartCluster(b, "downstream")
+	testenv.StartFlux(b, down, testenv.SourceController, testenv.KustomizeController)
+	startManagerProcess(b, managerBin, mgmt)
+	git := testenv.NewGitServer(b)
+	repo, _ := git.Commit(b, "app", map[string]string{
+		"deploy/kustomization.yaml": "resources: [configmap.yaml]\n",
+		"deploy/configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-${index}\ndata:\n  index: i-${index}\n",
+	}, "v1.0.0")
+
+	e := enrolled{tenant: mgmt.Namespace(b, "tenant", map[string]string{fleeetv1.TenantLabel: "true"}), upstream: "team"}
+	values := issueTokenIn(b, mgmt, e.tenant, "edge", fleeetv1.RegistrationTokenSpec{RemoteLabels: map[string]string{"env": "edge"}})
+	if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}); err != nil {
+		b.Fatal(err)
+	}
+	enrolUpstream(b, down, e, values, values.Management.URL)
+	agent := startAgent(b, agentBin, down) // production heartbeat
+	waitFor(b, 2*time.Minute, "the agent to connect", func() bool {
+		err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: e.tenant, Name: enrol.RemoteIdentityName("edge")}, &corev1.Secret{})
+		r := &fleeetv1.Remote{}
+		return client.IgnoreNotFound(err) == nil && err != nil &&
+			mgmt.Client.Get(ctx, client.ObjectKey{Namespace: e.tenant, Name: "edge"}, r) == nil && r.Status.AgentVersion != ""
+	})
+	time.Sleep(10 * time.Second)
+	idleRSS := currentRSS(b, agent)
+
+	for i := range benchModules {
+		m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge"}})
+		m.Name, m.Namespace = fmt.Sprintf("module-%02d", i), e.tenant
+		m.Spec.Sync.Source.Git.URL = repo
+		m.Spec.Sync.Package.Kustomize.TargetNamespace = e.upstream
+		m.Spec.Sync.Package.Kustomize.Substitute = map[string]string{"index": fmt.Sprint(i)}
+		if err := mgmt.Client.Create(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	waitFor(b, 10*time.Minute, "every Module Ready on the cluster", func() bool {
+		modules := &fleeetv1.ModuleList{}
+		if err := mgmt.Client.List(ctx, modules, client.InNamespace(e.tenant)); err != nil {
+			return false
+		}
+		for _, m := range modules.Items {
+			if m.Status.Summary.Ready != 1 {
+				return false
+			}
+		}
+		return len(modules.Items) == benchModules
+	}, func() string { return explainAssemblage(down, e.upstream) })
+	synced := time.Since(start)
+	peakRSS, _ := processUsage(b, agent)
+
+	time.Sleep(30 * time.Second) // let the last status reports land
+	from := time.Now()
+	time.Sleep(idleWindow)
+	to := time.Now()
+	steadyRSS := currentRSS(b, agent)
+	requests := auditedRequests(b, auditLog, "system:serviceaccount:"+e.tenant+":"+enrol.RemoteIdentityName("edge"), from, to)
+	b.Logf("requests by the idle agent in %s: %v", idleWindow, requests)
+	total := 0
+	for _, n := range requests {
+		total += n
+	}
+	b.ReportMetric(float64(total)/to.Sub(from).Minutes(), "idle-requests/min")
+	b.ReportMetric(idleRSS, "idle-RSS-MiB")
+	b.ReportMetric(peakRSS, "peak-RSS-50-syncs-MiB")
+	b.ReportMetric(steadyRSS, "steady-RSS-50-syncs-MiB")
+	b.ReportMetric(synced.Seconds(), "50-syncs-ready-s")
+}
+
+// auditedRequests counts, by verb and resource, the requests user made
+// between from and to, from the apiserver's audit log.
+func auditedRequests(b *testing.B, path, user string, from, to time.Time) map[string]int {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	seen := map[string]bool{}
+	counts := map[string]int{}
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 1<<20), 1<<24)
+	for scanner.Scan() {
+		var ev struct {
+			AuditID string `json:"auditID"`
+			Verb    string `json:"verb"`
+			User    struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ObjectRef struct {
+				Resource    string `json:"resource"`
+				Subresource string `json:"subresource"`
+			} `json:"objectRef"`
+			Received metav1.MicroTime `json:"requestReceivedTimestamp"`
+		}
+		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
+			b.Fatal(err)
+		}
+		if ev.User.Username != user || seen[ev.AuditID] || ev.Received.Time.Before(from) || ev.Received.Time.After(to) {
+			continue
+		}
+		seen[ev.AuditID] = true
+		counts[strings.Trim(ev.Verb+" "+ev.ObjectRef.Resource+"/"+ev.ObjectRef.Subresource, "/")]++
+	}
+	if err := scanner.Err(); err != nil {
+		b.Fatal(err)
+	}
+	return counts
+}
+
+func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
+	ctx := b.Context()
+	clusters := testenv.StartClusters(b, "management", "downstream")
+	mgmt, down := clusters[0], clusters[1]
+	startManagerProcess(b, managerBin, mgmt)
+	ns := mgmt.Namespace(b, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	values := issueTokenIn(b, mgmt, ns, "fleet", fleeetv1.RegistrationTokenSpec{
+		MaxRegistrations: int32(agents), RemoteLabels: map[string]string{"fleet": "all"}})
+	if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}); err != nil {
+		b.Fatal(err)
+	}
+	for i := range agents {
+		name := fmt.Sprintf("edge-%03d", i)
+		createUpstream(b, down, name, name, agentNamespace, values, values.Management.URL)
+	}
+	startAgent(b, agentBin, down)
+	m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "all"}})
+	m.Namespace = ns
+	if err := mgmt.Client.Create(ctx, m); err != nil {
+		b.Fatal(err)
+	}
+	tagged := func(tag string) func(*fleeetv1.Assemblage) bool {
+		return func(a *fleeetv1.Assemblage) bool {
+			return len(a.Spec.Syncs) == 1 && a.Spec.Syncs[0].Source.Git.Tag == tag
+		}
+	}
+	watchAssemblages(b, down, agents, tagged("v1.0.0"))
+
+	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		b.Fatal(err)
+	}
+	m.Spec.Sync.Source.Git.Tag = "v2.0.0"
+	start := time.Now()
+	if err := mgmt.Client.Update(ctx, m); err != nil {
+		b.Fatal(err)
+	}
+	// The management side of the latency: every ProxyAssemblage written.
+	planned := make(chan time.Duration, 1)
+	go func() {
+		waitPlans(b, mgmt, ns, agents, func(pa *fleeetv1.ProxyAssemblage) bool {
+			return len(pa.Spec.Assemblage.Syncs) == 1 && pa.Spec.Assemblage.Syncs[0].Source.Git.Tag == "v2.0.0"
+		})
+		planned <- time.Since(start)
+	}()
+	done := watchAssemblages(b, down, agents, tagged("v2.0.0"))
+	b.ReportMetric(float64((<-planned).Milliseconds()), "all-plans-written-ms")
+	latencies := make([]time.Duration, 0, len(done))
+	for _, at := range done {
+		latencies = append(latencies, at.Sub(start))
+	}
+	slices.Sort(latencies)
+	b.ReportMetric(float64(percentile(latencies, 50).Milliseconds()), "p50-ms")
+	b.ReportMetric(float64(percentile(latencies, 99).Milliseconds()), "p99-ms")
+	b.ReportMetric(float64(latencies[len(latencies)-1].Milliseconds()), "max-ms")
+}
+
+// percentile returns the p-th percentile of sorted durations (nearest rank).
+func percentile(sorted []time.Duration, p int) time.Duration {
+	return sorted[max(0, (p*len(sorted)+99)/100-1)]
+}
+
+// watchAssemblages watches the downstream Assemblages until n satisfy done
+// and returns when each first did.
+func watchAssemblages(b *testing.B, c *testenv.Cluster, n int, done func(*fleeetv1.Assemblage) bool) map[string]time.Time {
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
+	defer cancel()
+	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := map[string]time.Time{}
+	for ctx.Err() == nil {
+		w, err := wc.Watch(ctx, &fleeetv1.AssemblageList{}, client.InNamespace(agentNamespace))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for ev := range w.ResultChan() {
+			a, ok := ev.Object.(*fleeetv1.Assemblage)
+			if !ok || ev.Type == watch.Deleted || !done(a) {
+				continue
+			}
+			if _, seen := at[a.Name]; !seen {
+				at[a.Name] = time.Now()
+			}
+			if len(at) == n {
+				w.Stop()
+				return at
+			}
+		}
+	}
+	b.Fatalf("only %d of %d Assemblages done: %v", len(at), n, ctx.Err())
+	return nil
+}
+
+// waitFor polls cond every half second until it holds; explain, if not
+// nil, says what was seen when it times out.
+func waitFor(b *testing.B, limit time.Duration, what string, cond func() bool, explain ...func() string) {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			var seen []string
+			for _, e := range explain {
+				seen = append(seen, e())
+			}
+			b.Fatalf("timed out after %s waiting for %s %s", limit, what, strings.Join(seen, "\n"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// currentRSS reads a running process's resident memory (MiB) from /proc.
+func currentRSS(b *testing.B, p *testenv.Process) float64 {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var kb float64
+	for _, line := range strings.Split(string(status), "\n") {
+		if _, err := fmt.Sscanf(line, "VmRSS: %f kB", &kb); err == nil {
+			return kb / 1024
+		}
+	}
+	b.Fatal("no VmRSS in /proc status")
+	return 0
+}
+
+// explainAssemblage summarizes the Assemblage name/name and its first syncs.
+func explainAssemblage(down *testenv.Cluster, name string) string {
+	a := &fleeetv1.Assemblage{}
+	if err := down.Client.Get(context.Background(), client.ObjectKey{Namespace: name, Name: name}, a); err != nil {
+		return err.Error()
+	}
+	out := fmt.Sprintf("syncs=%d summary=%+v", len(a.Spec.Syncs), a.Status.Summary)
+	for i, s := range a.Status.Syncs {
+		if i < 3 {
+			out += fmt.Sprintf("\n  %s %s %s", s.Name, s.State, s.Message)
+		}
+	}
+	return out
+}
