@@ -45,9 +45,11 @@ const (
 	FirstCredentialLifetime = MinTokenLifetime
 
 	// CredentialLifetime is how long each token an agent mints for its own
-	// cluster identity lives. A leaked token is useful for at most this long;
-	// deleting the Remote revokes every token at once in any case.
-	CredentialLifetime = time.Hour
+	// cluster identity lives. Renewal at 80% leaves 20% of it, 4.8 hours, as
+	// the longest management outage an agent rides out without enrolling
+	// again; a leaked token cannot outlive it, and deleting the Remote
+	// revokes every token of the cluster at once in any case.
+	CredentialLifetime = 24 * time.Hour
 
 	// DeliveryDeadline is how long after registration the manager keeps
 	// offering the first credential to an agent that has not connected yet.
