@@ -20,10 +20,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
@@ -83,12 +83,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if !asm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, asm)
 	}
-	if !controllerutil.ContainsFinalizer(asm, Finalizer) {
-		patch := client.MergeFrom(asm.DeepCopy())
-		controllerutil.AddFinalizer(asm, Finalizer)
-		if err := r.Client.Patch(ctx, asm, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
+	if err := finalizer.Add(ctx, r.Client, asm, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	objs, err := r.observe(ctx, asm)
@@ -124,9 +120,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, asm *fleeetv1.Assembla
 			"removing "+strings.Join(removing, ", "))
 		return nil
 	}
-	patch := client.MergeFrom(asm.DeepCopy())
-	controllerutil.RemoveFinalizer(asm, Finalizer)
-	return client.IgnoreNotFound(r.Client.Patch(ctx, asm, patch))
+	return finalizer.Release(ctx, r.Client, asm, Finalizer)
 }
 
 // observe lists the Flux objects expanded from the Assemblage, by sync name.

@@ -20,14 +20,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/status"
+	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
 // Finalizer holds a BootstrapModule until its Flux objects are deleted.
@@ -56,7 +55,7 @@ type Reconciler struct {
 // changes reach the BootstrapModules they concern.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.BootstrapModule{})).
-		Watches(&fleeetv1.Remote{}, handler.EnqueueRequestsFromMapFunc(r.modulesInNamespace)).
+		Watches(&fleeetv1.Remote{}, watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.BootstrapModuleList{} }, "")).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
 		Complete(r)
 }
@@ -83,16 +82,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if err := r.remove(ctx, objs); err != nil || len(objs) > 0 {
 			return ctrl.Result{}, err
 		}
-		patch := client.MergeFrom(bm.DeepCopy())
-		controllerutil.RemoveFinalizer(bm, Finalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, bm, patch))
+		return ctrl.Result{}, finalizer.Release(ctx, r.Client, bm, Finalizer)
 	}
-	if !controllerutil.ContainsFinalizer(bm, Finalizer) {
-		patch := client.MergeFrom(bm.DeepCopy())
-		controllerutil.AddFinalizer(bm, Finalizer)
-		if err := r.Client.Patch(ctx, bm, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
+	if err := finalizer.Add(ctx, r.Client, bm, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	if bm.Spec.Suspend {
 		return ctrl.Result{}, nil
@@ -231,17 +224,4 @@ func (r *Reconciler) reconcileStatus(bm *fleeetv1.BootstrapModule, sum fleeetv1.
 
 func (r *Reconciler) set(bm *fleeetv1.BootstrapModule, typ string, cs metav1.ConditionStatus, reason, msg string) {
 	status.SetCondition(&bm.Status.Conditions, bm.Generation, typ, cs, reason, msg)
-}
-
-// modulesInNamespace maps a Remote to the BootstrapModules of its namespace.
-func (r *Reconciler) modulesInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &fleeetv1.BootstrapModuleList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, bm := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&bm)})
-	}
-	return reqs
 }

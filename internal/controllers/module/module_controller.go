@@ -20,13 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/status"
+	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
 // Reasons used in Module conditions.
@@ -60,10 +59,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		before, after := e.ObjectOld.(*fleeetv1.Remote), e.ObjectNew.(*fleeetv1.Remote)
 		return !equality.Semantic.DeepEqual(before.Labels, after.Labels) || connectedFalse(before) != connectedFalse(after)
 	}}
+	modules := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, "")
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleeetv1.Module{}).
-		Watches(&fleeetv1.ProxyAssemblage{}, handler.EnqueueRequestsFromMapFunc(r.modulesInNamespace), builder.WithPredicates(statusChanged)).
-		Watches(&fleeetv1.Remote{}, handler.EnqueueRequestsFromMapFunc(r.modulesInNamespace), builder.WithPredicates(selectionChanged)).
+		Watches(&fleeetv1.ProxyAssemblage{}, modules, builder.WithPredicates(statusChanged)).
+		Watches(&fleeetv1.Remote{}, modules, builder.WithPredicates(selectionChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
 		Complete(r)
 }
@@ -219,20 +219,6 @@ func (r *Reconciler) setStalled(m *fleeetv1.Module, reason, msg string) {
 
 func (r *Reconciler) set(m *fleeetv1.Module, typ string, cs metav1.ConditionStatus, reason, msg string) {
 	status.SetCondition(&m.Status.Conditions, m.Generation, typ, cs, reason, msg)
-}
-
-// modulesInNamespace maps a Remote or ProxyAssemblage to the Modules of its
-// namespace; each Module then looks only at the Remotes it selects.
-func (r *Reconciler) modulesInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	modules := &fleeetv1.ModuleList{}
-	if err := r.Client.List(ctx, modules, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(modules.Items))
-	for _, m := range modules.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
-	}
-	return reqs
 }
 
 func firstFew(msgs []string) string {

@@ -21,7 +21,9 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/status"
+	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
 // RemoteFinalizer holds a registered Remote until its cluster identity is
@@ -64,14 +66,11 @@ func (r *Remotes) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error 
 	}); err != nil {
 		return err
 	}
-	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
-	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("remote-identity").
 		For(&fleeetv1.Remote{}).
 		Watches(&fleeetv1.RegistrationToken{}, handler.EnqueueRequestsFromMapFunc(registeredRemotes)).
-		Watches(&coordinationv1.Lease{}, sameName).
+		Watches(&coordinationv1.Lease{}, watches.SameName).
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
@@ -105,9 +104,7 @@ func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		}
 		r.Recorder.Eventf(remote, nil, corev1.EventTypeNormal, "Revoked", "Revoke",
 			"Deleted cluster identity %s: its tokens no longer authenticate", id.name)
-		patch := client.MergeFrom(remote.DeepCopy())
-		controllerutil.RemoveFinalizer(remote, RemoteFinalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, remote, patch))
+		return ctrl.Result{}, finalizer.Release(ctx, r.Client, remote, RemoteFinalizer)
 	}
 	if remote.Spec.KubeconfigRef != nil {
 		return ctrl.Result{}, nil

@@ -21,6 +21,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
@@ -94,16 +95,10 @@ func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.R
 		if err := id.remove(ctx, t.Client, t.secret(tok)); err != nil {
 			return ctrl.Result{}, err
 		}
-		patch := client.MergeFrom(tok.DeepCopy())
-		controllerutil.RemoveFinalizer(tok, TokenFinalizer)
-		return ctrl.Result{}, client.IgnoreNotFound(t.Client.Patch(ctx, tok, patch))
+		return ctrl.Result{}, finalizer.Release(ctx, t.Client, tok, TokenFinalizer)
 	}
-	if !controllerutil.ContainsFinalizer(tok, TokenFinalizer) {
-		patch := client.MergeFrom(tok.DeepCopy())
-		controllerutil.AddFinalizer(tok, TokenFinalizer)
-		if err := t.Client.Patch(ctx, tok, patch); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding finalizer: %w", err)
-		}
+	if err := finalizer.Add(ctx, t.Client, tok, TokenFinalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	before := tok.Status.DeepCopy()

@@ -10,11 +10,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/status"
+	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
 // Reasons used in Remote conditions.
@@ -42,10 +41,7 @@ func (h *Health) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("remote-health").
 		For(&fleeetv1.Remote{}).
-		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(
-			func(_ context.Context, o client.Object) []reconcile.Request {
-				return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
-			})).
+		Watches(&coordinationv1.Lease{}, watches.SameName).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, h.Concurrent)}).
 		Complete(h)
 }

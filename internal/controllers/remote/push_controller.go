@@ -14,12 +14,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
 	"github.com/fleeet-dev/fleeet/internal/status"
+	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
 // Reasons used in push Remote conditions.
@@ -69,14 +68,11 @@ func (p *Push) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	}); err != nil {
 		return err
 	}
-	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
-	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("push").
 		For(&fleeetv1.ProxyAssemblage{}).
-		Watches(&fleeetv1.Remote{}, sameName).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(p.remotesOfSecret)).
+		Watches(&fleeetv1.Remote{}, watches.SameName).
+		Watches(&corev1.Secret{}, watches.Referrers(p.Client, func() client.ObjectList { return &fleeetv1.RemoteList{} }, KubeconfigSecretIndex)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, p.Concurrent)}).
 		Complete(p)
 }
@@ -203,17 +199,4 @@ func (p *Push) setConnected(ctx context.Context, remote *fleeetv1.Remote, cs met
 		}
 	}
 	return status.Update(ctx, p.Client, remote, *before, remote.Status)
-}
-
-// remotesOfSecret maps a Secret to the push Remotes whose kubeconfig it holds.
-func (p *Push) remotesOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	remotes := &fleeetv1.RemoteList{}
-	if err := p.Client.List(ctx, remotes, client.InNamespace(o.GetNamespace()), client.MatchingFields{KubeconfigSecretIndex: o.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(remotes.Items))
-	for _, r := range remotes.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&r)})
-	}
-	return reqs
 }

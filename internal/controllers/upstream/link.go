@@ -237,16 +237,19 @@ func consume(w watch.Interface, rv string, apply func(client.Object)) string {
 func (l *link) beat(ctx context.Context) {
 	var lease *coordinationv1.Lease
 	reported := false
+	var backoff time.Duration
 	for wait := time.Duration(0); sleep(ctx, wait); {
 		wait = l.heartbeat
 		var err error
 		if lease, err = l.renewLease(ctx, lease); err != nil {
 			lease = nil
 			if !apierrors.IsConflict(err) {
-				wait = min(l.failed(err, 0), l.heartbeat)
+				backoff = l.failed(err, backoff)
+				wait = min(backoff, l.heartbeat)
 			}
 			continue
 		}
+		backoff = 0
 		l.succeeded()
 		if !reported {
 			reported = l.reportVersions(ctx) == nil

@@ -34,6 +34,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/enrol"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
 	"github.com/fleeet-dev/fleeet/internal/status"
+	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
 // Reasons used in Upstream conditions and events.
@@ -90,7 +91,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Named("upstream").
 		For(&fleeetv1.Upstream{}).
 		Owns(&corev1.Secret{}).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.upstreamsOfTokenSecret)).
+		Watches(&corev1.Secret{}, watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.UpstreamList{} }, TokenSecretIndex)).
 		Watches(&fleeetv1.Assemblage{}, handler.EnqueueRequestsFromMapFunc(upstreamOfAssemblage)).
 		WatchesRawSource(source.Channel(r.changes, &handler.TypedEnqueueRequestForObject[*fleeetv1.Upstream]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
@@ -283,19 +284,6 @@ func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link,
 	}
 	pa.Status = st
 	return l.writeStatus(ctx, pa)
-}
-
-// upstreamsOfTokenSecret maps a Secret to the Upstreams registering with it.
-func (r *Reconciler) upstreamsOfTokenSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	ups := &fleeetv1.UpstreamList{}
-	if err := r.Client.List(ctx, ups, client.InNamespace(o.GetNamespace()), client.MatchingFields{TokenSecretIndex: o.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(ups.Items))
-	for _, up := range ups.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&up)})
-	}
-	return reqs
 }
 
 // upstreamOfAssemblage maps an Assemblage to the Upstream it mirrors.
