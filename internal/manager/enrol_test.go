@@ -198,6 +198,30 @@ func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 	g.Expect(tok.Status.Registered).To(HaveLen(1), "no second registration")
 	g.Expect(tok.Status.Registered[0].UID).To(Equal(remotes[a].UID))
 
+	// The management apiserver itself stops for a while and comes back:
+	// every tenant rides it out without deleting or registering anything.
+	stopping := time.Now()
+	g.Expect(cluster.StopAPIServer()).To(Succeed())
+	t.Logf("the management apiserver took %s to stop", time.Since(stopping))
+	g.Eventually(func(g Gomega) {
+		for _, e := range []enrolled{a, b} {
+			g.Expect(upstreamCondition(g, down, e.upstream, fleeetv1.ConnectedCondition).Reason).To(Equal("Unreachable"))
+		}
+	}, timeout, poll).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		for _, e := range []enrolled{a, b} {
+			g.Expect(appliedData(g, down, e.upstream)).To(HaveKey("version"))
+			g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: e.upstream, Name: e.upstream}, &fleeetv1.Assemblage{})).To(Succeed())
+		}
+	}, 30*time.Second, time.Second).Should(Succeed())
+	g.Expect(cluster.StartAPIServer()).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		for _, e := range []enrolled{a, b} {
+			g.Expect(upstreamCondition(g, down, e.upstream, fleeetv1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(tokenStatus(g, e.tenant, "edge").Status.Registered).To(HaveLen(1), "no second registration")
+		}
+	}, 3*timeout, poll).Should(Succeed())
+
 	// A restarted agent keeps its credential and renews it at 80% of its
 	// lifetime: here the stored expiry is moved close so renewal is due.
 	g.Expect(agentProcess.Stop(30 * time.Second)).To(Succeed())

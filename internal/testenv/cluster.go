@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -127,14 +128,23 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	certDir := filepath.Join(dir, name+"-apiserver")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme,
 		ControlPlane: envtest.ControlPlane{
-			APIServer: &envtest.APIServer{Path: apiserver},
+			// A fixed certificate directory keeps the serving CA and the
+			// service-account signing key across StopAPIServer/StartAPIServer.
+			APIServer: &envtest.APIServer{Path: apiserver, CertDir: certDir},
 			Etcd:      &envtest.Etcd{Path: etcd},
 		},
+		// An apiserver with clients attached can take longer than the
+		// default 20 s to shut down gracefully.
+		ControlPlaneStopTimeout: 2 * time.Minute,
 		WebhookInstallOptions: envtest.WebhookInstallOptions{
 			Paths: []string{filepath.Join(RepoRoot, "config", "webhook")},
 		},
@@ -171,6 +181,14 @@ func crdDirectories() ([]string, error) {
 	}
 	return append([]string{filepath.Join(RepoRoot, "config", "crd", "bases")}, flux...), nil
 }
+
+// StopAPIServer stops the apiserver process, leaving etcd and everything
+// stored running, so clients see the cluster go away; StartAPIServer brings
+// it back on the same address with the same certificates and keys.
+func (c *Cluster) StopAPIServer() error { return c.env.ControlPlane.APIServer.Stop() }
+
+// StartAPIServer restarts an apiserver stopped with StopAPIServer.
+func (c *Cluster) StartAPIServer() error { return c.env.ControlPlane.APIServer.Start() }
 
 // Namespace creates a namespace with a random name derived from prefix and
 // the given labels. Tests use one namespace each; namespaces are not deleted
