@@ -1,0 +1,40 @@
+# dependsOn across a namespace's Modules stays acyclic. A Module's sync is
+# named after the Module; a dependency names a sync or selects syncs by the
+# Modules' labels. input.context.modules holds the namespace's other Modules.
+package fleeet.dependencies
+
+import data.fleeet.lib
+
+self := input.object.metadata.name
+
+modules[m.metadata.name] := m if {
+	lib.kind == "Module"
+	some m in input.context.modules
+	m.metadata.name != self
+}
+
+modules[self] := input.object if lib.kind == "Module"
+
+edges[name] := {d |
+	some dep in object.get(m, ["spec", "sync", "dependsOn"], [])
+	some d in targets(dep)
+} if {
+	some name, m in modules
+}
+
+targets(dep) := {dep.name} if dep.name
+
+targets(dep) := {other |
+	some other, m in modules
+	lib.selects(dep.selector, object.get(m, ["metadata", "labels"], {}))
+} if dep.selector
+
+deny contains msg if {
+	lib.kind == "Module"
+	some path in graph.reachable_paths(edges, edges[self])
+	some i, node in path
+	node == self
+	not self in array.slice(path, 0, i)
+	cycle := array.concat([self], array.slice(path, 0, i + 1))
+	msg := sprintf("spec.sync.dependsOn: creates the dependency cycle %s", [concat(" → ", cycle)])
+}

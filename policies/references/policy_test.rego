@@ -1,0 +1,22 @@
+package fleeet.references_test
+
+import data.fleeet.references
+
+obj(spec) := {"request": {"namespace": "team-a"}, "object": {"spec": spec}}
+
+test_same_namespace_allowed if {
+	count(references.deny) == 0 with input as obj({"ref": {"name": "x", "namespace": "team-a"}})
+}
+
+test_other_namespace_denied if {
+	references.deny == {`spec.ref.namespace: refers to namespace "team-b"; references must stay in namespace team-a`} with input as obj({"ref": {"namespace": "team-b"}})
+}
+
+test_helm_values_are_data if {
+	count(references.deny) == 0 with input as obj({"sync": {"package": {"helm": {"values": {"namespace": "elsewhere"}}}}})
+}
+
+test_list_paths_are_named if {
+	some msg in references.deny with input as obj({"items": [{"namespace": "b"}]})
+	startswith(msg, "spec.items.0.namespace:")
+}

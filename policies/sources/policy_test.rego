@@ -1,0 +1,28 @@
+package fleeet.sources_test
+
+import data.fleeet.sources
+
+module(source, annotations) := {
+	"request": {"kind": {"kind": "Module"}},
+	"namespace": {"annotations": annotations},
+	"object": {"spec": {"sync": {"source": source}}},
+}
+
+test_secure_schemes_allowed if {
+	every url in ["https://git.example.com/a.git", "ssh://git@example.com/a.git", "git@example.com:org/a.git", "oci://ghcr.io/x"] {
+		count(sources.deny) == 0 with input as module({"git": {"url": url}}, {})
+	}
+}
+
+test_http_denied_with_hint if {
+	sources.deny == {`spec.sync.source.helm.url: scheme "http" is not allowed; use https, ssh or oci (or annotate the tenant namespace fleeet.dev/allow-insecure-http: "true")`} with input as module({"helm": {"url": "http://charts.example.com"}}, {})
+}
+
+test_http_allowed_by_annotation if {
+	count(sources.deny) == 0 with input as module({"helm": {"url": "http://charts"}}, {"fleeet.dev/allow-insecure-http": "true"})
+}
+
+test_other_schemes_denied if {
+	sources.deny == {`spec.sync.source.git.url: scheme "file" is not allowed; use https, ssh or oci`} with input as module({"git": {"url": "file:///etc"}}, {})
+	sources.deny == {`spec.sync.source.git.url: scheme "" is not allowed; use https, ssh or oci`} with input as module({"git": {"url": "/local/path"}}, {})
+}

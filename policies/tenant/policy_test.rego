@@ -1,0 +1,21 @@
+package fleeet.tenant_test
+
+import data.fleeet.tenant
+
+req(labels, user) := {
+	"request": {"namespace": "team-a", "userInfo": {"username": user}},
+	"namespace": {"name": "team-a", "labels": labels},
+	"context": {"manager": {"username": "manager"}},
+}
+
+test_tenant_namespace_allowed if {
+	count(tenant.deny) == 0 with input as req({"fleeet.dev/tenant": "true"}, "alice")
+}
+
+test_other_namespace_denied if {
+	tenant.deny == {"metadata.namespace: team-a is not a tenant namespace; fleeet objects live only in namespaces labelled fleeet.dev/tenant"} with input as req({}, "alice")
+}
+
+test_manager_may_write_anywhere if {
+	count(tenant.deny) == 0 with input as req({}, "manager")
+}

@@ -1,0 +1,39 @@
+# Syncs pin exact versions: a git tag or a full commit, never a branch or a
+# pattern; a Helm chart at an exact semantic version, never a range.
+package fleeet.versions
+
+import data.fleeet.lib
+
+semver := `^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`
+
+sync := input.object.spec.sync if lib.kind in lib.placement_kinds
+
+deny contains msg if {
+	v := sync.source.helm.version
+	not regex.match(semver, v)
+	msg := sprintf("spec.sync.source.helm.version: %q is not an exact version; name one release such as 1.4.2 (ranges like ^1.4, ~1.4 or 1.x are not allowed)", [v])
+}
+
+deny contains msg if {
+	tag := sync.source.git.tag
+	moving_tag(tag)
+	msg := sprintf("spec.sync.source.git.tag: %q names a branch or a pattern, not one tag", [tag])
+}
+
+deny contains msg if {
+	rev := sync.source.git.revision
+	not regex.match(`^[0-9a-f]{40}$`, rev)
+	msg := sprintf("spec.sync.source.git.revision: %q is not a full 40-character commit hash", [rev])
+}
+
+deny contains "spec.sync.source.git: name a tag or a revision; a sync never follows a branch" if {
+	sync.source.git
+	not sync.source.git.tag
+	not sync.source.git.revision
+}
+
+moving_tag(tag) if startswith(tag, "refs/heads/")
+
+moving_tag(tag) if regex.match(`[*?^~\[\] ]`, tag)
+
+moving_tag(tag) if lower(tag) in {"head", "latest", "main", "master"}

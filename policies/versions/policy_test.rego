@@ -1,0 +1,30 @@
+package fleeet.versions_test
+
+import data.fleeet.versions
+
+module(source) := {"request": {"kind": {"kind": "Module"}}, "object": {"spec": {"sync": {"source": source}}}}
+
+test_exact_versions_allowed if {
+	count(versions.deny) == 0 with input as module({"helm": {"version": "1.4.2"}})
+	count(versions.deny) == 0 with input as module({"git": {"tag": "v1.4.2"}})
+	count(versions.deny) == 0 with input as module({"git": {"revision": "0123456789abcdef0123456789abcdef01234567"}})
+}
+
+test_helm_range_denied if {
+	some msg in versions.deny with input as module({"helm": {"version": "^1.4"}})
+	startswith(msg, `spec.sync.source.helm.version: "^1.4" is not an exact version`)
+}
+
+test_moving_tags_denied if {
+	every tag in ["refs/heads/main", "v1.*", "latest", "main"] {
+		count(versions.deny) == 1 with input as module({"git": {"tag": tag}})
+	}
+}
+
+test_short_revision_denied if {
+	versions.deny == {`spec.sync.source.git.revision: "abc123" is not a full 40-character commit hash`} with input as module({"git": {"revision": "abc123"}})
+}
+
+test_branchless_git_denied if {
+	versions.deny == {"spec.sync.source.git: name a tag or a revision; a sync never follows a branch"} with input as module({"git": {"url": "https://x"}})
+}
