@@ -25,7 +25,7 @@ import (
 var cluster *testenv.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithCluster(m, "management", &cluster))
+	os.Exit(testenv.RunWithCluster(m, "management", &cluster, nil))
 }
 
 const commit = "0123456789abcdef0123456789abcdef01234567"

@@ -33,6 +33,10 @@ func main() {
 		"URL of this cluster's Kubernetes API as downstream agents reach it; written into RegistrationToken Secrets.")
 	pflag.StringVar(&caFile, "management-ca-file", "",
 		"PEM file of the CA that signs the API's serving certificate, for agents; written into RegistrationToken Secrets.")
+	pflag.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"),
+		"The manager's namespace: ConfigMaps labelled fleeet.dev/policy=true there hold user Rego policies.")
+	pflag.IntVar(&o.MaxPlanBytes, "max-plan-bytes", manager.DefaultMaxPlanBytes,
+		"Largest compiled ProxyAssemblage spec, in bytes, the admission policy lets through.")
 	pflag.IntVar(&hook.Port, "webhook-port", 9443, "Port the admission webhooks are served on.")
 	pflag.StringVar(&hook.Host, "webhook-host", "", "Address the admission webhooks bind to; empty means all.")
 	pflag.StringVar(&hook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",

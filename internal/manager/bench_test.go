@@ -48,9 +48,9 @@ func BenchmarkFleetScale(b *testing.B) {
 }
 
 func benchFleet(b *testing.B, bin string, remotes int) {
-	c := testenv.StartCluster(b, "management")
+	c := testenv.StartCluster(b, "management", testenv.WithWebhooks())
 	ctx := b.Context()
-	ns := c.Namespace(b, "fleet", map[string]string{fleeetv1.TenantLabel: "true"})
+	ns := tenantIn(b, c)
 	parallel(b, remotes, func(i int) error {
 		return c.Client.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("edge-%05d", i), Namespace: ns, Labels: map[string]string{"fleet": "all"}}})
@@ -62,9 +62,7 @@ func benchFleet(b *testing.B, bin string, remotes int) {
 	})
 
 	start := time.Now()
-	p := testenv.StartProcess(b, "fleet-manager", bin, []string{"KUBECONFIG=" + c.Kubeconfig},
-		"--health-probe-bind-address="+testenv.FreeAddr(b), "--metrics-bind-address=0",
-		"--kube-api-qps="+benchQPS, "--kube-api-burst="+benchBurst)
+	p := startManagerProcess(b, bin, c, "--kube-api-qps="+benchQPS, "--kube-api-burst="+benchBurst)
 	waitPlans(b, c, ns, remotes, func(pa *fleeetv1.ProxyAssemblage) bool {
 		return len(pa.Spec.Assemblage.Syncs) == benchModules
 	})

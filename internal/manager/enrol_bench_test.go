@@ -49,17 +49,17 @@ func BenchmarkPullAgent(b *testing.B) {
 
 // startManagerProcess runs the fleet-manager binary against c, serving the
 // webhooks where c's apiserver expects them.
-func startManagerProcess(b *testing.B, bin string, c *testenv.Cluster) *testenv.Process {
+func startManagerProcess(b *testing.B, bin string, c *testenv.Cluster, args ...string) *testenv.Process {
 	ca := filepath.Join(b.TempDir(), "ca.crt")
 	if err := os.WriteFile(ca, c.Config.CAData, 0o600); err != nil {
 		b.Fatal(err)
 	}
 	health := testenv.FreeAddr(b)
-	p := testenv.StartProcess(b, "fleet-manager", bin, []string{"KUBECONFIG=" + c.Kubeconfig},
-		"--health-probe-bind-address="+health, "--metrics-bind-address=0",
-		"--management-url="+c.Config.Host, "--management-ca-file="+ca,
-		"--webhook-cert-dir="+c.Webhooks.LocalServingCertDir, "--webhook-host="+c.Webhooks.LocalServingHost,
-		fmt.Sprintf("--webhook-port=%d", c.Webhooks.LocalServingPort))
+	flags := []string{"--health-probe-bind-address=" + health, "--metrics-bind-address=0",
+		"--management-url=" + c.Config.Host, "--management-ca-file=" + ca,
+		"--webhook-cert-dir=" + c.Webhooks.LocalServingCertDir, "--webhook-host=" + c.Webhooks.LocalServingHost,
+		fmt.Sprintf("--webhook-port=%d", c.Webhooks.LocalServingPort)}
+	p := testenv.StartProcess(b, "fleet-manager", bin, []string{"KUBECONFIG=" + c.Kubeconfig}, append(flags, args...)...)
 	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
 	defer cancel()
 	if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
@@ -71,7 +71,7 @@ func startManagerProcess(b *testing.B, bin string, c *testenv.Cluster) *testenv.
 func benchAgentCost(b *testing.B, managerBin, agentBin string) {
 	ctx := b.Context()
 	auditLog := filepath.Join(b.TempDir(), "audit.log")
-	mgmt := testenv.StartCluster(b, "management", testenv.WithAuditLog(auditLog))
+	mgmt := testenv.StartCluster(b, "management", testenv.WithAuditLog(auditLog), testenv.WithWebhooks())
 	down := testenv.StartCluster(b, "downstream")
 	testenv.StartFlux(b, down, testenv.SourceController, testenv.KustomizeController)
 	startManagerProcess(b, managerBin, mgmt)
@@ -81,7 +81,7 @@ func benchAgentCost(b *testing.B, managerBin, agentBin string) {
 		"deploy/configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-${index}\ndata:\n  index: i-${index}\n",
 	}, "v1.0.0")
 
-	e := enrolled{tenant: mgmt.Namespace(b, "tenant", map[string]string{fleeetv1.TenantLabel: "true"}), upstream: "team"}
+	e := enrolled{tenant: tenantIn(b, mgmt), upstream: "team"}
 	values := issueTokenIn(b, mgmt, e.tenant, "edge", fleeetv1.RegistrationTokenSpec{RemoteLabels: map[string]string{"env": "edge"}})
 	if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}); err != nil {
 		b.Fatal(err)
@@ -183,10 +183,10 @@ func auditedRequests(b *testing.B, path, user string, from, to time.Time) map[st
 
 func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	ctx := b.Context()
-	clusters := testenv.StartClusters(b, "management", "downstream")
-	mgmt, down := clusters[0], clusters[1]
+	mgmt := testenv.StartCluster(b, "management", testenv.WithWebhooks())
+	down := testenv.StartCluster(b, "downstream")
 	startManagerProcess(b, managerBin, mgmt)
-	ns := mgmt.Namespace(b, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	ns := tenantIn(b, mgmt)
 	values := issueTokenIn(b, mgmt, ns, "fleet", fleeetv1.RegistrationTokenSpec{
 		MaxRegistrations: int32(agents), RemoteLabels: map[string]string{"fleet": "all"}})
 	if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}); err != nil {

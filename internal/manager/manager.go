@@ -3,17 +3,23 @@
 package manager
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fleeet-dev/fleeet/internal/controllers/bootstrap"
 	"github.com/fleeet-dev/fleeet/internal/controllers/module"
+	"github.com/fleeet-dev/fleeet/internal/controllers/policyconfig"
 	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
 	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
 	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/webhooks"
 )
 
@@ -35,7 +41,23 @@ type Options struct {
 	// Management is the API URL and CA bundle agents connect to, written
 	// into each RegistrationToken's agent values.
 	Management enrol.Management
+	// Namespace is the manager's own namespace, where ConfigMaps labelled
+	// fleeet.dev/policy=true hold user policies; empty disables them.
+	Namespace string
+	// MaxPlanBytes bounds the size of a compiled ProxyAssemblage's spec.
+	MaxPlanBytes int
+	// AdmissionTimeout bounds the judging of one admission request.
+	AdmissionTimeout time.Duration
+	// AdmissionConcurrency bounds the admission requests judged at once.
+	AdmissionConcurrency int
 }
+
+// Defaults for the admission options when left zero.
+const (
+	DefaultMaxPlanBytes         = 512 << 10
+	DefaultAdmissionTimeout     = 3 * time.Second
+	DefaultAdmissionConcurrency = 64
+)
 
 // Setup registers every fleet-manager controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
@@ -64,8 +86,47 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := remotes.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	mgr.GetWebhookServer().Register(webhooks.RegistrationPath, &admission.Webhook{
-		Handler: &webhooks.Registrations{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-	})
+	return setupAdmission(ctx, mgr, o)
+}
+
+// setupAdmission serves the policy webhook and loads user policies.
+func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	engine, err := policy.New(ctx)
+	if err != nil {
+		return err
+	}
+	self, err := whoAmI(ctx, mgr)
+	if err != nil {
+		return err
+	}
+	if o.Namespace != "" {
+		if err := (&policyconfig.Reconciler{Client: mgr.GetClient(), Engine: engine, Namespace: o.Namespace,
+			Recorder: mgr.GetEventRecorder(Name)}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	mgr.GetWebhookServer().Register(webhooks.Path, &admission.Webhook{Handler: &webhooks.Policies{
+		Engine:          engine,
+		Reader:          mgr.GetClient(),
+		Registrations:   &webhooks.Registrations{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+		ManagerUsername: self,
+		MaxPlanBytes:    cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes),
+		Timeout:         cmp.Or(o.AdmissionTimeout, DefaultAdmissionTimeout),
+		Concurrency:     cmp.Or(o.AdmissionConcurrency, DefaultAdmissionConcurrency),
+	}})
 	return nil
+}
+
+// whoAmI asks the apiserver which user the manager is, so policies can tell
+// the manager's own writes apart.
+func whoAmI(ctx context.Context, mgr ctrl.Manager) (string, error) {
+	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return "", err
+	}
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(ctx, review); err != nil {
+		return "", fmt.Errorf("asking the apiserver who the manager is: %w", err)
+	}
+	return review.Status.UserInfo.Username, nil
 }

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
@@ -37,7 +38,7 @@ const (
 var cluster *testenv.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithCluster(m, "management", &cluster, startManager))
+	os.Exit(testenv.RunWithCluster(m, "management", &cluster, []testenv.ClusterOption{testenv.WithWebhooks()}, startManager))
 }
 
 // startManager runs the fleet-manager's controllers in-process, shared by
@@ -53,7 +54,21 @@ func startManager(c *testenv.Cluster) (func(bool), error) {
 
 // tenant returns a fresh tenant namespace.
 func tenant(t *testing.T) string {
-	return cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	return tenantIn(t, cluster)
+}
+
+// tenantIn returns a fresh tenant namespace of c, allowed to deploy into
+// any downstream namespace. Tests serve git and charts over plain http on
+// loopback, which the sources policy allows only where the tenant
+// namespace says so.
+func tenantIn(t testing.TB, c *testenv.Cluster) string {
+	t.Helper()
+	ns := c.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	patch := []byte(`{"metadata":{"annotations":{"fleeet.dev/allow-insecure-http":"true","fleeet.dev/target-namespaces":"*"}}}`)
+	if err := c.Client.Patch(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	return ns
 }
 
 func newRemote(t *testing.T, ns, name string, labels map[string]string, online bool) {

@@ -145,7 +145,7 @@ func TestRegistrationTokenAdmitsExactlyItsRegistrationsAndNothingElse(t *testing
 	}
 	t.Run("names the reserved label and the kubeconfig in its refusals", func(t *testing.T) {
 		g := NewWithT(t)
-		g.Expect(forbidden["setting a fleeet.dev/ label"]()).To(MatchError(ContainSubstring("metadata.labels[fleeet.dev/tenant]: keys under fleeet.dev/ are reserved")))
+		g.Expect(forbidden["setting a fleeet.dev/ label"]()).To(MatchError(ContainSubstring("metadata.labels[fleeet.dev/tenant]: keys under fleeet.dev/ are set only by the fleet manager")))
 		g.Expect(forbidden["creating a push Remote"]()).To(MatchError(ContainSubstring("spec.kubeconfigRef: a registration creates a pull Remote")))
 		g.Expect(tokenStatus(g, ns, "one").Status.Registered).To(BeEmpty(), "refused attempts use up nothing")
 	})

@@ -43,8 +43,9 @@ type Cluster struct {
 	Client client.Client
 	// Kubeconfig is the path of a kubeconfig file for Config, for processes.
 	Kubeconfig string
-	// Webhooks is where the apiserver expects fleet-manager's admission
-	// webhooks (config/webhook), and the certificate to serve them with.
+	// Webhooks, for a cluster started WithWebhooks, is where the apiserver
+	// expects fleet-manager's admission webhooks (config/webhook) and the
+	// certificate to serve them with.
 	Webhooks *envtest.WebhookInstallOptions
 
 	env *envtest.Environment
@@ -68,6 +69,17 @@ func WithAuditLog(path string) ClusterOption {
 		args.Set("audit-policy-file", policy)
 		args.Set("audit-log-path", path)
 		args.Set("audit-log-mode", "blocking")
+		return nil
+	}
+}
+
+// WithWebhooks registers the fleet-manager's admission webhooks
+// (config/webhook) in the apiserver, served at an address and with a
+// certificate the Cluster's Webhooks field gives. Every write to a
+// management kind then needs a running manager.
+func WithWebhooks() ClusterOption {
+	return func(env *envtest.Environment, _ string) error {
+		env.WebhookInstallOptions.Paths = []string{filepath.Join(RepoRoot, "config", "webhook")}
 		return nil
 	}
 }
@@ -145,9 +157,6 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 		// An apiserver with clients attached can take longer than the
 		// default 20 s to shut down gracefully.
 		ControlPlaneStopTimeout: 2 * time.Minute,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(RepoRoot, "config", "webhook")},
-		},
 	}
 	for _, opt := range opts {
 		if err := opt(env, dir); err != nil {
@@ -158,7 +167,10 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Name: name, Config: cfg, Webhooks: &env.WebhookInstallOptions, env: env}
+	c := &Cluster{Name: name, Config: cfg, env: env}
+	if len(env.WebhookInstallOptions.Paths) > 0 {
+		c.Webhooks = &env.WebhookInstallOptions
+	}
 	if c.Client, err = client.New(cfg, client.Options{Scheme: Scheme}); err != nil {
 		return c, err
 	}
@@ -209,14 +221,14 @@ func (c *Cluster) Namespace(t testing.TB, prefix string, labels map[string]strin
 // runs each setup against it (a setup returns how to stop what it started,
 // told whether the tests failed), runs the tests and stops everything; use it
 // from TestMain as os.Exit(testenv.RunWithCluster(m, "management", &cluster)).
-func RunWithCluster(m *testing.M, name string, c **Cluster, setups ...func(*Cluster) (stop func(failed bool), err error)) (code int) {
+func RunWithCluster(m *testing.M, name string, c **Cluster, opts []ClusterOption, setups ...func(*Cluster) (stop func(failed bool), err error)) (code int) {
 	dir, err := os.MkdirTemp("", "fleeet-testenv-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	*c, err = startCluster(name, dir)
+	*c, err = startCluster(name, dir, opts...)
 	if *c != nil {
 		defer func() {
 			if err := (*c).env.Stop(); err != nil {

@@ -24,15 +24,16 @@ func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Mana
 	// Some parts (the webhook server's certificate watcher) log through
 	// the global logger only.
 	ctrl.SetLogger(logger)
-	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                 Scheme,
 		Logger:                 logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: c.Webhooks.LocalServingHost, Port: c.Webhooks.LocalServingPort, CertDir: c.Webhooks.LocalServingCertDir,
-		}),
-	})
+	}
+	if w := c.Webhooks; w != nil {
+		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir})
+	}
+	mgr, err := ctrl.NewManager(c.Config, opts)
 	if err != nil {
 		return nil, err
 	}

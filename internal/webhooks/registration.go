@@ -1,16 +1,11 @@
-// Package webhooks holds the fleet-manager's admission webhooks.
 package webhooks
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"slices"
-	"strings"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,15 +18,11 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/enrol"
 )
 
-// RegistrationPath is where the registration webhook is served.
-const RegistrationPath = "/validate-registration"
-
-// Registrations admits the Remotes that registration identities create: at
-// most the token's maxRegistrations, only before it expires, pull mode
-// only, without reserved labels. Each admitted Remote is recorded in the
-// token's status, by name and UID, before it is stored; the record is an
-// optimistic-concurrency update, so two agents racing for the last
-// registration cannot both win.
+// Registrations records each registration a RegistrationToken admits.
+// The policies decide whether a registration may happen; this makes the
+// decision atomic: the Remote is recorded in the token's status, by name and
+// UID, before it is stored, with an optimistic-concurrency update, so two
+// agents racing for the last registration cannot both win.
 type Registrations struct {
 	// Reader reads tokens, ServiceAccounts and Remotes from the API, not a
 	// cache: admission must see the latest count.
@@ -40,53 +31,12 @@ type Registrations struct {
 	Writer client.Client
 }
 
-// Handle implements admission.Handler.
-func (r *Registrations) Handle(ctx context.Context, req admission.Request) admission.Response {
-	tokenName, ok := enrol.RegistrationTokenOf(req.UserInfo.Username, req.Namespace)
-	if !ok {
-		return admission.Allowed("not a registration identity")
-	}
-	if req.Operation != admissionv1.Create || req.Kind.Kind != "Remote" || req.SubResource != "" {
-		return admission.Denied("a registration identity may only create Remotes")
-	}
-	remote := &fleeetv1.Remote{}
-	if err := admission.NewDecoder(r.Writer.Scheme()).Decode(req, remote); err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
-	}
-	if msgs := invalidRegistration(remote); len(msgs) > 0 {
-		return admission.Denied(strings.Join(msgs, "; "))
-	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// Record checks the token again and records the registration, retrying on
+// conflicts; a refusal says why the registration may not happen.
+func (r *Registrations) Record(ctx context.Context, req admission.Request, tokenName string, remote *fleeetv1.Remote) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		return r.reserve(ctx, req, tokenName, remote)
 	})
-	var denied refusal
-	switch {
-	case errors.As(err, &denied):
-		return admission.Denied(denied.Error())
-	case err != nil:
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("recording the registration: %w", err))
-	}
-	return admission.Allowed(fmt.Sprintf("registered with RegistrationToken %s", tokenName))
-}
-
-// invalidRegistration lists what a registrant may not ask for.
-func invalidRegistration(remote *fleeetv1.Remote) []string {
-	var msgs []string
-	if remote.Spec.KubeconfigRef != nil {
-		msgs = append(msgs, "spec.kubeconfigRef: a registration creates a pull Remote; it cannot carry a kubeconfig")
-	}
-	for _, field := range []struct {
-		path string
-		keys map[string]string
-	}{{"metadata.labels", remote.Labels}, {"metadata.annotations", remote.Annotations}} {
-		for k := range field.keys {
-			if strings.HasPrefix(k, "fleeet.dev/") || strings.Contains(k, ".fleeet.dev/") {
-				msgs = append(msgs, fmt.Sprintf("%s[%s]: keys under fleeet.dev/ are reserved for fleeet", field.path, k))
-			}
-		}
-	}
-	slices.Sort(msgs)
-	return msgs
 }
 
 // refusal is a reason to deny, as opposed to a failure to decide.

@@ -34,7 +34,7 @@ func get(t *testing.T, url string) string {
 }
 
 func TestControllerBinariesServeHealthAndMetricsAndStopOnSIGTERM(t *testing.T) {
-	c := testenv.StartCluster(t, "management")
+	c := testenv.StartCluster(t, "management", testenv.WithWebhooks())
 	ns := c.Namespace(t, "fleeet-system", nil)
 
 	for _, cmd := range []string{"fleet-manager", "fleet-agent"} {

@@ -1,0 +1,220 @@
+// Package webhooks holds the fleet-manager's admission webhook: every write
+// to a fleeet.dev object in the management cluster is judged by the Rego
+// policies, and registrations they allow are recorded atomically.
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/policy"
+)
+
+// Path is where the policy webhook is served.
+const Path = "/validate"
+
+var (
+	requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleeet_admission_requests_total",
+		Help: "Admission requests judged by the policy webhook, by kind, operation and decision (allowed, denied, error).",
+	}, []string{"kind", "operation", "decision"})
+	evaluation = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "fleeet_admission_duration_seconds",
+		Help:    "Time to judge one admission request, look-ups and policy evaluation included.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+	}, []string{"kind"})
+	violations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleeet_policy_violations_total",
+		Help: "Deny messages produced, by policy package.",
+	}, []string{"policy"})
+)
+
+func init() { metrics.Registry.MustRegister(requests, evaluation, violations) }
+
+// Policies judges admission requests with the policy engine.
+type Policies struct {
+	// Engine holds the compiled policies.
+	Engine *policy.Engine
+	// Reader reads namespaces, Remotes and Modules, from the cache.
+	Reader client.Reader
+	// Registrations records registrations the policies allow.
+	Registrations *Registrations
+	// ManagerUsername is the manager's own identity.
+	ManagerUsername string
+	// MaxPlanBytes bounds a compiled ProxyAssemblage's spec.
+	MaxPlanBytes int
+	// Timeout bounds one request's look-ups and evaluation.
+	Timeout time.Duration
+	// Concurrency bounds the requests judged at once; others wait, within
+	// Timeout, for a slot.
+	Concurrency int
+
+	slots chan struct{}
+}
+
+// Handle implements admission.Handler. It fails closed: a look-up or
+// evaluation error denies with a message saying so.
+func (p *Policies) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	resp := p.judge(ctx, req)
+	decision := "allowed"
+	switch {
+	case resp.Result != nil && resp.Result.Code == http.StatusInternalServerError:
+		decision = "error"
+	case !resp.Allowed:
+		decision = "denied"
+	}
+	requests.WithLabelValues(req.Kind.Kind, string(req.Operation), decision).Inc()
+	evaluation.WithLabelValues(req.Kind.Kind).Observe(time.Since(start).Seconds())
+	return resp
+}
+
+func (p *Policies) judge(ctx context.Context, req admission.Request) admission.Response {
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	if p.slots == nil {
+		p.slots = make(chan struct{}, max(1, p.Concurrency))
+	}
+	select {
+	case p.slots <- struct{}{}:
+		defer func() { <-p.slots }()
+	case <-ctx.Done():
+		return failClosed(fmt.Errorf("too many admission requests in flight: %w", ctx.Err()))
+	}
+	input, err := p.input(ctx, req)
+	if err != nil {
+		return failClosed(err)
+	}
+	d, err := p.Engine.Evaluate(ctx, input)
+	if err != nil {
+		return failClosed(err)
+	}
+	warnings := make([]string, 0, len(d.Warn))
+	for _, w := range d.Warn {
+		warnings = append(warnings, w.Message)
+	}
+	if len(d.Deny) > 0 {
+		msgs := make([]string, 0, len(d.Deny))
+		for _, v := range d.Deny {
+			violations.WithLabelValues(v.Policy).Inc()
+			msgs = append(msgs, v.Message)
+		}
+		return admission.Denied(strings.Join(msgs, "; ")).WithWarnings(warnings...)
+	}
+	if token, ok := enrol.RegistrationTokenOf(req.UserInfo.Username, req.Namespace); ok && req.Operation == admissionv1.Create {
+		remote := &fleeetv1.Remote{}
+		if err := json.Unmarshal(req.Object.Raw, remote); err != nil {
+			return failClosed(err)
+		}
+		var refused refusal
+		switch err := p.Registrations.Record(ctx, req, token, remote); {
+		case errors.As(err, &refused):
+			return admission.Denied(refused.Error())
+		case err != nil:
+			return failClosed(fmt.Errorf("recording the registration: %w", err))
+		}
+	}
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// failClosed denies because the request could not be judged.
+func failClosed(err error) admission.Response {
+	resp := admission.Errored(http.StatusInternalServerError, fmt.Errorf("denied because the admission policies could not be evaluated: %w", err))
+	resp.Allowed = false
+	return resp
+}
+
+// input builds the document the policies read (see policies/README.md).
+func (p *Policies) input(ctx context.Context, req admission.Request) (map[string]any, error) {
+	doc := map[string]any{}
+	request := map[string]any{
+		"operation":   req.Operation,
+		"kind":        req.Kind,
+		"resource":    req.Resource,
+		"subResource": req.SubResource,
+		"namespace":   req.Namespace,
+		"name":        req.Name,
+		"dryRun":      req.DryRun != nil && *req.DryRun,
+		"userInfo":    req.UserInfo,
+	}
+	doc["request"] = request
+	for key, raw := range map[string][]byte{"object": req.Object.Raw, "oldObject": req.OldObject.Raw} {
+		var v any
+		if len(raw) > 0 {
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return nil, fmt.Errorf("decoding %s: %w", key, err)
+			}
+		}
+		doc[key] = v
+	}
+	ns := &corev1.Namespace{}
+	if err := p.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns); err != nil {
+		return nil, fmt.Errorf("looking up namespace %s: %w", req.Namespace, err)
+	}
+	doc["namespace"] = map[string]any{"name": ns.Name, "labels": ns.Labels, "annotations": ns.Annotations}
+	context := map[string]any{
+		"manager": map[string]any{"username": p.ManagerUsername},
+		"now":     time.Now().UTC().Format(time.RFC3339),
+		"limits":  map[string]any{"maxPlanBytes": p.MaxPlanBytes},
+	}
+	if err := p.lookUp(ctx, req, context); err != nil {
+		return nil, err
+	}
+	doc["context"] = context
+	// Round-trip through JSON so the policies see exactly the JSON shapes.
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	return out, json.Unmarshal(data, &out)
+}
+
+// lookUp adds what the request's identity and kind call for: the
+// RegistrationToken behind a registration identity, the Remote behind a
+// cluster identity, the namespace's Modules for a Module.
+func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[string]any) error {
+	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: req.Namespace, Name: name} }
+	if token, ok := enrol.RegistrationTokenOf(req.UserInfo.Username, req.Namespace); ok {
+		tok := &fleeetv1.RegistrationToken{}
+		switch err := p.Registrations.Reader.Get(ctx, key(token), tok); {
+		case err == nil:
+			into["registrationToken"] = tok
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("looking up RegistrationToken %s: %w", token, err)
+		}
+	}
+	prefix := "system:serviceaccount:" + req.Namespace + ":" + enrol.RemotePrefix
+	if name, ok := strings.CutPrefix(req.UserInfo.Username, prefix); ok {
+		remote := &fleeetv1.Remote{}
+		switch err := p.Reader.Get(ctx, key(name), remote); {
+		case err == nil:
+			into["remote"] = remote
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("looking up Remote %s: %w", name, err)
+		}
+	}
+	if req.Kind.Kind == "Module" {
+		modules := &fleeetv1.ModuleList{}
+		if err := p.Reader.List(ctx, modules, client.InNamespace(req.Namespace)); err != nil {
+			return fmt.Errorf("listing Modules in %s: %w", req.Namespace, err)
+		}
+		into["modules"] = modules.Items
+	}
+	return nil
+}
