@@ -1,7 +1,7 @@
 # fleeet — every command CI runs goes through this Makefile.
 #
 #   make setup     install Debian packages the tests need, build the pinned tools
-#   make test      everything CI runs: vet, gofmt, verify, Go tests, opa test, helm lint
+#   make test      everything CI runs: vet, gofmt, verify, Go tests, opa check/test, helm lint
 #   make generate  regenerate deepcopy code, CRDs and the CRDs copied into the charts
 #   make verify    fail when generated files are stale
 #   make bench     benchmarks against real apiservers and Flux; figures go to BENCHMARKS.md
@@ -58,8 +58,10 @@ go-test: ## Unit and real-apiserver tests (tools are built on first use).
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: opa-test
-opa-test: ## Rego unit tests of every policy.
-	$(call tool,opa) test --v1-compatible policies/ -v
+opa-test: ## Strict check and unit tests of every policy, failing under 90% coverage.
+	$(call tool,opa) check --strict --v1-compatible policies/
+	$(call tool,opa) test --v1-compatible policies/
+	$(call tool,opa) test --v1-compatible --coverage --threshold 90 policies/ > /dev/null
 
 .PHONY: helm-lint
 helm-lint:

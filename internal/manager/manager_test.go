@@ -37,6 +37,9 @@ const (
 
 var cluster *testenv.Cluster
 
+// managerNamespace holds user policy ConfigMaps; the webhook never judges it.
+const managerNamespace = "fleeet-system"
+
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithCluster(m, "management", &cluster, []testenv.ClusterOption{testenv.WithWebhooks()}, startManager))
 }
@@ -44,10 +47,14 @@ func TestMain(m *testing.M) {
 // startManager runs the fleet-manager's controllers in-process, shared by
 // every test of the package.
 func startManager(c *testenv.Cluster) (func(bool), error) {
+	if err := c.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}}); err != nil {
+		return nil, err
+	}
 	return testenv.StartManager(c, "fleet-manager", func(ctx context.Context, mgr ctrl.Manager) error {
 		return manager.Setup(ctx, mgr, manager.Options{
 			OfflineGrace: time.Minute, PushTimeout: 5 * time.Second, PushPoll: time.Second,
 			Management: enrol.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
+			Namespace:  managerNamespace,
 		})
 	})
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -71,11 +70,12 @@ type Policies struct {
 // evaluation error denies with a message saying so.
 func (p *Policies) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
-	resp := p.judge(ctx, req)
+	resp, err := p.judge(ctx, req)
 	decision := "allowed"
 	switch {
-	case resp.Result != nil && resp.Result.Code == http.StatusInternalServerError:
+	case err != nil:
 		decision = "error"
+		resp = admission.Denied(fmt.Sprintf("denied because the admission policies could not be evaluated: %v", err))
 	case !resp.Allowed:
 		decision = "denied"
 	}
@@ -84,7 +84,8 @@ func (p *Policies) Handle(ctx context.Context, req admission.Request) admission.
 	return resp
 }
 
-func (p *Policies) judge(ctx context.Context, req admission.Request) admission.Response {
+// judge returns the decision, or an error when none could be reached.
+func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	if p.slots == nil {
@@ -94,15 +95,15 @@ func (p *Policies) judge(ctx context.Context, req admission.Request) admission.R
 	case p.slots <- struct{}{}:
 		defer func() { <-p.slots }()
 	case <-ctx.Done():
-		return failClosed(fmt.Errorf("too many admission requests in flight: %w", ctx.Err()))
+		return admission.Response{}, fmt.Errorf("too many admission requests in flight: %w", ctx.Err())
 	}
 	input, err := p.input(ctx, req)
 	if err != nil {
-		return failClosed(err)
+		return admission.Response{}, err
 	}
 	d, err := p.Engine.Evaluate(ctx, input)
 	if err != nil {
-		return failClosed(err)
+		return admission.Response{}, err
 	}
 	warnings := make([]string, 0, len(d.Warn))
 	for _, w := range d.Warn {
@@ -114,29 +115,22 @@ func (p *Policies) judge(ctx context.Context, req admission.Request) admission.R
 			violations.WithLabelValues(v.Policy).Inc()
 			msgs = append(msgs, v.Message)
 		}
-		return admission.Denied(strings.Join(msgs, "; ")).WithWarnings(warnings...)
+		return admission.Denied(strings.Join(msgs, "; ")).WithWarnings(warnings...), nil
 	}
 	if token, ok := enrol.RegistrationTokenOf(req.UserInfo.Username, req.Namespace); ok && req.Operation == admissionv1.Create {
 		remote := &fleeetv1.Remote{}
 		if err := json.Unmarshal(req.Object.Raw, remote); err != nil {
-			return failClosed(err)
+			return admission.Response{}, err
 		}
 		var refused refusal
 		switch err := p.Registrations.Record(ctx, req, token, remote); {
 		case errors.As(err, &refused):
-			return admission.Denied(refused.Error())
+			return admission.Denied(refused.Error()), nil
 		case err != nil:
-			return failClosed(fmt.Errorf("recording the registration: %w", err))
+			return admission.Response{}, fmt.Errorf("recording the registration: %w", err)
 		}
 	}
-	return admission.Allowed("").WithWarnings(warnings...)
-}
-
-// failClosed denies because the request could not be judged.
-func failClosed(err error) admission.Response {
-	resp := admission.Errored(http.StatusInternalServerError, fmt.Errorf("denied because the admission policies could not be evaluated: %w", err))
-	resp.Allowed = false
-	return resp
+	return admission.Allowed("").WithWarnings(warnings...), nil
 }
 
 // input builds the document the policies read (see policies/README.md).
