@@ -22,7 +22,7 @@ func newEngine(t *testing.T) *policy.Engine {
 	return e
 }
 
-func load(t *testing.T, path string) map[string]any {
+func load(t testing.TB, path string) map[string]any {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
