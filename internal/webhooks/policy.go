@@ -15,6 +15,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -204,11 +205,36 @@ func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[s
 		}
 	}
 	if req.Kind.Kind == "Module" {
-		modules := &fleeetv1.ModuleList{}
-		if err := p.Reader.List(ctx, modules, client.InNamespace(req.Namespace)); err != nil {
-			return fmt.Errorf("listing Modules in %s: %w", req.Namespace, err)
+		modules, err := p.dependencyGraph(ctx, req)
+		if err != nil {
+			return err
 		}
-		into["modules"] = modules.Items
+		into["modules"] = modules
 	}
 	return nil
+}
+
+// dependencyGraph returns, for a Module that depends on others, the other
+// Modules of its namespace reduced to what a cycle check reads: name,
+// labels and dependsOn. A Module without dependencies cannot close a cycle,
+// so it gets none, and admission cost does not grow with the namespace.
+func (p *Policies) dependencyGraph(ctx context.Context, req admission.Request) ([]fleeetv1.Module, error) {
+	m := &fleeetv1.Module{}
+	if err := json.Unmarshal(req.Object.Raw, m); err != nil {
+		return nil, fmt.Errorf("decoding the Module: %w", err)
+	}
+	if len(m.Spec.Sync.DependsOn) == 0 {
+		return nil, nil
+	}
+	modules := &fleeetv1.ModuleList{}
+	if err := p.Reader.List(ctx, modules, client.InNamespace(req.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Modules in %s: %w", req.Namespace, err)
+	}
+	graph := make([]fleeetv1.Module, 0, len(modules.Items))
+	for _, o := range modules.Items {
+		n := fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: o.Labels}}
+		n.Spec.Sync.DependsOn = o.Spec.Sync.DependsOn
+		graph = append(graph, n)
+	}
+	return graph, nil
 }
