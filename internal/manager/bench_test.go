@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -51,6 +52,15 @@ func benchFleet(b *testing.B, bin string, remotes int) {
 	c := testenv.StartCluster(b, "management", testenv.WithWebhooks())
 	ctx := b.Context()
 	ns := tenantIn(b, c)
+	// The fleet exists before the manager starts, so the webhook it serves
+	// is registered only once the objects are in place.
+	hook := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: "fleet-manager"}, hook); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Client.Delete(ctx, hook); err != nil {
+		b.Fatal(err)
+	}
 	parallel(b, remotes, func(i int) error {
 		return c.Client.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("edge-%05d", i), Namespace: ns, Labels: map[string]string{"fleet": "all"}}})
@@ -61,6 +71,10 @@ func benchFleet(b *testing.B, bin string, remotes int) {
 		return c.Client.Create(ctx, m)
 	})
 
+	hook.ResourceVersion, hook.UID = "", ""
+	if err := c.Client.Create(ctx, hook); err != nil {
+		b.Fatal(err)
+	}
 	start := time.Now()
 	p := startManagerProcess(b, bin, c, "--kube-api-qps="+benchQPS, "--kube-api-burst="+benchBurst)
 	waitPlans(b, c, ns, remotes, func(pa *fleeetv1.ProxyAssemblage) bool {
