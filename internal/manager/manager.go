@@ -95,7 +95,7 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	self, err := whoAmI(ctx, mgr)
+	self, err := whoAmI(ctx, mgr.GetClient())
 	if err != nil {
 		return err
 	}
@@ -119,11 +119,7 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
 
 // whoAmI asks the apiserver which user the manager is, so policies can tell
 // the manager's own writes apart.
-func whoAmI(ctx context.Context, mgr ctrl.Manager) (string, error) {
-	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
-	if err != nil {
-		return "", err
-	}
+func whoAmI(ctx context.Context, c client.Client) (string, error) {
 	review := &authenticationv1.SelfSubjectReview{}
 	if err := c.Create(ctx, review); err != nil {
 		return "", fmt.Errorf("asking the apiserver who the manager is: %w", err)

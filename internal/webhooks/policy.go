@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,6 +65,7 @@ type Policies struct {
 	// Timeout, for a slot.
 	Concurrency int
 
+	once  sync.Once
 	slots chan struct{}
 }
 
@@ -89,9 +91,7 @@ func (p *Policies) Handle(ctx context.Context, req admission.Request) admission.
 func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
-	if p.slots == nil {
-		p.slots = make(chan struct{}, max(1, p.Concurrency))
-	}
+	p.once.Do(func() { p.slots = make(chan struct{}, max(1, p.Concurrency)) })
 	select {
 	case p.slots <- struct{}{}:
 		defer func() { <-p.slots }()
@@ -135,6 +135,8 @@ func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.
 }
 
 // input builds the document the policies read (see policies/README.md).
+// The object and old object are decoded from the request as they are; the
+// typed parts around them go through JSON once so policies see JSON shapes.
 func (p *Policies) input(ctx context.Context, req admission.Request) (map[string]any, error) {
 	doc := map[string]any{}
 	request := map[string]any{
@@ -148,15 +150,6 @@ func (p *Policies) input(ctx context.Context, req admission.Request) (map[string
 		"userInfo":    req.UserInfo,
 	}
 	doc["request"] = request
-	for key, raw := range map[string][]byte{"object": req.Object.Raw, "oldObject": req.OldObject.Raw} {
-		var v any
-		if len(raw) > 0 {
-			if err := json.Unmarshal(raw, &v); err != nil {
-				return nil, fmt.Errorf("decoding %s: %w", key, err)
-			}
-		}
-		doc[key] = v
-	}
 	ns := &corev1.Namespace{}
 	if err := p.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns); err != nil {
 		return nil, fmt.Errorf("looking up namespace %s: %w", req.Namespace, err)
@@ -171,13 +164,24 @@ func (p *Policies) input(ctx context.Context, req admission.Request) (map[string
 		return nil, err
 	}
 	doc["context"] = context
-	// Round-trip through JSON so the policies see exactly the JSON shapes.
 	data, err := json.Marshal(doc)
 	if err != nil {
 		return nil, err
 	}
 	var out map[string]any
-	return out, json.Unmarshal(data, &out)
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, err
+	}
+	for key, raw := range map[string][]byte{"object": req.Object.Raw, "oldObject": req.OldObject.Raw} {
+		var v any
+		if len(raw) > 0 {
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return nil, fmt.Errorf("decoding %s: %w", key, err)
+			}
+		}
+		out[key] = v
+	}
+	return out, nil
 }
 
 // lookUp adds what the request's identity and kind call for: the
