@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # setup-debian.sh installs the Debian packages fleeet's tests need, if missing:
-# git (its http-backend serves test repositories over smart HTTP).
+# git (its http-backend serves test repositories over smart HTTP) and yamllint
+# (chart-testing lints the charts' YAML with it).
 set -euo pipefail
 
-packages=(git)
+packages=(git yamllint)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

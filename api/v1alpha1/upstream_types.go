@@ -33,6 +33,14 @@ type UpstreamSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	AssemblageNamespace string `json:"assemblageNamespace,omitempty"`
+
+	// ServiceAccountName is the ServiceAccount in the Assemblage's namespace
+	// that Flux impersonates to apply this tenant's syncs; it overrides
+	// whatever the plan says, so what a tenant can change here is decided
+	// here. Empty leaves the plan's choice (by default Flux's own account).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // ManagementEndpoint locates a namespace of the management cluster's API.

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"os"
 
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,7 +20,13 @@ func main() {
 	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of Assemblages and Upstreams reconciled at once.")
 	pflag.DurationVar(&o.Heartbeat, "heartbeat-interval", agent.DefaultHeartbeat,
 		"How often the agent renews its Lease in the management cluster; keep it under the manager's --offline-grace.")
+	own := pflag.String("namespace", os.Getenv("POD_NAMESPACE"),
+		"The agent's own namespace: the only one where it reads Upstreams and keeps their Secrets. "+
+			"Empty means every namespace, which needs cluster-wide permissions.")
+	tenants := pflag.StringSlice("watch-namespaces", nil,
+		"Namespaces holding the Assemblages and Flux objects of the Upstreams' tenants (spec.assemblageNamespace). "+
+			"Empty means every namespace, which needs cluster-wide permissions.")
 	runner.Main(agent.Name, func(mgr ctrl.Manager) error {
 		return agent.Setup(context.Background(), mgr, o)
-	})
+	}, func(opts *ctrl.Options) { opts.Cache = agent.CacheOptions(*own, *tenants) })
 }

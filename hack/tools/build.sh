@@ -7,7 +7,8 @@
 # so fresh clones on one machine share it and a new machine builds each tool once.
 #
 # Usage: hack/tools/build.sh [tool...]   tools: kube-apiserver etcd source-controller
-#        kustomize-controller helm-controller helm ct controller-gen opa
+#        kustomize-controller helm-controller helm ct helm-unittest helm-docs
+#               controller-gen opa
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,6 +24,8 @@ tools=(
 	"helm-controller github.com/fluxcd/helm-controller github.com/fluxcd/helm-controller"
 	"helm helm.sh/helm/v3/cmd/helm helm.sh/helm/v3"
 	"ct github.com/helm/chart-testing/v3/ct github.com/helm/chart-testing/v3"
+	"helm-unittest github.com/helm-unittest/helm-unittest/cmd/helm-unittest github.com/helm-unittest/helm-unittest"
+	"helm-docs github.com/norwoodj/helm-docs/cmd/helm-docs github.com/norwoodj/helm-docs"
 	"controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen sigs.k8s.io/controller-tools"
 	"opa github.com/open-policy-agent/opa github.com/open-policy-agent/opa"
 )

@@ -7,8 +7,13 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 
 	"github.com/fleeet-dev/fleeet/internal/controllers/assemblage"
 	"github.com/fleeet-dev/fleeet/internal/controllers/upstream"
@@ -30,6 +35,28 @@ type Options struct {
 	// Heartbeat is how often the agent renews its Lease in the management
 	// cluster; keep it well under the manager's --offline-grace.
 	Heartbeat time.Duration
+}
+
+// CacheOptions confine what the agent reads to its own namespace, for
+// Upstreams and their Secrets, and to the tenants' namespaces, for everything
+// else, so that the chart can grant namespaced Roles only. An empty own or
+// tenants leaves that part cluster-wide.
+func CacheOptions(own string, tenants []string) cache.Options {
+	var o cache.Options
+	if len(tenants) > 0 {
+		o.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range tenants {
+			o.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	if own != "" {
+		mine := map[string]cache.Config{own: {}}
+		o.ByObject = map[client.Object]cache.ByObject{
+			&fleeetv1.Upstream{}: {Namespaces: mine},
+			&corev1.Secret{}:     {Namespaces: mine},
+		}
+	}
+	return o
 }
 
 // Setup registers every fleet-agent controller with mgr.

@@ -16,17 +16,23 @@ import (
 // only when it describes that spec.
 const ProxyGenerationAnnotation = "fleeet.dev/proxy-generation"
 
-// Spec copies pa's plan into asm and reports whether asm changed.
-func Spec(asm *fleeetv1.Assemblage, pa *fleeetv1.ProxyAssemblage) bool {
+// Spec copies pa's plan into asm and reports whether asm changed. A
+// non-empty serviceAccount, chosen by the downstream cluster, replaces the
+// plan's: the management cluster never picks whom Flux impersonates there.
+func Spec(asm *fleeetv1.Assemblage, pa *fleeetv1.ProxyAssemblage, serviceAccount string) bool {
 	gen := strconv.FormatInt(pa.Generation, 10)
-	if asm.Annotations[ProxyGenerationAnnotation] == gen && equality.Semantic.DeepEqual(asm.Spec, pa.Spec.Assemblage) {
+	want := pa.Spec.Assemblage.DeepCopy()
+	if serviceAccount != "" {
+		want.ServiceAccountName = serviceAccount
+	}
+	if asm.Annotations[ProxyGenerationAnnotation] == gen && equality.Semantic.DeepEqual(asm.Spec, *want) {
 		return false
 	}
 	if asm.Annotations == nil {
 		asm.Annotations = map[string]string{}
 	}
 	asm.Annotations[ProxyGenerationAnnotation] = gen
-	asm.Spec = *pa.Spec.Assemblage.DeepCopy()
+	asm.Spec = *want
 	return true
 }
 

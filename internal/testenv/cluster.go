@@ -73,6 +73,19 @@ func WithAuditLog(path string) ClusterOption {
 	}
 }
 
+// WithoutFleeetCRDs leaves fleeet's own CRDs out, so that a test can install
+// them the way users do (with the charts), and adds the CRDs in extra.
+func WithoutFleeetCRDs(extra ...string) ClusterOption {
+	return func(env *envtest.Environment, _ string) error {
+		flux, err := FluxCRDDirectories()
+		if err != nil {
+			return err
+		}
+		env.CRDDirectoryPaths = append(append([]string{}, flux...), extra...)
+		return nil
+	}
+}
+
 // WithWebhooks registers the fleet-manager's admission webhooks
 // (config/webhook) in the apiserver, served at an address and with a
 // certificate the Cluster's Webhooks field gives. Every write to a

@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -53,6 +54,24 @@ func Tool(name string) (string, error) {
 	tools[name] = p
 	return p, nil
 }
+
+// certManager is the cert-manager release whose CRDs tests install, so the
+// fleet-manager chart's Issuer and Certificate meet a real schema.
+const certManager = "github.com/cert-manager/cert-manager@v1.21.2"
+
+// CertManagerCRDDirectory returns the deploy/crds directory of the pinned
+// cert-manager module, downloaded through the module proxy.
+var CertManagerCRDDirectory = sync.OnceValues(func() (string, error) {
+	out, err := runIn(filepath.Join(RepoRoot, "hack", "tools"), "go", "mod", "download", "-json", certManager)
+	if err != nil {
+		return "", fmt.Errorf("downloading %s: %w", certManager, err)
+	}
+	var mod struct{ Dir string }
+	if err := json.Unmarshal([]byte(out), &mod); err != nil {
+		return "", fmt.Errorf("downloading %s: %w", certManager, err)
+	}
+	return filepath.Join(mod.Dir, "deploy", "crds"), nil
+})
 
 // FluxCRDDirectories returns the config/crd/bases directories of the Flux
 // controller modules pinned in hack/tools, so tests install exactly the CRDs

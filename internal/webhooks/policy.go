@@ -37,7 +37,7 @@ var (
 	evaluation = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "fleeet_admission_duration_seconds",
 		Help:    "Time to judge one admission request, look-ups and policy evaluation included.",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		Buckets: []float64{.00025, .0005, .001, .002, .003, .004, .005, .0075, .01, .025, .05, .1, .25, .5, 1, 2.5},
 	}, []string{"kind"})
 	violations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fleeet_policy_violations_total",

@@ -12,3 +12,36 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/name: fleet-agent
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
+
+{{/*
+The tenants this cluster enrols into, as a JSON list: the top-level values
+first, then .Values.tenants, each with the top-level url, caBundle and
+clusterName filled in where unset and its downstream namespace resolved.
+*/}}
+{{- define "fleet-agent.tenants" -}}
+{{- $primary := dict "token" .Values.token "management" .Values.management "labels" .Values.labels "namespace" .Values.namespace "clusterName" .Values.clusterName -}}
+{{- $out := list -}}
+{{- range prepend .Values.tenants $primary -}}
+{{- $m := .management | default dict -}}
+{{- $out = append $out (dict
+  "name" $m.namespace
+  "token" .token
+  "url" ($m.url | default $.Values.management.url)
+  "caBundle" ($m.caBundle | default $.Values.management.caBundle)
+  "managementNamespace" $m.namespace
+  "clusterName" (.clusterName | default $.Values.clusterName)
+  "labels" (.labels | default dict)
+  "namespace" (.namespace | default $m.namespace)
+) -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end }}
+
+{{/* The tenants' downstream namespaces, sorted and unique, comma-separated. */}}
+{{- define "fleet-agent.namespaces" -}}
+{{- $ns := list -}}
+{{- range include "fleet-agent.tenants" . | fromJsonArray -}}
+{{- $ns = append $ns .namespace -}}
+{{- end -}}
+{{- $ns | uniq | sortAlpha | join "," -}}
+{{- end }}

@@ -12,3 +12,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/name: fleet-manager
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
+
+{{/* Name of the Secret holding the webhook serving certificate. */}}
+{{- define "fleet-manager.webhookCertSecret" -}}
+{{- if .Values.webhook.certManager.enabled -}}
+{{ .Release.Name }}-webhook-cert
+{{- else -}}
+{{ required "webhook.certSecret is required when webhook.certManager.enabled is false" .Values.webhook.certSecret }}
+{{- end -}}
+{{- end }}

@@ -126,13 +126,13 @@ func (p *Push) push(ctx context.Context, downstream client.Client, pa *fleeetv1.
 	switch {
 	case apierrors.IsNotFound(err):
 		asm = &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
-		mirror.Spec(asm, pa)
+		mirror.Spec(asm, pa, "")
 		if err := downstream.Create(ctx, asm); err != nil {
 			return nil, fmt.Errorf("creating Assemblage %s: %w", key, err)
 		}
 	case err != nil:
 		return nil, fmt.Errorf("reading Assemblage %s: %w", key, err)
-	case mirror.Spec(asm, pa):
+	case mirror.Spec(asm, pa, ""):
 		if err := downstream.Update(ctx, asm); err != nil {
 			return nil, fmt.Errorf("updating Assemblage %s: %w", key, err)
 		}

@@ -268,7 +268,7 @@ func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link,
 	asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: assemblageNamespace(up), Name: up.Name}}
 	changed := false
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, asm, func() error {
-		changed = mirror.Spec(asm, pa)
+		changed = mirror.Spec(asm, pa, up.Spec.ServiceAccountName)
 		asm.Annotations[fleeetv1.UpstreamAnnotation] = client.ObjectKeyFromObject(up).String()
 		return nil
 	})

@@ -1,0 +1,315 @@
+// Package charts_test installs fleet-manager and fleet-agent with the Helm
+// SDK into real apiservers, runs the binaries as the ServiceAccounts the
+// charts create — with the arguments the charts' Deployments give them — and
+// enrols a cluster and syncs an app through them. A permission the charts
+// forgot fails the scenario; the apiservers' audit logs show which of the
+// granted permissions were used.
+package charts_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+const (
+	managerNamespace = "fleeet-system"
+	agentNamespace   = "fleeet-system"
+	tenant           = "team-a"
+	timeout          = 2 * time.Minute
+	poll             = 250 * time.Millisecond
+)
+
+func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	certManagerCRDs, err := testenv.CertManagerCRDDirectory()
+	g.Expect(err).NotTo(HaveOccurred())
+	audit := t.TempDir()
+	mgmt := testenv.StartCluster(t, "management",
+		testenv.WithoutFleeetCRDs(certManagerCRDs), testenv.WithAuditLog(filepath.Join(audit, "management.log")))
+	down := testenv.StartCluster(t, "downstream",
+		testenv.WithoutFleeetCRDs(), testenv.WithAuditLog(filepath.Join(audit, "downstream.log")))
+	testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController)
+
+	// fleet-manager, with a user policy from values. cert-manager does not
+	// run here: its Certificate must still be accepted by the apiserver.
+	managerChart := chartOf(t, "fleet-manager")
+	managerHelm := helmFor(t, mgmt, managerNamespace)
+	managerValues := map[string]any{
+		"management": map[string]any{"url": mgmt.Config.Host, "caBundle": string(mgmt.Config.CAData)},
+		"policies": map[string]any{"frozen": "package fleeet.frozen\n\n" +
+			"deny contains msg if {\n  input.object.metadata.labels.frozen == \"true\"\n" +
+			"  msg := \"metadata.labels.frozen: frozen objects are refused\"\n}\n"},
+	}
+	managerRelease := managerChart.install(t, managerHelm, "fleet-manager", managerNamespace, managerValues)
+	certificate := &unstructured.Unstructured{}
+	certificate.SetAPIVersion("cert-manager.io/v1")
+	certificate.SetKind("Certificate")
+	g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: managerNamespace, Name: "fleet-manager-webhook"}, certificate)).To(Succeed())
+	secretName, _, _ := unstructured.NestedString(certificate.Object, "spec", "secretName")
+	g.Expect(secretName).To(Equal("fleet-manager-webhook-cert"))
+
+	// No kubelet, kube-proxy or cert-manager here: the webhook is reached on
+	// loopback with a certificate the test made, which is what cert-manager's
+	// CA injection and the Service would provide in a cluster.
+	certDir, caPEM := servingCertificate(t)
+	webhookHost, webhookPort, err := net.SplitHostPort(testenv.FreeAddr(t))
+	g.Expect(err).NotTo(HaveOccurred())
+	webhookURL := "https://" + net.JoinHostPort(webhookHost, webhookPort) + "/validate"
+	chartClientConfig := routeWebhook(t, mgmt, admissionregistrationv1.WebhookClientConfig{URL: &webhookURL, CABundle: caPEM})
+	g.Expect(chartClientConfig.Service).NotTo(BeNil())
+	g.Expect(chartClientConfig.Service.Name).To(Equal("fleet-manager-webhook"))
+
+	managementCA := filepath.Join(t.TempDir(), "ca.crt")
+	g.Expect(os.WriteFile(managementCA, mgmt.Config.CAData, 0o600)).To(Succeed())
+	managerHealth := testenv.FreeAddr(t)
+	manager := testenv.StartProcess(t, "fleet-manager", testenv.BuildCommand(t, "fleet-manager", "v0.0.0-chart"),
+		[]string{"KUBECONFIG=" + serviceAccountKubeconfig(t, mgmt, managerNamespace, "fleet-manager"), "POD_NAMESPACE=" + managerNamespace},
+		append(commandLine(t, managerRelease, map[string]string{
+			"health-probe-bind-address": managerHealth, "metrics-bind-address": "0",
+			"webhook-port": webhookPort, "webhook-cert-dir": certDir, "management-ca-file": managementCA,
+		}), "--webhook-host="+webhookHost)...)
+	waitReady(t, manager, managerHealth)
+
+	// A platform engineer makes a tenant and a token; the token's Secret
+	// holds the agent chart's values.
+	g.Expect(mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: tenant, Labels: map[string]string{fleeetv1.TenantLabel: "true"},
+		Annotations: map[string]string{"fleeet.dev/allow-insecure-http": "true"},
+	}})).To(Succeed())
+	token := &fleeetv1.RegistrationToken{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "edge"},
+		Spec:       fleeetv1.RegistrationTokenSpec{RemoteLabels: map[string]string{"env": "edge"}},
+	}
+	g.Expect(mgmt.Client.Create(ctx, token)).To(Succeed())
+	agentValues := map[string]any{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(token), token)).To(Succeed())
+		g.Expect(token.Status.SecretName).NotTo(BeEmpty())
+		secret := &corev1.Secret{}
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: token.Status.SecretName}, secret)).To(Succeed())
+		g.Expect(yaml.Unmarshal(secret.Data[enrol.ValuesKey], &agentValues)).To(Succeed())
+	}, timeout, poll).Should(Succeed(), "the manager writes the token Secret\n%s", testenv.Tail(manager.LogPath, 30))
+
+	// fleet-agent, from the token's values.yaml as it is plus the cluster name.
+	// The default tenant role, admin, is an aggregated ClusterRole whose
+	// rules only kube-controller-manager fills in; none runs here.
+	g.Expect(down.Client.Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-apps"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}},
+	})).To(Succeed())
+	agentValues["clusterName"] = "edge"
+	agentValues["labels"] = map[string]any{"region": "eu"}
+	agentValues["tenantServiceAccount"] = map[string]any{"clusterRole": "tenant-apps"}
+	agentChart := chartOf(t, "fleet-agent")
+	agentHelm := helmFor(t, down, agentNamespace)
+	agentRelease := agentChart.install(t, agentHelm, "fleet-agent", agentNamespace, agentValues)
+	agentHealth := testenv.FreeAddr(t)
+	agent := testenv.StartProcess(t, "fleet-agent", testenv.BuildCommand(t, "fleet-agent", "v0.0.0-chart"),
+		[]string{"KUBECONFIG=" + serviceAccountKubeconfig(t, down, agentNamespace, "fleet-agent")},
+		commandLine(t, agentRelease, map[string]string{
+			"health-probe-bind-address": agentHealth, "metrics-bind-address": "0", "heartbeat-interval": "2s",
+		})...)
+	waitReady(t, agent, agentHealth)
+
+	// An app for every edge cluster, applied downstream by Flux as the
+	// tenant's ServiceAccount.
+	git := testenv.NewGitServer(t)
+	repo, _ := git.Commit(t, "app", map[string]string{
+		"deploy/kustomization.yaml": "resources: [configmap.yaml]\n",
+		"deploy/configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  version: one\n",
+	}, "v1.0.0")
+	module := &fleeetv1.Module{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "app"},
+		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge", "region": "eu"}},
+			Sync: fleeetv1.SyncSpec{
+				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: repo, Tag: "v1.0.0"}},
+				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy", TargetNamespace: tenant}},
+			},
+		}},
+	}
+	g.Expect(mgmt.Client.Create(ctx, module)).To(Succeed())
+	logs := func() string {
+		return "manager:\n" + testenv.Tail(manager.LogPath, 30) + "\nagent:\n" + testenv.Tail(agent.LogPath, 30)
+	}
+	g.Eventually(func(g Gomega) {
+		cm := &corev1.ConfigMap{}
+		g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "app"}, cm)).To(Succeed())
+		g.Expect(cm.Data).To(HaveKeyWithValue("version", "one"))
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
+		g.Expect(module.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}))
+		remote := &fleeetv1.Remote{}
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, remote)).To(Succeed())
+		g.Expect(apimeta.IsStatusConditionTrue(remote.Status.Conditions, fleeetv1.ConnectedCondition)).To(BeTrue())
+		g.Expect(upstreamReady(g, down)).To(BeTrue())
+	}, 3*timeout, poll).Should(Succeed(), logs)
+	ks := &kustomizev1.KustomizationList{}
+	g.Expect(down.Client.List(ctx, ks, client.InNamespace(tenant))).To(Succeed())
+	g.Expect(ks.Items).To(HaveLen(1))
+	g.Expect(ks.Items[0].Spec.ServiceAccountName).To(Equal("fleeet-tenant"), "Flux impersonates the chart's tenant ServiceAccount")
+
+	// The user policy from the chart's values is in force.
+	g.Eventually(func(g Gomega) {
+		frozen := module.DeepCopy()
+		frozen.ObjectMeta = metav1.ObjectMeta{Namespace: tenant, Name: "frozen", Labels: map[string]string{"frozen": "true"}}
+		err := mgmt.Client.Create(ctx, frozen)
+		g.Expect(err).To(MatchError(ContainSubstring("metadata.labels.frozen: frozen objects are refused")))
+	}, timeout, poll).Should(Succeed())
+
+	// helm upgrade of both, with changed values, while they run.
+	// The chart's Service reference goes back for the upgrade's three-way
+	// merge, then the test's route again.
+	managerValues["logLevel"] = "debug"
+	routeWebhook(t, mgmt, chartClientConfig)
+	managerRelease = managerChart.upgrade(t, managerHelm, "fleet-manager", managerNamespace, managerValues)
+	routeWebhook(t, mgmt, admissionregistrationv1.WebhookClientConfig{URL: &webhookURL, CABundle: caPEM})
+	g.Expect(commandLine(t, managerRelease, nil)).To(ContainElement("--zap-log-level=debug"))
+	agentValues["heartbeatInterval"] = "20s"
+	agentRelease = agentChart.upgrade(t, agentHelm, "fleet-agent", agentNamespace, agentValues)
+	g.Expect(commandLine(t, agentRelease, nil)).To(ContainElement("--heartbeat-interval=20s"))
+	g.Consistently(func(g Gomega) {
+		g.Expect(upstreamReady(g, down)).To(BeTrue())
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
+		g.Expect(module.Status.Summary.Ready).To(Equal(int32(1)))
+	}, 10*time.Second, time.Second).Should(Succeed(), logs)
+
+	// Nothing above was refused to either ServiceAccount.
+	for _, c := range []struct{ log, user string }{
+		{"management.log", "system:serviceaccount:" + managerNamespace + ":fleet-manager"},
+		{"downstream.log", "system:serviceaccount:" + agentNamespace + ":fleet-agent"},
+	} {
+		used, refused := permissionsUsed(t, filepath.Join(audit, c.log), c.user)
+		t.Logf("%s used: %s", c.user, strings.Join(used, ", "))
+		g.Expect(refused).To(BeEmpty(), "requests refused to %s", c.user)
+	}
+
+	// helm uninstall, once the pods are gone, leaves only the CRDs.
+	g.Expect(agent.Stop(30 * time.Second)).To(Succeed())
+	uninstall(t, agentHelm, "fleet-agent")
+	expectRemoved(t, down, objects(t, agentRelease))
+	g.Expect(manager.Stop(30 * time.Second)).To(Succeed())
+	uninstall(t, managerHelm, "fleet-manager")
+	expectRemoved(t, mgmt, objects(t, managerRelease))
+	for _, crd := range []string{"modules.fleeet.dev", "remotes.fleeet.dev"} {
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Name: crd}, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}})).To(Succeed(), "Helm keeps CRDs")
+	}
+	cm := &corev1.ConfigMap{}
+	g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "app"}, cm)).To(Succeed(),
+		"what Flux applied stays until the tenant namespace itself is deleted")
+}
+
+// routeWebhook sets the clientConfig of fleet-manager's webhooks and
+// returns the previous one. The cert-manager annotation is checked on the
+// way: in a cluster, cainjector fills in the CA and the Service routes.
+func routeWebhook(t *testing.T, c *testenv.Cluster, to admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.WebhookClientConfig {
+	t.Helper()
+	g := NewWithT(t)
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Name: "fleet-manager"}, vwc)).To(Succeed())
+	g.Expect(vwc.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", managerNamespace+"/fleet-manager-webhook"))
+	g.Expect(vwc.Webhooks).NotTo(BeEmpty())
+	was := vwc.Webhooks[0].ClientConfig
+	for i := range vwc.Webhooks {
+		vwc.Webhooks[i].ClientConfig = to
+	}
+	g.Expect(c.Client.Update(t.Context(), vwc)).To(Succeed())
+	return was
+}
+
+func upstreamReady(g Gomega, down *testenv.Cluster) bool {
+	up := &fleeetv1.Upstream{}
+	g.Expect(down.Client.Get(context.Background(), client.ObjectKey{Namespace: agentNamespace, Name: tenant}, up)).To(Succeed())
+	return apimeta.IsStatusConditionTrue(up.Status.Conditions, fleeetv1.ReadyCondition)
+}
+
+// expectRemoved checks every object a release rendered is gone; a
+// Namespace may still be terminating (no namespace controller runs here).
+func expectRemoved(t *testing.T, c *testenv.Cluster, objs []*unstructured.Unstructured) {
+	t.Helper()
+	g := NewWithT(t)
+	for _, o := range objs {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(o.GroupVersionKind())
+		err := c.Client.Get(t.Context(), client.ObjectKeyFromObject(o), live)
+		if err == nil && o.GetKind() == "Namespace" {
+			g.Expect(live.GetDeletionTimestamp()).NotTo(BeNil(), "namespace %s is being deleted", o.GetName())
+			continue
+		}
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%s %s/%s left behind: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+	}
+}
+
+// permissionsUsed reads an apiserver audit log and returns, for one user,
+// the distinct "verb group/resource[/subresource]" requests it made and the
+// requests it was refused (403).
+func permissionsUsed(t *testing.T, path, user string) (used, refused []string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var ev struct {
+			User      struct{ Username string } `json:"user"`
+			Verb      string                    `json:"verb"`
+			ObjectRef *struct {
+				Resource, Subresource, APIGroup, Namespace, Name string
+			} `json:"objectRef"`
+			RequestURI     string              `json:"requestURI"`
+			ResponseStatus *struct{ Code int } `json:"responseStatus"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.User.Username != user {
+			continue
+		}
+		what := ev.Verb + " " + ev.RequestURI
+		if ev.ObjectRef != nil {
+			what = ev.Verb + " " + strings.TrimPrefix(ev.ObjectRef.APIGroup+"/"+ev.ObjectRef.Resource, "/")
+			if ev.ObjectRef.Subresource != "" {
+				what += "/" + ev.ObjectRef.Subresource
+			}
+		}
+		if ev.ResponseStatus != nil && ev.ResponseStatus.Code == 403 {
+			refused = append(refused, what+" "+ev.RequestURI)
+		}
+		seen[what] = true
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k := range seen {
+		used = append(used, k)
+	}
+	slices.Sort(used)
+	return used, refused
+}
