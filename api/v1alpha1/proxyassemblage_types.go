@@ -4,8 +4,17 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // ProxyAssemblageSpec is the compiled plan for one Remote.
 type ProxyAssemblageSpec struct {
-	// Assemblage is what the cluster's Assemblage will hold.
+	// Assemblage is what the cluster's Assemblage will hold. Its schema is
+	// not repeated in this CRD: every sync was validated where it was
+	// written (the Module and BootstrapModule schemas and the admission
+	// policies), only the manager may write a plan, and the cluster's
+	// Assemblage validates it again. The apiserver's schema processing of
+	// the deep sync schema, repeated for every plan of every Remote, was
+	// most of the cost of a version change reaching a large fleet.
 	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	Assemblage AssemblageSpec `json:"assemblage,omitempty"`
 }
 

@@ -29,6 +29,8 @@ type Options struct {
 	MetricsAddr string
 	// HealthAddr is where /healthz and /readyz are served.
 	HealthAddr string
+	// PprofAddr is where Go's pprof profiles are served; empty disables them.
+	PprofAddr string
 	// LeaderElect makes only one replica reconcile at a time.
 	LeaderElect bool
 	// LeaderElectionNamespace holds the leader Lease; defaults to the
@@ -48,6 +50,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		`Address the Prometheus metrics endpoint binds to; "0" disables it.`)
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081",
 		"Address the /healthz and /readyz endpoints bind to.")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "",
+		"Address Go's pprof profiling endpoints bind to, for diagnosing CPU and memory use; empty disables them.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", false,
 		"Elect a leader so only one replica reconciles at a time.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "",
@@ -88,6 +92,7 @@ func NewManager(name string, o Options, scheme *runtime.Scheme, configure ...fun
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.HealthAddr,
+		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        name + ".fleeet.dev",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,

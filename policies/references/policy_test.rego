@@ -2,7 +2,21 @@ package fleeet.references_test
 
 import data.fleeet.references
 
-obj(spec) := {"request": {"namespace": "team-a"}, "object": {"spec": spec}}
+obj(spec) := {"request": {"namespace": "team-a", "kind": {"kind": "Module"}}, "object": {"spec": spec}}
+
+test_compiled_plans_are_not_walked_again if {
+	count(references.deny) == 0 with input as {
+		"request": {"namespace": "team-a", "kind": {"kind": "ProxyAssemblage"}},
+		"object": {"spec": {"ref": {"namespace": "team-b"}}},
+	}
+}
+
+test_status_writes_are_not_walked if {
+	count(references.deny) == 0 with input as {
+		"request": {"namespace": "team-a", "kind": {"kind": "Remote"}, "subResource": "status"},
+		"object": {"spec": {"ref": {"namespace": "team-b"}}},
+	}
+}
 
 test_same_namespace_allowed if {
 	count(references.deny) == 0 with input as obj({"ref": {"name": "x", "namespace": "team-a"}})

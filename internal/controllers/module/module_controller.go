@@ -49,8 +49,8 @@ type Reconciler struct {
 // SetupWithManager registers the controller. What clusters report
 // (ProxyAssemblage status) and Remote changes that matter to a rollout
 // (labels, connectivity) reach the Modules of the namespace; the compiler's
-// own spec writes and heartbeats do not, since each Module reconcile reads
-// every Remote it selects.
+// own spec writes and heartbeats do not, and neither do the Module's own
+// status writes, since each Module reconcile reads every Remote it selects.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	statusChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		return !equality.Semantic.DeepEqual(e.ObjectOld.(*fleeetv1.ProxyAssemblage).Status, e.ObjectNew.(*fleeetv1.ProxyAssemblage).Status)
@@ -61,7 +61,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}}
 	modules := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, "")
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&fleeetv1.Module{}).
+		For(&fleeetv1.Module{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&fleeetv1.ProxyAssemblage{}, modules, builder.WithPredicates(statusChanged)).
 		Watches(&fleeetv1.Remote{}, modules, builder.WithPredicates(selectionChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
