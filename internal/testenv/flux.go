@@ -42,27 +42,53 @@ func StartFlux(t testing.TB, c *Cluster, controllers ...FluxController) map[Flux
 		if err != nil {
 			t.Fatal(err)
 		}
-		health := FreeAddr(t)
-		args := []string{
-			"--enable-leader-election=false",
-			"--metrics-addr=" + FreeAddr(t),
-			"--health-addr=" + health,
-			"--log-level=debug",
-			"--concurrent=4",
+		// A port FreeAddr found free can be taken (by any outgoing
+		// connection) before the controller binds it; the controller then
+		// exits, and starts again on other ports.
+		for attempt := 1; ; attempt++ {
+			p, err := startFluxController(ctx, t, c, fc, path, env)
+			if err == nil {
+				procs[fc] = p
+				break
+			}
+			if exited, _ := p.Exited(); !exited || attempt == 3 {
+				t.Fatal(err)
+			}
+			t.Logf("%s exited while starting, trying other ports: %v", fc, err)
 		}
-		if fc == SourceController {
-			storage := FreeAddr(t)
-			args = append(args,
-				"--storage-path="+t.TempDir(),
-				"--storage-addr="+storage,
-				"--storage-adv-addr="+storage,
-			)
-		}
-		p := StartProcess(t, c.Name+"-"+string(fc), path, env, args...)
-		if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
-			t.Fatal(err)
-		}
-		procs[fc] = p
 	}
 	return procs
+}
+
+// startFluxController starts one controller on fresh loopback ports and
+// waits until it is ready and, for the source controller, until its
+// artifact server accepts connections.
+func startFluxController(ctx context.Context, t testing.TB, c *Cluster, fc FluxController, path string, env []string) (*Process, error) {
+	health := FreeAddr(t)
+	args := []string{
+		"--enable-leader-election=false",
+		"--metrics-addr=" + FreeAddr(t),
+		"--health-addr=" + health,
+		"--log-level=debug",
+		"--concurrent=4",
+	}
+	storage := ""
+	if fc == SourceController {
+		storage = FreeAddr(t)
+		args = append(args,
+			"--storage-path="+t.TempDir(),
+			"--storage-addr="+storage,
+			"--storage-adv-addr="+storage,
+		)
+	}
+	p := StartProcess(t, c.Name+"-"+string(fc), path, env, args...)
+	if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
+		return p, err
+	}
+	if storage == "" {
+		return p, nil
+	}
+	// The artifact server starts after readiness; a taken port shows as
+	// the process exiting.
+	return p, p.WaitHTTP(ctx, "http://"+storage+"/")
 }
