@@ -1,0 +1,117 @@
+package fleetctl
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
+)
+
+// The states a cell of the fleet grid can be in, worst last.
+const (
+	StateReady       = "ready"
+	StatePending     = "pending"
+	StateProgressing = "progressing"
+	StateOffline     = "offline"
+	StateBlocked     = "blocked"
+	StateFailed      = "failed"
+)
+
+// Fleet is one tenant namespace's Modules, Remotes and plans.
+type Fleet struct {
+	Namespace string
+	Modules   []fleeetv1.Module
+	Remotes   []fleeetv1.Remote
+	plans     map[string]*fleeetv1.ProxyAssemblage
+}
+
+// Cell is what one Remote runs of one Module.
+type Cell struct {
+	// Selected is whether the Module's selector matches the Remote.
+	Selected bool `json:"selected"`
+	// State is one of the State constants, or empty when the Remote
+	// neither is selected nor holds the Module's sync.
+	State string `json:"state,omitempty"`
+	// Version is the version the Remote's plan holds.
+	Version string `json:"version,omitempty"`
+	// Current is whether that is the Module's current version.
+	Current bool `json:"current"`
+	// Message is what the cluster reports for the sync.
+	Message string `json:"message,omitempty"`
+	// BlockedBy names the syncs this one waits for.
+	BlockedBy []string `json:"blockedBy,omitempty"`
+}
+
+// loadFleet reads a namespace's Modules, Remotes and ProxyAssemblages.
+func loadFleet(ctx context.Context, c client.Reader, namespace string) (*Fleet, error) {
+	f := &Fleet{Namespace: namespace, plans: map[string]*fleeetv1.ProxyAssemblage{}}
+	modules, remotes, plans := &fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}
+	for _, list := range []client.ObjectList{modules, remotes, plans} {
+		if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
+			return nil, err
+		}
+	}
+	f.Modules, f.Remotes = modules.Items, remotes.Items
+	slices.SortFunc(f.Modules, func(a, b fleeetv1.Module) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(f.Remotes, func(a, b fleeetv1.Remote) int { return strings.Compare(a.Name, b.Name) })
+	for i := range plans.Items {
+		f.plans[plans.Items[i].Name] = &plans.Items[i]
+	}
+	return f, nil
+}
+
+// Cell works out what remote runs of m.
+func (f *Fleet) Cell(m *fleeetv1.Module, remote *fleeetv1.Remote) Cell {
+	var cell Cell
+	cell.Selected, _ = compile.Selects(m.Spec.Selector, remote)
+	pa := f.plans[remote.Name]
+	var held *fleeetv1.NamedSync
+	if pa != nil {
+		held = compile.Find(pa.Spec.Assemblage.Syncs, m.Name)
+	}
+	if held == nil {
+		if cell.Selected {
+			cell.State = StatePending
+			cell.Message = "not in the cluster's plan yet"
+		}
+		return cell
+	}
+	cell.Version = compile.Version(&held.SyncSpec)
+	cell.Current = cell.Version == compile.Version(&m.Spec.Sync)
+	if offline(remote) {
+		cell.State = StateOffline
+		cell.Message = conditionMessage(remote.Status.Conditions, fleeetv1.ConnectedCondition)
+		return cell
+	}
+	cell.State, cell.Message = StatePending, "the cluster has not reported this plan yet"
+	if pa.Status.ObservedGeneration != pa.Generation {
+		return cell
+	}
+	for _, s := range pa.Status.Syncs {
+		if s.Name != m.Name {
+			continue
+		}
+		cell.State = strings.ToLower(string(s.State))
+		cell.Message, cell.BlockedBy = s.Message, s.BlockedBy
+	}
+	return cell
+}
+
+// offline reports whether the Remote's Connected condition is False.
+func offline(r *fleeetv1.Remote) bool {
+	c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
+	return c != nil && c.Status == metav1.ConditionFalse
+}
+
+func conditionMessage(conditions []metav1.Condition, typ string) string {
+	if c := apimeta.FindStatusCondition(conditions, typ); c != nil {
+		return c.Reason + ": " + c.Message
+	}
+	return ""
+}

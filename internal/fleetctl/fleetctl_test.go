@@ -1,0 +1,241 @@
+package fleetctl_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/fleetctl"
+	"github.com/fleeet-dev/fleeet/internal/manager"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+var cluster *testenv.Cluster
+
+const (
+	timeout = time.Minute
+	poll    = 200 * time.Millisecond
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunWithCluster(m, "management", &cluster, []testenv.ClusterOption{testenv.WithWebhooks()},
+		func(c *testenv.Cluster) (func(bool), error) {
+			if err := c.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleeet-system"}}); err != nil {
+				return nil, err
+			}
+			return testenv.StartManager(c, "fleet-manager", func(ctx context.Context, mgr ctrl.Manager) error {
+				return manager.Setup(ctx, mgr, manager.Options{
+					OfflineGrace: time.Hour, PushTimeout: 5 * time.Second, PushPoll: time.Second,
+					Management: enrol.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
+					Namespace:  "fleeet-system",
+				})
+			})
+		}))
+}
+
+// run runs the command line in-process against the test cluster.
+func run(t *testing.T, ns string, args ...string) (string, error) {
+	t.Helper()
+	cmd := fleetctl.NewCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(append([]string{"--kubeconfig", cluster.Kubeconfig, "--namespace", ns}, args...))
+	err := cmd.ExecuteContext(t.Context())
+	return out.String(), err
+}
+
+// fleet makes a tenant with three Remotes and two Modules, and plays the
+// clusters: edge-1 runs crds Ready and app Blocked on it, edge-2's heartbeat
+// is two hours old, lab runs app Failed.
+func fleet(t *testing.T) string {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	for name, labels := range map[string]map[string]string{
+		"edge-1": {"env": "edge"}, "edge-2": {"env": "edge"}, "lab": {"env": "lab"},
+	} {
+		g.Expect(cluster.Client.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}})).To(Succeed())
+		renewed := time.Now()
+		if name == "edge-2" {
+			renewed = renewed.Add(-2 * time.Hour)
+		}
+		g.Expect(cluster.Client.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), RenewTime: &metav1.MicroTime{Time: renewed}},
+		})).To(Succeed())
+	}
+	module := func(name string, selector map[string]string, deps ...string) *fleeetv1.Module {
+		m := &fleeetv1.Module{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
+				Selector: &metav1.LabelSelector{MatchLabels: selector},
+				Sync: fleeetv1.SyncSpec{
+					Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/" + name + ".git", Tag: "v1.0.0"}},
+					Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy", TargetNamespace: ns}},
+				},
+			}},
+		}
+		for _, d := range deps {
+			m.Spec.Sync.DependsOn = append(m.Spec.Sync.DependsOn, fleeetv1.Dependency{Name: d})
+		}
+		return m
+	}
+	app := module("app", nil, "crds")
+	app.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	g.Expect(cluster.Client.Create(ctx, module("crds", map[string]string{"env": "edge"}))).To(Succeed())
+	g.Expect(cluster.Client.Create(ctx, app)).To(Succeed())
+
+	report := map[string][]fleeetv1.SyncStatus{
+		"edge-1": {
+			{Name: "app", State: fleeetv1.SyncBlocked, Message: "waiting for crds", BlockedBy: []string{"crds"}},
+			{Name: "crds", State: fleeetv1.SyncReady, Revision: "v1.0.0"},
+		},
+		"lab": {{Name: "app", State: fleeetv1.SyncFailed, Message: "kustomize build failed"}},
+	}
+	for name, syncs := range report {
+		g.Eventually(func(g Gomega) {
+			pa := &fleeetv1.ProxyAssemblage{}
+			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pa)).To(Succeed())
+			g.Expect(pa.Spec.Assemblage.Syncs).To(HaveLen(len(syncs)))
+			pa.Status.ObservedGeneration = pa.Generation
+			pa.Status.Syncs = syncs
+			g.Expect(cluster.Client.Status().Update(ctx, pa)).To(Succeed())
+		}, timeout, poll).Should(Succeed())
+	}
+	return ns
+}
+
+func TestStatusShowsTheFleetGrid(t *testing.T) {
+	g := NewWithT(t)
+	ns := fleet(t)
+	g.Eventually(func(g Gomega) {
+		out, err := run(t, ns, "status", "-o", "json")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		var view fleetctl.StatusView
+		g.Expect(json.Unmarshal([]byte(out), &view)).To(Succeed())
+		g.Expect(view.Modules).To(Equal(map[string]string{"app": "v1.0.0", "crds": "v1.0.0"}))
+		cells := map[string]map[string]string{}
+		for _, r := range view.Remotes {
+			cells[r.Name] = map[string]string{}
+			for m, c := range r.Cells {
+				cells[r.Name][m] = c.State + " " + c.Version
+			}
+		}
+		g.Expect(cells).To(Equal(map[string]map[string]string{
+			"edge-1": {"app": "blocked v1.0.0", "crds": "ready v1.0.0"},
+			"edge-2": {"app": "offline v1.0.0", "crds": "offline v1.0.0"},
+			"lab":    {"app": "failed v1.0.0"},
+		}))
+	}, timeout, poll).Should(Succeed())
+
+	out, err := run(t, ns, "status")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.Split(strings.TrimSpace(out), "\n")).To(Equal([]string{
+		"REMOTE  app@v1.0.0      crds@v1.0.0",
+		"edge-1  blocked v1.0.0  ready v1.0.0",
+		"edge-2  offline v1.0.0  offline v1.0.0",
+		"lab     failed v1.0.0   -",
+	}), "plain text when not a terminal")
+
+	_, err = run(t, ns, "status", "-o", "xml")
+	g.Expect(err).To(MatchError(ContainSubstring(`--output "xml": want yaml or json`)))
+}
+
+func TestWhyExplainsOneCell(t *testing.T) {
+	g := NewWithT(t)
+	ns := fleet(t)
+	g.Eventually(func(g Gomega) {
+		out, err := run(t, ns, "why", "app", "--remote", "edge-1")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("Module " + ns + "/app at v1.0.0 on Remote edge-1: blocked"))
+		g.Expect(out).To(ContainSubstring("selection:    selected: selector {} (every Remote) against labels [env=edge]"))
+		g.Expect(out).To(ContainSubstring("rollout:      rolling update"))
+		g.Expect(out).To(ContainSubstring("plan:         holds the current version v1.0.0"))
+		g.Expect(out).To(ContainSubstring("cluster says: waiting for crds"))
+		g.Expect(out).To(ContainSubstring("waits for:    crds — ready"))
+	}, timeout, poll).Should(Succeed())
+
+	out, err := run(t, ns, "why", "crds", "--remote", "lab")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("selection:    not selected: selector env=edge against labels [env=lab]"))
+	g.Expect(out).To(ContainSubstring("plan:         does not hold this Module's sync"))
+
+	out, err = run(t, ns, "why", "app", "--remote", "edge-2", "-o", "yaml")
+	g.Expect(err).NotTo(HaveOccurred())
+	var view fleetctl.WhyView
+	g.Expect(yaml.Unmarshal([]byte(out), &view)).To(Succeed())
+	g.Expect(view.Cell.State).To(Equal("offline"))
+	g.Expect(view.Connection).To(HavePrefix("Connected False (HeartbeatMissed: "))
+
+	_, err = run(t, ns, "why", "app", "--remote", "nowhere")
+	g.Expect(err).To(MatchError(`no Remote "nowhere" in namespace ` + ns + " (--remote)"))
+	_, err = run(t, ns, "why", "nothing", "--remote", "lab")
+	g.Expect(err).To(MatchError("no Module nothing in namespace " + ns))
+}
+
+func TestTokenCreatePrintsTheInstallCommand(t *testing.T) {
+	g := NewWithT(t)
+	ns := cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	out, err := run(t, ns, "token", "create", "edge", "--labels", "env=edge", "--max", "2", "--ttl", "30m", "--cluster-name", "edge-7")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	tok := &fleeetv1.RegistrationToken{}
+	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "edge"}, tok)).To(Succeed())
+	g.Expect(tok.Spec.MaxRegistrations).To(Equal(int32(2)))
+	g.Expect(tok.Spec.TTL.Duration).To(Equal(30 * time.Minute))
+	g.Expect(tok.Spec.RemoteLabels).To(Equal(map[string]string{"env": "edge"}))
+	secret := &corev1.Secret{}
+	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret)).To(Succeed())
+	g.Expect(out).To(HavePrefix("helm install fleet-agent charts/fleet-agent \\\n  --namespace fleeet-system --create-namespace \\\n"))
+	g.Expect(out).To(ContainSubstring("--set token=" + string(secret.Data[enrol.TokenKey]) + " \\\n"))
+	g.Expect(out).To(ContainSubstring("--set management.url=" + cluster.Config.Host + " \\\n"))
+	g.Expect(out).To(ContainSubstring("--set management.namespace=" + ns + " \\\n"))
+	g.Expect(out).To(ContainSubstring("--set management.caBundle="))
+	g.Expect(out).To(HaveSuffix("--set clusterName=edge-7\n"))
+
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	out, err = run(t, ns, "token", "create", "lab", "--values-file", file)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("-f " + file))
+	g.Expect(out).NotTo(ContainSubstring("token="), "the token stays in the file")
+	info, err := os.Stat(file)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(info.Mode().Perm()).To(Equal(os.FileMode(0o600)))
+	data, err := os.ReadFile(file)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(data)).To(ContainSubstring("namespace: " + ns))
+
+	_, err = run(t, ns, "token", "create", "edge")
+	g.Expect(err).To(MatchError(ContainSubstring("already exists")))
+}
+
+func TestRevokeDeletesTheRemote(t *testing.T) {
+	g := NewWithT(t)
+	ns := fleet(t)
+	out, err := run(t, ns, "revoke", "lab")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(Equal("remote/lab revoked: identity fleeet-remote-lab deleted\n"))
+	err = cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "lab"}, &fleeetv1.Remote{})
+	g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+	g.Expect(err).To(HaveOccurred())
+	_, err = run(t, ns, "revoke", "lab")
+	g.Expect(err).To(MatchError(ContainSubstring("not found")))
+}

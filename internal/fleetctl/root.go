@@ -1,0 +1,110 @@
+// Package fleetctl is the fleetctl command line: registration tokens, the
+// fleet at a glance, why one Module is where it is on one Remote, and
+// revocation. It talks to the management cluster like kubectl does (the same
+// kubeconfig, context and namespace flags).
+package fleetctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/version"
+)
+
+// NewCommand returns the fleetctl root command. Installed as kubectl-fleet,
+// the binary also runs as `kubectl fleet`.
+func NewCommand() *cobra.Command {
+	kube := genericclioptions.NewConfigFlags(true)
+	root := &cobra.Command{
+		Use:           "fleetctl",
+		Short:         "Manage a fleeet fleet: tokens, status, why a sync is where it is, revocation",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	kube.AddFlags(root.PersistentFlags())
+	s := &session{kube: kube}
+	root.AddCommand(
+		&cobra.Command{
+			Use:   "version",
+			Short: "Print the fleetctl version",
+			Args:  cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), version.Version)
+				return err
+			},
+		},
+		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRevokeCommand(s),
+	)
+	return root
+}
+
+// session connects a command to the management cluster named by the
+// kubeconfig flags.
+type session struct {
+	kube *genericclioptions.ConfigFlags
+}
+
+// client returns a client of the management cluster and the namespace the
+// flags or the kubeconfig context select.
+func (s *session) client() (client.Client, string, error) {
+	cfg, err := s.kube.ToRESTConfig()
+	if err != nil {
+		return nil, "", err
+	}
+	ns, _, err := s.kube.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fleeetv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, "", err
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	return c, ns, err
+}
+
+// addOutputFlag registers -o/--output: empty for the human view, or yaml
+// or json.
+func addOutputFlag(cmd *cobra.Command, output *string) {
+	cmd.Flags().StringVarP(output, "output", "o", "", "Output format: yaml or json; empty for a table")
+}
+
+// printStructured writes v as YAML or JSON, or reports false for the human
+// view.
+func printStructured(w io.Writer, output string, v any) (bool, error) {
+	switch output {
+	case "":
+		return false, nil
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return true, enc.Encode(v)
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return true, err
+		}
+		_, err = w.Write(b)
+		return true, err
+	}
+	return true, fmt.Errorf("--output %q: want yaml or json", output)
+}
+
+// colourful reports whether w is a terminal that wants colour.
+func colourful(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && os.Getenv("NO_COLOR") == "" && term.IsTerminal(int(f.Fd()))
+}

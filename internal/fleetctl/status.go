@@ -1,0 +1,125 @@
+package fleetctl
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleeet-dev/fleeet/internal/compile"
+)
+
+// colours of the states on a terminal (ANSI SGR codes).
+var colours = map[string]string{
+	StateReady: "32", StatePending: "33", StateProgressing: "33",
+	StateOffline: "90", StateBlocked: "35", StateFailed: "31",
+}
+
+// StatusView is `fleetctl status -o yaml|json`.
+type StatusView struct {
+	Namespace string `json:"namespace"`
+	// Modules maps each Module to its current version.
+	Modules map[string]string `json:"modules"`
+	Remotes []RemoteView      `json:"remotes"`
+}
+
+// RemoteView is one row of the grid.
+type RemoteView struct {
+	Name      string          `json:"name"`
+	Connected bool            `json:"connected"`
+	Cells     map[string]Cell `json:"cells"`
+}
+
+func newStatusCommand(s *session) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "The fleet at a glance: every Remote against every Module, with state and version",
+		Long: `Shows one row per Remote and one column per Module of the namespace. A cell says what the
+Remote runs of the Module: ready, pending (not in its plan or not reported yet), progressing,
+blocked (waiting for a dependency), failed or offline, and the version its plan holds; a version
+marked * is not the Module's current one yet. Empty cells are Remotes the Module does not select.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, ns, err := s.client()
+			if err != nil {
+				return err
+			}
+			f, err := loadFleet(cmd.Context(), c, ns)
+			if err != nil {
+				return err
+			}
+			view := f.statusView()
+			if done, err := printStructured(cmd.OutOrStdout(), output, view); done {
+				return err
+			}
+			return printGrid(cmd.OutOrStdout(), f, view, colourful(cmd.OutOrStdout()))
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func (f *Fleet) statusView() StatusView {
+	v := StatusView{Namespace: f.Namespace, Modules: map[string]string{}, Remotes: []RemoteView{}}
+	for i := range f.Modules {
+		v.Modules[f.Modules[i].Name] = compile.Version(&f.Modules[i].Spec.Sync)
+	}
+	for i := range f.Remotes {
+		r := &f.Remotes[i]
+		row := RemoteView{Name: r.Name, Connected: !offline(r), Cells: map[string]Cell{}}
+		for j := range f.Modules {
+			if cell := f.Cell(&f.Modules[j], r); cell.State != "" {
+				row.Cells[f.Modules[j].Name] = cell
+			}
+		}
+		v.Remotes = append(v.Remotes, row)
+	}
+	return v
+}
+
+func printGrid(w io.Writer, f *Fleet, v StatusView, colour bool) error {
+	if len(f.Remotes) == 0 && len(f.Modules) == 0 {
+		_, err := fmt.Fprintf(w, "No Modules or Remotes in namespace %s.\n", f.Namespace)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprint(tw, "REMOTE")
+	for _, m := range f.Modules {
+		head := m.Name + "@" + v.Modules[m.Name]
+		if colour {
+			head = "\x1b[01m" + head + "\x1b[0m" // bold, as long as a colour code
+		}
+		fmt.Fprintf(tw, "\t%s", head)
+	}
+	fmt.Fprintln(tw)
+	for _, row := range v.Remotes {
+		fmt.Fprint(tw, row.Name)
+		for _, m := range f.Modules {
+			cell, ok := row.Cells[m.Name]
+			text := "-"
+			if ok {
+				text = cell.State
+				if cell.Version != "" {
+					text += " " + cell.Version
+					if !cell.Current {
+						text += "*"
+					}
+				}
+			}
+			// Colour codes are zero-width on a terminal but not to
+			// tabwriter, so every cell gets the same escape length.
+			if colour {
+				code := colours[cell.State]
+				if code == "" {
+					code = "39"
+				}
+				text = "\x1b[" + code + "m" + text + "\x1b[0m"
+			}
+			fmt.Fprintf(tw, "\t%s", text)
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,123 @@
+package fleetctl
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+)
+
+type tokenOptions struct {
+	ttl         time.Duration
+	labels      map[string]string
+	max         int32
+	valuesFile  string
+	clusterName string
+	chart       string
+	timeout     time.Duration
+}
+
+func newTokenCommand(s *session) *cobra.Command {
+	token := &cobra.Command{Use: "token", Short: "Registration tokens that enrol clusters"}
+	var o tokenOptions
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a RegistrationToken and print the helm command that enrols a cluster with it",
+		Long: `Creates a RegistrationToken in the namespace, waits for the manager to issue it, and prints
+the exact helm install command for fleet-agent. With --values-file the chart values (which hold
+the bearer token) go into that file, readable by you only, and the command refers to it;
+otherwise they are spelled out in the command.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := s.client()
+			if err != nil {
+				return err
+			}
+			values, err := createToken(cmd.Context(), c, ns, args[0], o)
+			if err != nil {
+				return err
+			}
+			return printInstall(cmd, values, o)
+		},
+	}
+	create.Flags().DurationVar(&o.ttl, "ttl", time.Hour, "How long the token can be used")
+	create.Flags().StringToStringVar(&o.labels, "labels", nil, "Labels set on every Remote enrolled with the token (k=v,…)")
+	create.Flags().Int32Var(&o.max, "max", 1, "How many clusters may enrol with the token")
+	create.Flags().StringVar(&o.valuesFile, "values-file", "", "Write the chart values to this file (mode 0600) instead of the command line")
+	create.Flags().StringVar(&o.clusterName, "cluster-name", "CLUSTER", "The cluster name to put in the printed command")
+	create.Flags().StringVar(&o.chart, "chart", "charts/fleet-agent", "The fleet-agent chart reference for the printed command")
+	create.Flags().DurationVar(&o.timeout, "timeout", 30*time.Second, "How long to wait for the manager to issue the token")
+	token.AddCommand(create)
+	return token
+}
+
+// createToken creates the RegistrationToken and returns the agent chart
+// values the manager writes into its Secret.
+func createToken(ctx context.Context, c client.Client, ns, name string, o tokenOptions) (enrol.AgentValues, error) {
+	var values enrol.AgentValues
+	tok := &fleeetv1.RegistrationToken{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: fleeetv1.RegistrationTokenSpec{
+			TTL: &metav1.Duration{Duration: o.ttl}, MaxRegistrations: o.max, RemoteLabels: o.labels,
+		},
+	}
+	if err := c.Create(ctx, tok); err != nil {
+		return values, err
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, o.timeout, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tok), tok); err != nil {
+			return false, err
+		}
+		if stalled := apimeta.FindStatusCondition(tok.Status.Conditions, fleeetv1.StalledCondition); stalled != nil && stalled.Status == metav1.ConditionTrue {
+			return false, fmt.Errorf("RegistrationToken %s/%s is stalled: %s: %s", ns, name, stalled.Reason, stalled.Message)
+		}
+		if tok.Status.SecretName == "" {
+			return false, nil
+		}
+		secret := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return true, yaml.Unmarshal(secret.Data[enrol.ValuesKey], &values)
+	})
+	if err != nil {
+		return values, fmt.Errorf("waiting for the manager to issue RegistrationToken %s/%s: %w", ns, name, err)
+	}
+	return values, nil
+}
+
+func printInstall(cmd *cobra.Command, v enrol.AgentValues, o tokenOptions) error {
+	install := []string{"helm install fleet-agent " + o.chart, "--namespace fleeet-system --create-namespace"}
+	if o.valuesFile != "" {
+		data, err := v.YAML()
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.valuesFile, data, 0o600); err != nil {
+			return err
+		}
+		install = append(install, "-f "+o.valuesFile)
+	} else {
+		install = append(install, "--set token="+v.Token, "--set management.url="+v.Management.URL,
+			"--set management.namespace="+v.Management.Namespace)
+		if len(v.Management.CABundle) > 0 {
+			install = append(install, "--set management.caBundle="+base64.StdEncoding.EncodeToString(v.Management.CABundle))
+		}
+	}
+	install = append(install, "--set clusterName="+o.clusterName)
+	_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(install, " \\\n  "))
+	return err
+}

@@ -1,0 +1,209 @@
+package fleetctl
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
+)
+
+// WhyView is `fleetctl why -o yaml|json`: the chain from a Module to what
+// one Remote runs of it.
+type WhyView struct {
+	Module  string `json:"module"`
+	Remote  string `json:"remote"`
+	Version string `json:"version"`
+	// Selection says whether the selector matches the Remote, and how.
+	Selection string `json:"selection"`
+	// Rollout is the Remote's place in the Module's rollout.
+	Rollout string `json:"rollout"`
+	// Cell is what the Remote's plan holds and the cluster reports.
+	Cell Cell `json:"cell"`
+	// Connection is the Remote's Connected condition.
+	Connection string `json:"connection"`
+	// Dependencies are the syncs this one waits for, with their state.
+	Dependencies []string `json:"dependencies,omitempty"`
+	// Warning is the Module's latest warning event about this Remote.
+	Warning string `json:"warning,omitempty"`
+}
+
+func newWhyCommand(s *session) *cobra.Command {
+	var output, remote string
+	cmd := &cobra.Command{
+		Use:   "why MODULE --remote REMOTE",
+		Short: "Why a Module is where it is on one Remote: selection, rollout, plan, cluster, dependencies",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := s.client()
+			if err != nil {
+				return err
+			}
+			f, err := loadFleet(cmd.Context(), c, ns)
+			if err != nil {
+				return err
+			}
+			i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == args[0] })
+			if i < 0 {
+				return fmt.Errorf("no Module %s in namespace %s", args[0], ns)
+			}
+			j := slices.IndexFunc(f.Remotes, func(r fleeetv1.Remote) bool { return r.Name == remote })
+			if j < 0 {
+				return fmt.Errorf("no Remote %q in namespace %s (--remote)", remote, ns)
+			}
+			view := f.why(&f.Modules[i], &f.Remotes[j])
+			if view.Warning, err = lastWarning(cmd, c, &f.Modules[i], remote); err != nil {
+				return err
+			}
+			if done, err := printStructured(cmd.OutOrStdout(), output, view); done {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			state := view.Cell.State
+			if state == "" {
+				state = "not selected, not held"
+			}
+			fmt.Fprintf(w, "Module %s/%s at %s on Remote %s: %s\n", ns, view.Module, view.Version, view.Remote, state)
+			fmt.Fprintf(w, "  selection:    %s\n", view.Selection)
+			fmt.Fprintf(w, "  rollout:      %s\n", view.Rollout)
+			fmt.Fprintf(w, "  plan:         %s\n", planLine(view.Cell))
+			fmt.Fprintf(w, "  connection:   %s\n", view.Connection)
+			if view.Cell.Message != "" {
+				fmt.Fprintf(w, "  cluster says: %s\n", view.Cell.Message)
+			}
+			for _, d := range view.Dependencies {
+				fmt.Fprintf(w, "  waits for:    %s\n", d)
+			}
+			if view.Warning != "" {
+				fmt.Fprintf(w, "  last warning: %s\n", view.Warning)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&remote, "remote", "", "The Remote to explain (required)")
+	_ = cmd.MarkFlagRequired("remote")
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func (f *Fleet) why(m *fleeetv1.Module, r *fleeetv1.Remote) WhyView {
+	v := WhyView{Module: m.Name, Remote: r.Name, Version: compile.Version(&m.Spec.Sync), Cell: f.Cell(m, r)}
+	v.Selection = selection(m, r, v.Cell.Selected)
+	v.Rollout = rollout(m, r.Name)
+	v.Connection = "Connected: unknown"
+	if c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition); c != nil {
+		v.Connection = fmt.Sprintf("Connected %s (%s: %s)", c.Status, c.Reason, c.Message)
+	}
+	if pa := f.plans[r.Name]; pa != nil {
+		for _, dep := range v.Cell.BlockedBy {
+			state := "not reported"
+			if i := slices.IndexFunc(pa.Status.Syncs, func(s fleeetv1.SyncStatus) bool { return s.Name == dep }); i >= 0 {
+				s := pa.Status.Syncs[i]
+				state = strings.ToLower(string(s.State))
+				if s.Message != "" {
+					state += ": " + s.Message
+				}
+			}
+			v.Dependencies = append(v.Dependencies, dep+" — "+state)
+		}
+	}
+	return v
+}
+
+func selection(m *fleeetv1.Module, r *fleeetv1.Remote, selected bool) string {
+	if m.Spec.Selector == nil {
+		return "not selected: the Module has no selector (it selects no Remote)"
+	}
+	sel := metav1.FormatLabelSelector(m.Spec.Selector)
+	if sel == "<none>" {
+		sel = "{} (every Remote)"
+	}
+	labels := make([]string, 0, len(r.Labels))
+	for k, val := range r.Labels {
+		labels = append(labels, k+"="+val)
+	}
+	slices.Sort(labels)
+	verdict := "not selected"
+	if selected {
+		verdict = "selected"
+	}
+	return fmt.Sprintf("%s: selector %s against labels [%s]", verdict, sel, strings.Join(labels, ","))
+}
+
+func rollout(m *fleeetv1.Module, remote string) string {
+	if m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
+		return "all at once: every selected Remote gets the current version"
+	}
+	ro := m.Status.Rollout
+	if ro == nil || ro.Generation != m.Generation {
+		return "rolling update: the manager has not planned this generation yet"
+	}
+	if ro.PausedBy != "" {
+		return fmt.Sprintf("rolling update paused by Remote %s (its sync failed on the new version) until the spec changes", ro.PausedBy)
+	}
+	if i := slices.Index(ro.Admitted, remote); i >= 0 {
+		return fmt.Sprintf("rolling update: admitted (%d of %d admitted so far)", i+1, len(ro.Admitted))
+	}
+	limit := "100%"
+	if mu := m.Spec.Rollout.MaxUnavailable; mu != nil {
+		limit = mu.String()
+	}
+	return fmt.Sprintf("rolling update: waiting for its turn (%d Remotes admitted, maxUnavailable %s)", len(ro.Admitted), limit)
+}
+
+func planLine(c Cell) string {
+	switch {
+	case c.Version == "":
+		return "does not hold this Module's sync"
+	case c.Current:
+		return "holds the current version " + c.Version
+	}
+	return "holds " + c.Version + ", not the current version yet"
+}
+
+// lastWarning returns the newest warning event about m that names remote.
+func lastWarning(cmd *cobra.Command, c client.Client, m *fleeetv1.Module, remote string) (string, error) {
+	events := &corev1.EventList{}
+	err := c.List(cmd.Context(), events, client.InNamespace(m.Namespace), client.MatchingFieldsSelector{
+		Selector: fields.AndSelectors(
+			fields.OneTermEqualSelector("involvedObject.kind", "Module"),
+			fields.OneTermEqualSelector("involvedObject.name", m.Name),
+			fields.OneTermEqualSelector("type", corev1.EventTypeWarning)),
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading the Module's events: %w", err)
+	}
+	var last *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		if !strings.HasPrefix(e.Message, "Remote "+remote+":") && (e.Related == nil || e.Related.Name != remote) {
+			continue
+		}
+		if last == nil || eventTime(e).After(eventTime(last)) {
+			last = e
+		}
+	}
+	if last == nil {
+		return "", nil
+	}
+	return fmt.Sprintf("%s %s: %s", eventTime(last).UTC().Format("2006-01-02T15:04:05Z"), last.Reason, last.Message), nil
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	}
+	return e.CreationTimestamp.Time
+}
