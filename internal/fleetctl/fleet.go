@@ -48,13 +48,18 @@ type Cell struct {
 	BlockedBy []string `json:"blockedBy,omitempty"`
 }
 
-// loadFleet reads a namespace's Modules, Remotes and ProxyAssemblages.
-func loadFleet(ctx context.Context, c client.Reader, namespace string) (*Fleet, error) {
+// fleet connects to the management cluster and reads the selected
+// namespace's Modules, Remotes and ProxyAssemblages.
+func (s *session) fleet(ctx context.Context) (client.Client, *Fleet, error) {
+	c, namespace, err := s.client()
+	if err != nil {
+		return nil, nil, err
+	}
 	f := &Fleet{Namespace: namespace, plans: map[string]*fleeetv1.ProxyAssemblage{}}
 	modules, remotes, plans := &fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}
 	for _, list := range []client.ObjectList{modules, remotes, plans} {
 		if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	f.Modules, f.Remotes = modules.Items, remotes.Items
@@ -63,7 +68,7 @@ func loadFleet(ctx context.Context, c client.Reader, namespace string) (*Fleet, 
 	for i := range plans.Items {
 		f.plans[plans.Items[i].Name] = &plans.Items[i]
 	}
-	return f, nil
+	return c, f, nil
 }
 
 // Cell works out what remote runs of m.

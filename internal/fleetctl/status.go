@@ -39,14 +39,10 @@ func newStatusCommand(s *session) *cobra.Command {
 		Long: `Shows one row per Remote and one column per Module of the namespace. A cell says what the
 Remote runs of the Module: ready, pending (not in its plan or not reported yet), progressing,
 blocked (waiting for a dependency), failed or offline, and the version its plan holds; a version
-marked * is not the Module's current one yet. Empty cells are Remotes the Module does not select.`,
+marked * is not the Module's current one yet; - marks a Remote the Module does not select.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ns, err := s.client()
-			if err != nil {
-				return err
-			}
-			f, err := loadFleet(cmd.Context(), c, ns)
+			_, f, err := s.fleet(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -44,14 +44,11 @@ func newWhyCommand(s *session) *cobra.Command {
 		Short: "Why a Module is where it is on one Remote: selection, rollout, plan, cluster, dependencies",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := s.client()
+			c, f, err := s.fleet(cmd.Context())
 			if err != nil {
 				return err
 			}
-			f, err := loadFleet(cmd.Context(), c, ns)
-			if err != nil {
-				return err
-			}
+			ns := f.Namespace
 			i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == args[0] })
 			if i < 0 {
 				return fmt.Errorf("no Module %s in namespace %s", args[0], ns)
