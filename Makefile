@@ -5,6 +5,7 @@
 #   make generate  regenerate deepcopy code, CRDs, the charts' CRDs and READMEs, the webhook config
 #   make verify    fail when generated files are stale
 #   make bench     benchmarks against real apiservers and Flux; figures go to BENCHMARKS.md
+#   make demo      a management and three downstream clusters on this machine, converging live
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -76,6 +77,11 @@ chart-lint: ## ct lint over both charts: helm lint --strict per ci/*-values.yaml
 
 .PHONY: test
 test: setup vet fmt-check verify go-test opa-test chart-lint ## Everything CI runs.
+
+DEMO_FLAGS ?=
+.PHONY: demo
+demo: setup ## The whole fleet on this machine, shown converging; Ctrl-C stops it (DEMO_FLAGS=--exit-when-ready).
+	go run ./hack/demo $(DEMO_FLAGS)
 
 BENCH_FLAGS ?= -run '^$$' -bench . -benchtime 1x -timeout 60m
 .PHONY: bench

@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
-	"testing"
 )
 
 // ChartRepo is a Helm chart repository served over HTTP from a directory of
@@ -22,7 +21,7 @@ func ChartDir(name string) string {
 
 // NewChartRepo packages each chart directory with the pinned helm CLI, indexes
 // them and serves the result on loopback until the test ends.
-func NewChartRepo(t testing.TB, chartDirs ...string) *ChartRepo {
+func NewChartRepo(t TB, chartDirs ...string) *ChartRepo {
 	t.Helper()
 	helm, err := Tool("helm")
 	if err != nil {

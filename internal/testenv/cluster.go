@@ -98,7 +98,7 @@ func WithWebhooks() ClusterOption {
 }
 
 // StartCluster starts one apiserver and stops it when the test ends.
-func StartCluster(t testing.TB, name string, opts ...ClusterOption) *Cluster {
+func StartCluster(t TB, name string, opts ...ClusterOption) *Cluster {
 	t.Helper()
 	c, err := startCluster(name, t.TempDir(), opts...)
 	stopAtEnd(t, name, c, err)
@@ -107,7 +107,7 @@ func StartCluster(t testing.TB, name string, opts ...ClusterOption) *Cluster {
 
 // stopAtEnd stops a started apiserver when the test ends, and fails the
 // test if starting it failed.
-func stopAtEnd(t testing.TB, name string, c *Cluster, err error) {
+func stopAtEnd(t TB, name string, c *Cluster, err error) {
 	t.Helper()
 	if c != nil {
 		t.Cleanup(func() {
@@ -123,7 +123,7 @@ func stopAtEnd(t testing.TB, name string, c *Cluster, err error) {
 
 // StartClusters starts one apiserver per name, concurrently, and stops them
 // when the test ends. Two names give a management and a downstream cluster.
-func StartClusters(t testing.TB, names ...string) []*Cluster {
+func StartClusters(t TB, names ...string) []*Cluster {
 	t.Helper()
 	clusters := make([]*Cluster, len(names))
 	errs := make([]error, len(names))
@@ -218,7 +218,7 @@ func (c *Cluster) StartAPIServer() error { return c.env.ControlPlane.APIServer.S
 // Namespace creates a namespace with a random name derived from prefix and
 // the given labels. Tests use one namespace each; namespaces are not deleted
 // because no namespace controller runs to finalize them.
-func (c *Cluster) Namespace(t testing.TB, prefix string, labels map[string]string) string {
+func (c *Cluster) Namespace(t TB, prefix string, labels map[string]string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:   fmt.Sprintf("%s-%s", prefix, rand.String(5)),

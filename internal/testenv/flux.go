@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,7 +25,7 @@ const (
 // StartFlux runs the given Flux controllers as processes against the cluster,
 // with cluster-admin rights, and waits until each reports ready. The source
 // controller serves artifacts on loopback for the others.
-func StartFlux(t testing.TB, c *Cluster, controllers ...FluxController) map[FluxController]*Process {
+func StartFlux(t TB, c *Cluster, controllers ...FluxController) map[FluxController]*Process {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FluxNamespace}}
 	if err := c.Client.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -63,7 +62,7 @@ func StartFlux(t testing.TB, c *Cluster, controllers ...FluxController) map[Flux
 // startFluxController starts one controller on fresh loopback ports and
 // waits until it is ready and, for the source controller, until its
 // artifact server accepts connections.
-func startFluxController(ctx context.Context, t testing.TB, c *Cluster, fc FluxController, path string, env []string) (*Process, error) {
+func startFluxController(ctx context.Context, t TB, c *Cluster, fc FluxController, path string, env []string) (*Process, error) {
 	health := FreeAddr(t)
 	args := []string{
 		"--enable-leader-election=false",

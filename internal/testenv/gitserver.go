@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 )
 
 // gitHTTPBackend is where Debian's git package installs the smart-HTTP server.
@@ -21,7 +20,7 @@ type GitServer struct {
 }
 
 // NewGitServer starts a git server on loopback, stopped when the test ends.
-func NewGitServer(t testing.TB) *GitServer {
+func NewGitServer(t TB) *GitServer {
 	t.Helper()
 	root := t.TempDir()
 	srv := httptest.NewServer(&cgi.Handler{
@@ -36,7 +35,7 @@ func NewGitServer(t testing.TB) *GitServer {
 // one commit, creating the repository on first use, and tags the commit when
 // tag is not empty. Files from earlier commits stay unless overwritten. It
 // returns the repository's URL and the commit's full SHA.
-func (s *GitServer) Commit(t testing.TB, repo string, files map[string]string, tag string) (url, commit string) {
+func (s *GitServer) Commit(t TB, repo string, files map[string]string, tag string) (url, commit string) {
 	t.Helper()
 	bare := filepath.Join(s.root, repo+".git")
 	work := filepath.Join(s.root, ".work", repo)
@@ -64,7 +63,7 @@ func (s *GitServer) Commit(t testing.TB, repo string, files map[string]string, t
 	return s.URL + "/" + repo + ".git", commit
 }
 
-func git(t testing.TB, dir string, args ...string) string {
+func git(t TB, dir string, args ...string) string {
 	t.Helper()
 	args = append([]string{
 		"-c", "user.name=fleeet test", "-c", "user.email=test@fleeet.dev",

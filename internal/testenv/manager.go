@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"testing"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -59,7 +58,7 @@ func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Mana
 }
 
 // RunManager is StartManager for the duration of one test.
-func RunManager(t testing.TB, c *Cluster, name string, setup func(context.Context, ctrl.Manager) error) {
+func RunManager(t TB, c *Cluster, name string, setup func(context.Context, ctrl.Manager) error) {
 	t.Helper()
 	stop, err := StartManager(c, name, setup)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -29,7 +28,7 @@ type Process struct {
 
 // StartProcess runs path with args and extra environment variables, logging to
 // a file in the test's temporary directory.
-func StartProcess(t testing.TB, name, path string, env []string, args ...string) *Process {
+func StartProcess(t TB, name, path string, env []string, args ...string) *Process {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logFile, err := os.Create(logPath)
@@ -116,7 +115,7 @@ func (p *Process) WaitHTTP(ctx context.Context, url string) error {
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment ago.
-func FreeAddr(t testing.TB) string {
+func FreeAddr(t TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -147,7 +146,7 @@ func Tail(path string, n int) string {
 
 // BuildCommand compiles ./cmd/<name> of this repository into the test's
 // temporary directory, stamped with version, and returns the binary's path.
-func BuildCommand(t testing.TB, name, version string) string {
+func BuildCommand(t TB, name, version string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), name)
 	if _, err := runIn(RepoRoot, "go", "build", "-o", out,

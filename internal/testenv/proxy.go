@@ -4,7 +4,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"testing"
 )
 
 // Proxy forwards TCP connections to a target address until it is cut, which
@@ -22,7 +21,7 @@ type Proxy struct {
 }
 
 // NewProxy starts a proxy to target and stops it when the test ends.
-func NewProxy(t testing.TB, target string) *Proxy {
+func NewProxy(t TB, target string) *Proxy {
 	t.Helper()
 	p := &Proxy{Addr: FreeAddr(t), target: target, conns: map[net.Conn]struct{}{}}
 	if err := p.Restore(); err != nil {

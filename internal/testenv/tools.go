@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +17,20 @@ import (
 	"strings"
 	"sync"
 )
+
+// TB is what the harness needs of a test: testing.TB has it all, and
+// `make demo` runs the same components outside a test with its own.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Context() context.Context
+	TempDir() string
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+	Failed() bool
+}
 
 // RepoRoot is the root of the fleeet repository this package was built from.
 var RepoRoot = func() string {

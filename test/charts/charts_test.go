@@ -58,15 +58,15 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 
 	// fleet-manager, with a user policy from values. cert-manager does not
 	// run here: its Certificate must still be accepted by the apiserver.
-	managerChart := chartOf(t, "fleet-manager")
-	managerHelm := helmFor(t, mgmt, managerNamespace)
+	managerChart := testenv.ChartOf(t, "fleet-manager")
+	managerHelm := testenv.HelmFor(t, mgmt, managerNamespace)
 	managerValues := map[string]any{
 		"management": map[string]any{"url": mgmt.Config.Host, "caBundle": string(mgmt.Config.CAData)},
 		"policies": map[string]any{"frozen": "package fleeet.frozen\n\n" +
 			"deny contains msg if {\n  input.object.metadata.labels.frozen == \"true\"\n" +
 			"  msg := \"metadata.labels.frozen: frozen objects are refused\"\n}\n"},
 	}
-	managerRelease := managerChart.install(t, managerHelm, "fleet-manager", managerNamespace, managerValues)
+	managerRelease := managerChart.Install(t, managerHelm, "fleet-manager", managerNamespace, managerValues)
 	certificate := &unstructured.Unstructured{}
 	certificate.SetAPIVersion("cert-manager.io/v1")
 	certificate.SetKind("Certificate")
@@ -89,8 +89,8 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	g.Expect(os.WriteFile(managementCA, mgmt.Config.CAData, 0o600)).To(Succeed())
 	managerHealth := testenv.FreeAddr(t)
 	manager := testenv.StartProcess(t, "fleet-manager", testenv.BuildCommand(t, "fleet-manager", "v0.0.0-chart"),
-		[]string{"KUBECONFIG=" + serviceAccountKubeconfig(t, mgmt, managerNamespace, "fleet-manager"), "POD_NAMESPACE=" + managerNamespace},
-		append(commandLine(t, managerRelease, map[string]string{
+		[]string{"KUBECONFIG=" + testenv.ServiceAccountKubeconfig(t, mgmt, managerNamespace, "fleet-manager"), "POD_NAMESPACE=" + managerNamespace},
+		append(testenv.CommandLine(t, managerRelease, map[string]string{
 			"health-probe-bind-address": managerHealth, "metrics-bind-address": "0",
 			"webhook-port": webhookPort, "webhook-cert-dir": certDir, "management-ca-file": managementCA,
 		}), "--webhook-host="+webhookHost)...)
@@ -126,13 +126,13 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	agentValues["clusterName"] = "edge"
 	agentValues["labels"] = map[string]any{"region": "eu"}
 	agentValues["tenantServiceAccount"] = map[string]any{"clusterRole": "tenant-apps"}
-	agentChart := chartOf(t, "fleet-agent")
-	agentHelm := helmFor(t, down, agentNamespace)
-	agentRelease := agentChart.install(t, agentHelm, "fleet-agent", agentNamespace, agentValues)
+	agentChart := testenv.ChartOf(t, "fleet-agent")
+	agentHelm := testenv.HelmFor(t, down, agentNamespace)
+	agentRelease := agentChart.Install(t, agentHelm, "fleet-agent", agentNamespace, agentValues)
 	agentHealth := testenv.FreeAddr(t)
 	agent := testenv.StartProcess(t, "fleet-agent", testenv.BuildCommand(t, "fleet-agent", "v0.0.0-chart"),
-		[]string{"KUBECONFIG=" + serviceAccountKubeconfig(t, down, agentNamespace, "fleet-agent")},
-		commandLine(t, agentRelease, map[string]string{
+		[]string{"KUBECONFIG=" + testenv.ServiceAccountKubeconfig(t, down, agentNamespace, "fleet-agent")},
+		testenv.CommandLine(t, agentRelease, map[string]string{
 			"health-probe-bind-address": agentHealth, "metrics-bind-address": "0", "heartbeat-interval": "2s",
 		})...)
 	waitReady(t, agent, agentHealth)
@@ -187,12 +187,12 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	// merge, then the test's route again.
 	managerValues["logLevel"] = "debug"
 	routeWebhook(t, mgmt, chartClientConfig)
-	managerRelease = managerChart.upgrade(t, managerHelm, "fleet-manager", managerNamespace, managerValues)
+	managerRelease = managerChart.Upgrade(t, managerHelm, "fleet-manager", managerNamespace, managerValues)
 	routeWebhook(t, mgmt, admissionregistrationv1.WebhookClientConfig{URL: &webhookURL, CABundle: caPEM})
-	g.Expect(commandLine(t, managerRelease, nil)).To(ContainElement("--zap-log-level=debug"))
+	g.Expect(testenv.CommandLine(t, managerRelease, nil)).To(ContainElement("--zap-log-level=debug"))
 	agentValues["heartbeatInterval"] = "20s"
-	agentRelease = agentChart.upgrade(t, agentHelm, "fleet-agent", agentNamespace, agentValues)
-	g.Expect(commandLine(t, agentRelease, nil)).To(ContainElement("--heartbeat-interval=20s"))
+	agentRelease = agentChart.Upgrade(t, agentHelm, "fleet-agent", agentNamespace, agentValues)
+	g.Expect(testenv.CommandLine(t, agentRelease, nil)).To(ContainElement("--heartbeat-interval=20s"))
 	g.Consistently(func(g Gomega) {
 		g.Expect(upstreamReady(g, down)).To(BeTrue())
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
@@ -211,11 +211,11 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 
 	// helm uninstall, once the pods are gone, leaves only the CRDs.
 	g.Expect(agent.Stop(30 * time.Second)).To(Succeed())
-	uninstall(t, agentHelm, "fleet-agent")
-	expectRemoved(t, down, objects(t, agentRelease))
+	testenv.Uninstall(t, agentHelm, "fleet-agent")
+	expectRemoved(t, down, testenv.Objects(t, agentRelease))
 	g.Expect(manager.Stop(30 * time.Second)).To(Succeed())
-	uninstall(t, managerHelm, "fleet-manager")
-	expectRemoved(t, mgmt, objects(t, managerRelease))
+	testenv.Uninstall(t, managerHelm, "fleet-manager")
+	expectRemoved(t, mgmt, testenv.Objects(t, managerRelease))
 	for _, crd := range []string{"modules.fleeet.dev", "remotes.fleeet.dev"} {
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Name: crd}, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}})).To(Succeed(), "Helm keeps CRDs")

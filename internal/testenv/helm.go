@@ -1,0 +1,169 @@
+package testenv
+
+import (
+	"path/filepath"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// HelmFor returns a Helm action configuration for one namespace of c,
+// storing releases as Secrets the way the helm CLI does.
+func HelmFor(t TB, c *Cluster, namespace string) *action.Configuration {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig, flags.Namespace = &c.Kubeconfig, &namespace
+	cfg := new(action.Configuration)
+	if err := cfg.Init(flags, namespace, "secret", t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// ChartOf loads one of the repository's charts.
+func ChartOf(t TB, name string) *Chart {
+	t.Helper()
+	ch, err := loader.Load(filepath.Join(RepoRoot, "charts", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Chart{name: name, chart: ch}
+}
+
+// Chart is a chart of this repository, loaded for the Helm SDK.
+type Chart struct {
+	name  string
+	chart *chart.Chart
+}
+
+// Install installs the chart as release name into namespace.
+func (h *Chart) Install(t TB, cfg *action.Configuration, name, namespace string, values map[string]any) *release.Release {
+	t.Helper()
+	in := action.NewInstall(cfg)
+	in.ReleaseName, in.Namespace, in.CreateNamespace = name, namespace, true
+	rel, err := in.RunWithContext(t.Context(), h.chart, values)
+	if err != nil {
+		t.Fatalf("helm install %s: %v", h.name, err)
+	}
+	return rel
+}
+
+// Upgrade upgrades release name to the chart with values.
+func (h *Chart) Upgrade(t TB, cfg *action.Configuration, name, namespace string, values map[string]any) *release.Release {
+	t.Helper()
+	up := action.NewUpgrade(cfg)
+	up.Namespace = namespace
+	rel, err := up.RunWithContext(t.Context(), name, h.chart, values)
+	if err != nil {
+		t.Fatalf("helm upgrade %s: %v", h.name, err)
+	}
+	return rel
+}
+
+// Uninstall removes release name.
+func Uninstall(t TB, cfg *action.Configuration, name string) {
+	t.Helper()
+	if _, err := action.NewUninstall(cfg).Run(name); err != nil {
+		t.Fatalf("helm uninstall %s: %v", name, err)
+	}
+}
+
+// Objects decodes every object a release rendered.
+func Objects(t TB, rel *release.Release) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, doc := range releaseutil.SplitManifests(rel.Manifest) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatalf("release %s: %v", rel.Name, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// container returns the first container of the Deployment the release
+// rendered, as the kubelet would see it.
+func container(t TB, rel *release.Release) map[string]any {
+	t.Helper()
+	for _, o := range Objects(t, rel) {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if len(cs) > 0 {
+			return cs[0].(map[string]any)
+		}
+	}
+	t.Fatalf("release %s renders no Deployment", rel.Name)
+	return nil
+}
+
+// CommandLine returns the arguments of the release's Deployment with the
+// flags in set given new values — addresses and paths that differ outside a
+// pod. A flag in set that the Deployment does not pass fails the test, so a
+// renamed flag cannot slip by.
+func CommandLine(t TB, rel *release.Release, set map[string]string) []string {
+	t.Helper()
+	raw, _ := container(t, rel)["args"].([]any)
+	left := map[string]string{}
+	for k, v := range set {
+		left[k] = v
+	}
+	var args []string
+	for _, a := range raw {
+		arg := a.(string)
+		name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+		if v, ok := left[name]; ok {
+			arg = "--" + name + "=" + v
+			delete(left, name)
+		}
+		args = append(args, arg)
+	}
+	for name := range left {
+		t.Fatalf("the %s Deployment does not pass --%s", rel.Name, name)
+	}
+	return args
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig that authenticates to c as
+// the ServiceAccount namespace/name only, with a token from the TokenRequest
+// API — what the kubelet would mount into the pod.
+func ServiceAccountKubeconfig(t TB, c *Cluster, namespace, name string) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for ServiceAccount %s/%s: %v", namespace, name, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
+	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
+	cfg.CurrentContext = "c"
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/demo"
+	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+// TestTheDemoFleetRollsOutAndRevokes runs `make demo`'s fleet, then rolls a
+// new app version out under maxUnavailable=1 and revokes one cluster.
+func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	var progress bytes.Buffer
+	fleet := demo.Start(t, &progress)
+	if err := fleet.WaitConverged(ctx, 5*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	status, err := fleet.Status(ctx, "status")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.Split(strings.TrimSpace(status), "\n")).To(Equal([]string{
+		"REMOTE  app@0.1.0    platform@v1.0.0",
+		"edge-1  ready 0.1.0  ready v1.0.0",
+		"edge-2  ready 0.1.0  ready v1.0.0",
+		"edge-3  ready 0.1.0  ready v1.0.0",
+	}))
+	for _, name := range demo.Names {
+		g.Expect(widget(t, fleet.Downstream[name])).To(Equal("small"), "the app's Widget runs on %s", name)
+	}
+
+	// A new app version, rolled out one cluster at a time.
+	chart := filepath.Join(t.TempDir(), "widget")
+	g.Expect(os.CopyFS(chart, os.DirFS(testenv.ChartDir("widget")))).To(Succeed())
+	chartYAML, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(os.WriteFile(filepath.Join(chart, "Chart.yaml"), bytes.Replace(chartYAML, []byte("version: 0.1.0"), []byte("version: 0.2.0"), 1), 0o644)).To(Succeed())
+	g.Expect(os.WriteFile(filepath.Join(chart, "values.yaml"), []byte("size: large\n"), 0o644)).To(Succeed())
+	repo := testenv.NewChartRepo(t, chart)
+	app := &fleeetv1.Module{}
+	c := fleet.Management.Client
+	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "app"}, app)).To(Succeed())
+	app.Spec.Sync.Source.Helm.URL, app.Spec.Sync.Source.Helm.Version = repo.URL, "0.2.0"
+	g.Expect(c.Update(ctx, app)).To(Succeed())
+
+	maxMoving := 0
+	g.Eventually(func(g Gomega) {
+		plans := &fleeetv1.ProxyAssemblageList{}
+		g.Expect(c.List(ctx, plans, client.InNamespace(demo.Tenant))).To(Succeed())
+		moving, done := 0, 0
+		for _, pa := range plans.Items {
+			held := compile.Find(pa.Spec.Assemblage.Syncs, "app")
+			if held == nil || held.Source.Helm.Version != "0.2.0" {
+				continue
+			}
+			if readyAtCurrentPlan(&pa, "app") {
+				done++
+			} else {
+				moving++
+			}
+		}
+		maxMoving = max(maxMoving, moving)
+		g.Expect(done).To(Equal(len(demo.Names)))
+	}, 5*time.Minute, 100*time.Millisecond).Should(Succeed())
+	g.Expect(maxMoving).To(Equal(1), "at most one cluster was moving at any observation, and one was")
+	for _, name := range demo.Names {
+		g.Eventually(func() string { return widget(t, fleet.Downstream[name]) }, time.Minute, time.Second).Should(Equal("large"))
+	}
+	out, err := fleet.Status(ctx, "why", "app", "--remote", "edge-2")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("Module team-a/app at 0.2.0 on Remote edge-2: ready"))
+	g.Expect(out).To(ContainSubstring("plan:         holds the current version 0.2.0"))
+
+	// Revoking edge-3: its Remote and identity go, its workloads stay, its
+	// credential stops working.
+	edge3 := fleet.Downstream["edge-3"]
+	credential := &corev1.Secret{}
+	g.Expect(edge3.Client.Get(ctx, client.ObjectKey{Namespace: demo.AgentNamespace, Name: demo.Tenant + "-credential"}, credential)).To(Succeed())
+	out, err = fleet.Status(ctx, "revoke", "edge-3")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(Equal("remote/edge-3 revoked: identity fleeet-remote-edge-3 deleted\n"))
+	g.Eventually(func(g Gomega) {
+		up := &fleeetv1.Upstream{}
+		g.Expect(edge3.Client.Get(ctx, client.ObjectKey{Namespace: demo.AgentNamespace, Name: demo.Tenant}, up)).To(Succeed())
+		registered := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition)
+		g.Expect(registered).NotTo(BeNil())
+		g.Expect(registered.Reason).To(Equal("Revoked"))
+	}, 2*time.Minute, time.Second).Should(Succeed())
+	g.Consistently(func() string { return widget(t, edge3) }, 10*time.Second, time.Second).Should(Equal("large"),
+		"a revoked cluster keeps running what it ran")
+	cfg := rest.AnonymousClientConfig(fleet.Management.Config)
+	cfg.BearerToken = string(credential.Data[enrol.TokenKey])
+	revoked, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	err = revoked.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "edge-3"}, &fleeetv1.ProxyAssemblage{})
+	g.Expect(apierrors.IsUnauthorized(err)).To(BeTrue(), "the revoked cluster's credential no longer authenticates: %v", err)
+	status, err = fleet.Status(ctx, "status")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.Split(strings.TrimSpace(status), "\n")).To(Equal([]string{
+		"REMOTE  app@0.2.0    platform@v1.0.0",
+		"edge-1  ready 0.2.0  ready v1.0.0",
+		"edge-2  ready 0.2.0  ready v1.0.0",
+	}))
+}
+
+// readyAtCurrentPlan reports whether a plan's status, for the plan's
+// current generation, says the sync is Ready.
+func readyAtCurrentPlan(pa *fleeetv1.ProxyAssemblage, sync string) bool {
+	if pa.Status.ObservedGeneration != pa.Generation {
+		return false
+	}
+	for _, s := range pa.Status.Syncs {
+		if s.Name == sync {
+			return s.State == fleeetv1.SyncReady
+		}
+	}
+	return false
+}
+
+// widget returns the size of the app's Widget in a downstream cluster, or
+// "" while there is none.
+func widget(t *testing.T, c *testenv.Cluster) string {
+	w := &unstructured.Unstructured{}
+	w.SetAPIVersion("example.fleeet.dev/v1")
+	w.SetKind("Widget")
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: demo.Tenant, Name: "app"}, w); err != nil {
+		t.Logf("Widget on %s: %v", c.Name, err)
+		return ""
+	}
+	size, _, _ := unstructured.NestedString(w.Object, "spec", "size")
+	return size
+}
