@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,7 +26,8 @@ import (
 )
 
 // TestTheDemoFleetRollsOutAndRevokes runs `make demo`'s fleet, then rolls a
-// new app version out under maxUnavailable=1 and revokes one cluster.
+// new app version out under maxUnavailable=1, stops the management
+// apiserver for a minute, and revokes one cluster.
 func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -88,6 +90,31 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	g.Expect(out).To(ContainSubstring("Module team-a/app at 0.2.0 on Remote edge-2: ready"))
 	g.Expect(out).To(ContainSubstring("plan:         holds the current version 0.2.0"))
 
+	// The management apiserver is down for a minute: every cluster keeps
+	// what it runs and says it cannot reach upstream; then all reconnect.
+	stopped := time.Now()
+	g.Expect(fleet.Management.StopAPIServer()).To(Succeed())
+	for _, name := range demo.Names {
+		g.Eventually(func(g Gomega) {
+			c := upstreamCondition(g, fleet.Downstream[name], fleeetv1.ConnectedCondition)
+			g.Expect(c.Reason).To(Equal("Unreachable"))
+		}, time.Minute, time.Second).Should(Succeed(), "%s notices", name)
+	}
+	time.Sleep(time.Until(stopped.Add(time.Minute)))
+	for _, name := range demo.Names {
+		g.Expect(widget(t, fleet.Downstream[name])).To(Equal("large"), "nothing deleted on %s", name)
+		g.Expect(fleet.Downstream[name].Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: demo.Tenant}, &fleeetv1.Assemblage{})).To(Succeed())
+	}
+	g.Expect(fleet.Management.StartAPIServer()).To(Succeed())
+	for _, name := range demo.Names {
+		g.Eventually(func(g Gomega) {
+			g.Expect(upstreamCondition(g, fleet.Downstream[name], fleeetv1.ConnectedCondition).Status).To(Equal(metav1.ConditionTrue))
+		}, 2*time.Minute, time.Second).Should(Succeed(), "%s reconnects", name)
+	}
+	if err := fleet.WaitConverged(ctx, 2*time.Minute); err != nil {
+		t.Fatalf("after the outage: %v", err)
+	}
+
 	// Revoking edge-3: its Remote and identity go, its workloads stay, its
 	// credential stops working.
 	edge3 := fleet.Downstream["edge-3"]
@@ -97,11 +124,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(Equal("remote/edge-3 revoked: identity fleeet-remote-edge-3 deleted\n"))
 	g.Eventually(func(g Gomega) {
-		up := &fleeetv1.Upstream{}
-		g.Expect(edge3.Client.Get(ctx, client.ObjectKey{Namespace: demo.AgentNamespace, Name: demo.Tenant}, up)).To(Succeed())
-		registered := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition)
-		g.Expect(registered).NotTo(BeNil())
-		g.Expect(registered.Reason).To(Equal("Revoked"))
+		g.Expect(upstreamCondition(g, edge3, fleeetv1.RegisteredCondition).Reason).To(Equal("Revoked"))
 	}, 2*time.Minute, time.Second).Should(Succeed())
 	g.Consistently(func() string { return widget(t, edge3) }, 10*time.Second, time.Second).Should(Equal("large"),
 		"a revoked cluster keeps running what it ran")
@@ -118,6 +141,15 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		"edge-1  ready 0.2.0  ready v1.0.0",
 		"edge-2  ready 0.2.0  ready v1.0.0",
 	}))
+}
+
+// upstreamCondition returns one condition of a cluster's Upstream.
+func upstreamCondition(g Gomega, c *testenv.Cluster, typ string) *metav1.Condition {
+	up := &fleeetv1.Upstream{}
+	g.Expect(c.Client.Get(context.Background(), client.ObjectKey{Namespace: demo.AgentNamespace, Name: demo.Tenant}, up)).To(Succeed())
+	cond := apimeta.FindStatusCondition(up.Status.Conditions, typ)
+	g.Expect(cond).NotTo(BeNil(), "Upstream condition %s", typ)
+	return cond
 }
 
 // readyAtCurrentPlan reports whether a plan's status, for the plan's
