@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -36,17 +35,11 @@ const Tenant = "team-a"
 // AgentNamespace is where the agent chart is installed downstream.
 const AgentNamespace = "fleeet-system"
 
-// Fleet is the running demo.
+// Fleet is the running demo; its processes stop with the harness.
 type Fleet struct {
 	Management *testenv.Cluster
 	// Downstream clusters by name: edge-1, edge-2, edge-3.
 	Downstream map[string]*testenv.Cluster
-	Manager    *testenv.Process
-	Agents     map[string]*testenv.Process
-	Git        *testenv.GitServer
-	Charts     *testenv.ChartRepo
-	// ChartVersions are the app chart versions the chart repository serves.
-	ChartVersions []string
 
 	out   io.Writer
 	start time.Time
@@ -58,13 +51,12 @@ var Names = []string{"edge-1", "edge-2", "edge-3"}
 // Start brings the fleet up and enrols every cluster, telling out what it
 // does; component logs go to files under t's directories.
 func Start(t testenv.TB, out io.Writer) *Fleet {
-	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, Agents: map[string]*testenv.Process{}, out: out, start: time.Now()}
+	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, out: out, start: time.Now()}
 	f.say("building fleet-manager, fleet-agent and the pinned tools (cached after the first run)")
-	var managerBin, agentBin string
-	var wg sync.WaitGroup
-	wg.Go(func() { managerBin = testenv.BuildCommand(t, "fleet-manager", "demo") })
-	wg.Go(func() { agentBin = testenv.BuildCommand(t, "fleet-agent", "demo") })
-	wg.Wait()
+	// One after the other: a failed build stops t, which only the calling
+	// goroutine may do.
+	managerBin := testenv.BuildCommand(t, "fleet-manager", "demo")
+	agentBin := testenv.BuildCommand(t, "fleet-agent", "demo")
 
 	f.say("starting the management control plane and %d downstream ones (kube-apiserver + etcd each)", len(Names))
 	f.Management = testenv.StartCluster(t, "management", testenv.WithWebhooks())
@@ -75,11 +67,14 @@ func Start(t testenv.TB, out io.Writer) *Fleet {
 		testenv.StartFlux(t, f.Downstream[name], testenv.SourceController, testenv.KustomizeController, testenv.HelmController)
 	}
 	f.say("Flux source-, kustomize- and helm-controller running for each downstream cluster")
-	f.Manager = startManager(t, managerBin, f.Management)
+	if err := f.Management.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleeet-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartManagerProcess(t, managerBin, f.Management, "--namespace=fleeet-system", "--offline-grace=20s")
 	f.say("fleet-manager running, its admission webhooks registered")
 
-	f.serveSources(t)
-	f.createTenant(t)
+	platform, charts := f.serveSources(t)
+	f.createTenant(t, platform, charts)
 	for _, name := range Names {
 		f.enrol(t, name, agentBin)
 	}
@@ -90,52 +85,25 @@ func (f *Fleet) say(format string, args ...any) {
 	fmt.Fprintf(f.out, "[%5.1fs] %s\n", time.Since(f.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-// startManager runs fleet-manager against the management cluster with the
-// flags a chart install gives it.
-func startManager(t testenv.TB, bin string, c *testenv.Cluster) *testenv.Process {
-	ca := filepath.Join(t.TempDir(), "ca.crt")
-	if err := os.WriteFile(ca, c.Config.CAData, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleeet-system"}}); err != nil {
-		t.Fatal(err)
-	}
-	health := testenv.FreeAddr(t)
-	p := testenv.StartProcess(t, "fleet-manager", bin, []string{"KUBECONFIG=" + c.Kubeconfig, "POD_NAMESPACE=fleeet-system"},
-		"--health-probe-bind-address="+health, "--metrics-bind-address=0",
-		"--management-url="+c.Config.Host, "--management-ca-file="+ca,
-		"--webhook-cert-dir="+c.Webhooks.LocalServingCertDir, "--webhook-host="+c.Webhooks.LocalServingHost,
-		fmt.Sprintf("--webhook-port=%d", c.Webhooks.LocalServingPort), "--offline-grace=20s")
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // serveSources serves the platform repository (a CRD) over git and the app
-// chart (a Widget, which needs that CRD) from a chart repository.
-func (f *Fleet) serveSources(t testenv.TB) {
+// chart (a Widget, which needs that CRD) from a chart repository, and
+// returns their URLs.
+func (f *Fleet) serveSources(t testenv.TB) (platform, charts string) {
 	crd, err := os.ReadFile(filepath.Join(testenv.RepoRoot, "internal", "controllers", "assemblage", "testdata", "crds", "widget.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Git = testenv.NewGitServer(t)
-	f.Git.Commit(t, "platform", map[string]string{
+	platform, _ = testenv.NewGitServer(t).Commit(t, "platform", map[string]string{
 		"crds/kustomization.yaml": "resources: [widget.yaml]\n",
 		"crds/widget.yaml":        string(crd),
 	}, "v1.0.0")
-	f.Charts = testenv.NewChartRepo(t, testenv.ChartDir("widget"))
-	f.ChartVersions = []string{"0.1.0"}
+	charts = testenv.NewChartRepo(t, testenv.ChartDir("widget")).URL
 	f.say("serving git repository platform (tag v1.0.0) and chart repository with widget 0.1.0")
+	return platform, charts
 }
 
-// PlatformURL is the platform repository's URL.
-func (f *Fleet) PlatformURL() string { return f.Git.URL + "/platform.git" }
-
 // createTenant makes the tenant namespace and its two Modules.
-func (f *Fleet) createTenant(t testenv.TB) {
+func (f *Fleet) createTenant(t testenv.TB, platformURL, chartsURL string) {
 	ctx := t.Context()
 	c := f.Management.Client
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -151,7 +119,7 @@ func (f *Fleet) createTenant(t testenv.TB) {
 		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
 			Selector: all,
 			Sync: fleeetv1.SyncSpec{
-				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: f.PlatformURL(), Tag: "v1.0.0"}},
+				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: platformURL, Tag: "v1.0.0"}},
 				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./crds"}},
 			},
 		}},
@@ -162,7 +130,7 @@ func (f *Fleet) createTenant(t testenv.TB) {
 			SyncPlacement: fleeetv1.SyncPlacement{
 				Selector: all,
 				Sync: fleeetv1.SyncSpec{
-					Source: fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: f.Charts.URL, Chart: "widget", Version: "0.1.0"}},
+					Source: fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: chartsURL, Chart: "widget", Version: "0.1.0"}},
 					Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{
 						ReleaseName: "app", TargetNamespace: Tenant,
 					}},
@@ -220,7 +188,6 @@ func (f *Fleet) enrol(t testenv.TB, name, agentBin string) {
 	if err := p.WaitHTTP(wctx, "http://"+health+"/readyz"); err != nil {
 		t.Fatal(err)
 	}
-	f.Agents[name] = p
 	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)
 }
 
@@ -266,17 +233,23 @@ func (f *Fleet) WaitConverged(ctx context.Context, timeout time.Duration) error 
 	}
 }
 
-// converged reads a `fleetctl status` grid: every cell ready at the
-// Module's current version.
+// converged reads a `fleetctl status` grid: a row per cluster, and in it a
+// "ready VERSION" cell per Module, at the Module's current version (no *).
 func converged(grid string) bool {
 	lines := strings.Split(strings.TrimSpace(grid), "\n")
 	if len(lines) != len(Names)+1 {
 		return false
 	}
+	modules := len(strings.Fields(lines[0])) - 1
 	for _, row := range lines[1:] {
-		fields := strings.Fields(row)
-		if len(fields) != 5 || fields[1] != "ready" || fields[3] != "ready" || strings.HasSuffix(fields[2], "*") || strings.HasSuffix(fields[4], "*") {
+		cells := strings.Fields(row)[1:]
+		if len(cells) != 2*modules {
 			return false
+		}
+		for i := 0; i < len(cells); i += 2 {
+			if cells[i] != "ready" || strings.HasSuffix(cells[i+1], "*") {
+				return false
+			}
 		}
 	}
 	return true

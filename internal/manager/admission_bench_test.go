@@ -30,7 +30,7 @@ func BenchmarkAdmission(b *testing.B) {
 	for b.Loop() {
 		c := testenv.StartCluster(b, "management", testenv.WithWebhooks())
 		metrics := testenv.FreeAddr(b)
-		startManagerProcess(b, bin, c, "--metrics-bind-address="+metrics)
+		testenv.StartManagerProcess(b, bin, c, "--metrics-bind-address="+metrics)
 		ns := tenantIn(b, c)
 		var seq atomic.Int64
 		measure := func(clients int) (p50, p99 time.Duration) {

@@ -1,7 +1,6 @@
 package manager_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -76,7 +75,7 @@ func benchFleet(b *testing.B, bin string, remotes int) {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	p := startManagerProcess(b, bin, c, "--kube-api-qps="+benchQPS, "--kube-api-burst="+benchBurst)
+	p := testenv.StartManagerProcess(b, bin, c, "--kube-api-qps="+benchQPS, "--kube-api-burst="+benchBurst)
 	waitPlans(b, c, ns, remotes, func(pa *fleeetv1.ProxyAssemblage) bool {
 		return len(pa.Spec.Assemblage.Syncs) == benchModules
 	})
@@ -140,40 +139,22 @@ func parallel(b *testing.B, n int, fn func(int) error) {
 // waitPlans waits until every one of n ProxyAssemblages satisfies done. It
 // watches instead of listing, so that measuring does not load the apiserver.
 func waitPlans(b *testing.B, c *testenv.Cluster, ns string, n int, done func(*fleeetv1.ProxyAssemblage) bool) {
-	ctx, cancel := context.WithTimeout(b.Context(), 15*time.Minute)
-	defer cancel()
-	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: testenv.Scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
 	finished, count := map[string]bool{}, 0
-	// A watch may end early (apiserver timeouts); a new one starts with every
-	// object again, so the count stays right.
-	for ctx.Err() == nil {
-		w, err := wc.Watch(ctx, &fleeetv1.ProxyAssemblageList{}, client.InNamespace(ns))
-		if err != nil {
-			b.Fatal(err)
+	testenv.WatchUntil(b, c, &fleeetv1.ProxyAssemblageList{}, ns, 15*time.Minute, fmt.Sprintf("all %d ProxyAssemblages", n), func(ev watch.Event) bool {
+		pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage)
+		if !ok {
+			return false
 		}
-		for ev := range w.ResultChan() {
-			pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage)
-			if !ok {
-				continue
-			}
-			now := ev.Type != watch.Deleted && done(pa)
-			switch was := finished[pa.Name]; {
-			case now && !was:
-				count++
-			case was && !now:
-				count--
-			}
-			finished[pa.Name] = now
-			if count == n {
-				w.Stop()
-				return
-			}
+		now := ev.Type != watch.Deleted && done(pa)
+		switch was := finished[pa.Name]; {
+		case now && !was:
+			count++
+		case was && !now:
+			count--
 		}
-	}
-	b.Fatalf("not all %d ProxyAssemblages done: %v", n, ctx.Err())
+		finished[pa.Name] = now
+		return count == n
+	})
 }
 
 // processUsage reads a running process's peak resident memory (MiB) and the

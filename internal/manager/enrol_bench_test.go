@@ -47,34 +47,13 @@ func BenchmarkPullAgent(b *testing.B) {
 	})
 }
 
-// startManagerProcess runs the fleet-manager binary against c, serving the
-// webhooks where c's apiserver expects them.
-func startManagerProcess(b *testing.B, bin string, c *testenv.Cluster, args ...string) *testenv.Process {
-	ca := filepath.Join(b.TempDir(), "ca.crt")
-	if err := os.WriteFile(ca, c.Config.CAData, 0o600); err != nil {
-		b.Fatal(err)
-	}
-	health := testenv.FreeAddr(b)
-	flags := []string{"--health-probe-bind-address=" + health, "--metrics-bind-address=0",
-		"--management-url=" + c.Config.Host, "--management-ca-file=" + ca,
-		"--webhook-cert-dir=" + c.Webhooks.LocalServingCertDir, "--webhook-host=" + c.Webhooks.LocalServingHost,
-		fmt.Sprintf("--webhook-port=%d", c.Webhooks.LocalServingPort)}
-	p := testenv.StartProcess(b, "fleet-manager", bin, []string{"KUBECONFIG=" + c.Kubeconfig}, append(flags, args...)...)
-	ctx, cancel := context.WithTimeout(b.Context(), time.Minute)
-	defer cancel()
-	if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
-		b.Fatal(err)
-	}
-	return p
-}
-
 func benchAgentCost(b *testing.B, managerBin, agentBin string) {
 	ctx := b.Context()
 	auditLog := filepath.Join(b.TempDir(), "audit.log")
 	mgmt := testenv.StartCluster(b, "management", testenv.WithAuditLog(auditLog), testenv.WithWebhooks())
 	down := testenv.StartCluster(b, "downstream")
 	testenv.StartFlux(b, down, testenv.SourceController, testenv.KustomizeController)
-	startManagerProcess(b, managerBin, mgmt)
+	testenv.StartManagerProcess(b, managerBin, mgmt)
 	git := testenv.NewGitServer(b)
 	repo, _ := git.Commit(b, "app", map[string]string{
 		"deploy/kustomization.yaml": "resources: [configmap.yaml]\n",
@@ -185,7 +164,7 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	ctx := b.Context()
 	mgmt := testenv.StartCluster(b, "management", testenv.WithWebhooks())
 	down := testenv.StartCluster(b, "downstream")
-	startManagerProcess(b, managerBin, mgmt)
+	testenv.StartManagerProcess(b, managerBin, mgmt)
 	ns := tenantIn(b, mgmt)
 	values := issueTokenIn(b, mgmt, ns, "fleet", fleeetv1.RegistrationTokenSpec{
 		MaxRegistrations: int32(agents), RemoteLabels: map[string]string{"fleet": "all"}})
@@ -245,34 +224,18 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 // watchAssemblages watches the downstream Assemblages until n satisfy done
 // and returns when each first did.
 func watchAssemblages(b *testing.B, c *testenv.Cluster, n int, done func(*fleeetv1.Assemblage) bool) map[string]time.Time {
-	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Minute)
-	defer cancel()
-	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: testenv.Scheme})
-	if err != nil {
-		b.Fatal(err)
-	}
 	at := map[string]time.Time{}
-	for ctx.Err() == nil {
-		w, err := wc.Watch(ctx, &fleeetv1.AssemblageList{}, client.InNamespace(agentNamespace))
-		if err != nil {
-			b.Fatal(err)
+	testenv.WatchUntil(b, c, &fleeetv1.AssemblageList{}, agentNamespace, 10*time.Minute, fmt.Sprintf("%d Assemblages", n), func(ev watch.Event) bool {
+		a, ok := ev.Object.(*fleeetv1.Assemblage)
+		if !ok || ev.Type == watch.Deleted || !done(a) {
+			return false
 		}
-		for ev := range w.ResultChan() {
-			a, ok := ev.Object.(*fleeetv1.Assemblage)
-			if !ok || ev.Type == watch.Deleted || !done(a) {
-				continue
-			}
-			if _, seen := at[a.Name]; !seen {
-				at[a.Name] = time.Now()
-			}
-			if len(at) == n {
-				w.Stop()
-				return at
-			}
+		if _, seen := at[a.Name]; !seen {
+			at[a.Name] = time.Now()
 		}
-	}
-	b.Fatalf("only %d of %d Assemblages done: %v", len(at), n, ctx.Err())
-	return nil
+		return len(at) == n
+	})
+	return at
 }
 
 // waitFor polls cond every half second until it holds; explain, if not

@@ -61,6 +61,16 @@ func as(t *testing.T, token string) client.WithWatch {
 	return c
 }
 
+// refusesEach runs each attack as its own subtest, expecting 403 Forbidden.
+func refusesEach(t *testing.T, attacks map[string]func() error) {
+	for name, attack := range attacks {
+		t.Run("refuses "+name, func(t *testing.T) {
+			err := attack()
+			NewWithT(t).Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
+		})
+	}
+}
+
 func pullRemote(ns, name string, labels map[string]string) *fleeetv1.Remote {
 	return &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
 }
@@ -137,12 +147,7 @@ func TestRegistrationTokenAdmitsExactlyItsRegistrationsAndNothingElse(t *testing
 			return reg.Create(ctx, r)
 		},
 	}
-	for name, attack := range forbidden {
-		t.Run("refuses "+name, func(t *testing.T) {
-			err := attack()
-			NewWithT(t).Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
-		})
-	}
+	refusesEach(t, forbidden)
 	t.Run("names the reserved label and the kubeconfig in its refusals", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(forbidden["setting a fleeet.dev/ label"]()).To(MatchError(ContainSubstring("metadata.labels[fleeet.dev/tenant]: keys under fleeet.dev/ are set only by the fleet manager")))
@@ -282,12 +287,7 @@ func TestAClusterIdentityReachesOnlyItsOwnObjects(t *testing.T) {
 		"reading Secrets":            func() error { return edge.Get(ctx, key(enrol.RemoteIdentityName("edge-1")), &corev1.Secret{}) },
 		"reading RegistrationTokens": func() error { return edge.Get(ctx, key("two"), &fleeetv1.RegistrationToken{}) },
 	}
-	for name, attack := range attacks {
-		t.Run("refuses "+name, func(t *testing.T) {
-			err := attack()
-			NewWithT(t).Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
-		})
-	}
+	refusesEach(t, attacks)
 	t.Run("allows its own objects", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(edge.Get(ctx, key("edge"), &fleeetv1.Remote{})).To(Succeed())

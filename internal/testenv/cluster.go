@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -262,4 +264,31 @@ func RunWithCluster(m *testing.M, name string, c **Cluster, opts []ClusterOption
 		defer func() { stop(code != 0) }()
 	}
 	return m.Run()
+}
+
+// WatchUntil watches the objects of list's kind in namespace of c and hands
+// each event to handle until it returns true; a watch the apiserver ends is
+// started again (replaying every object). It fails t, saying it was waiting
+// for what, when timeout passes first.
+func WatchUntil(t TB, c *Cluster, list client.ObjectList, namespace string, timeout time.Duration, what string, handle func(watch.Event) bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ctx.Err() == nil {
+		w, err := wc.Watch(ctx, list, client.InNamespace(namespace))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for ev := range w.ResultChan() {
+			if handle(ev) {
+				w.Stop()
+				return
+			}
+		}
+	}
+	t.Fatalf("waiting for %s: %v", what, ctx.Err())
 }

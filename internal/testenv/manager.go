@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -65,4 +67,28 @@ func RunManager(t TB, c *Cluster, name string, setup func(context.Context, ctrl.
 		t.Fatalf("starting %s: %v", name, err)
 	}
 	t.Cleanup(func() { stop(t.Failed()) })
+}
+
+// StartManagerProcess runs the fleet-manager binary at bin against c, as
+// the chart would (management URL and CA for RegistrationToken Secrets,
+// webhooks served where c's webhook configuration points), with args
+// appended (a later flag wins), and waits until it is ready.
+func StartManagerProcess(t TB, bin string, c *Cluster, args ...string) *Process {
+	t.Helper()
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, c.Config.CAData, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	health := FreeAddr(t)
+	flags := []string{"--health-probe-bind-address=" + health, "--metrics-bind-address=0",
+		"--management-url=" + c.Config.Host, "--management-ca-file=" + ca,
+		"--webhook-cert-dir=" + c.Webhooks.LocalServingCertDir, "--webhook-host=" + c.Webhooks.LocalServingHost,
+		fmt.Sprintf("--webhook-port=%d", c.Webhooks.LocalServingPort)}
+	p := StartProcess(t, "fleet-manager", bin, []string{"KUBECONFIG=" + c.Kubeconfig}, append(flags, args...)...)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

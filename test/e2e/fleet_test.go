@@ -15,6 +15,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,26 +63,35 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	app.Spec.Sync.Source.Helm.URL, app.Spec.Sync.Source.Helm.Version = repo.URL, "0.2.0"
 	g.Expect(c.Update(ctx, app)).To(Succeed())
 
-	maxMoving := 0
-	g.Eventually(func(g Gomega) {
-		plans := &fleeetv1.ProxyAssemblageList{}
-		g.Expect(c.List(ctx, plans, client.InNamespace(demo.Tenant))).To(Succeed())
-		moving, done := 0, 0
-		for _, pa := range plans.Items {
-			held := compile.Find(pa.Spec.Assemblage.Syncs, "app")
-			if held == nil || held.Source.Helm.Version != "0.2.0" {
-				continue
-			}
-			if readyAtCurrentPlan(&pa, "app") {
-				done++
-			} else {
-				moving++
+	// Every change of every plan is seen: a cluster is moving while its plan
+	// holds 0.2.0 and does not report it Ready yet.
+	moving, maxMoving := map[string]bool{}, 0
+	done := map[string]bool{}
+	testenv.WatchUntil(t, fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, 5*time.Minute, "app 0.2.0 Ready everywhere", func(ev watch.Event) bool {
+		pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage)
+		if !ok {
+			return false
+		}
+		held := compile.Find(pa.Spec.Assemblage.Syncs, "app")
+		updated := held != nil && held.Source.Helm.Version == "0.2.0"
+		done[pa.Name] = updated && readyAtCurrentPlan(pa, "app")
+		moving[pa.Name] = updated && !done[pa.Name]
+		now := 0
+		for _, m := range moving {
+			if m {
+				now++
 			}
 		}
-		maxMoving = max(maxMoving, moving)
-		g.Expect(done).To(Equal(len(demo.Names)))
-	}, 5*time.Minute, 100*time.Millisecond).Should(Succeed())
-	g.Expect(maxMoving).To(Equal(1), "at most one cluster was moving at any observation, and one was")
+		maxMoving = max(maxMoving, now)
+		finished := 0
+		for _, d := range done {
+			if d {
+				finished++
+			}
+		}
+		return finished == len(demo.Names)
+	})
+	g.Expect(maxMoving).To(Equal(1), "at most one cluster was moving at any moment, and one was")
 	for _, name := range demo.Names {
 		g.Eventually(func() string { return widget(t, fleet.Downstream[name]) }, time.Minute, time.Second).Should(Equal("large"))
 	}
