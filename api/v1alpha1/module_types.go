@@ -100,6 +100,9 @@ const (
 )
 
 // Rollout says how a new version of a Module's sync reaches its Remotes.
+// Under RollingUpdate a Remote whose sync fails on the new version pauses
+// the rollout (condition RolloutPaused) until that Remote is repaired, Ready
+// at the new version for minReadySeconds, or the spec changes.
 type Rollout struct {
 	// Strategy is AllAtOnce or RollingUpdate.
 	// +optional

@@ -262,9 +262,9 @@ func indent(s string) string {
 // Guide prints where to look once the fleet runs.
 func (f *Fleet) Guide(w io.Writer, logs string) {
 	fmt.Fprintf(w, "\nThe fleet is running. Look around:\n")
-	fmt.Fprintf(w, "  management cluster:  export KUBECONFIG=%s\n", f.Management.Kubeconfig)
+	fmt.Fprintf(w, "  %-20s export KUBECONFIG=%s\n", "management cluster:", f.Management.Kubeconfig)
 	for _, name := range Names {
-		fmt.Fprintf(w, "  %-19s KUBECONFIG=%s\n", name+" cluster:", f.Downstream[name].Kubeconfig)
+		fmt.Fprintf(w, "  %-20s export KUBECONFIG=%s\n", name+" cluster:", f.Downstream[name].Kubeconfig)
 	}
 	fmt.Fprintf(w, "  fleetctl:            go run ./cmd/fleetctl --kubeconfig %s -n %s status\n", f.Management.Kubeconfig, Tenant)
 	fmt.Fprintf(w, "                       go run ./cmd/fleetctl --kubeconfig %s -n %s why app --remote edge-1\n", f.Management.Kubeconfig, Tenant)

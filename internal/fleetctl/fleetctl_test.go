@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/enrol"
 	"github.com/fleeet-dev/fleeet/internal/fleetctl"
 	"github.com/fleeet-dev/fleeet/internal/manager"
@@ -190,6 +192,49 @@ func TestWhyExplainsOneCell(t *testing.T) {
 	g.Expect(err).To(MatchError(`no Remote "nowhere" in namespace ` + ns + " (--remote)"))
 	_, err = run(t, ns, "why", "nothing", "--remote", "lab")
 	g.Expect(err).To(MatchError("no Module nothing in namespace " + ns))
+}
+
+func TestWhyShowsTheLastPolicyDenial(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := fleet(t)
+	out, err := run(t, ns, "why", "crds", "--remote", "edge-1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("policy:       none recorded"))
+
+	// A user policy refuses plans that pull from one git server; a Module
+	// moving there is held back on every Remote it selects, and says why.
+	policy := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "fleeet-system", Name: "git-servers-" + ns, Labels: map[string]string{fleeetv1.PolicyLabel: "true"}},
+		Data: map[string]string{"policy.rego": fmt.Sprintf(`package fleeet.git_servers_%s
+deny contains msg if {
+	input.request.namespace == %q
+	input.request.kind.kind == "ProxyAssemblage"
+	some s in input.object.spec.assemblage.syncs
+	startswith(s.source.git.url, "https://untrusted.example.com/")
+	msg := sprintf("spec.assemblage.syncs[%%s].source.git.url: %%s is not an approved git server", [s.name, s.source.git.url])
+}`, strings.ReplaceAll(ns, "-", "_"), ns)},
+	}
+	g.Expect(cluster.Client.Create(ctx, policy)).To(Succeed())
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), policy) })
+	// The policy is loaded asynchronously: move the Module until a plan is refused.
+	crds := &fleeetv1.Module{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "crds"}, crds)).To(Succeed())
+	crds.Spec.Sync.Source.Git.URL, crds.Spec.Sync.Source.Git.Tag = "https://untrusted.example.com/crds.git", "v1.1.0"
+	g.Expect(cluster.Client.Update(ctx, crds)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		out, err := run(t, ns, "why", "crds", "--remote", "edge-1")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(MatchRegexp(`policy: +\S+ PolicyDenied: Remote edge-1: plan refused by admission policy: .*spec.assemblage.syncs\[crds\].source.git.url: https://untrusted.example.com/crds.git is not an approved git server`))
+		g.Expect(out).To(ContainSubstring("plan:         holds v1.0.0, not the current version yet"))
+	}, timeout, poll).Should(Succeed())
+	pa := &fleeetv1.ProxyAssemblage{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge-1"}, pa)).To(Succeed())
+	g.Expect(compile.Find(pa.Spec.Assemblage.Syncs, "crds").Source.Git.URL).To(Equal("https://git.example.com/crds.git"), "the refused plan keeps what it held")
+	out, err = run(t, ns, "why", "app", "--remote", "edge-1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("policy:       none recorded"), "app did not change")
 }
 
 func TestTokenCreatePrintsTheInstallCommand(t *testing.T) {

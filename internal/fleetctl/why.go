@@ -15,6 +15,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	remotectl "github.com/fleeet-dev/fleeet/internal/controllers/remote"
 )
 
 // WhyView is `fleetctl why -o yaml|json`: the chain from a Module to what
@@ -35,6 +36,9 @@ type WhyView struct {
 	Dependencies []string `json:"dependencies,omitempty"`
 	// Warning is the Module's latest warning event about this Remote.
 	Warning string `json:"warning,omitempty"`
+	// PolicyDenial is the latest refusal by admission policy of this
+	// Remote's plan with the Module's sync in it.
+	PolicyDenial string `json:"policyDenial,omitempty"`
 }
 
 func newWhyCommand(s *session) *cobra.Command {
@@ -58,7 +62,7 @@ func newWhyCommand(s *session) *cobra.Command {
 				return fmt.Errorf("no Remote %q in namespace %s (--remote)", remote, ns)
 			}
 			view := f.why(&f.Modules[i], &f.Remotes[j])
-			if view.Warning, err = lastWarning(cmd, c, &f.Modules[i], remote); err != nil {
+			if view.Warning, view.PolicyDenial, err = lastWarnings(cmd, c, &f.Modules[i], remote); err != nil {
 				return err
 			}
 			if done, err := printStructured(cmd.OutOrStdout(), output, view); done {
@@ -83,6 +87,11 @@ func newWhyCommand(s *session) *cobra.Command {
 			if view.Warning != "" {
 				fmt.Fprintf(w, "  last warning: %s\n", view.Warning)
 			}
+			denial := view.PolicyDenial
+			if denial == "" {
+				denial = "none recorded"
+			}
+			fmt.Fprintf(w, "  policy:       %s\n", denial)
 			return nil
 		},
 	}
@@ -145,7 +154,7 @@ func rollout(m *fleeetv1.Module, remote string) string {
 		return "rolling update: the manager has not planned this generation yet"
 	}
 	if ro.PausedBy != "" {
-		return fmt.Sprintf("rolling update paused by Remote %s (its sync failed on the new version) until the spec changes", ro.PausedBy)
+		return fmt.Sprintf("rolling update paused by Remote %s (its sync failed on the new version) until it is repaired or the spec changes", ro.PausedBy)
 	}
 	if i := slices.Index(ro.Admitted, remote); i >= 0 {
 		return fmt.Sprintf("rolling update: admitted (%d of %d admitted so far)", i+1, len(ro.Admitted))
@@ -167,19 +176,20 @@ func planLine(c Cell) string {
 	return "holds " + c.Version + ", not the current version yet"
 }
 
-// lastWarning returns the newest warning event about m that names remote.
-func lastWarning(cmd *cobra.Command, c client.Client, m *fleeetv1.Module, remote string) (string, error) {
+// lastWarnings returns the newest warning event about m that names remote,
+// and the newest of those that is a policy denial.
+func lastWarnings(cmd *cobra.Command, c client.Client, m *fleeetv1.Module, remote string) (warning, denial string, err error) {
 	events := &corev1.EventList{}
-	err := c.List(cmd.Context(), events, client.InNamespace(m.Namespace), client.MatchingFieldsSelector{
+	err = c.List(cmd.Context(), events, client.InNamespace(m.Namespace), client.MatchingFieldsSelector{
 		Selector: fields.AndSelectors(
 			fields.OneTermEqualSelector("involvedObject.kind", "Module"),
 			fields.OneTermEqualSelector("involvedObject.name", m.Name),
 			fields.OneTermEqualSelector("type", corev1.EventTypeWarning)),
 	})
 	if err != nil {
-		return "", fmt.Errorf("reading the Module's events: %w", err)
+		return "", "", fmt.Errorf("reading the Module's events: %w", err)
 	}
-	var last *corev1.Event
+	var last, lastDenial *corev1.Event
 	for i := range events.Items {
 		e := &events.Items[i]
 		if !strings.HasPrefix(e.Message, "Remote "+remote+":") && (e.Related == nil || e.Related.Name != remote) {
@@ -188,11 +198,18 @@ func lastWarning(cmd *cobra.Command, c client.Client, m *fleeetv1.Module, remote
 		if last == nil || eventTime(e).After(eventTime(last)) {
 			last = e
 		}
+		if e.Reason == remotectl.ReasonPolicyDenied && (lastDenial == nil || eventTime(e).After(eventTime(lastDenial))) {
+			lastDenial = e
+		}
 	}
-	if last == nil {
-		return "", nil
+	return describeEvent(last), describeEvent(lastDenial), nil
+}
+
+func describeEvent(e *corev1.Event) string {
+	if e == nil {
+		return ""
 	}
-	return fmt.Sprintf("%s %s: %s", eventTime(last).UTC().Format("2006-01-02T15:04:05Z"), last.Reason, last.Message), nil
+	return fmt.Sprintf("%s %s: %s", eventTime(e).UTC().Format("2006-01-02T15:04:05Z"), e.Reason, e.Message)
 }
 
 func eventTime(e *corev1.Event) time.Time {

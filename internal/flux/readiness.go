@@ -34,11 +34,16 @@ func computeKstatus(generation, observed int64, conds []metav1.Condition) (kstat
 	ready := apimeta.FindStatusCondition(conds, fleeetv1.ReadyCondition)
 	reconciling := apimeta.FindStatusCondition(conds, fleeetv1.ReconcilingCondition)
 	retrying := reconciling != nil && reconciling.Reason == meta.ProgressingWithRetryReason
+	readyFalse := ready != nil && ready.Status == metav1.ConditionFalse && ready.ObservedGeneration == generation
 	if c := apimeta.FindStatusCondition(conds, fleeetv1.StalledCondition); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == generation {
+		// Stalled says that Flux gave up ("Failed to upgrade after 1
+		// attempt(s)"); Ready=False says what went wrong.
+		if readyFalse && ready.Message != "" {
+			return failed, c.Message + ": " + ready.Message
+		}
 		return failed, c.Message
 	}
-	if ready != nil && ready.Status == metav1.ConditionFalse && ready.ObservedGeneration == generation &&
-		(reconciling == nil || reconciling.Status != metav1.ConditionTrue || retrying) {
+	if readyFalse && (reconciling == nil || reconciling.Status != metav1.ConditionTrue || retrying) {
 		return failed, ready.Message
 	}
 	if observed != generation {

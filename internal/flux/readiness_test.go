@@ -34,3 +34,11 @@ func TestComputeKstatusReadsFluxConditions(t *testing.T) {
 		NewWithT(t).Expect(got).To(Equal(tc.want), tc.name)
 	}
 }
+
+func TestAStalledObjectSaysWhatFailed(t *testing.T) {
+	g := NewWithT(t)
+	_, msg := computeKstatus(1, 1, []metav1.Condition{cond("Stalled", metav1.ConditionTrue, "RetriesExceeded", 1), cond("Ready", metav1.ConditionFalse, "UpgradeFailed", 1)})
+	g.Expect(msg).To(Equal("Stalled RetriesExceeded: Ready UpgradeFailed"))
+	_, msg = computeKstatus(1, 1, []metav1.Condition{cond("Stalled", metav1.ConditionTrue, "RetriesExceeded", 1)})
+	g.Expect(msg).To(Equal("Stalled RetriesExceeded"))
+}

@@ -362,7 +362,16 @@ func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 		g.Expect(m.Status.Rollout.Admitted).To(BeEmpty(), "no Remote is admitted while the rollout is paused")
 	})
 
-	// A new version resumes; everything online converges, then the offline Remote gets it too.
+	// r1 repaired: the rollout resumes and every online Remote reaches v3.
+	driveUntil(g, ns, online, ready, func(g Gomega) {
+		m := moduleStatus(g, ns)
+		g.Expect(apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
+		for _, name := range online {
+			g.Expect(heldTag(proxy(g, ns, name))).To(Equal("v3"), "Remote %s", name)
+		}
+	})
+
+	// A newer version; everything online converges, then the offline Remote gets it too.
 	setTag("v4")
 	driveUntil(g, ns, online, ready, func(g Gomega) {
 		m := moduleStatus(g, ns)

@@ -3,20 +3,28 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -49,7 +57,10 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		g.Expect(widget(t, fleet.Downstream[name])).To(Equal("small"), "the app's Widget runs on %s", name)
 	}
 
-	// A new app version, rolled out one cluster at a time.
+	// A new app version, rolled out one cluster at a time. Its Widget is
+	// large, which a ValidatingAdmissionPolicy on edge-2 forbids, so Helm
+	// cannot upgrade there: the rollout pauses at edge-2 and edge-3 keeps
+	// 0.1.0 until edge-2 is repaired.
 	chart := filepath.Join(t.TempDir(), "widget")
 	g.Expect(os.CopyFS(chart, os.DirFS(testenv.ChartDir("widget")))).To(Succeed())
 	chartYAML, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
@@ -57,45 +68,60 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	g.Expect(os.WriteFile(filepath.Join(chart, "Chart.yaml"), bytes.Replace(chartYAML, []byte("version: 0.1.0"), []byte("version: 0.2.0"), 1), 0o644)).To(Succeed())
 	g.Expect(os.WriteFile(filepath.Join(chart, "values.yaml"), []byte("size: large\n"), 0o644)).To(Succeed())
 	repo := testenv.NewChartRepo(t, chart)
+	edge2 := fleet.Downstream["edge-2"]
+	binding := smallWidgetsOnly(t, edge2)
+
 	app := &fleeetv1.Module{}
 	c := fleet.Management.Client
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "app"}, app)).To(Succeed())
 	app.Spec.Sync.Source.Helm.URL, app.Spec.Sync.Source.Helm.Version = repo.URL, "0.2.0"
 	g.Expect(c.Update(ctx, app)).To(Succeed())
 
-	// Every change of every plan is seen: a cluster is moving while its plan
-	// holds 0.2.0 and does not report it Ready yet.
-	moving, maxMoving := map[string]bool{}, 0
-	done := map[string]bool{}
-	testenv.WatchUntil(t, fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, 5*time.Minute, "app 0.2.0 Ready everywhere", func(ev watch.Event) bool {
-		pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage)
-		if !ok {
-			return false
-		}
-		held := compile.Find(pa.Spec.Assemblage.Syncs, "app")
-		updated := held != nil && held.Source.Helm.Version == "0.2.0"
-		done[pa.Name] = updated && readyAtCurrentPlan(pa, "app")
-		moving[pa.Name] = updated && !done[pa.Name]
-		now := 0
-		for _, m := range moving {
-			if m {
-				now++
-			}
-		}
-		maxMoving = max(maxMoving, now)
-		finished := 0
-		for _, d := range done {
-			if d {
-				finished++
-			}
-		}
-		return finished == len(demo.Names)
+	ro := &rollout{syncName: "app", version: "0.2.0"}
+	testenv.WatchUntil(t, fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, 5*time.Minute, "app 0.2.0 failed on edge-2", func(ev watch.Event) bool {
+		return ro.see(ev) && ro.state["edge-2"] == fleeetv1.SyncFailed
 	})
-	g.Expect(maxMoving).To(Equal(1), "at most one cluster was moving at any moment, and one was")
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "app"}, app)).To(Succeed())
+		paused := apimeta.FindStatusCondition(app.Status.Conditions, fleeetv1.RolloutPausedCondition)
+		g.Expect(paused).NotTo(BeNil())
+		g.Expect(paused.Message).To(And(HavePrefix("Remote edge-2 failed on generation"), ContainSubstring("this cluster runs small Widgets only")))
+	}, time.Minute, time.Second).Should(Succeed())
+	g.Consistently(func() string { return ro.held("edge-3") }, 10*time.Second, time.Second).Should(Equal("0.1.0"), "edge-3 waits while the rollout is paused")
+	g.Expect(statusCells(ctx, g, fleet)).To(Equal([][]string{
+		{"REMOTE", "app@0.2.0", "platform@v1.0.0"},
+		{"edge-1", "ready", "0.2.0", "ready", "v1.0.0"},
+		{"edge-2", "failed", "0.2.0", "ready", "v1.0.0"},
+		{"edge-3", "ready", "0.1.0*", "ready", "v1.0.0"},
+	}))
+	out, err := fleet.Status(ctx, "why", "app", "--remote", "edge-2")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(And(ContainSubstring("Module team-a/app at 0.2.0 on Remote edge-2: failed"), ContainSubstring("this cluster runs small Widgets only")))
+	out, err = fleet.Status(ctx, "why", "app", "--remote", "edge-3")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("rolling update paused by Remote edge-2"))
+
+	// Repaired as a Flux user would: the policy binding goes and, once the
+	// apiserver has stopped enforcing it, helm-controller, which gave up
+	// after one attempt, is asked to retry (`flux reconcile helmrelease
+	// --reset`).
+	g.Expect(edge2.Client.Delete(ctx, binding)).To(Succeed())
+	g.Eventually(func() error { return createLargeWidget(ctx, edge2) }, time.Minute, time.Second).Should(Succeed())
+	hrs := &helmv2.HelmReleaseList{}
+	g.Expect(edge2.Client.List(ctx, hrs, client.InNamespace(demo.Tenant))).To(Succeed())
+	i := slices.IndexFunc(hrs.Items, func(hr helmv2.HelmRelease) bool { return hr.Spec.ReleaseName == "app" })
+	g.Expect(i).NotTo(Equal(-1), "the app's HelmRelease on edge-2")
+	now := time.Now().Format(time.RFC3339Nano)
+	retry := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, meta.ReconcileRequestAnnotation, now, helmv2.ResetRequestAnnotation, now)
+	g.Expect(edge2.Client.Patch(ctx, &hrs.Items[i], client.RawPatch(types.MergePatchType, []byte(retry)))).To(Succeed())
+	testenv.WatchUntil(t, fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, 5*time.Minute, "app 0.2.0 Ready everywhere", func(ev watch.Event) bool {
+		return ro.see(ev) && ro.count(fleeetv1.SyncReady) == len(demo.Names)
+	})
+	g.Expect(ro.maxMoving).To(Equal(1), "at most one cluster was moving at any moment, and one was")
 	for _, name := range demo.Names {
 		g.Eventually(func() string { return widget(t, fleet.Downstream[name]) }, time.Minute, time.Second).Should(Equal("large"))
 	}
-	out, err := fleet.Status(ctx, "why", "app", "--remote", "edge-2")
+	out, err = fleet.Status(ctx, "why", "app", "--remote", "edge-2")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(ContainSubstring("Module team-a/app at 0.2.0 on Remote edge-2: ready"))
 	g.Expect(out).To(ContainSubstring("plan:         holds the current version 0.2.0"))
@@ -153,6 +179,124 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	}))
 }
 
+// smallWidgetsOnly makes a cluster refuse large Widgets with a
+// ValidatingAdmissionPolicy, and returns its binding.
+func smallWidgetsOnly(t *testing.T, c *testenv.Cluster) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+	g := NewWithT(t)
+	ctx := t.Context()
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "small-widgets-only"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"example.fleeet.dev"}, APIVersions: []string{"v1"}, Resources: []string{"widgets"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.size != 'large'", Message: "this cluster runs small Widgets only"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "small-widgets-only"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName: policy.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	g.Expect(c.Client.Create(ctx, policy)).To(Succeed())
+	g.Expect(c.Client.Create(ctx, binding)).To(Succeed())
+	// The apiserver loads policies asynchronously.
+	g.Eventually(func() error { return createLargeWidget(ctx, c) }, time.Minute, time.Second).
+		Should(MatchError(ContainSubstring("this cluster runs small Widgets only")))
+	return binding
+}
+
+// createLargeWidget asks a cluster, in a dry run, to create a large Widget.
+func createLargeWidget(ctx context.Context, c *testenv.Cluster) error {
+	large := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.fleeet.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"namespace": demo.Tenant, "name": "probe"},
+		"spec":     map[string]any{"size": "large"},
+	}}
+	return c.Client.Create(ctx, large, client.DryRunAll)
+}
+
+// rollout follows every change of every plan during the rollout of one
+// sync version. A cluster is moving while its plan holds the version and
+// it does not report it Ready.
+type rollout struct {
+	syncName, version string
+	mu                sync.Mutex
+	// version held and state reported, per cluster; state is empty while the
+	// cluster has not reported on the plan's current generation.
+	versions  map[string]string
+	state     map[string]fleeetv1.SyncState
+	maxMoving int
+}
+
+// see records one watch event; it reports whether it was a plan.
+func (r *rollout) see(ev watch.Event) bool {
+	pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage)
+	if !ok {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.versions == nil {
+		r.versions, r.state = map[string]string{}, map[string]fleeetv1.SyncState{}
+	}
+	r.versions[pa.Name], r.state[pa.Name] = "", ""
+	if held := compile.Find(pa.Spec.Assemblage.Syncs, r.syncName); held != nil {
+		r.versions[pa.Name] = held.Source.Helm.Version
+	}
+	if pa.Status.ObservedGeneration == pa.Generation {
+		for _, s := range pa.Status.Syncs {
+			if s.Name == r.syncName {
+				r.state[pa.Name] = s.State
+			}
+		}
+	}
+	moving := 0
+	for name, v := range r.versions {
+		if v == r.version && r.state[name] != fleeetv1.SyncReady {
+			moving++
+		}
+	}
+	r.maxMoving = max(r.maxMoving, moving)
+	return true
+}
+
+// count is how many clusters hold the version in a state.
+func (r *rollout) count(state fleeetv1.SyncState) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for name, v := range r.versions {
+		if v == r.version && r.state[name] == state {
+			n++
+		}
+	}
+	return n
+}
+
+// held is the version a cluster's plan held when last seen.
+func (r *rollout) held(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.versions[name]
+}
+
+// statusCells is `fleetctl status` split into words, line by line.
+func statusCells(ctx context.Context, g Gomega, fleet *demo.Fleet) [][]string {
+	out, err := fleet.Status(ctx, "status")
+	g.Expect(err).NotTo(HaveOccurred())
+	var cells [][]string
+	for line := range strings.Lines(strings.TrimSpace(out)) {
+		cells = append(cells, strings.Fields(line))
+	}
+	return cells
+}
+
 // upstreamCondition returns one condition of a cluster's Upstream.
 func upstreamCondition(g Gomega, c *testenv.Cluster, typ string) *metav1.Condition {
 	up := &fleeetv1.Upstream{}
@@ -160,20 +304,6 @@ func upstreamCondition(g Gomega, c *testenv.Cluster, typ string) *metav1.Conditi
 	cond := apimeta.FindStatusCondition(up.Status.Conditions, typ)
 	g.Expect(cond).NotTo(BeNil(), "Upstream condition %s", typ)
 	return cond
-}
-
-// readyAtCurrentPlan reports whether a plan's status, for the plan's
-// current generation, says the sync is Ready.
-func readyAtCurrentPlan(pa *fleeetv1.ProxyAssemblage, sync string) bool {
-	if pa.Status.ObservedGeneration != pa.Generation {
-		return false
-	}
-	for _, s := range pa.Status.Syncs {
-		if s.Name == sync {
-			return s.State == fleeetv1.SyncReady
-		}
-	}
-	return false
 }
 
 // widget returns the size of the app's Widget in a downstream cluster, or

@@ -91,7 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, err
 	}
-	p := r.reconcileRollout(m, targets)
+	p := r.reconcileRollout(m, targets, time.Now())
 	r.reconcileStatus(m, p, bindingErrs)
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
 }
@@ -145,14 +145,16 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module)
 }
 
 // reconcileRollout admits the next Remotes to the current generation. A
-// pause recorded for this generation holds until the spec changes.
-func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, targets []target) plan {
+// pause recorded for this generation holds until the spec changes or the
+// Remote that caused it is repaired: Ready at the current version for
+// minReadySeconds, or no longer selected.
+func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, targets []target, now time.Time) plan {
 	var previous []string
 	pausedBy := ""
 	if ro := m.Status.Rollout; ro != nil && ro.Generation == m.Generation {
 		previous, pausedBy = ro.Admitted, ro.PausedBy
 	}
-	p := step(m, targets, previous, time.Now())
+	p := step(m, targets, previous, now)
 	if m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
 		m.Status.Rollout = nil
 		return p
@@ -161,11 +163,22 @@ func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, targets []target) plan
 	switch {
 	case p.pausedBy != nil:
 		status.Admitted, status.PausedBy = nil, p.pausedBy.name
-	case pausedBy != "":
+	case pausedBy != "" && !repaired(m, targets, pausedBy, now):
 		status.Admitted, status.PausedBy = nil, pausedBy
 	}
 	m.Status.Rollout = status
 	return p
+}
+
+// repaired reports whether the Remote that paused a rollout no longer holds
+// it up: it runs the current version available, or it is no longer selected.
+func repaired(m *fleeetv1.Module, targets []target, name string, now time.Time) bool {
+	i := slices.IndexFunc(targets, func(t target) bool { return t.name == name })
+	if i < 0 {
+		return true
+	}
+	t := targets[i]
+	return t.updated && t.available(now, time.Duration(m.Spec.Rollout.MinReadySeconds)*time.Second)
 }
 
 // reconcileStatus sets the summary and conditions: Ready once every online
@@ -183,7 +196,7 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []s
 		if p.pausedBy != nil && p.pausedBy.message != "" {
 			msg += ": " + p.pausedBy.message
 		}
-		msg += "; change the Module's spec to resume"
+		msg += "; repair it or change the Module's spec to resume"
 		r.set(m, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, ReasonRemoteFailed, msg)
 		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonRemoteFailed, msg)
 		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)

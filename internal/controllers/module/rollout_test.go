@@ -103,3 +103,35 @@ func TestMaxUnavailableScalesToTheSelection(t *testing.T) {
 	g.Expect(maxUnavailable(ptr.To(intstr.FromString("1%")), 10)).To(Equal(1))
 	g.Expect(maxUnavailable(ptr.To(intstr.FromString("100%")), 7)).To(Equal(7))
 }
+
+func TestAPauseHoldsUntilTheRemoteIsRepaired(t *testing.T) {
+	now := time.Now()
+	m := rolling(intstr.FromInt32(1), 30)
+	m.Generation = 3
+	m.Status.Rollout = &fleeetv1.RolloutStatus{Generation: 3, PausedBy: "a"}
+	waiting := target{name: "b", holds: true, state: fleeetv1.SyncReady, readySince: now.Add(-time.Hour)}
+	cases := []struct {
+		name   string
+		a      []target
+		paused string
+	}{
+		{"still progressing after the failure", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncProgressing}}, "a"},
+		{"offline, so nobody knows", []target{{name: "a", offline: true, holds: true, updated: true, state: fleeetv1.SyncFailed}}, "a"},
+		{"Ready but not for minReadySeconds yet", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, readySince: now.Add(-10 * time.Second)}}, "a"},
+		{"Ready for minReadySeconds", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, readySince: now.Add(-time.Minute)}}, ""},
+		{"no longer selected", nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			m := m.DeepCopy()
+			(&Reconciler{}).reconcileRollout(m, append(tc.a, waiting), now)
+			g.Expect(m.Status.Rollout.PausedBy).To(Equal(tc.paused))
+			if tc.paused == "" {
+				g.Expect(m.Status.Rollout.Admitted).To(ContainElement("b"), "the rollout goes on")
+			} else {
+				g.Expect(m.Status.Rollout.Admitted).To(BeEmpty())
+			}
+		})
+	}
+}

@@ -41,9 +41,15 @@ const (
 	ConfigMapRefsIndex = "spec.controlPlaneBindings.configMap"
 )
 
-// ReasonBindingFailed is the event reason for a Module whose control-plane
-// bindings cannot be resolved for a Remote.
-const ReasonBindingFailed = "BindingFailed"
+// Event reasons on Modules.
+const (
+	// ReasonBindingFailed: the Module's control-plane bindings cannot be
+	// resolved for a Remote.
+	ReasonBindingFailed = "BindingFailed"
+	// ReasonPolicyDenied: admission policy refused a Remote's plan holding
+	// the Module's new sync.
+	ReasonPolicyDenied = "PolicyDenied"
+)
 
 // Compiler writes, for every Remote, the ProxyAssemblage of the same name
 // holding the syncs of every Module selecting it.
@@ -52,7 +58,7 @@ type Compiler struct {
 	Concurrent int
 	// Client reads from the cache and writes ProxyAssemblages.
 	Client client.Client
-	// Recorder records binding failures on Modules.
+	// Recorder records binding failures and policy denials on Modules.
 	Recorder events.EventRecorder
 }
 
@@ -131,23 +137,61 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if exists && equality.Semantic.DeepEqual(pa.Spec.Assemblage.Syncs, syncs) {
 		return ctrl.Result{}, nil
 	}
+	held := pa.Spec.Assemblage.Syncs
 	if !exists {
 		pa = &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: remote.Name, Namespace: remote.Namespace}}
 		if err := controllerutil.SetControllerReference(remote, pa, c.Client.Scheme()); err != nil {
 			return ctrl.Result{}, err
 		}
 		pa.Spec.Assemblage.Syncs = syncs
-		if err := c.Client.Create(ctx, pa); err != nil {
-			return ctrl.Result{}, fmt.Errorf("creating ProxyAssemblage %s/%s: %w", pa.Namespace, pa.Name, err)
-		}
+		err = c.Client.Create(ctx, pa)
 	} else {
 		pa.Spec.Assemblage.Syncs = syncs
-		if err := c.Client.Update(ctx, pa); err != nil {
-			return ctrl.Result{}, fmt.Errorf("updating ProxyAssemblage %s/%s: %w", pa.Namespace, pa.Name, err)
+		err = c.Client.Update(ctx, pa)
+	}
+	if err != nil {
+		if msg, denied := policyDenial(err); denied {
+			c.recordDenial(ctx, remote, held, syncs, msg)
 		}
+		return ctrl.Result{}, fmt.Errorf("writing ProxyAssemblage %s/%s: %w", remote.Namespace, remote.Name, err)
 	}
 	log.FromContext(ctx).V(1).Info("Compiled ProxyAssemblage", "syncs", len(syncs))
 	return ctrl.Result{}, nil
+}
+
+// policyDenial returns the message of an admission webhook's refusal.
+func policyDenial(err error) (string, bool) {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return "", false
+	}
+	_, msg, denied := strings.Cut(status.Status().Message, " denied the request: ")
+	return msg, denied
+}
+
+// recordDenial tells each Module whose sync the refused plan would have
+// added, changed or removed that admission policy refused it for this
+// Remote: the plan keeps what it held until the policy or the Module changes.
+func (c *Compiler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, held, refused []fleeetv1.NamedSync, msg string) {
+	changed := map[string]bool{}
+	for i := range refused {
+		if !compile.Same(compile.Find(held, refused[i].Name), &refused[i]) {
+			changed[refused[i].Name] = true
+		}
+	}
+	for i := range held {
+		if compile.Find(refused, held[i].Name) == nil {
+			changed[held[i].Name] = true
+		}
+	}
+	for name := range changed {
+		m := &fleeetv1.Module{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: name}, m); err != nil {
+			continue // deleted since: nothing left to tell
+		}
+		c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, ReasonPolicyDenied, "Compile",
+			"Remote %s: plan refused by admission policy: %s", remote.Name, msg)
+	}
 }
 
 // compile computes the syncs of one Remote from every Module selecting it.
