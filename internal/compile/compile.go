@@ -164,7 +164,7 @@ func Same(a, b *fleeetv1.NamedSync) bool {
 // Remote; otherwise it keeps what it holds, so a Remote never moves to a
 // version before its turn and never moves backward.
 func Choose(m *fleeetv1.Module, remote string, current, desired *fleeetv1.NamedSync) *fleeetv1.NamedSync {
-	if current == nil || Same(current, desired) || m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
+	if current == nil || m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy || Same(current, desired) {
 		return desired
 	}
 	if ro := m.Status.Rollout; ro != nil && ro.Generation == m.Generation && slices.Contains(ro.Admitted, remote) {

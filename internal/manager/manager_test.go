@@ -593,3 +593,21 @@ func TestACompileThatChangesNothingWritesNothing(t *testing.T) {
 		Should(BeNumerically(">", count))
 	g.Expect(proxy(g, ns, "steady").ResourceVersion).To(Equal(before.ResourceVersion))
 }
+
+func TestAPlanEditedByHandIsRestored(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	newRemote(t, ns, "edited", map[string]string{"env": "prod"}, true)
+	m := newModule("v1.0.0", &metav1.LabelSelector{})
+	m.Namespace = ns
+	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(heldTag(proxy(g, ns, "edited"))).To(Equal("v1.0.0")) }, timeout, poll).Should(Succeed())
+
+	// The compiler ignores the echo of its own writes, not anyone else's.
+	g.Eventually(func() error {
+		pa := proxy(g, ns, "edited")
+		pa.Spec.Assemblage.Syncs[0].Source.Git.Tag = "v0.9.0"
+		return cluster.Client.Update(t.Context(), pa)
+	}, timeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) { g.Expect(heldTag(proxy(g, ns, "edited"))).To(Equal("v1.0.0")) }, timeout, poll).Should(Succeed())
+}

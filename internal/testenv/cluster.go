@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -178,6 +179,7 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 			return nil, err
 		}
 	}
+
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, err
@@ -267,9 +269,10 @@ func RunWithCluster(m *testing.M, name string, c **Cluster, opts []ClusterOption
 }
 
 // WatchUntil watches the objects of list's kind in namespace of c and hands
-// each event to handle until it returns true; a watch the apiserver ends is
-// started again (replaying every object). It fails t, saying it was waiting
-// for what, when timeout passes first.
+// each event to handle until it returns true. It starts with every existing
+// object (as Added); a watch the apiserver ends (it closes watchers that fall
+// behind) resumes after the last event seen, or starts over when that is too
+// old. It fails t, saying it was waiting for what, when timeout passes first.
 func WatchUntil(t TB, c *Cluster, list client.ObjectList, namespace string, timeout time.Duration, what string, handle func(watch.Event) bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), timeout)
@@ -278,12 +281,22 @@ func WatchUntil(t TB, c *Cluster, list client.ObjectList, namespace string, time
 	if err != nil {
 		t.Fatal(err)
 	}
+	resume := ""
 	for ctx.Err() == nil {
-		w, err := wc.Watch(ctx, list, client.InNamespace(namespace))
+		w, err := wc.Watch(ctx, list, client.InNamespace(namespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: resume}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				if err := apierrors.FromObject(ev.Object); apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+					resume = ""
+				}
+				continue
+			}
+			if o, ok := ev.Object.(client.Object); ok {
+				resume = o.GetResourceVersion()
+			}
 			if handle(ev) {
 				w.Stop()
 				return

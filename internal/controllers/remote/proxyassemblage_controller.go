@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -60,6 +61,11 @@ type Compiler struct {
 	Client client.Client
 	// Recorder records binding failures and policy denials on Modules.
 	Recorder events.EventRecorder
+
+	// written holds, per ProxyAssemblage, the resourceVersion of the
+	// compiler's own last write, so that its watch event does not compile
+	// the Remote again.
+	written sync.Map
 }
 
 // SetupWithManager registers the compiler and the indexes its map functions
@@ -90,7 +96,11 @@ func (c *Compiler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
 		Named("proxyassemblage-compiler").
 		// Any Remote change, status included: bindings may read any field.
 		For(&fleeetv1.Remote{}).
-		Owns(&fleeetv1.ProxyAssemblage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Someone else's change of a plan's spec is undone; the compiler's
+		// own writes come back as events too, and are let through only once.
+		Owns(&fleeetv1.ProxyAssemblage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool { return !c.wroteItself(e.ObjectNew) },
+		})).
 		Watches(&fleeetv1.Module{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfModule), builder.WithPredicates(compileInputChanged)).
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfConfigMap)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, c.Concurrent)}).
@@ -114,6 +124,7 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err := c.Client.Get(ctx, req.NamespacedName, remote); err != nil {
 		if apierrors.IsNotFound(err) {
 			// The Remote is gone; its ProxyAssemblage goes with it.
+			c.written.Delete(req.NamespacedName)
 			pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: req.Namespace}}
 			return ctrl.Result{}, client.IgnoreNotFound(c.Client.Delete(ctx, pa))
 		}
@@ -155,8 +166,16 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		}
 		return ctrl.Result{}, fmt.Errorf("writing ProxyAssemblage %s/%s: %w", remote.Namespace, remote.Name, err)
 	}
+	c.written.Store(req.NamespacedName, pa.ResourceVersion)
 	log.FromContext(ctx).V(1).Info("Compiled ProxyAssemblage", "syncs", len(syncs))
 	return ctrl.Result{}, nil
+}
+
+// wroteItself reports whether a ProxyAssemblage is as the compiler last
+// wrote it.
+func (c *Compiler) wroteItself(pa client.Object) bool {
+	rv, ok := c.written.Load(client.ObjectKeyFromObject(pa))
+	return ok && rv == pa.GetResourceVersion()
 }
 
 // policyDenial returns the message of an admission webhook's refusal.
