@@ -153,15 +153,9 @@ func (f *Fleet) createTenant(t testenv.TB, platformURL, chartsURL string) {
 // chart with them — and here, run the agent as the chart's ServiceAccount.
 func (f *Fleet) enrol(t testenv.TB, name, agentBin string) {
 	ctx := t.Context()
-	var tokenOut bytes.Buffer
-	cmd := fleetctl.NewCommand()
-	cmd.SetOut(&tokenOut)
-	cmd.SetErr(&tokenOut)
 	valuesFile := filepath.Join(t.TempDir(), name+"-values.yaml")
-	cmd.SetArgs([]string{"--kubeconfig", f.Management.Kubeconfig, "--namespace", Tenant,
-		"token", "create", name, "--labels", "region=" + region(name), "--values-file", valuesFile, "--cluster-name", name})
-	if err := cmd.ExecuteContext(ctx); err != nil {
-		t.Fatalf("fleetctl token create %s: %v\n%s", name, err, tokenOut.String())
+	if out, err := f.Fleetctl(ctx, "token", "create", name, "--labels", "region="+region(name), "--values-file", valuesFile); err != nil {
+		t.Fatalf("fleetctl token create %s: %v\n%s", name, err, out)
 	}
 	data, err := os.ReadFile(valuesFile)
 	if err != nil {
@@ -198,8 +192,9 @@ func region(name string) string {
 	return "eu"
 }
 
-// Status returns `fleetctl status` for the tenant.
-func (f *Fleet) Status(ctx context.Context, args ...string) (string, error) {
+// Fleetctl runs fleetctl with args against the tenant's namespace and
+// returns what it printed.
+func (f *Fleet) Fleetctl(ctx context.Context, args ...string) (string, error) {
 	var out bytes.Buffer
 	cmd := fleetctl.NewCommand()
 	cmd.SetOut(&out)
@@ -216,7 +211,7 @@ func (f *Fleet) WaitConverged(ctx context.Context, timeout time.Duration) error 
 	defer cancel()
 	last := ""
 	for {
-		out, err := f.Status(ctx, "status")
+		out, err := f.Fleetctl(ctx, "status")
 		if err == nil && out != last {
 			f.say("fleetctl status\n%s", indent(out))
 			last = out

@@ -48,9 +48,6 @@ func NewHarness(ctx context.Context, dir string) (*Harness, error) {
 	return h, nil
 }
 
-// Dir is where the harness keeps its files.
-func (h *Harness) Dir() string { return h.dir }
-
 func (h *Harness) Helper()                  {}
 func (h *Harness) Context() context.Context { return h.ctx }
 

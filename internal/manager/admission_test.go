@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/controllers/policyconfig"
 )
 
 // warnings collects the admission warnings a client receives.
@@ -314,8 +315,8 @@ warn contains "metadata.labels.team: consider a team label" if {
 		g.Expect(cluster.Client.List(ctx, events, client.InNamespace(managerNamespace))).To(Succeed())
 		var found bool
 		for _, e := range events.Items {
-			if e.Regarding.Name == broken && e.Reason == "PolicyRejected" {
-				found = strings.Contains(e.Note, broken+"/policy.rego")
+			if e.Regarding.Name == broken && e.Reason == policyconfig.ReasonRejected {
+				found = found || strings.Contains(e.Note, broken+"/policy.rego")
 			}
 		}
 		g.Expect(found).To(BeTrue(), "a PolicyRejected event naming the file")

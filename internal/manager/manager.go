@@ -44,19 +44,19 @@ type Options struct {
 	// Namespace is the manager's own namespace, where ConfigMaps labelled
 	// fleeet.dev/policy=true hold user policies; empty disables them.
 	Namespace string
-	// MaxPlanBytes bounds the size of a compiled ProxyAssemblage's spec.
+	// MaxPlanBytes bounds the size of a compiled ProxyAssemblage's spec;
+	// zero means DefaultMaxPlanBytes.
 	MaxPlanBytes int
-	// AdmissionTimeout bounds the judging of one admission request.
-	AdmissionTimeout time.Duration
-	// AdmissionConcurrency bounds the admission requests judged at once.
-	AdmissionConcurrency int
 }
 
-// Defaults for the admission options when left zero.
+// DefaultMaxPlanBytes is the plan size limit when Options leaves it zero.
+const DefaultMaxPlanBytes = 512 << 10
+
+// Admission limits: how long one request may be judged, and how many are
+// judged at once.
 const (
-	DefaultMaxPlanBytes         = 512 << 10
-	DefaultAdmissionTimeout     = 3 * time.Second
-	DefaultAdmissionConcurrency = 64
+	admissionTimeout     = 3 * time.Second
+	admissionConcurrency = 64
 )
 
 // Setup registers every fleet-manager controller with mgr.
@@ -111,8 +111,8 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		Registrations:   &webhooks.Registrations{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 		ManagerUsername: self,
 		MaxPlanBytes:    cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes),
-		Timeout:         cmp.Or(o.AdmissionTimeout, DefaultAdmissionTimeout),
-		Concurrency:     cmp.Or(o.AdmissionConcurrency, DefaultAdmissionConcurrency),
+		Timeout:         admissionTimeout,
+		Concurrency:     admissionConcurrency,
 	}})
 	return nil
 }

@@ -604,7 +604,7 @@ func TestAPlanEditedByHandIsRestored(t *testing.T) {
 	g.Eventually(func(g Gomega) { g.Expect(heldTag(proxy(g, ns, "edited"))).To(Equal("v1.0.0")) }, timeout, poll).Should(Succeed())
 
 	// The compiler ignores the echo of its own writes, not anyone else's.
-	g.Eventually(func() error {
+	g.Eventually(func(g Gomega) error {
 		pa := proxy(g, ns, "edited")
 		pa.Spec.Assemblage.Syncs[0].Source.Git.Tag = "v0.9.0"
 		return cluster.Client.Update(t.Context(), pa)

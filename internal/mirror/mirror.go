@@ -21,18 +21,20 @@ const ProxyGenerationAnnotation = "fleeet.dev/proxy-generation"
 // plan's: the management cluster never picks whom Flux impersonates there.
 func Spec(asm *fleeetv1.Assemblage, pa *fleeetv1.ProxyAssemblage, serviceAccount string) bool {
 	gen := strconv.FormatInt(pa.Generation, 10)
-	want := pa.Spec.Assemblage.DeepCopy()
+	// A shallow copy to compare with; the plan is deep-copied only when it
+	// is written.
+	want := pa.Spec.Assemblage
 	if serviceAccount != "" {
 		want.ServiceAccountName = serviceAccount
 	}
-	if asm.Annotations[ProxyGenerationAnnotation] == gen && equality.Semantic.DeepEqual(asm.Spec, *want) {
+	if asm.Annotations[ProxyGenerationAnnotation] == gen && equality.Semantic.DeepEqual(asm.Spec, want) {
 		return false
 	}
 	if asm.Annotations == nil {
 		asm.Annotations = map[string]string{}
 	}
 	asm.Annotations[ProxyGenerationAnnotation] = gen
-	asm.Spec = *want
+	asm.Spec = *want.DeepCopy()
 	return true
 }
 

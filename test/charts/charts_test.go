@@ -114,7 +114,7 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 		secret := &corev1.Secret{}
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: token.Status.SecretName}, secret)).To(Succeed())
 		g.Expect(yaml.Unmarshal(secret.Data[enrol.ValuesKey], &agentValues)).To(Succeed())
-	}, timeout, poll).Should(Succeed(), "the manager writes the token Secret\n%s", testenv.Tail(manager.LogPath, 30))
+	}, timeout, poll).Should(Succeed(), func() string { return "the manager writes the token Secret\n" + testenv.Tail(manager.LogPath, 30) })
 
 	// fleet-agent, from the token's values.yaml as it is plus the cluster name.
 	// The default tenant role, admin, is an aggregated ClusterRole whose

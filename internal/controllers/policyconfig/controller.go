@@ -67,9 +67,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			continue
 		}
 		mods := map[string]string{}
-		for _, key := range slices.Sorted(maps.Keys(cm.Data)) {
+		for key, src := range cm.Data {
 			if strings.HasSuffix(key, ".rego") {
-				mods[cm.Name+"/"+key] = cm.Data[key]
+				mods[cm.Name+"/"+key] = src
 			}
 		}
 		maps.Copy(all, mods)
