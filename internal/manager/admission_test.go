@@ -13,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -334,4 +335,24 @@ deny contains "unreachable" if {
 		denied(g, alice.Create(ctx, moduleIn(ns, "crash", func(m *fleeetv1.Module) { m.Labels["owner"] = "alice" })),
 			"denied because the admission policies could not be evaluated")
 	}, timeout, poll).Should(Succeed())
+}
+
+func TestAPolicyLeavesWithItsLabel(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := strictTenant(t)
+	alice, _ := impersonate(t, "alice", ns)
+	name := "unlabelled-" + strings.TrimPrefix(ns, "strict-")
+	policyConfigMap(t, name, fmt.Sprintf(`package fleeet.unlabelled_%s
+deny contains "metadata.name: no Modules in %s" if {
+	input.request.namespace == %q
+	input.request.kind.kind == "Module"
+}`, strings.TrimPrefix(ns, "strict-"), ns, ns))
+	g.Eventually(func(g Gomega) {
+		denied(g, alice.Create(ctx, moduleIn(ns, "refused", nil)), "metadata.name: no Modules in "+ns)
+	}, timeout, poll).Should(Succeed())
+
+	g.Expect(cluster.Client.Patch(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: name}},
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+fleeetv1.PolicyLabel+`":null}}}`)))).To(Succeed())
+	g.Eventually(func() error { return alice.Create(ctx, moduleIn(ns, "admitted", nil)) }, timeout, poll).Should(Succeed())
 }

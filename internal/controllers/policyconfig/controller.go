@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -42,9 +43,12 @@ type Reconciler struct {
 // SetupWithManager registers the controller for labelled ConfigMaps in the
 // manager's namespace.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
+	isPolicy := func(o client.Object) bool {
 		return o.GetNamespace() == r.Namespace && o.GetLabels()[fleeetv1.PolicyLabel] == "true"
-	})
+	}
+	// A ConfigMap that loses its label must be seen too, so its Rego leaves.
+	ours := predicate.NewPredicateFuncs(isPolicy)
+	ours.UpdateFunc = func(e event.UpdateEvent) bool { return isPolicy(e.ObjectOld) || isPolicy(e.ObjectNew) }
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("policy-configmaps").
 		For(&corev1.ConfigMap{}, builder.WithPredicates(ours)).
