@@ -217,7 +217,14 @@ deny contains msg if {
 	}
 	g.Expect(cluster.Client.Create(ctx, policy)).To(Succeed())
 	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), policy) })
-	// The policy is loaded asynchronously: move the Module until a plan is refused.
+	// The manager loads policies asynchronously: wait until a plan pulling
+	// from that server is refused (a dry run), then move the Module there.
+	g.Eventually(func(g Gomega) error {
+		pa := &fleeetv1.ProxyAssemblage{}
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge-1"}, pa)).To(Succeed())
+		compile.Find(pa.Spec.Assemblage.Syncs, "crds").Source.Git.URL = "https://untrusted.example.com/crds.git"
+		return cluster.Client.Update(ctx, pa, client.DryRunAll)
+	}, timeout, poll).Should(MatchError(ContainSubstring("is not an approved git server")))
 	crds := &fleeetv1.Module{}
 	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "crds"}, crds)).To(Succeed())
 	crds.Spec.Sync.Source.Git.URL, crds.Spec.Sync.Source.Git.Tag = "https://untrusted.example.com/crds.git", "v1.1.0"
