@@ -108,6 +108,7 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	mgr.GetWebhookServer().Register(webhooks.Path, &admission.Webhook{Handler: &webhooks.Policies{
 		Engine:          engine,
 		Reader:          mgr.GetClient(),
+		LiveReader:      mgr.GetAPIReader(),
 		Registrations:   &webhooks.Registrations{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 		ManagerUsername: self,
 		MaxPlanBytes:    cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes),

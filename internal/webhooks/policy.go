@@ -53,6 +53,9 @@ type Policies struct {
 	Engine *policy.Engine
 	// Reader reads namespaces, Remotes and Modules, from the cache.
 	Reader client.Reader
+	// LiveReader reads from the apiserver what the cache has not seen yet:
+	// a namespace created a moment before the object being judged.
+	LiveReader client.Reader
 	// Registrations records registrations the policies allow.
 	Registrations *Registrations
 	// ManagerUsername is the manager's own identity.
@@ -150,8 +153,8 @@ func (p *Policies) input(ctx context.Context, req admission.Request) (map[string
 		"userInfo":    req.UserInfo,
 	}
 	doc["request"] = request
-	ns := &corev1.Namespace{}
-	if err := p.Reader.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns); err != nil {
+	ns, err := p.namespace(ctx, req.Namespace)
+	if err != nil {
 		return nil, fmt.Errorf("looking up namespace %s: %w", req.Namespace, err)
 	}
 	doc["namespace"] = map[string]any{"name": ns.Name, "labels": ns.Labels, "annotations": ns.Annotations}
@@ -182,6 +185,18 @@ func (p *Policies) input(ctx context.Context, req admission.Request) (map[string
 		out[key] = v
 	}
 	return out, nil
+}
+
+// namespace reads a namespace from the cache, or from the apiserver when the
+// cache has not caught up with its creation: `kubectl apply` of a namespace
+// and a Module in one file must not be refused for the cache's lag.
+func (p *Policies) namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	err := p.Reader.Get(ctx, client.ObjectKey{Name: name}, ns)
+	if apierrors.IsNotFound(err) {
+		err = p.LiveReader.Get(ctx, client.ObjectKey{Name: name}, ns)
+	}
+	return ns, err
 }
 
 // lookUp adds what the request's identity and kind call for: the
