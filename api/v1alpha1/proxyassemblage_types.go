@@ -56,3 +56,18 @@ type ProxyAssemblageList struct {
 func init() {
 	SchemeBuilder.Register(&ProxyAssemblage{}, &ProxyAssemblageList{})
 }
+
+// ReportedSync is what the cluster reported for the named sync of the plan as
+// it stands; nil when the cluster has not reported this generation yet (an
+// older report describes a plan that is gone) or the sync is not in it.
+func (pa *ProxyAssemblage) ReportedSync(name string) *SyncStatus {
+	if pa.Status.ObservedGeneration != pa.Generation {
+		return nil
+	}
+	for i := range pa.Status.Syncs {
+		if pa.Status.Syncs[i].Name == name {
+			return &pa.Status.Syncs[i]
+		}
+	}
+	return nil
+}

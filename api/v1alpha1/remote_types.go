@@ -1,6 +1,9 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // RemoteMode says how the manager reaches a Remote.
 // +kubebuilder:validation:Enum=Push;Pull
@@ -92,4 +95,11 @@ type RemoteList struct {
 
 func init() {
 	SchemeBuilder.Register(&Remote{}, &RemoteList{})
+}
+
+// Offline reports whether the Remote is known to be unreachable: its
+// Connected condition is False. A Remote never judged yet is not offline.
+func (r *Remote) Offline() bool {
+	c := apimeta.FindStatusCondition(r.Status.Conditions, ConnectedCondition)
+	return c != nil && c.Status == metav1.ConditionFalse
 }

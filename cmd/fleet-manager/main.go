@@ -42,6 +42,9 @@ func main() {
 	pflag.StringVar(&hook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
 		"Directory holding the webhook serving certificate as tls.crt and tls.key.")
 	runner.Main(manager.Name, func(mgr ctrl.Manager) error {
+		if o.MaxPlanBytes < 1024 {
+			return fmt.Errorf("--max-plan-bytes=%d: want at least 1024 bytes, or leave it at the default %d", o.MaxPlanBytes, manager.DefaultMaxPlanBytes)
+		}
 		if caFile != "" {
 			ca, err := os.ReadFile(caFile)
 			if err != nil {

@@ -89,29 +89,17 @@ func (f *Fleet) Cell(m *fleeetv1.Module, remote *fleeetv1.Remote) Cell {
 	}
 	cell.Version = compile.Version(&held.SyncSpec)
 	cell.Current = cell.Version == compile.Version(&m.Spec.Sync)
-	if offline(remote) {
+	if remote.Offline() {
 		cell.State = StateOffline
 		cell.Message = conditionMessage(remote.Status.Conditions, fleeetv1.ConnectedCondition)
 		return cell
 	}
 	cell.State, cell.Message = StatePending, "the cluster has not reported this plan yet"
-	if pa.Status.ObservedGeneration != pa.Generation {
-		return cell
-	}
-	for _, s := range pa.Status.Syncs {
-		if s.Name != m.Name {
-			continue
-		}
+	if s := pa.ReportedSync(m.Name); s != nil {
 		cell.State = strings.ToLower(string(s.State))
 		cell.Message, cell.BlockedBy = s.Message, s.BlockedBy
 	}
 	return cell
-}
-
-// offline reports whether the Remote's Connected condition is False.
-func offline(r *fleeetv1.Remote) bool {
-	c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
-	return c != nil && c.Status == metav1.ConditionFalse
 }
 
 func conditionMessage(conditions []metav1.Condition, typ string) string {

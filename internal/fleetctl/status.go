@@ -64,7 +64,7 @@ func (f *Fleet) statusView() StatusView {
 	}
 	for i := range f.Remotes {
 		r := &f.Remotes[i]
-		row := RemoteView{Name: r.Name, Connected: !offline(r), Cells: map[string]Cell{}}
+		row := RemoteView{Name: r.Name, Connected: !r.Offline(), Cells: map[string]Cell{}}
 		for j := range f.Modules {
 			if cell := f.Cell(&f.Modules[j], r); cell.State != "" {
 				row.Cells[f.Modules[j].Name] = cell

@@ -112,8 +112,7 @@ func (f *Fleet) why(m *fleeetv1.Module, r *fleeetv1.Remote) WhyView {
 	if pa := f.plans[r.Name]; pa != nil {
 		for _, dep := range v.Cell.BlockedBy {
 			state := "not reported"
-			if i := slices.IndexFunc(pa.Status.Syncs, func(s fleeetv1.SyncStatus) bool { return s.Name == dep }); i >= 0 {
-				s := pa.Status.Syncs[i]
+			if s := pa.ReportedSync(dep); s != nil {
 				state = strings.ToLower(string(s.State))
 				if s.Message != "" {
 					state += ": " + s.Message

@@ -250,12 +250,8 @@ func (r *rollout) see(ev watch.Event) bool {
 	if held := compile.Find(pa.Spec.Assemblage.Syncs, r.syncName); held != nil {
 		r.versions[pa.Name] = held.Source.Helm.Version
 	}
-	if pa.Status.ObservedGeneration == pa.Generation {
-		for _, s := range pa.Status.Syncs {
-			if s.Name == r.syncName {
-				r.state[pa.Name] = s.State
-			}
-		}
+	if s := pa.ReportedSync(r.syncName); s != nil {
+		r.state[pa.Name] = s.State
 	}
 	moving := 0
 	for name, v := range r.versions {

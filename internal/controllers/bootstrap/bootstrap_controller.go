@@ -113,7 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		selected[remote.Name] = true
 		sum.Total++
-		if c := apimeta.FindStatusCondition(remote.Status.Conditions, fleeetv1.ConnectedCondition); c != nil && c.Status == metav1.ConditionFalse {
+		if remote.Offline() {
 			sum.Offline++
 		}
 		v, err := r.reconcileRemote(ctx, bm, remote, objs[remote.Name])

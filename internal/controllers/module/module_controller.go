@@ -57,7 +57,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}}
 	selectionChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		before, after := e.ObjectOld.(*fleeetv1.Remote), e.ObjectNew.(*fleeetv1.Remote)
-		return !equality.Semantic.DeepEqual(before.Labels, after.Labels) || connectedFalse(before) != connectedFalse(after)
+		return !equality.Semantic.DeepEqual(before.Labels, after.Labels) || before.Offline() != after.Offline()
 	}}
 	modules := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, "")
 	return ctrl.NewControllerManagedBy(mgr).
@@ -127,7 +127,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module)
 		if !ok {
 			continue
 		}
-		t := target{name: remote.Name, offline: connectedFalse(remote)}
+		t := target{name: remote.Name, offline: remote.Offline()}
 		desired, err := compile.Sync(ctx, r.Client, m, &m.Spec.SyncPlacement, remote)
 		if err != nil {
 			bindingErrs = append(bindingErrs, fmt.Sprintf("remote %s: %v", remote.Name, err))
@@ -136,7 +136,12 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module)
 			held := compile.Find(pa.Spec.Assemblage.Syncs, m.Name)
 			t.holds = held != nil
 			t.updated = err == nil && compile.Same(held, &desired)
-			t.state, t.readySince, t.message = syncReport(pa, m.Name)
+			if s := pa.ReportedSync(m.Name); s != nil {
+				t.state, t.message = s.State, s.Message
+				if s.LastTransitionTime != nil {
+					t.readySince = s.LastTransitionTime.Time
+				}
+			}
 		}
 		targets = append(targets, t)
 	}

@@ -4,8 +4,6 @@ import (
 	"slices"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -143,28 +141,4 @@ func maxUnavailable(v *intstr.IntOrString, total int) int {
 		return 1
 	}
 	return n
-}
-
-// syncReport reads what a cluster reported for one sync of its
-// ProxyAssemblage; nothing when the report predates the current spec.
-func syncReport(pa *fleeetv1.ProxyAssemblage, name string) (fleeetv1.SyncState, time.Time, string) {
-	if pa.Status.ObservedGeneration != pa.Generation {
-		return "", time.Time{}, ""
-	}
-	for _, s := range pa.Status.Syncs {
-		if s.Name == name {
-			var since time.Time
-			if s.LastTransitionTime != nil {
-				since = s.LastTransitionTime.Time
-			}
-			return s.State, since, s.Message
-		}
-	}
-	return "", time.Time{}, ""
-}
-
-// connectedFalse reports whether a Remote is known to be offline.
-func connectedFalse(r *fleeetv1.Remote) bool {
-	c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
-	return c != nil && c.Status == metav1.ConditionFalse
 }
