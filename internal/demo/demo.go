@@ -173,15 +173,7 @@ func (f *Fleet) enrol(t testenv.TB, name, agentBin string) {
 
 	down := f.Downstream[name]
 	rel := testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, AgentNamespace), "fleet-agent", AgentNamespace, values)
-	health := testenv.FreeAddr(t)
-	p := testenv.StartProcess(t, name+"-fleet-agent", agentBin,
-		[]string{"KUBECONFIG=" + testenv.ServiceAccountKubeconfig(t, down, AgentNamespace, "fleet-agent")},
-		testenv.CommandLine(t, rel, map[string]string{"health-probe-bind-address": health, "metrics-bind-address": "0"})...)
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if err := p.WaitHTTP(wctx, "http://"+health+"/readyz"); err != nil {
-		t.Fatal(err)
-	}
+	testenv.RunRelease(t, down, rel, agentBin, nil)
 	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)
 }
 

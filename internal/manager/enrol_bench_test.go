@@ -1,9 +1,7 @@
 package manager_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -123,39 +121,11 @@ func benchAgentCost(b *testing.B, managerBin, agentBin string) {
 // auditedRequests counts, by verb and resource, the requests user made
 // between from and to, from the apiserver's audit log.
 func auditedRequests(b *testing.B, path, user string, from, to time.Time) map[string]int {
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	seen := map[string]bool{}
 	counts := map[string]int{}
-	scanner := bufio.NewScanner(f)
-	scanner.Buffer(make([]byte, 1<<20), 1<<24)
-	for scanner.Scan() {
-		var ev struct {
-			AuditID string `json:"auditID"`
-			Verb    string `json:"verb"`
-			User    struct {
-				Username string `json:"username"`
-			} `json:"user"`
-			ObjectRef struct {
-				Resource    string `json:"resource"`
-				Subresource string `json:"subresource"`
-			} `json:"objectRef"`
-			Received metav1.MicroTime `json:"requestReceivedTimestamp"`
+	for _, ev := range testenv.AuditLog(b, path, user) {
+		if !ev.Received.Time.Before(from) && !ev.Received.Time.After(to) {
+			counts[ev.Verb+" "+ev.Resource]++
 		}
-		if err := json.Unmarshal(scanner.Bytes(), &ev); err != nil {
-			b.Fatal(err)
-		}
-		if ev.User.Username != user || seen[ev.AuditID] || ev.Received.Time.Before(from) || ev.Received.Time.After(to) {
-			continue
-		}
-		seen[ev.AuditID] = true
-		counts[strings.Trim(ev.Verb+" "+ev.ObjectRef.Resource+"/"+ev.ObjectRef.Subresource, "/")]++
-	}
-	if err := scanner.Err(); err != nil {
-		b.Fatal(err)
 	}
 	return counts
 }

@@ -1,8 +1,11 @@
 package testenv
 
 import (
+	"context"
+	"maps"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
@@ -97,21 +100,64 @@ func Objects(t TB, rel *release.Release) []*unstructured.Unstructured {
 	return out
 }
 
-// container returns the first container of the Deployment the release
-// rendered, as the kubelet would see it.
-func container(t TB, rel *release.Release) map[string]any {
+// deployment returns the Deployment the release rendered.
+func deployment(t TB, rel *release.Release) *unstructured.Unstructured {
 	t.Helper()
 	for _, o := range Objects(t, rel) {
-		if o.GetKind() != "Deployment" {
-			continue
-		}
-		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-		if len(cs) > 0 {
-			return cs[0].(map[string]any)
+		if o.GetKind() == "Deployment" {
+			return o
 		}
 	}
 	t.Fatalf("release %s renders no Deployment", rel.Name)
 	return nil
+}
+
+// container returns the first container of the Deployment the release
+// rendered, as the kubelet would see it.
+func container(t TB, rel *release.Release) map[string]any {
+	t.Helper()
+	cs, _, _ := unstructured.NestedSlice(deployment(t, rel).Object, "spec", "template", "spec", "containers")
+	if len(cs) == 0 {
+		t.Fatalf("the %s Deployment has no container", rel.Name)
+	}
+	return cs[0].(map[string]any)
+}
+
+// RunRelease runs bin on c as the release's Deployment would run it in a
+// pod: as the ServiceAccount the Deployment names, with its arguments (set
+// gives some flags new values, extra are appended), its environment
+// (POD_NAMESPACE-style field references resolved to the release
+// namespace), its health probe on a free local address and metrics off. It
+// returns once the process is ready.
+func RunRelease(t TB, c *Cluster, rel *release.Release, bin string, set map[string]string, extra ...string) *Process {
+	t.Helper()
+	sa, _, _ := unstructured.NestedString(deployment(t, rel).Object, "spec", "template", "spec", "serviceAccountName")
+	if sa == "" {
+		t.Fatalf("the %s Deployment names no ServiceAccount", rel.Name)
+	}
+	env := []string{"KUBECONFIG=" + ServiceAccountKubeconfig(t, c, rel.Namespace, sa)}
+	vars, _, _ := unstructured.NestedSlice(container(t, rel), "env")
+	for _, v := range vars {
+		name, _, _ := unstructured.NestedString(v.(map[string]any), "name")
+		value, _, _ := unstructured.NestedString(v.(map[string]any), "value")
+		if field, _, _ := unstructured.NestedString(v.(map[string]any), "valueFrom", "fieldRef", "fieldPath"); field == "metadata.namespace" {
+			value = rel.Namespace
+		}
+		env = append(env, name+"="+value)
+	}
+	health := FreeAddr(t)
+	set = maps.Clone(set)
+	if set == nil {
+		set = map[string]string{}
+	}
+	set["health-probe-bind-address"], set["metrics-bind-address"] = health, "0"
+	p := StartProcess(t, c.Name+"-"+rel.Name, bin, env, append(CommandLine(t, rel, set), extra...)...)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
+		t.Fatalf("%s: %v\n%s", rel.Name, err, Tail(p.LogPath, 40))
+	}
+	return p
 }
 
 // CommandLine returns the arguments of the release's Deployment with the

@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -30,6 +32,10 @@ func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Mana
 		Logger:                 logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		// One test binary starts the same controllers once per test (and
+		// again under -count=N), which their metric names would otherwise
+		// refuse.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}
 	if w := c.Webhooks; w != nil {
 		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir})

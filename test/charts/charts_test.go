@@ -7,10 +7,11 @@
 package charts_test
 
 import (
-	"bufio"
+	"cmp"
 	"context"
-	"encoding/json"
+	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,14 +88,9 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 
 	managementCA := filepath.Join(t.TempDir(), "ca.crt")
 	g.Expect(os.WriteFile(managementCA, mgmt.Config.CAData, 0o600)).To(Succeed())
-	managerHealth := testenv.FreeAddr(t)
-	manager := testenv.StartProcess(t, "fleet-manager", testenv.BuildCommand(t, "fleet-manager", "v0.0.0-chart"),
-		[]string{"KUBECONFIG=" + testenv.ServiceAccountKubeconfig(t, mgmt, managerNamespace, "fleet-manager"), "POD_NAMESPACE=" + managerNamespace},
-		append(testenv.CommandLine(t, managerRelease, map[string]string{
-			"health-probe-bind-address": managerHealth, "metrics-bind-address": "0",
-			"webhook-port": webhookPort, "webhook-cert-dir": certDir, "management-ca-file": managementCA,
-		}), "--webhook-host="+webhookHost)...)
-	waitReady(t, manager, managerHealth)
+	manager := testenv.RunRelease(t, mgmt, managerRelease, testenv.BuildCommand(t, "fleet-manager", "v0.0.0-chart"),
+		map[string]string{"webhook-port": webhookPort, "webhook-cert-dir": certDir, "management-ca-file": managementCA},
+		"--webhook-host="+webhookHost)
 
 	// A platform engineer makes a tenant and a token; the token's Secret
 	// holds the agent chart's values.
@@ -129,13 +125,8 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	agentChart := testenv.ChartOf(t, "fleet-agent")
 	agentHelm := testenv.HelmFor(t, down, agentNamespace)
 	agentRelease := agentChart.Install(t, agentHelm, "fleet-agent", agentNamespace, agentValues)
-	agentHealth := testenv.FreeAddr(t)
-	agent := testenv.StartProcess(t, "fleet-agent", testenv.BuildCommand(t, "fleet-agent", "v0.0.0-chart"),
-		[]string{"KUBECONFIG=" + testenv.ServiceAccountKubeconfig(t, down, agentNamespace, "fleet-agent")},
-		testenv.CommandLine(t, agentRelease, map[string]string{
-			"health-probe-bind-address": agentHealth, "metrics-bind-address": "0", "heartbeat-interval": "2s",
-		})...)
-	waitReady(t, agent, agentHealth)
+	agent := testenv.RunRelease(t, down, agentRelease, testenv.BuildCommand(t, "fleet-agent", "v0.0.0-chart"),
+		map[string]string{"heartbeat-interval": "2s"})
 
 	// An app for every edge cluster, applied downstream by Flux as the
 	// tenant's ServiceAccount.
@@ -266,50 +257,17 @@ func expectRemoved(t *testing.T, c *testenv.Cluster, objs []*unstructured.Unstru
 	}
 }
 
-// permissionsUsed reads an apiserver audit log and returns, for one user,
-// the distinct "verb group/resource[/subresource]" requests it made and the
-// requests it was refused (403).
+// permissionsUsed lists what user did, as "verb resource" (or "verb URI"),
+// and the requests the apiserver refused with 403, from its audit log.
 func permissionsUsed(t *testing.T, path, user string) (used, refused []string) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var ev struct {
-			User      struct{ Username string } `json:"user"`
-			Verb      string                    `json:"verb"`
-			ObjectRef *struct {
-				Resource, Subresource, APIGroup, Namespace, Name string
-			} `json:"objectRef"`
-			RequestURI     string              `json:"requestURI"`
-			ResponseStatus *struct{ Code int } `json:"responseStatus"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.User.Username != user {
-			continue
-		}
-		what := ev.Verb + " " + ev.RequestURI
-		if ev.ObjectRef != nil {
-			what = ev.Verb + " " + strings.TrimPrefix(ev.ObjectRef.APIGroup+"/"+ev.ObjectRef.Resource, "/")
-			if ev.ObjectRef.Subresource != "" {
-				what += "/" + ev.ObjectRef.Subresource
-			}
-		}
-		if ev.ResponseStatus != nil && ev.ResponseStatus.Code == 403 {
+	for _, ev := range testenv.AuditLog(t, path, user) {
+		what := ev.Verb + " " + cmp.Or(ev.Resource, ev.RequestURI)
+		if ev.Code == http.StatusForbidden {
 			refused = append(refused, what+" "+ev.RequestURI)
 		}
 		seen[what] = true
 	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	for k := range seen {
-		used = append(used, k)
-	}
-	slices.Sort(used)
-	return used, refused
+	return slices.Sorted(maps.Keys(seen)), refused
 }

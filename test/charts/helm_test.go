@@ -1,7 +1,6 @@
 package charts_test
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -14,8 +13,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
 // servingCertificate writes a self-signed certificate for 127.0.0.1 as
@@ -57,14 +54,4 @@ func servingCertificate(t testing.TB) (dir string, certPEM []byte) {
 		}
 	}
 	return dir, certPEM
-}
-
-// waitReady waits for a process's readiness endpoint, failing with its log.
-func waitReady(t testing.TB, p *testenv.Process, addr string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := p.WaitHTTP(ctx, "http://"+addr+"/readyz"); err != nil {
-		t.Fatalf("%v\n%s", err, testenv.Tail(p.LogPath, 40))
-	}
 }
