@@ -68,4 +68,9 @@ const (
 	// DependsOnAnnotation on a Flux object lists, comma-separated, the syncs
 	// it depended on when applied; removal waits for these dependents first.
 	DependsOnAnnotation = "fleeet.dev/depends-on"
+
+	// RetryAnnotation on a Remote is a token (fleetctl retry writes the
+	// time) copied into its plan as spec.assemblage.retryRequestedAt: each
+	// new value asks Flux on that cluster to try every sync again.
+	RetryAnnotation = "fleeet.dev/retry-requested-at"
 )

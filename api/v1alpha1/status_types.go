@@ -37,6 +37,16 @@ type AssemblageSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// RetryRequestedAt is a token, copied from the Remote's
+	// fleeet.dev/retry-requested-at annotation. Each new value makes the
+	// agent ask Flux to reconcile every sync at once and to reset the
+	// failure counts of HelmReleases that gave up (Flux's
+	// reconcile.fluxcd.io/requestedAt and resetAt), so syncs that failed
+	// are tried again without access to the cluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	RetryRequestedAt string `json:"retryRequestedAt,omitempty"`
 }
 
 // AssemblageStatus is the observed state of an assemblage, written by the

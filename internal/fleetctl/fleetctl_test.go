@@ -291,3 +291,25 @@ func TestRevokeDeletesTheRemote(t *testing.T) {
 	_, err = run(t, ns, "revoke", "lab")
 	g.Expect(err).To(MatchError(ContainSubstring("not found")))
 }
+
+func TestRetryPutsANewTokenIntoThePlan(t *testing.T) {
+	g := NewWithT(t)
+	ns := fleet(t)
+	token := func() string {
+		out, err := run(t, ns, "retry", "edge-1")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		at, ok := strings.CutPrefix(strings.TrimSpace(out), "remote/edge-1: retry requested at ")
+		g.Expect(ok).To(BeTrue(), out)
+		return at
+	}
+	for _, want := range []string{token(), token()} {
+		g.Eventually(func(g Gomega) {
+			pa := &fleeetv1.ProxyAssemblage{}
+			g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "edge-1"}, pa)).To(Succeed())
+			g.Expect(pa.Spec.Assemblage.RetryRequestedAt).To(Equal(want))
+			g.Expect(pa.Spec.Assemblage.Syncs).To(HaveLen(2), "the syncs stay as they were")
+		}, timeout, poll).Should(Succeed())
+	}
+	_, err := run(t, ns, "retry", "nowhere")
+	g.Expect(err).To(MatchError(ContainSubstring(`remotes.fleeet.dev "nowhere" not found`)))
+}

@@ -44,7 +44,7 @@ func NewCommand() *cobra.Command {
 				return err
 			},
 		},
-		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRevokeCommand(s),
+		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRetryCommand(s), newRevokeCommand(s),
 	)
 	return root
 }

@@ -104,6 +104,10 @@ type Target struct {
 	ServiceAccountName string
 	// KubeConfig, when set, makes Flux apply to another cluster.
 	KubeConfig *meta.KubeConfigReference
+	// Retry, when set, is the token of the last retry request: every object
+	// asks Flux to reconcile for it, and a HelmRelease to reset its failure
+	// counts. Each new token is handled once.
+	Retry string
 }
 
 // Expand turns one sync, with its bindings already resolved into values,
@@ -127,12 +131,25 @@ func Expand(t Target, sync *fleeetv1.NamedSync, values map[string]string, deps [
 	if err != nil {
 		return nil, err
 	}
+	objs := []client.Object{x.Source, x.Applier}
+	for _, obj := range objs {
+		obj.SetAnnotations(map[string]string{})
+	}
+	if t.Retry != "" {
+		// The token is in the hash, so a new one re-applies the objects.
+		for _, obj := range objs {
+			obj.GetAnnotations()[meta.ReconcileRequestAnnotation] = t.Retry
+		}
+		if hr, ok := x.Applier.(*helmv2.HelmRelease); ok {
+			hr.Annotations[helmv2.ResetRequestAnnotation] = t.Retry
+		}
+	}
 	hash, err := specHash(x)
 	if err != nil {
 		return nil, err
 	}
-	for _, obj := range []client.Object{x.Source, x.Applier} {
-		obj.SetAnnotations(map[string]string{fleeetv1.SpecHashAnnotation: hash})
+	for _, obj := range objs {
+		obj.GetAnnotations()[fleeetv1.SpecHashAnnotation] = hash
 	}
 	if len(deps) > 0 {
 		x.Applier.GetAnnotations()[fleeetv1.DependsOnAnnotation] = strings.Join(slices.Sorted(slices.Values(deps)), ",")

@@ -1,8 +1,22 @@
 # Labels and annotations under fleeet.dev/ are set only by the fleet
 # manager: tenants and registrants may neither add, change nor remove them.
+# The one exception is a Remote's retry request, which users write
+# (fleetctl retry) to have the cluster try its syncs again.
 package fleeet.reserved
 
 import data.fleeet.lib
+
+retry_annotation := "fleeet.dev/retry-requested-at"
+
+# The retry request ends up in the cluster's plan, whose field holds at most
+# 64 characters.
+retry_max := 64
+
+user_settable(field, k) if {
+	lib.kind == "Remote"
+	field == "annotations"
+	k == retry_annotation
+}
 
 changed contains [field, k] if {
 	some field in ["labels", "annotations"]
@@ -10,6 +24,7 @@ changed contains [field, k] if {
 	old := object.get(input, ["oldObject", "metadata", field], {})
 	some k in object.keys(new) | object.keys(old)
 	lib.reserved_key(k)
+	not user_settable(field, k)
 	object.get(new, k, null) != object.get(old, k, null)
 }
 
@@ -17,4 +32,11 @@ deny contains msg if {
 	not lib.manager
 	some [field, k] in changed
 	msg := sprintf("metadata.%s[%s]: keys under fleeet.dev/ are set only by the fleet manager", [field, k])
+}
+
+deny contains msg if {
+	lib.kind == "Remote"
+	token := input.object.metadata.annotations[retry_annotation]
+	count(token) > retry_max
+	msg := sprintf("metadata.annotations[%s]: at most %d characters, not %d (fleetctl retry writes the time)", [retry_annotation, retry_max, count(token)])
 }

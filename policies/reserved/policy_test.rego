@@ -25,3 +25,18 @@ test_unchanged_reserved_keys_and_other_keys_allowed if {
 test_manager_may_set_reserved_keys if {
 	count(reserved.deny) == 0 with input as req("manager", {}, {"labels": {"fleeet.dev/tenant": "x"}})
 }
+
+remote(user, old, new) := object.union(req(user, old, new), {"request": {"kind": {"kind": "Remote"}}})
+
+test_tenant_may_request_a_retry_of_a_remote if {
+	count(reserved.deny) == 0 with input as remote("alice", {}, {"annotations": {"fleeet.dev/retry-requested-at": "2026-11-22T10:00:00Z"}})
+}
+
+test_retry_request_on_other_kinds_is_reserved if {
+	count(reserved.deny) == 1 with input as req("alice", {}, {"annotations": {"fleeet.dev/retry-requested-at": "now"}})
+}
+
+test_overlong_retry_request_denied if {
+	token := "0123456789012345678901234567890123456789012345678901234567890123X"
+	reserved.deny == {"metadata.annotations[fleeet.dev/retry-requested-at]: at most 64 characters, not 65 (fleetctl retry writes the time)"} with input as remote("alice", {}, {"annotations": {"fleeet.dev/retry-requested-at": token}})
+}

@@ -3,16 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,7 +16,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -104,19 +99,13 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(ContainSubstring("rolling update paused by Remote edge-2"))
 
-	// Repaired as a Flux user would: the policy binding goes and, once the
-	// apiserver has stopped enforcing it, helm-controller, which gave up
-	// after one attempt, is asked to retry (`flux reconcile helmrelease
-	// --reset`).
+	// Repaired: the policy binding goes and, once the apiserver has stopped
+	// enforcing it, the platform engineer asks edge-2 to retry from the
+	// management cluster (helm-controller gave up after one attempt).
 	g.Expect(edge2.Client.Delete(ctx, binding)).To(Succeed())
 	g.Eventually(func() error { return createLargeWidget(ctx, edge2) }, time.Minute, time.Second).Should(Succeed())
-	hrs := &helmv2.HelmReleaseList{}
-	g.Expect(edge2.Client.List(ctx, hrs, client.InNamespace(demo.Tenant))).To(Succeed())
-	i := slices.IndexFunc(hrs.Items, func(hr helmv2.HelmRelease) bool { return hr.Spec.ReleaseName == "app" })
-	g.Expect(i).NotTo(Equal(-1), "the app's HelmRelease on edge-2")
-	now := time.Now().Format(time.RFC3339Nano)
-	retry := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, meta.ReconcileRequestAnnotation, now, helmv2.ResetRequestAnnotation, now)
-	g.Expect(edge2.Client.Patch(ctx, &hrs.Items[i], client.RawPatch(types.MergePatchType, []byte(retry)))).To(Succeed())
+	out, err = fleet.Fleetctl(ctx, "retry", "edge-2")
+	g.Expect(err).NotTo(HaveOccurred(), out)
 	testenv.WatchUntil(t, fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, 5*time.Minute, "app 0.2.0 Ready everywhere", func(ev watch.Event) bool {
 		return ro.see(ev) && ro.count(fleeetv1.SyncReady) == len(demo.Names)
 	})

@@ -226,6 +226,7 @@ func target(asm *fleeetv1.Assemblage, sync string) flux.Target {
 		Namespace:          asm.Namespace,
 		Labels:             map[string]string{fleeetv1.AssemblageLabel: asm.Name, fleeetv1.SyncLabel: sync},
 		ServiceAccountName: asm.Spec.ServiceAccountName,
+		Retry:              asm.Spec.RetryRequestedAt,
 	}
 }
 

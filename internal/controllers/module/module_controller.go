@@ -201,7 +201,7 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []s
 		if p.pausedBy != nil && p.pausedBy.message != "" {
 			msg += ": " + p.pausedBy.message
 		}
-		msg += "; repair it or change the Module's spec to resume"
+		msg += "; repair it (then fleetctl retry " + ro.PausedBy + " if Flux gave up) or change the Module's spec to resume"
 		r.set(m, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, ReasonRemoteFailed, msg)
 		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonRemoteFailed, msg)
 		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)

@@ -145,7 +145,8 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if exists && equality.Semantic.DeepEqual(pa.Spec.Assemblage.Syncs, syncs) {
+	retry := remote.Annotations[fleeetv1.RetryAnnotation]
+	if exists && pa.Spec.Assemblage.RetryRequestedAt == retry && equality.Semantic.DeepEqual(pa.Spec.Assemblage.Syncs, syncs) {
 		return ctrl.Result{}, nil
 	}
 	held := pa.Spec.Assemblage.Syncs
@@ -154,11 +155,12 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		if err := controllerutil.SetControllerReference(remote, pa, c.Client.Scheme()); err != nil {
 			return ctrl.Result{}, err
 		}
-		pa.Spec.Assemblage.Syncs = syncs
-		err = c.Client.Create(ctx, pa)
-	} else {
-		pa.Spec.Assemblage.Syncs = syncs
+	}
+	pa.Spec.Assemblage.Syncs, pa.Spec.Assemblage.RetryRequestedAt = syncs, retry
+	if exists {
 		err = c.Client.Update(ctx, pa)
+	} else {
+		err = c.Client.Create(ctx, pa)
 	}
 	if err != nil {
 		if msg, denied := policyDenial(err); denied {

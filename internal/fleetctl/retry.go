@@ -1,0 +1,43 @@
+package fleetctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+func newRetryCommand(s *session) *cobra.Command {
+	return &cobra.Command{
+		Use:   "retry REMOTE",
+		Short: "Have a cluster try its syncs again, after Flux gave up on one",
+		Long: `Writes a new token into the Remote's ` + fleeetv1.RetryAnnotation + ` annotation. The manager puts it
+into the cluster's plan, and the cluster's agent asks Flux to reconcile every sync at once and to
+reset the failure counts of HelmReleases that ran out of retries (as flux reconcile --reset would).
+Use it once the cause of a failure is mended; no access to the cluster itself is needed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := s.client()
+			if err != nil {
+				return err
+			}
+			token := time.Now().UTC().Format(time.RFC3339Nano)
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{fleeetv1.RetryAnnotation: token}}})
+			if err != nil {
+				return err
+			}
+			remote := &fleeetv1.Remote{}
+			remote.Namespace, remote.Name = ns, args[0]
+			if err := c.Patch(cmd.Context(), remote, client.RawPatch(types.MergePatchType, patch)); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "remote/%s: retry requested at %s\n", args[0], token)
+			return err
+		},
+	}
+}
