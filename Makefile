@@ -32,6 +32,16 @@ setup: ## Install missing Debian packages and build every pinned tool once.
 build: ## Build the three binaries into bin/.
 	go build -o bin/ ./cmd/...
 
+.PHONY: images
+images: ## OCI archives of fleet-manager and fleet-agent in bin/images, built without Docker (IMAGES_FLAGS=--version v1.2.3).
+	go run ./hack/images $(IMAGES_FLAGS)
+
+REGISTRY ?=
+.PHONY: images-push
+images-push: ## make images, then push them to REGISTRY (make images-push REGISTRY=registry.example.com/fleeet) with your docker login.
+	@[ -n "$(REGISTRY)" ] || { echo "set REGISTRY, e.g. make images-push REGISTRY=registry.example.com/fleeet" >&2; exit 2; }
+	go run ./hack/images --repository $(REGISTRY) --push $(IMAGES_FLAGS)
+
 .PHONY: generate
 generate: ## Regenerate deepcopy code, CRDs, the charts' CRDs and READMEs, the webhook config.
 	$(call tool,controller-gen) object paths=./api/...

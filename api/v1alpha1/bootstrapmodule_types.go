@@ -6,6 +6,15 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // creates the Flux objects in the management cluster with
 // spec.kubeConfig.secretRef pointing at each Remote's kubeconfig. It is how
 // Flux and the fleet agent itself reach a cluster that cannot pull yet.
+//
+// The management cluster applies a BootstrapModule with plain Flux and no
+// agent, so two sync fields a Module takes are refused here rather than
+// ignored: sync.bindings (nothing reads the downstream cluster before an agent
+// runs there; bind values with controlPlaneBindings) and sync.dependsOn (the
+// waiting is the agent's; order bootstrap steps by their own readiness).
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.sync.bindings) || size(self.sync.bindings) == 0",message="sync.bindings: a BootstrapModule is applied from the management cluster, which cannot read the downstream cluster's objects; use controlPlaneBindings"
+// +kubebuilder:validation:XValidation:rule="!has(self.sync.dependsOn) || size(self.sync.dependsOn) == 0",message="sync.dependsOn: a BootstrapModule is applied by Flux from the management cluster without the agent that waits on dependencies; remove it"
 type BootstrapModuleSpec struct {
 	SyncPlacement `json:",inline"`
 }

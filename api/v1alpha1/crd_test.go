@@ -105,6 +105,7 @@ func TestDefaultsAreApplied(t *testing.T) {
 	g.Expect(mod.Spec.Rollout.MaxUnavailable).To(Equal(ptr.To(intstr.FromInt32(1))))
 	g.Expect(mod.Spec.Sync.Package.Kustomize.Path).To(Equal("./"))
 	g.Expect(mod.Spec.Sync.Package.Kustomize.Prune).To(Equal(ptr.To(true)))
+	g.Expect(mod.Spec.Sync.Package.Kustomize.Wait).To(Equal(ptr.To(true)), "a sync waits for its workloads unless told not to")
 
 	tok := &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns}}
 	g.Expect(cluster.Client.Create(t.Context(), tok)).To(Succeed())
@@ -187,6 +188,28 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.URL = "file:///etc" }),
 		want: []string{"spec.sync.source.git.url"},
 	}, {
+		name: "unknown helm remediation strategy",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.Remediation = &fleeetv1.HelmRemediation{Strategy: "Ignore"}
+		}),
+		want: []string{"spec.sync.package.helm.remediation.strategy", `Unsupported value: "Ignore"`},
+	}, {
+		name: "helm retries below -1",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.Remediation = &fleeetv1.HelmRemediation{UpgradeRetries: ptr.To(int32(-2))}
+		}),
+		want: []string{"spec.sync.package.helm.remediation.upgradeRetries", "greater than or equal to -1"},
+	}, {
+		name: "helm timeout that is no duration",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync = helmSync() }),
+		raw: func(o map[string]any) {
+			helm := o["spec"].(map[string]any)["sync"].(map[string]any)["package"].(map[string]any)["helm"].(map[string]any)
+			helm["timeout"] = "five minutes"
+		},
+		want: []string{"spec.sync.package.helm.timeout"},
+	}, {
 		name: "unknown rollout strategy",
 		obj:  module(func(m *fleeetv1.Module) { m.Spec.Rollout.Strategy = "Canary" }),
 		want: []string{"spec.rollout.strategy", `Unsupported value: "Canary"`},
@@ -229,6 +252,24 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 			m.Spec.Sync.DependsOn = []fleeetv1.Dependency{{Name: "crds", Selector: &metav1.LabelSelector{}}}
 		}),
 		want: []string{"spec.sync.dependsOn[0]", "exactly one of name or selector must be set"},
+	}, {
+		name: "bootstrap module with downstream bindings",
+		obj: &fleeetv1.BootstrapModule{ObjectMeta: metav1.ObjectMeta{Name: "bound", Namespace: ns},
+			Spec: fleeetv1.BootstrapModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{Sync: func() fleeetv1.SyncSpec {
+				s := gitSync()
+				s.Bindings = []fleeetv1.Binding{{Name: "REGION", Value: ptr.To("eu")}}
+				return s
+			}()}}},
+		want: []string{"spec: Invalid value", "sync.bindings: a BootstrapModule is applied from the management cluster", "use controlPlaneBindings"},
+	}, {
+		name: "bootstrap module with dependencies",
+		obj: &fleeetv1.BootstrapModule{ObjectMeta: metav1.ObjectMeta{Name: "waits", Namespace: ns},
+			Spec: fleeetv1.BootstrapModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{Sync: func() fleeetv1.SyncSpec {
+				s := gitSync()
+				s.DependsOn = []fleeetv1.Dependency{{Name: "crds"}}
+				return s
+			}()}}},
+		want: []string{"sync.dependsOn: a BootstrapModule is applied by Flux from the management cluster without the agent"},
 	}, {
 		name: "registration token allowing no registrations",
 		obj: &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: ns},
@@ -326,4 +367,32 @@ func kindOf(obj client.Object) string {
 		panic(err)
 	}
 	return gvks[0].Kind
+}
+
+// What a cluster reports of its workloads is bounded by the schema: a
+// message past 512 characters, a reason that is not one word of letters
+// and digits, or negative counts are refused on the ProxyAssemblage
+// upstream, whatever the agent (or an attacker holding its identity) sends.
+func TestWorkloadHealthAClusterReportsIsBounded(t *testing.T) {
+	g := NewWithT(t)
+	ns := cluster.Namespace(t, "health", nil)
+	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: "edge-1", Namespace: ns}}
+	g.Expect(cluster.Client.Create(t.Context(), pa)).To(Succeed())
+	report := func(h fleeetv1.WorkloadHealth) error {
+		pa.Status.Syncs = []fleeetv1.SyncStatus{{Name: "app", State: fleeetv1.SyncReady, Health: &h}}
+		return cluster.Client.Status().Update(t.Context(), pa)
+	}
+	g.Expect(report(fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 0, DesiredPods: 2, Reason: "CrashLoopBackOff",
+		Message: "Deployment web: pod web-1: container app"})).To(Succeed())
+	for _, tc := range []struct {
+		health fleeetv1.WorkloadHealth
+		want   string
+	}{
+		{fleeetv1.WorkloadHealth{Message: strings.Repeat("x", 513)}, "status.syncs[0].health.message: Too long"},
+		{fleeetv1.WorkloadHealth{Reason: "CrashLoop; token=abc"}, "status.syncs[0].health.reason"},
+		{fleeetv1.WorkloadHealth{Reason: strings.Repeat("R", 65)}, "status.syncs[0].health.reason: Too long"},
+		{fleeetv1.WorkloadHealth{ReadyPods: -1}, "status.syncs[0].health.readyPods"},
+	} {
+		g.Expect(report(tc.health)).To(MatchError(ContainSubstring(tc.want)), "%+v", tc.health)
+	}
 }

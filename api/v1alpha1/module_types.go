@@ -185,6 +185,14 @@ type ModuleSummary struct {
 	Blocked int32 `json:"blocked"`
 	// Offline Remotes are not Connected.
 	Offline int32 `json:"offline"`
+	// Suspended Remotes have spec.suspend set: their plan stays as it is.
+	// +optional
+	Suspended int32 `json:"suspended,omitempty"`
+	// PodsNotReady Remotes hold the current version and report its
+	// workloads with fewer pods ready than they want; the Ready condition
+	// says how many, and why, for the first of them.
+	// +optional
+	PodsNotReady int32 `json:"podsNotReady,omitempty"`
 }
 
 // Module is one exactly-versioned Flux sync and the Remotes it runs on.

@@ -1,6 +1,18 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"encoding/json"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// CompiledAnnotation on a ProxyAssemblage records, per sync, what the
+// compiler made of the Module it comes from, as JSON: sync name → Compiled.
+// The Module controller judges its rollout from it instead of compiling
+// every Remote again. It is an annotation, not spec, so a new Module
+// generation that compiles to the same sync leaves the plan's generation,
+// and the cluster's report of it, as they are.
+const CompiledAnnotation = "fleeet.dev/compiled"
 
 // ProxyAssemblageSpec is the compiled plan for one Remote.
 type ProxyAssemblageSpec struct {
@@ -39,7 +51,10 @@ type ProxyAssemblage struct {
 	// Spec is the compiled plan.
 	Spec ProxyAssemblageSpec `json:"spec,omitempty"`
 
-	// Status is the downstream Assemblage's status, copied upstream.
+	// Status is the downstream Assemblage's status, copied upstream whole by
+	// one writer: the cluster's agent (field manager fleet-agent) for a pull
+	// Remote, the manager's push controller (fleet-manager-push) for a push
+	// Remote.
 	// +kubebuilder:default={"observedGeneration":-1}
 	Status AssemblageStatus `json:"status,omitempty"`
 }
@@ -55,6 +70,28 @@ type ProxyAssemblageList struct {
 
 func init() {
 	SchemeBuilder.Register(&ProxyAssemblage{}, &ProxyAssemblageList{})
+}
+
+// Compiled is the compiler's stamp on one Module's sync in a plan.
+type Compiled struct {
+	// Generation of the Module the sync was last compiled from.
+	Generation int64 `json:"generation"`
+	// Pending: the plan holds something other than what that generation
+	// compiles to, because the rollout has not admitted the Remote yet, the
+	// Module is suspended, or its bindings could not be resolved.
+	Pending bool `json:"pending,omitempty"`
+	// BindingError says why the bindings could not be resolved.
+	BindingError string `json:"bindingError,omitempty"`
+}
+
+// CompiledSyncs reads the plan's CompiledAnnotation; a plan without one, or
+// with one the manager did not write, has no stamps.
+func (pa *ProxyAssemblage) CompiledSyncs() map[string]Compiled {
+	var stamps map[string]Compiled
+	if err := json.Unmarshal([]byte(pa.Annotations[CompiledAnnotation]), &stamps); err != nil {
+		return nil
+	}
+	return stamps
 }
 
 // ReportedSync is what the cluster reported for the named sync of the plan as

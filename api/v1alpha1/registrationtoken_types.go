@@ -22,9 +22,22 @@ type RegistrationTokenSpec struct {
 	// +kubebuilder:validation:Maximum=1000
 	MaxRegistrations int32 `json:"maxRegistrations,omitempty"`
 
-	// RemoteLabels are set on every Remote registered with the token.
+	// RemoteLabels are set on every Remote registered with the token. A
+	// registering cluster may repeat them but not choose other values.
 	// +optional
 	RemoteLabels map[string]string `json:"remoteLabels,omitempty"`
+
+	// FreeLabelKeys are the label keys whose values a registering cluster
+	// chooses itself (the fleet-agent chart's labels). Without them a
+	// registered Remote carries exactly the token's remoteLabels, so a leaked
+	// token cannot place a cluster under other Modules' selectors. Keys under
+	// fleeet.dev/ are set only by the fleet manager and cannot be freed.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('fleeet.dev/') && !k.contains('.fleeet.dev/'))",message="keys under fleeet.dev/ are set only by the fleet manager and cannot be freed"
+	FreeLabelKeys []string `json:"freeLabelKeys,omitempty"`
 }
 
 // RegistrationTokenStatus is the observed state of a RegistrationToken.
@@ -48,12 +61,16 @@ type RegistrationTokenStatus struct {
 	// +optional
 	Registrations int32 `json:"registrations,omitempty"`
 
-	// Registered lists the Remotes created with the token, each recorded by
-	// the admission webhook before the Remote was stored. Only a Remote whose
-	// name and UID match an entry receives a cluster identity.
+	// Registered lists the Remotes registered with the token. The manager
+	// records them from the Remotes the token's identity created (labelled
+	// fleeet.dev/registration-token with the token's name), in creation
+	// order, before the token expired and at most maxRegistrations; entries
+	// are never removed. Only a Remote whose UID is listed receives a cluster
+	// identity; the others are refused and deleted. Only the manager writes
+	// a RegistrationToken's status.
 	// +optional
 	// +listType=map
-	// +listMapKey=name
+	// +listMapKey=uid
 	// +kubebuilder:validation:MaxItems=1000
 	Registered []Registration `json:"registered,omitempty"`
 
@@ -68,10 +85,12 @@ type Registration struct {
 	// Name of the Remote.
 	Name string `json:"name"`
 
-	// UID of the Remote, as admitted.
+	// UID of the Remote, which tells it apart from a later Remote of the
+	// same name.
 	UID types.UID `json:"uid"`
 
-	// Time the registration was admitted.
+	// Time the manager recorded the registration; the first credential is
+	// offered from then on for a limited time.
 	Time metav1.Time `json:"time"`
 }
 

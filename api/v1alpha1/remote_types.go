@@ -26,12 +26,38 @@ type RemoteSpec struct {
 	// +optional
 	KubeconfigRef *SecretKeyReference `json:"kubeconfigRef,omitempty"`
 
-	// Suspend stops delivering the plan to this Remote; what runs stays.
+	// ServiceAccountName is, for a push Remote, the ServiceAccount in the
+	// downstream Assemblage's namespace that Flux impersonates to apply the
+	// syncs, so what a tenant's plan changes stays within what that account
+	// may touch. It is the push counterpart of an Upstream's
+	// serviceAccountName and overrides whatever the plan says. Required in
+	// push mode: a push Remote without it is not delivered to. Pull Remotes
+	// ignore it; their Upstream decides.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// Suspend stops delivering the plan to this Remote: its ProxyAssemblage
+	// stays as it is (new Module versions, retries and hand edits alike wait)
+	// and what runs stays. Rollouts pass a suspended Remote by, as they do an
+	// offline one, and count it in their summary's suspended.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 }
 
-// RemoteStatus is the observed state of a Remote.
+// RemoteStatus is the observed state of a Remote. Several writers share it,
+// each applying only the fields it owns with server-side apply under its own
+// field manager (see internal/status), so none overwrites another:
+//   - fleet-manager-remote-health (pull Remotes): mode, lastHeartbeatTime and
+//     the Connected and Ready conditions, from the agent's Lease;
+//   - fleet-manager-push (push Remotes): mode, lastHeartbeatTime and the
+//     Connected, Ready and Stalled conditions, from delivering the plan;
+//   - fleet-manager-registration: the Registered condition;
+//   - fleet-agent (the cluster itself): agentVersion and kubernetesVersion.
+//
+// observedGeneration is applied by each manager writer with the generation
+// it judged.
 type RemoteStatus struct {
 	// ObservedGeneration is the spec generation the status describes; -1
 	// until the first reconcile.

@@ -1,6 +1,10 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // SyncState is the state of one sync in an assemblage.
 // +kubebuilder:validation:Enum=Ready;Progressing;Blocked;Failed
@@ -97,6 +101,11 @@ type SyncStatus struct {
 	// +optional
 	BlockedBy []string `json:"blockedBy,omitempty"`
 
+	// Health is how the workloads the sync applied are doing; absent when
+	// it applied none.
+	// +optional
+	Health *WorkloadHealth `json:"health,omitempty"`
+
 	// LastTransitionTime is when State last changed.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
@@ -114,4 +123,58 @@ type SyncSummary struct {
 	Blocked int32 `json:"blocked"`
 	// Failed syncs.
 	Failed int32 `json:"failed"`
+}
+
+// WorkloadHealth is how the workloads of one sync (the Deployments,
+// StatefulSets and DaemonSets its Kustomization or HelmRelease applied) are
+// doing, as the cluster's agent reads them: pods ready against pods wanted,
+// and why pods are not ready. It informs; the sync's state stays Flux's
+// verdict. Only counts, names and reasons are reported, never a container's
+// message or logs.
+type WorkloadHealth struct {
+	// Workloads is how many workloads the sync applied; the agent reads at
+	// most 32 of them.
+	// +kubebuilder:validation:Minimum=0
+	Workloads int32 `json:"workloads"`
+
+	// ReadyPods is how many of their pods are ready.
+	// +kubebuilder:validation:Minimum=0
+	ReadyPods int32 `json:"readyPods"`
+
+	// DesiredPods is how many pods they want.
+	// +kubebuilder:validation:Minimum=0
+	DesiredPods int32 `json:"desiredPods"`
+
+	// Reason is why pods are not ready, from the first workload short of
+	// ready pods: a container's waiting or termination reason as the kubelet
+	// gives it (CrashLoopBackOff, ImagePullBackOff, OOMKilled…), or
+	// Unschedulable, ReadinessProbeFailing, NoPods or NotFound.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]*$`
+	Reason string `json:"reason,omitempty"`
+
+	// Message says where: the workload, pod and container, such as
+	// "Deployment web: pod web-7d9c-x4k2p: container app".
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Message string `json:"message,omitempty"`
+}
+
+// Summary renders the health in a few words, such as "2/2 pods ready" or
+// "0/2 pods ready: CrashLoopBackOff (Deployment web: pod web-x: container app)".
+func (h *WorkloadHealth) Summary() string {
+	if h == nil {
+		return ""
+	}
+	s := fmt.Sprintf("%d/%d pods ready", h.ReadyPods, h.DesiredPods)
+	switch {
+	case h.Reason != "" && h.Message != "":
+		s += ": " + h.Reason + " (" + h.Message + ")"
+	case h.Reason != "":
+		s += ": " + h.Reason
+	case h.Message != "":
+		s += ": " + h.Message
+	}
+	return s
 }

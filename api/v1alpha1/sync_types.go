@@ -164,11 +164,19 @@ type KustomizePackage struct {
 	// +kubebuilder:default=true
 	Prune *bool `json:"prune,omitempty"`
 
-	// Wait makes readiness wait for every applied object to be ready.
+	// Wait makes the sync Ready only once every object it applied is ready
+	// (kstatus Current: a Deployment rolled out with its pods ready, a Job
+	// complete), so its dependents and a rollout wait for workloads that
+	// run, not only for an apply that succeeded. Past timeout the sync is
+	// Failed with what was not ready, and Flux checks again a minute later.
+	// On unless set to false; off, the sync is Ready once applied.
 	// +optional
-	Wait bool `json:"wait,omitempty"`
+	// +kubebuilder:default=true
+	Wait *bool `json:"wait,omitempty"`
 
-	// Timeout bounds applying and waiting.
+	// Timeout bounds building, applying and, with wait, waiting for the
+	// applied objects to be ready. 5m unless set; Flux never waits less
+	// than 30s.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
@@ -192,6 +200,68 @@ type HelmPackage struct {
 	// Values for the chart; string leaves may mention bindings as $(NAME).
 	// +optional
 	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// Timeout bounds each Helm action (install, upgrade, rollback,
+	// uninstall), including Helm's wait for the release's objects to be
+	// ready: an install or upgrade whose workloads are not ready by then
+	// failed, and is remediated. 5m unless set.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// Remediation says how Flux recovers from a failed install or upgrade.
+	// Absent, every default below applies: a failed install or upgrade is
+	// tried 3 more times, and a failed upgrade is rolled back, the last one
+	// too, so the release keeps running its last good version.
+	// +optional
+	Remediation *HelmRemediation `json:"remediation,omitempty"`
+}
+
+// HelmRemediationStrategy is how a failed Helm upgrade is undone.
+// +kubebuilder:validation:Enum=Rollback;Uninstall
+type HelmRemediationStrategy string
+
+const (
+	// RollbackRemediation returns the release to its last release that
+	// succeeded.
+	RollbackRemediation HelmRemediationStrategy = "Rollback"
+	// UninstallRemediation removes the release; Flux installs it again.
+	UninstallRemediation HelmRemediationStrategy = "Uninstall"
+)
+
+// HelmRemediation says how Flux recovers from a failed Helm install or
+// upgrade: how often it tries again and how it undoes a failure in between.
+// Once the retries are used up the sync is Failed until its version or
+// values change, which Flux tries afresh, or `fleetctl retry` resets the
+// count.
+type HelmRemediation struct {
+	// InstallRetries is how many more times a failed install is tried, the
+	// failed release uninstalled before each try. 3 unless set; 0 gives up
+	// at the first failure, -1 never gives up. The install that uses up the
+	// retries is left in place, so its workloads say what went wrong.
+	// +optional
+	// +kubebuilder:validation:Minimum=-1
+	// +kubebuilder:validation:Maximum=100
+	InstallRetries *int32 `json:"installRetries,omitempty"`
+
+	// UpgradeRetries is how many more times a failed upgrade is tried, the
+	// failure remediated by strategy before each try. 3 unless set; 0 gives
+	// up at the first failure, -1 never gives up.
+	// +optional
+	// +kubebuilder:validation:Minimum=-1
+	// +kubebuilder:validation:Maximum=100
+	UpgradeRetries *int32 `json:"upgradeRetries,omitempty"`
+
+	// Strategy undoes a failed upgrade: Rollback (the default) or Uninstall.
+	// +optional
+	Strategy HelmRemediationStrategy `json:"strategy,omitempty"`
+
+	// RemediateLastFailure undoes the upgrade that used up the retries too,
+	// so the release is left at its last good version. On unless set to
+	// false, which leaves the failed upgrade in place for inspection.
+	// +optional
+	RemediateLastFailure *bool `json:"remediateLastFailure,omitempty"`
 }
 
 // Binding is a named value for $(NAME) mentions: a literal, or a field of an

@@ -35,11 +35,17 @@ type UpstreamSpec struct {
 	AssemblageNamespace string `json:"assemblageNamespace,omitempty"`
 
 	// ServiceAccountName is the ServiceAccount in the Assemblage's namespace
-	// that Flux impersonates to apply this tenant's syncs; it overrides
-	// whatever the plan says, so what a tenant can change here is decided
-	// here. Empty leaves the plan's choice (by default Flux's own account).
+	// that Flux impersonates to apply this tenant's syncs and that the agent
+	// impersonates to read their bindings; it overrides whatever the plan
+	// says, so what a tenant can change or read here is decided here. The
+	// agent refuses an Upstream without one (Stalled, reason
+	// ServiceAccountNameUnset) and enrols nothing for it: Flux would apply
+	// the plan with its own, unconfined identity. Only an agent started with
+	// --allow-unconfined-syncs accepts it empty, leaving the plan's choice.
+	// The fleet-agent chart always sets it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 

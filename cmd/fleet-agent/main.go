@@ -20,6 +20,10 @@ func main() {
 	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of Assemblages and Upstreams reconciled at once.")
 	pflag.DurationVar(&o.Heartbeat, "heartbeat-interval", agent.DefaultHeartbeat,
 		"How often the agent renews its Lease in the management cluster; keep it under the manager's --offline-grace.")
+	pflag.BoolVar(&o.AllowUnconfined, "allow-unconfined-syncs", false,
+		"Run Upstreams and Assemblages that name no spec.serviceAccountName: Flux applies their syncs with its own identity "+
+			"(usually cluster-admin) and bindings are read as the agent. Only for a cluster whose every tenant is fully trusted; "+
+			"by default they are refused.")
 	own := pflag.String("namespace", os.Getenv("POD_NAMESPACE"),
 		"The agent's own namespace: the only one where it reads Upstreams and keeps their Secrets. "+
 			"Empty means every namespace, which needs cluster-wide permissions.")

@@ -6,9 +6,10 @@
 # The cache lives in $FLEEET_TOOLS_CACHE (default ${XDG_CACHE_HOME:-~/.cache}/fleeet/tools),
 # so fresh clones on one machine share it and a new machine builds each tool once.
 #
-# Usage: hack/tools/build.sh [tool...]   tools: kube-apiserver etcd source-controller
+# Usage: hack/tools/build.sh [tool...]   tools: kube-apiserver kubelet
+#        kube-controller-manager kube-scheduler kube-proxy etcd source-controller
 #        kustomize-controller helm-controller helm ct helm-unittest helm-docs
-#               controller-gen opa
+#        controller-gen opa
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -18,6 +19,10 @@ export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOFLAGS=${GOFLAGS:--buildvcs=false}
 # name  package  module (its version keys the cache)
 tools=(
 	"kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes"
+	"kubelet k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes"
+	"kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes"
+	"kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes"
+	"kube-proxy k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes"
 	"etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3"
 	"source-controller github.com/fluxcd/source-controller github.com/fluxcd/source-controller"
 	"kustomize-controller github.com/fluxcd/kustomize-controller github.com/fluxcd/kustomize-controller"
@@ -47,8 +52,19 @@ for entry in "${tools[@]}"; do
 	if [ ! -x "$dir/$name" ]; then
 		echo "building $name $version into $dir" >&2
 		mkdir -p "$dir"
+		ldflags=""
+		if [ "$mod" = k8s.io/kubernetes ]; then
+			# Kubernetes reads its version from variables its release scripts
+			# set; unset, every component reports v0.0.0-master.
+			minor=${version#v*.}
+			minor=${minor%%.*}
+			major=${version#v}
+			major=${major%%.*}
+			v=k8s.io/component-base/version
+			ldflags="-X $v.gitVersion=$version -X $v.gitMajor=$major -X $v.gitMinor=$minor -X $v.gitTreeState=clean"
+		fi
 		# Build to a temporary name first so an interrupted build never looks complete.
-		go build -trimpath -o "$dir/$name.tmp.$$" "$pkg"
+		go build -trimpath -ldflags "$ldflags" -o "$dir/$name.tmp.$$" "$pkg"
 		mv "$dir/$name.tmp.$$" "$dir/$name"
 	fi
 	echo "$name=$dir"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,12 +36,20 @@ type Options struct {
 	// Heartbeat is how often the agent renews its Lease in the management
 	// cluster; keep it well under the manager's --offline-grace.
 	Heartbeat time.Duration
+	// AllowUnconfined lets Upstreams and Assemblages without
+	// spec.serviceAccountName run, with Flux applying as itself and bindings
+	// read as the agent. Off (the default), they are refused: a tenant's
+	// syncs and bindings are confined by its ServiceAccount only.
+	AllowUnconfined bool
 }
 
 // CacheOptions confine what the agent reads to its own namespace, for
 // Upstreams and their Secrets, and to the tenants' namespaces, for everything
 // else, so that the chart can grant namespaced Roles only. An empty own or
-// tenants leaves that part cluster-wide.
+// tenants leaves that part cluster-wide. The workloads the agent reads for
+// their health are cached without their pod templates: it needs only their
+// pod counts and selectors, and keeps neither the memory nor whatever a
+// template's environment holds.
 func CacheOptions(own string, tenants []string) cache.Options {
 	var o cache.Options
 	if len(tenants) > 0 {
@@ -49,21 +58,41 @@ func CacheOptions(own string, tenants []string) cache.Options {
 			o.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
+	o.ByObject = map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}:  {Transform: stripPodTemplate},
+		&appsv1.StatefulSet{}: {Transform: stripPodTemplate},
+		&appsv1.DaemonSet{}:   {Transform: stripPodTemplate},
+	}
 	if own != "" {
 		mine := map[string]cache.Config{own: {}}
-		o.ByObject = map[client.Object]cache.ByObject{
-			&fleeetv1.Upstream{}: {Namespaces: mine},
-			&corev1.Secret{}:     {Namespaces: mine},
-		}
+		o.ByObject[&fleeetv1.Upstream{}] = cache.ByObject{Namespaces: mine}
+		o.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: mine}
 	}
 	return o
 }
 
+// stripPodTemplate drops a cached workload's pod template and managed fields.
+func stripPodTemplate(obj any) (any, error) {
+	switch w := obj.(type) {
+	case *appsv1.Deployment:
+		w.Spec.Template, w.ManagedFields = corev1.PodTemplateSpec{}, nil
+	case *appsv1.StatefulSet:
+		w.Spec.Template, w.ManagedFields = corev1.PodTemplateSpec{}, nil
+		w.Spec.VolumeClaimTemplates = nil
+	case *appsv1.DaemonSet:
+		w.Spec.Template, w.ManagedFields = corev1.PodTemplateSpec{}, nil
+	}
+	return obj, nil
+}
+
 // Setup registers every fleet-agent controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	readers := assemblage.NewServiceAccountReaders(mgr.GetConfig(), mgr.GetScheme(), mgr.GetRESTMapper())
 	if err := (&assemblage.Reconciler{
 		Client:                  mgr.GetClient(),
+		ReadAs:                  readers.For,
 		APIReader:               mgr.GetAPIReader(),
+		AllowUnconfined:         o.AllowUnconfined,
 		Recorder:                mgr.GetEventRecorder(Name),
 		FieldOwner:              Name,
 		MaxConcurrentReconciles: o.Concurrent,
@@ -82,10 +111,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		o.Heartbeat = DefaultHeartbeat
 	}
 	return (&upstream.Reconciler{
-		Client:     mgr.GetClient(),
-		Recorder:   mgr.GetEventRecorder(Name),
-		Heartbeat:  o.Heartbeat,
-		Versions:   upstream.Versions{Agent: version.Version, Kubernetes: kube.GitVersion},
-		Concurrent: o.Concurrent,
+		Client:          mgr.GetClient(),
+		Recorder:        mgr.GetEventRecorder(Name),
+		Heartbeat:       o.Heartbeat,
+		Versions:        upstream.Versions{Agent: version.Version, Kubernetes: kube.GitVersion},
+		Concurrent:      o.Concurrent,
+		AllowUnconfined: o.AllowUnconfined,
 	}).SetupWithManager(ctx, mgr)
 }

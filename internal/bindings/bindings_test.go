@@ -25,6 +25,53 @@ func TestExpandSubstitutesBindingsAndHonoursEscapes(t *testing.T) {
 	}
 }
 
+func TestExpandEarlyKeepsEscapesAndEscapesWhatItSubstitutes(t *testing.T) {
+	values := map[string]string{"REGION": "eu", "NOTE": "cost $(TOKEN)", "PRICE": "5$", "ESCAPED": "$$(x)"}
+	cases := map[string]string{
+		"":                      "",
+		"plain":                 "plain",
+		"$(REGION)":             "eu",
+		"$(TOKEN) stays":        "$(TOKEN) stays",
+		"$$(REGION)":            "$$(REGION)",
+		"$(NOTE)":               "cost $$(TOKEN)",
+		"$(PRICE)(TOKEN)":       "5$$(TOKEN)",
+		"$(PRICE)$$(TOKEN)":     "5$$$(TOKEN)",
+		"$(ESCAPED)":            "$$$(x)",
+		"$(REGION)$$(ZONE)":     "eu$$(ZONE)",
+		"unterminated $(REGION": "unterminated $(REGION",
+	}
+	for in, want := range cases {
+		NewWithT(t).Expect(ExpandEarly(in, values)).To(Equal(want), "expandEarly(%q)", in)
+	}
+}
+
+// TestTwoLayersExpandEachMentionOnce runs the manager's layer, then the
+// agent's: what the first substitutes, and its escapes, arrive literally.
+func TestTwoLayersExpandEachMentionOnce(t *testing.T) {
+	early := map[string]string{"REGION": "eu", "NOTE": "cost $(TOKEN)", "PRICE": "5$", "ESCAPED": "$$(x)"}
+	late := map[string]string{"TOKEN": "s3cr3t", "ZONE": "eu-1a"}
+	cases := map[string]string{
+		"$(REGION)-$(ZONE)":   "eu-eu-1a",
+		"$(NOTE)":             "cost $(TOKEN)",
+		"$$(TOKEN)":           "$(TOKEN)",
+		"$(REGION)$$(ZONE)":   "eu$(ZONE)",
+		"$(PRICE)(TOKEN)":     "5$(TOKEN)",
+		"$(PRICE)$$(TOKEN)":   "5$$(TOKEN)",
+		"$(ESCAPED)":          "$$(x)",
+		"$(UNKNOWN) $(TOKEN)": "$(UNKNOWN) s3cr3t",
+	}
+	for in, want := range cases {
+		NewWithT(t).Expect(Expand(ExpandEarly(in, early), late)).To(Equal(want), "%q", in)
+	}
+}
+
+func TestExpandJSONEarlyEscapesStringLeaves(t *testing.T) {
+	g := NewWithT(t)
+	out, err := ExpandJSONEarly([]byte(`{"a":"$(X)","keep":"$$(Y)","n":3,"list":["$(Y)"]}`), map[string]string{"X": "$(Y)"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(out)).To(MatchJSON(`{"a":"$$(Y)","keep":"$$(Y)","n":3,"list":["$(Y)"]}`))
+}
+
 func TestExpandJSONRewritesOnlyStringLeaves(t *testing.T) {
 	g := NewWithT(t)
 	out, err := ExpandJSON([]byte(`{"a":"$(X)","n":3,"list":["$(X)",true],"nested":{"$(X)":"$(X)"}}`), map[string]string{"X": "v"})

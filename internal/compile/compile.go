@@ -53,7 +53,9 @@ func (e *BindingError) Unwrap() error { return e.Err }
 // Sync compiles the sync a Module or BootstrapModule (owner, with placement
 // p) places on one Remote: named after the owner, carrying its labels, with
 // every $(NAME) of a control-plane binding substituted. Mentions of other
-// names are left for the agent's bindings.
+// names are left for the agent's bindings; the substituted values and $$(
+// escapes are written so that the agent's expansion yields them literally
+// (bindings.ExpandEarly).
 func Sync(ctx context.Context, reader client.Reader, owner metav1.Object, p *fleeetv1.SyncPlacement, r *fleeetv1.Remote) (fleeetv1.NamedSync, error) {
 	values, err := resolve(ctx, reader, owner.GetNamespace(), p.ControlPlaneBindings, r)
 	if err != nil {
@@ -62,11 +64,11 @@ func Sync(ctx context.Context, reader client.Reader, owner metav1.Object, p *fle
 	spec := *p.Sync.DeepCopy()
 	if k := spec.Package.Kustomize; k != nil {
 		for key, v := range k.Substitute {
-			k.Substitute[key] = bindings.Expand(v, values)
+			k.Substitute[key] = bindings.ExpandEarly(v, values)
 		}
 	}
 	if h := spec.Package.Helm; h != nil && h.Values != nil && len(h.Values.Raw) > 0 {
-		raw, err := bindings.ExpandJSON(h.Values.Raw, values)
+		raw, err := bindings.ExpandJSONEarly(h.Values.Raw, values)
 		if err != nil {
 			return fleeetv1.NamedSync{}, fmt.Errorf("spec.sync.package.helm.values: %w", err)
 		}
@@ -74,7 +76,7 @@ func Sync(ctx context.Context, reader client.Reader, owner metav1.Object, p *fle
 	}
 	for i := range spec.Bindings {
 		if v := spec.Bindings[i].Value; v != nil {
-			expanded := bindings.Expand(*v, values)
+			expanded := bindings.ExpandEarly(*v, values)
 			spec.Bindings[i].Value = &expanded
 		}
 	}
@@ -86,7 +88,8 @@ func Sync(ctx context.Context, reader client.Reader, owner metav1.Object, p *fle
 }
 
 // resolve evaluates control-plane bindings for one Remote, reading
-// ConfigMaps from namespace.
+// ConfigMaps from namespace. A literal value is expanded in full against the
+// bindings before it: what it yields is the binding's final, literal text.
 func resolve(ctx context.Context, reader client.Reader, namespace string, cpBindings []fleeetv1.ControlPlaneBinding, r *fleeetv1.Remote) (map[string]string, error) {
 	values := map[string]string{}
 	var remote map[string]any

@@ -2,6 +2,7 @@ package fleetctl
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -46,6 +47,32 @@ type Cell struct {
 	Message string `json:"message,omitempty"`
 	// BlockedBy names the syncs this one waits for.
 	BlockedBy []string `json:"blockedBy,omitempty"`
+	// Health is how the sync's workloads are doing, as the cluster reports.
+	Health *fleeetv1.WorkloadHealth `json:"health,omitempty"`
+}
+
+// Text renders a cell for the grid: its state, the version its plan holds
+// (marked * when not the Module's current one) and, when the cluster reports
+// workloads, their ready pods and why some are not ready, such as
+// "failed v1.2.0 0/2 pods CrashLoopBackOff"; "-" for an empty cell.
+func (c Cell) Text() string {
+	if c.State == "" {
+		return "-"
+	}
+	text := c.State
+	if c.Version != "" {
+		text += " " + c.Version
+		if !c.Current {
+			text += "*"
+		}
+	}
+	if h := c.Health; h != nil {
+		text += fmt.Sprintf(" %d/%d pods", h.ReadyPods, h.DesiredPods)
+		if h.Reason != "" {
+			text += " " + h.Reason
+		}
+	}
+	return text
 }
 
 // fleet connects to the management cluster and reads the selected
@@ -97,7 +124,7 @@ func (f *Fleet) Cell(m *fleeetv1.Module, remote *fleeetv1.Remote) Cell {
 	cell.State, cell.Message = StatePending, "the cluster has not reported this plan yet"
 	if s := pa.ReportedSync(m.Name); s != nil {
 		cell.State = strings.ToLower(string(s.State))
-		cell.Message, cell.BlockedBy = s.Message, s.BlockedBy
+		cell.Message, cell.BlockedBy, cell.Health = s.Message, s.BlockedBy, s.Health
 	}
 	return cell
 }

@@ -65,8 +65,9 @@ func run(t *testing.T, ns string, args ...string) (string, error) {
 }
 
 // fleet makes a tenant with three Remotes and two Modules, and plays the
-// clusters: edge-1 runs crds Ready and app Blocked on it, edge-2's heartbeat
-// is two hours old, lab runs app Failed.
+// clusters: edge-1 runs crds Ready with its pods ready and app Blocked on it,
+// edge-2's heartbeat is two hours old, lab runs app Failed with a pod
+// crash-looping.
 func fleet(t *testing.T) string {
 	t.Helper()
 	g := NewWithT(t)
@@ -109,9 +110,12 @@ func fleet(t *testing.T) string {
 	report := map[string][]fleeetv1.SyncStatus{
 		"edge-1": {
 			{Name: "app", State: fleeetv1.SyncBlocked, Message: "waiting for crds", BlockedBy: []string{"crds"}},
-			{Name: "crds", State: fleeetv1.SyncReady, Revision: "v1.0.0"},
+			{Name: "crds", State: fleeetv1.SyncReady, Revision: "v1.0.0",
+				Health: &fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 2, DesiredPods: 2}},
 		},
-		"lab": {{Name: "app", State: fleeetv1.SyncFailed, Message: "kustomize build failed"}},
+		"lab": {{Name: "app", State: fleeetv1.SyncFailed, Message: "kustomize build failed",
+			Health: &fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 0, DesiredPods: 2, Reason: "CrashLoopBackOff",
+				Message: "Deployment web: pod web-7d9c-x4k2p: container app"}}},
 	}
 	for name, syncs := range report {
 		g.Eventually(func(g Gomega) {
@@ -152,14 +156,36 @@ func TestStatusShowsTheFleetGrid(t *testing.T) {
 	out, err := run(t, ns, "status")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(strings.Split(strings.TrimSpace(out), "\n")).To(Equal([]string{
-		"REMOTE  app@v1.0.0      crds@v1.0.0",
-		"edge-1  blocked v1.0.0  ready v1.0.0",
-		"edge-2  offline v1.0.0  offline v1.0.0",
-		"lab     failed v1.0.0   -",
+		"REMOTE  app@v1.0.0                               crds@v1.0.0",
+		"edge-1  blocked v1.0.0                           ready v1.0.0 2/2 pods",
+		"edge-2  offline v1.0.0                           offline v1.0.0",
+		"lab     failed v1.0.0 0/2 pods CrashLoopBackOff  -",
 	}), "plain text when not a terminal")
 
 	_, err = run(t, ns, "status", "-o", "xml")
 	g.Expect(err).To(MatchError(ContainSubstring(`--output "xml": want yaml or json`)))
+}
+
+func TestACellShowsStateVersionAndWorkloadHealth(t *testing.T) {
+	crashing := &fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 1, DesiredPods: 3, Reason: "CrashLoopBackOff",
+		Message: "Deployment web: pod web-1: container app"}
+	cases := []struct {
+		cell fleetctl.Cell
+		want string
+	}{
+		{fleetctl.Cell{}, "-"},
+		{fleetctl.Cell{State: "pending"}, "pending"},
+		{fleetctl.Cell{State: "ready", Version: "v1.0.0", Current: true}, "ready v1.0.0"},
+		{fleetctl.Cell{State: "progressing", Version: "v0.9.0"}, "progressing v0.9.0*"},
+		{fleetctl.Cell{State: "ready", Version: "v1.0.0", Current: true,
+			Health: &fleeetv1.WorkloadHealth{Workloads: 2, ReadyPods: 4, DesiredPods: 4}}, "ready v1.0.0 4/4 pods"},
+		{fleetctl.Cell{State: "failed", Version: "1.2.0", Current: true, Health: crashing}, "failed 1.2.0 1/3 pods CrashLoopBackOff"},
+		{fleetctl.Cell{State: "ready", Version: "v1.0.0", Current: true, Health: &fleeetv1.WorkloadHealth{}}, "ready v1.0.0 0/0 pods"},
+	}
+	for _, tc := range cases {
+		NewWithT(t).Expect(tc.cell.Text()).To(Equal(tc.want))
+	}
+	NewWithT(t).Expect(crashing.Summary()).To(Equal("1/3 pods ready: CrashLoopBackOff (Deployment web: pod web-1: container app)"))
 }
 
 func TestWhyExplainsOneCell(t *testing.T) {
@@ -173,10 +199,15 @@ func TestWhyExplainsOneCell(t *testing.T) {
 		g.Expect(out).To(ContainSubstring("rollout:      rolling update"))
 		g.Expect(out).To(ContainSubstring("plan:         holds the current version v1.0.0"))
 		g.Expect(out).To(ContainSubstring("cluster says: waiting for crds"))
-		g.Expect(out).To(ContainSubstring("waits for:    crds — ready"))
+		g.Expect(out).To(ContainSubstring("waits for:    crds — ready; workloads: 2/2 pods ready"))
 	}, timeout, poll).Should(Succeed())
 
-	out, err := run(t, ns, "why", "crds", "--remote", "lab")
+	out, err := run(t, ns, "why", "app", "--remote", "lab")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(ContainSubstring("cluster says: kustomize build failed\n" +
+		"  workloads:    0/2 pods ready: CrashLoopBackOff (Deployment web: pod web-7d9c-x4k2p: container app)\n"))
+
+	out, err = run(t, ns, "why", "crds", "--remote", "lab")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(ContainSubstring("selection:    not selected: selector env=edge against labels [env=lab]"))
 	g.Expect(out).To(ContainSubstring("plan:         does not hold this Module's sync"))
@@ -247,13 +278,14 @@ deny contains msg if {
 func TestTokenCreatePrintsTheInstallCommand(t *testing.T) {
 	g := NewWithT(t)
 	ns := cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
-	out, err := run(t, ns, "token", "create", "edge", "--labels", "env=edge", "--max", "2", "--ttl", "30m", "--cluster-name", "edge-7")
+	out, err := run(t, ns, "token", "create", "edge", "--labels", "env=edge", "--free-label-keys", "region,zone", "--max", "2", "--ttl", "30m", "--cluster-name", "edge-7")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	tok := &fleeetv1.RegistrationToken{}
 	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "edge"}, tok)).To(Succeed())
 	g.Expect(tok.Spec.MaxRegistrations).To(Equal(int32(2)))
 	g.Expect(tok.Spec.TTL.Duration).To(Equal(30 * time.Minute))
 	g.Expect(tok.Spec.RemoteLabels).To(Equal(map[string]string{"env": "edge"}))
+	g.Expect(tok.Spec.FreeLabelKeys).To(Equal([]string{"region", "zone"}))
 	secret := &corev1.Secret{}
 	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret)).To(Succeed())
 	g.Expect(out).To(HavePrefix("helm install fleet-agent charts/fleet-agent \\\n  --namespace fleeet-system --create-namespace \\\n"))
@@ -302,7 +334,8 @@ func TestRetryPutsANewTokenIntoThePlan(t *testing.T) {
 		g.Expect(ok).To(BeTrue(), out)
 		return at
 	}
-	for _, want := range []string{token(), token()} {
+	for range 2 {
+		want := token()
 		g.Eventually(func(g Gomega) {
 			pa := &fleeetv1.ProxyAssemblage{}
 			g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "edge-1"}, pa)).To(Succeed())

@@ -19,7 +19,13 @@ func newRetryCommand(s *session) *cobra.Command {
 		Long: `Writes a new token into the Remote's ` + fleeetv1.RetryAnnotation + ` annotation. The manager puts it
 into the cluster's plan, and the cluster's agent asks Flux to reconcile every sync at once and to
 reset the failure counts of HelmReleases that ran out of retries (as flux reconcile --reset would).
-Use it once the cause of a failure is mended; no access to the cluster itself is needed.`,
+No access to the cluster itself is needed.
+
+Most failures need no retry: a kustomize sync checks again every minute, a HelmRelease retries a
+failed install or upgrade (3 times unless the sync says otherwise) and rolls a failed upgrade
+back, and a new version or new values are tried afresh. Use retry once the cause of a failure is
+mended outside the sync (a Secret created, capacity added) and a HelmRelease has used up its
+retries at the version it still holds.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ns, err := s.client()

@@ -39,7 +39,9 @@ func newStatusCommand(s *session) *cobra.Command {
 		Long: `Shows one row per Remote and one column per Module of the namespace. A cell says what the
 Remote runs of the Module: ready, pending (not in its plan or not reported yet), progressing,
 blocked (waiting for a dependency), failed or offline, and the version its plan holds; a version
-marked * is not the Module's current one yet; - marks a Remote the Module does not select.`,
+marked * is not the Module's current one yet; - marks a Remote the Module does not select. Where
+the sync runs workloads, their ready pods against those wanted follow, with the reason pods are
+not ready (CrashLoopBackOff, ImagePullBackOff, ReadinessProbeFailing…); fleetctl why says where.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, f, err := s.fleet(cmd.Context())
@@ -93,17 +95,8 @@ func printGrid(w io.Writer, f *Fleet, v StatusView, colour bool) error {
 	for _, row := range v.Remotes {
 		fmt.Fprint(tw, row.Name)
 		for _, m := range f.Modules {
-			cell, ok := row.Cells[m.Name]
-			text := "-"
-			if ok {
-				text = cell.State
-				if cell.Version != "" {
-					text += " " + cell.Version
-					if !cell.Current {
-						text += "*"
-					}
-				}
-			}
+			cell := row.Cells[m.Name]
+			text := cell.Text()
 			// Colour codes are zero-width on a terminal but not to
 			// tabwriter, so every cell gets the same escape length.
 			if colour {

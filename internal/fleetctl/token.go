@@ -23,6 +23,7 @@ import (
 type tokenOptions struct {
 	ttl         time.Duration
 	labels      map[string]string
+	freeKeys    []string
 	max         int32
 	valuesFile  string
 	clusterName string
@@ -55,6 +56,7 @@ otherwise they are spelled out in the command.`,
 	}
 	create.Flags().DurationVar(&o.ttl, "ttl", time.Hour, "How long the token can be used")
 	create.Flags().StringToStringVar(&o.labels, "labels", nil, "Labels set on every Remote enrolled with the token (k=v,…)")
+	create.Flags().StringSliceVar(&o.freeKeys, "free-label-keys", nil, "Label keys whose values each enrolling cluster chooses (the agent chart's labels); any other label is refused")
 	create.Flags().Int32Var(&o.max, "max", 1, "How many clusters may enrol with the token")
 	create.Flags().StringVar(&o.valuesFile, "values-file", "", "Write the chart values to this file (mode 0600) instead of the command line")
 	create.Flags().StringVar(&o.clusterName, "cluster-name", "CLUSTER", "The cluster name to put in the printed command")
@@ -71,7 +73,7 @@ func createToken(ctx context.Context, c client.Client, ns, name string, o tokenO
 	tok := &fleeetv1.RegistrationToken{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: fleeetv1.RegistrationTokenSpec{
-			TTL: &metav1.Duration{Duration: o.ttl}, MaxRegistrations: o.max, RemoteLabels: o.labels,
+			TTL: &metav1.Duration{Duration: o.ttl}, MaxRegistrations: o.max, RemoteLabels: o.labels, FreeLabelKeys: o.freeKeys,
 		},
 	}
 	if err := c.Create(ctx, tok); err != nil {

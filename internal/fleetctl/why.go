@@ -81,6 +81,9 @@ func newWhyCommand(s *session) *cobra.Command {
 			if view.Cell.Message != "" {
 				fmt.Fprintf(w, "  cluster says: %s\n", view.Cell.Message)
 			}
+			if view.Cell.Health != nil {
+				fmt.Fprintf(w, "  workloads:    %s\n", view.Cell.Health.Summary())
+			}
 			for _, d := range view.Dependencies {
 				fmt.Fprintf(w, "  waits for:    %s\n", d)
 			}
@@ -116,6 +119,9 @@ func (f *Fleet) why(m *fleeetv1.Module, r *fleeetv1.Remote) WhyView {
 				state = strings.ToLower(string(s.State))
 				if s.Message != "" {
 					state += ": " + s.Message
+				}
+				if s.Health != nil {
+					state += "; workloads: " + s.Health.Summary()
 				}
 			}
 			v.Dependencies = append(v.Dependencies, dep+" — "+state)

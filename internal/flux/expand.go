@@ -35,6 +35,18 @@ const fluxInterval = 10 * time.Minute
 // depending on it, for ten minutes.
 const fluxRetryInterval = time.Minute
 
+// DefaultTimeout bounds a sync's Flux work when the sync sets no timeout:
+// building, applying and waiting for a Kustomization's objects to be ready,
+// and each Helm action of a HelmRelease with Helm's wait. Flux's default for
+// a Kustomization is its interval less 30s (here 9.5 minutes), holding a
+// failing sync's dependents that long before it is reported; five minutes is
+// Helm's own default, so both kinds give up alike.
+const DefaultTimeout = 5 * time.Minute
+
+// DefaultHelmRetries is how many more times a failed install or upgrade is
+// tried when a sync does not say.
+const DefaultHelmRetries = 3
+
 // Expansion is what one sync becomes: a source object
 // (GitRepository or HelmRepository) and an applier (Kustomization or
 // HelmRelease) reading from it, with the revision the applier must report
@@ -175,8 +187,8 @@ func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]strin
 			RetryInterval:      &metav1.Duration{Duration: fluxRetryInterval},
 			Path:               pkg.Path,
 			Prune:              pkg.Prune == nil || *pkg.Prune,
-			Wait:               pkg.Wait,
-			Timeout:            pkg.Timeout,
+			Wait:               pkg.Wait == nil || *pkg.Wait,
+			Timeout:            timeout(pkg.Timeout),
 			TargetNamespace:    pkg.TargetNamespace,
 			ServiceAccountName: t.ServiceAccountName,
 			KubeConfig:         t.KubeConfig,
@@ -221,6 +233,7 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, ob
 			TargetNamespace:    pkg.TargetNamespace,
 			ServiceAccountName: t.ServiceAccountName,
 			KubeConfig:         t.KubeConfig,
+			Timeout:            timeout(pkg.Timeout),
 			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 				Chart:   src.Chart,
 				Version: src.Version,
@@ -230,6 +243,7 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, ob
 			}},
 		},
 	}
+	hr.Spec.Install, hr.Spec.Upgrade = remediation(pkg.Remediation)
 	if pkg.Values != nil && len(pkg.Values.Raw) > 0 {
 		raw, err := bindings.ExpandJSON(pkg.Values.Raw, values)
 		if err != nil {
@@ -238,6 +252,52 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, ob
 		hr.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
 	}
 	return &Expansion{Source: repo, Applier: hr, Want: Revision{ChartVersion: src.Version}}, nil
+}
+
+// timeout is a sync's timeout, or DefaultTimeout.
+func timeout(d *metav1.Duration) *metav1.Duration {
+	if d == nil {
+		return &metav1.Duration{Duration: DefaultTimeout}
+	}
+	return d
+}
+
+// remediation is how a HelmRelease recovers from failures, from the sync's
+// remediation with DefaultHelmRetries for each retry count it leaves unset.
+// A failed install is uninstalled before each retry (Flux's only way for
+// installs) and the last one is left in place to be looked at: nothing ran
+// before it. A failed upgrade is rolled back before each retry and after the
+// last, so the release keeps running its last good version.
+//
+// Both name Flux's RemediateOnFailure strategy, Flux's default: a
+// helm-controller started with the DefaultToRetryOnFailure feature gate
+// would otherwise retry without ever remediating.
+func remediation(r *fleeetv1.HelmRemediation) (*helmv2.Install, *helmv2.Upgrade) {
+	if r == nil {
+		r = &fleeetv1.HelmRemediation{}
+	}
+	retries := func(n *int32) int {
+		if n == nil {
+			return DefaultHelmRetries
+		}
+		return int(*n)
+	}
+	strategy := helmv2.RollbackRemediationStrategy
+	if r.Strategy == fleeetv1.UninstallRemediation {
+		strategy = helmv2.UninstallRemediationStrategy
+	}
+	last := r.RemediateLastFailure == nil || *r.RemediateLastFailure
+	install := &helmv2.Install{
+		Strategy:    &helmv2.InstallStrategy{Name: string(helmv2.ActionStrategyRemediateOnFailure)},
+		Remediation: &helmv2.InstallRemediation{Retries: retries(r.InstallRetries)},
+	}
+	upgrade := &helmv2.Upgrade{
+		Strategy: &helmv2.UpgradeStrategy{Name: string(helmv2.ActionStrategyRemediateOnFailure)},
+		Remediation: &helmv2.UpgradeRemediation{
+			Retries: retries(r.UpgradeRetries), RemediateLastFailure: &last, Strategy: &strategy,
+		},
+	}
+	return install, upgrade
 }
 
 func secretRef(ref *fleeetv1.LocalObjectReference) *meta.LocalObjectReference {

@@ -2,10 +2,14 @@ package flux
 
 import (
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 )
@@ -67,4 +71,84 @@ func TestARetryRequestReachesFluxOnce(t *testing.T) {
 	g.Expect(hash(first)).NotTo(Equal(hash(plain)), "a retry request re-applies")
 	g.Expect(hash(again)).To(Equal(hash(first)), "the same request is applied once")
 	g.Expect(hash(second)).NotTo(Equal(hash(first)), "a new request re-applies")
+}
+
+// A kustomize sync waits for what it applied to be ready, within five
+// minutes, unless it opts out or sets its own timeout.
+func TestKustomizationsWaitForTheirObjectsByDefault(t *testing.T) {
+	minute := &metav1.Duration{Duration: time.Minute}
+	cases := []struct {
+		name    string
+		pkg     fleeetv1.KustomizePackage
+		wait    bool
+		timeout time.Duration
+	}{
+		{"defaults", fleeetv1.KustomizePackage{}, true, 5 * time.Minute},
+		{"wait set", fleeetv1.KustomizePackage{Wait: ptr.To(true)}, true, 5 * time.Minute},
+		{"opted out", fleeetv1.KustomizePackage{Wait: ptr.To(false)}, false, 5 * time.Minute},
+		{"own timeout", fleeetv1.KustomizePackage{Timeout: minute}, true, time.Minute},
+	}
+	for _, tc := range cases {
+		g := NewWithT(t)
+		sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
+			Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
+			Package: fleeetv1.Package{Kustomize: &tc.pkg},
+		}}
+		x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		ks := x.Applier.(*kustomizev1.Kustomization)
+		g.Expect(ks.Spec.Wait).To(Equal(tc.wait), tc.name)
+		g.Expect(ks.Spec.Timeout).To(Equal(&metav1.Duration{Duration: tc.timeout}), tc.name)
+		g.Expect(ks.Spec.HealthChecks).To(BeEmpty(), "wait checks every applied object")
+	}
+}
+
+// A HelmRelease retries failed installs and upgrades three times and rolls
+// a failed upgrade back, the last one too, within five minutes per action,
+// whatever Flux's own defaults; each of these is the sync's to change.
+func TestHelmReleasesRemediateByDefault(t *testing.T) {
+	rollback, uninstall := helmv2.RollbackRemediationStrategy, helmv2.UninstallRemediationStrategy
+	remediate := string(helmv2.ActionStrategyRemediateOnFailure)
+	cases := []struct {
+		name    string
+		pkg     fleeetv1.HelmPackage
+		timeout time.Duration
+		install helmv2.InstallRemediation
+		upgrade helmv2.UpgradeRemediation
+	}{
+		{"defaults", fleeetv1.HelmPackage{}, 5 * time.Minute,
+			helmv2.InstallRemediation{Retries: 3},
+			helmv2.UpgradeRemediation{Retries: 3, RemediateLastFailure: ptr.To(true), Strategy: &rollback}},
+		{"empty remediation", fleeetv1.HelmPackage{Remediation: &fleeetv1.HelmRemediation{}}, 5 * time.Minute,
+			helmv2.InstallRemediation{Retries: 3},
+			helmv2.UpgradeRemediation{Retries: 3, RemediateLastFailure: ptr.To(true), Strategy: &rollback}},
+		{"every field overridden", fleeetv1.HelmPackage{
+			Timeout: &metav1.Duration{Duration: 90 * time.Second},
+			Remediation: &fleeetv1.HelmRemediation{
+				InstallRetries: ptr.To(int32(0)), UpgradeRetries: ptr.To(int32(-1)),
+				Strategy: fleeetv1.UninstallRemediation, RemediateLastFailure: ptr.To(false),
+			}}, 90 * time.Second,
+			helmv2.InstallRemediation{Retries: 0},
+			helmv2.UpgradeRemediation{Retries: -1, RemediateLastFailure: ptr.To(false), Strategy: &uninstall}},
+		{"explicit rollback", fleeetv1.HelmPackage{Remediation: &fleeetv1.HelmRemediation{
+			UpgradeRetries: ptr.To(int32(1)), Strategy: fleeetv1.RollbackRemediation}}, 5 * time.Minute,
+			helmv2.InstallRemediation{Retries: 3},
+			helmv2.UpgradeRemediation{Retries: 1, RemediateLastFailure: ptr.To(true), Strategy: &rollback}},
+	}
+	for _, tc := range cases {
+		g := NewWithT(t)
+		sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
+			Source:  fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}},
+			Package: fleeetv1.Package{Helm: &tc.pkg},
+		}}
+		x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		hr := x.Applier.(*helmv2.HelmRelease)
+		g.Expect(hr.Spec.Timeout).To(Equal(&metav1.Duration{Duration: tc.timeout}), tc.name)
+		g.Expect(hr.Spec.Install.Strategy.Name).To(Equal(remediate), "%s: remediation applies even under DefaultToRetryOnFailure", tc.name)
+		g.Expect(hr.Spec.Upgrade.Strategy.Name).To(Equal(remediate), tc.name)
+		g.Expect(*hr.Spec.Install.Remediation).To(Equal(tc.install), tc.name)
+		g.Expect(*hr.Spec.Upgrade.Remediation).To(Equal(tc.upgrade), tc.name)
+		g.Expect(hr.Spec.Install.Remediation.MustRemediateLastFailure()).To(BeFalse(), "%s: a failed install stays to be looked at", tc.name)
+	}
 }

@@ -2,6 +2,7 @@ package flux
 
 import (
 	"fmt"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -101,6 +102,9 @@ func Judge(o Objects, want Revision) Verdict {
 		status, msg = computeKstatus(a.Generation, a.Status.ObservedGeneration, a.Status.Conditions)
 	case *helmv2.HelmRelease:
 		status, msg = computeKstatus(a.Generation, a.Status.ObservedGeneration, a.Status.Conditions)
+		if status != current {
+			msg = withFailedAttempt(msg, a.Generation, a.Status.Conditions)
+		}
 	default:
 		return Verdict{State: fleeetv1.SyncProgressing, Message: "not applied yet"}
 	}
@@ -119,6 +123,20 @@ func Judge(o Objects, want Revision) Verdict {
 	default:
 		return Verdict{State: fleeetv1.SyncProgressing, Revision: applied, Message: msg}
 	}
+}
+
+// withFailedAttempt adds to a HelmRelease's message why its last release
+// attempt at this generation failed, unless the message says it already. A
+// Helm error before any release is stored (an object the ServiceAccount may
+// not touch, say) leaves the HelmRelease retrying with Ready=Unknown, and a
+// failed upgrade that remediation rolled back leaves Ready saying only that
+// the rollback succeeded; in both, only Released says why.
+func withFailedAttempt(msg string, generation int64, conds []metav1.Condition) string {
+	c := apimeta.FindStatusCondition(conds, helmv2.ReleasedCondition)
+	if c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != generation || c.Message == "" || strings.Contains(msg, c.Message) {
+		return msg
+	}
+	return msg + "; the last attempt failed: " + c.Message
 }
 
 func sourceKstatus(src client.Object) (kstatus, string) {

@@ -3,8 +3,11 @@ package flux
 import (
 	"testing"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 )
 
 func cond(typ string, status metav1.ConditionStatus, reason string, gen int64) metav1.Condition {
@@ -41,4 +44,39 @@ func TestAStalledObjectSaysWhatFailed(t *testing.T) {
 	g.Expect(msg).To(Equal("Stalled RetriesExceeded: Ready UpgradeFailed"))
 	_, msg = computeKstatus(1, 1, []metav1.Condition{cond("Stalled", metav1.ConditionTrue, "RetriesExceeded", 1)})
 	g.Expect(msg).To(Equal("Stalled RetriesExceeded"))
+}
+
+func TestARetryingHelmReleaseSaysWhyItsLastAttemptFailed(t *testing.T) {
+	g := NewWithT(t)
+	hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+	hr.Status.ObservedGeneration = 1
+	hr.Status.Conditions = []metav1.Condition{
+		cond("Reconciling", metav1.ConditionTrue, "Progressing", 2),
+		cond("Ready", metav1.ConditionUnknown, "Progressing", 2),
+		cond("Released", metav1.ConditionFalse, "InstallFailed", 2),
+	}
+	v := Judge(Objects{Applier: hr}, Revision{ChartVersion: "1.0.0"})
+	g.Expect(v.State).To(Equal(fleeetv1.SyncProgressing), "Flux is still retrying")
+	g.Expect(v.Message).To(Equal("waiting for Flux to observe generation 2; the last attempt failed: Released InstallFailed"))
+
+	// A failure of an earlier generation says nothing about this one.
+	hr.Status.Conditions[2].ObservedGeneration = 1
+	v = Judge(Objects{Applier: hr}, Revision{ChartVersion: "1.0.0"})
+	g.Expect(v.Message).To(Equal("waiting for Flux to observe generation 2"))
+}
+
+// Remediation rolls a failed upgrade back and leaves Ready saying only that
+// the rollback succeeded: the failure still names what broke the upgrade.
+func TestARolledBackHelmReleaseSaysWhyItsUpgradeFailed(t *testing.T) {
+	g := NewWithT(t)
+	hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+	hr.Status.ObservedGeneration = 2
+	hr.Status.Conditions = []metav1.Condition{
+		cond("Stalled", metav1.ConditionTrue, "RetriesExceeded", 2),
+		cond("Ready", metav1.ConditionFalse, "RollbackSucceeded", 2),
+		cond("Released", metav1.ConditionFalse, "UpgradeFailed", 2),
+	}
+	v := Judge(Objects{Applier: hr}, Revision{ChartVersion: "1.0.0"})
+	g.Expect(v.State).To(Equal(fleeetv1.SyncFailed))
+	g.Expect(v.Message).To(Equal("Stalled RetriesExceeded: Ready RollbackSucceeded; the last attempt failed: Released UpgradeFailed"))
 }

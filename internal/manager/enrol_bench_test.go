@@ -59,7 +59,8 @@ func benchAgentCost(b *testing.B, managerBin, agentBin string) {
 	}, "v1.0.0")
 
 	e := enrolled{tenant: tenantIn(b, mgmt), upstream: "team"}
-	values := issueTokenIn(b, mgmt, e.tenant, "edge", fleeetv1.RegistrationTokenSpec{RemoteLabels: map[string]string{"env": "edge"}})
+	values := issueTokenIn(b, mgmt, e.tenant, "edge", fleeetv1.RegistrationTokenSpec{
+		RemoteLabels: map[string]string{"env": "edge"}, FreeLabelKeys: []string{"region"}})
 	if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}); err != nil {
 		b.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	testenv.StartManagerProcess(b, managerBin, mgmt)
 	ns := tenantIn(b, mgmt)
 	values := issueTokenIn(b, mgmt, ns, "fleet", fleeetv1.RegistrationTokenSpec{
-		MaxRegistrations: int32(agents), RemoteLabels: map[string]string{"fleet": "all"}})
+		MaxRegistrations: int32(agents), RemoteLabels: map[string]string{"fleet": "all"}, FreeLabelKeys: []string{"region"}})
 	if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}); err != nil {
 		b.Fatal(err)
 	}

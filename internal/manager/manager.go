@@ -19,6 +19,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
 	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
 	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/webhooks"
 )
@@ -36,6 +37,9 @@ type Options struct {
 	PushTimeout time.Duration
 	// PushPoll is how often a push Remote's status is read while it progresses.
 	PushPoll time.Duration
+	// Kubeconfig says which fields of push Remotes' kubeconfigs, beyond
+	// inline credentials, the push and BootstrapModule controllers accept.
+	Kubeconfig kubeconfig.Options
 	// Concurrent is how many objects each controller reconciles at once.
 	Concurrent int
 	// Management is the API URL and CA bundle agents connect to, written
@@ -68,11 +72,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&remote.Health{Client: mgr.GetClient(), Grace: o.OfflineGrace, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	push := &remote.Push{Client: mgr.GetClient(), Timeout: o.PushTimeout, Poll: o.PushPoll, Concurrent: o.Concurrent}
+	push := &remote.Push{Client: mgr.GetClient(), Timeout: o.PushTimeout, Poll: o.PushPoll, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}
 	if err := push.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), FieldOwner: Name, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&module.Reconciler{Client: mgr.GetClient(), Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
@@ -109,7 +113,7 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		Engine:          engine,
 		Reader:          mgr.GetClient(),
 		LiveReader:      mgr.GetAPIReader(),
-		Registrations:   &webhooks.Registrations{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+		Registrations:   &webhooks.Registrations{Reader: mgr.GetAPIReader()},
 		ManagerUsername: self,
 		MaxPlanBytes:    cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes),
 		Timeout:         admissionTimeout,

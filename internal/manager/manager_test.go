@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -204,6 +205,11 @@ func TestModulesCompileIntoTheProxyAssemblagesOfSelectedRemotes(t *testing.T) {
 		g.Expect(ready.Message).To(ContainSubstring("remote edge-2: spec.controlPlaneBindings[DOMAIN]: ConfigMap fleet: field /data/missing not found"))
 	}, timeout, poll).Should(Succeed())
 	g.Expect(heldTag(proxy(g, ns, "edge-2"))).To(Equal("v1.0.0"))
+	// The compiler's stamp is where the Module controller read that from.
+	stamp := proxy(g, ns, "edge-2").CompiledSyncs()["app"]
+	g.Expect(stamp.Generation).To(Equal(m.Generation))
+	g.Expect(stamp.Pending).To(BeTrue())
+	g.Expect(stamp.BindingError).To(ContainSubstring("field /data/missing not found"))
 }
 
 // rolloutWatch watches every ProxyAssemblage of a namespace for the whole
@@ -427,6 +433,23 @@ func TestPushModeDeliversThePlanAndIsolatesAnUnreachableCluster(t *testing.T) {
 	testenv.RunManager(t, down, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
 		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 2})
 	})
+	// Flux applies the pushed plan as the Remote's serviceAccountName, which
+	// may write ConfigMaps in the tenant's downstream namespace only.
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns}},
+		&rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}},
+		},
+		&rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "deployer"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "deployer", Namespace: ns}},
+		},
+	} {
+		g.Expect(down.Client.Create(t.Context(), obj)).To(Succeed())
+	}
 	git := testenv.NewGitServer(t)
 	url, _ := git.Commit(t, "app", map[string]string{
 		"deploy/kustomization.yaml": "resources: [configmap.yaml]\n",
@@ -449,7 +472,10 @@ func TestPushModeDeliversThePlanAndIsolatesAnUnreachableCluster(t *testing.T) {
 		})).To(Succeed())
 		g.Expect(cluster.Client.Create(t.Context(), &fleeetv1.Remote{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"mode": "push"}},
-			Spec:       fleeetv1.RemoteSpec{KubeconfigRef: &fleeetv1.SecretKeyReference{Name: name + "-kubeconfig", Key: "value"}},
+			Spec: fleeetv1.RemoteSpec{
+				KubeconfigRef:      &fleeetv1.SecretKeyReference{Name: name + "-kubeconfig", Key: "value"},
+				ServiceAccountName: "deployer",
+			},
 		})).To(Succeed())
 	}
 	m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"mode": "push"}})
@@ -486,6 +512,9 @@ func TestPushModeDeliversThePlanAndIsolatesAnUnreachableCluster(t *testing.T) {
 	var cm corev1.ConfigMap
 	g.Expect(down.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "pushed"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("via", "push"))
+	asm := &fleeetv1.Assemblage{}
+	g.Expect(down.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: ns}, asm)).To(Succeed())
+	g.Expect(asm.Spec.ServiceAccountName).To(Equal("deployer"), "the push Remote's account confines the plan downstream")
 }
 
 func TestBootstrapModuleAppliesStraightIntoPushRemotes(t *testing.T) {
@@ -507,7 +536,10 @@ func TestBootstrapModuleAppliesStraightIntoPushRemotes(t *testing.T) {
 	})).To(Succeed())
 	g.Expect(cluster.Client.Create(t.Context(), &fleeetv1.Remote{
 		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns, Labels: map[string]string{"bootstrap": "yes"}},
-		Spec:       fleeetv1.RemoteSpec{KubeconfigRef: &fleeetv1.SecretKeyReference{Name: "edge-kubeconfig", Key: "value"}},
+		Spec: fleeetv1.RemoteSpec{
+			KubeconfigRef:      &fleeetv1.SecretKeyReference{Name: "edge-kubeconfig", Key: "value"},
+			ServiceAccountName: "deployer",
+		},
 	})).To(Succeed())
 	// A pull Remote cannot be reached from the management cluster: never selected.
 	newRemote(t, ns, "pulled", map[string]string{"bootstrap": "yes"}, true)
@@ -592,6 +624,59 @@ func TestACompileThatChangesNothingWritesNothing(t *testing.T) {
 	g.Eventually(func(g Gomega) float64 { return reconciles(g, "proxyassemblage-compiler") }, timeout, poll).
 		Should(BeNumerically(">", count))
 	g.Expect(proxy(g, ns, "steady").ResourceVersion).To(Equal(before.ResourceVersion))
+}
+
+// TestSuspendHoldsWhatRuns: a suspended Module keeps every plan at the
+// version it had, and a suspended Remote keeps its plan as it is while the
+// rollout passes it by; clearing either catches up.
+func TestSuspendHoldsWhatRuns(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	newRemote(t, ns, "running", map[string]string{"env": "prod"}, true)
+	newRemote(t, ns, "held", map[string]string{"env": "prod"}, true)
+	m := newModule("v1.0.0", &metav1.LabelSelector{})
+	m.Namespace = ns
+	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
+	tags := func(g Gomega) []string {
+		return []string{heldTag(proxy(g, ns, "held")), heldTag(proxy(g, ns, "running"))}
+	}
+	g.Eventually(tags, timeout, poll).Should(Equal([]string{"v1.0.0", "v1.0.0"}))
+
+	setSuspend := func(obj client.Object, suspend bool) {
+		patch := []byte(fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend))
+		g.Expect(cluster.Client.Patch(t.Context(), obj, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+	}
+	setVersion := func(tag string) {
+		patch := []byte(fmt.Sprintf(`{"spec":{"sync":{"source":{"git":{"tag":%q}}}}}`, tag))
+		g.Expect(cluster.Client.Patch(t.Context(), m, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+	}
+
+	// A suspended Module: a new version reaches no plan, and says why.
+	setSuspend(m, true)
+	setVersion("v2.0.0")
+	g.Eventually(func(g Gomega) {
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(m), m)).To(Succeed())
+		ready := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal("Suspended"))
+		g.Expect(m.Status.ObservedGeneration).To(Equal(m.Generation))
+	}, timeout, poll).Should(Succeed())
+	g.Consistently(tags, 3*time.Second, poll).Should(Equal([]string{"v1.0.0", "v1.0.0"}))
+
+	// A suspended Remote: the resumed Module reaches every other Remote.
+	setSuspend(&fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held"}}, true)
+	setSuspend(m, false)
+	g.Eventually(tags, timeout, poll).Should(Equal([]string{"v1.0.0", "v2.0.0"}))
+	report(g, ns, "running", fleeetv1.SyncReady)
+	g.Eventually(func(g Gomega) {
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(m), m)).To(Succeed())
+		g.Expect(m.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 2, Updated: 1, Ready: 1, Suspended: 1}))
+	}, timeout, poll).Should(Succeed())
+	g.Consistently(tags, 3*time.Second, poll).Should(Equal([]string{"v1.0.0", "v2.0.0"}))
+
+	// Resumed, it catches up.
+	setSuspend(&fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held"}}, false)
+	g.Eventually(tags, timeout, poll).Should(Equal([]string{"v2.0.0", "v2.0.0"}))
 }
 
 func TestAPlanEditedByHandIsRestored(t *testing.T) {

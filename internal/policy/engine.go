@@ -5,6 +5,11 @@
 // The decision document: every package under data.fleeet may define
 // `deny contains msg` and `warn contains msg` (sets of strings). A request
 // is denied when any package denies; warnings are returned to the client.
+//
+// User modules live in packages of their own, `fleeet.<name>` with a name
+// no embedded policy uses: Rego merges every module of one package, so a
+// user module in a built-in package could add rules that switch a built-in
+// denial off. In their own packages they can only add denials and warnings.
 package policy
 
 import (
@@ -64,6 +69,8 @@ type Decision struct {
 // Engine holds the compiled policies.
 type Engine struct {
 	builtin map[string]string
+	// packages are the names under data.fleeet the embedded policies use.
+	packages map[string]bool
 
 	mu       sync.Mutex // serialises recompilation
 	prepared atomic.Pointer[rego.PreparedEvalQuery]
@@ -71,7 +78,7 @@ type Engine struct {
 
 // New compiles the embedded policies.
 func New(ctx context.Context) (*Engine, error) {
-	e := &Engine{builtin: map[string]string{}}
+	e := &Engine{builtin: map[string]string{}, packages: map[string]bool{}}
 	err := fs.WalkDir(policies.FS, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".rego") || strings.HasSuffix(path, "_test.rego") {
 			return err
@@ -83,6 +90,13 @@ func New(ctx context.Context) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	for name, src := range e.builtin {
+		m, err := ast.ParseModuleWithOpts(name, src, ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return nil, err
+		}
+		e.packages[packageName(m)] = true
+	}
 	return e, e.SetUserPolicies(ctx, nil)
 }
 
@@ -92,6 +106,9 @@ func New(ctx context.Context) (*Engine, error) {
 func (e *Engine) SetUserPolicies(ctx context.Context, user map[string]string) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err := e.confined(user); err != nil {
+		return err
+	}
 	pq, err := compile(ctx, e.builtin, user)
 	if err != nil {
 		return err
@@ -103,8 +120,43 @@ func (e *Engine) SetUserPolicies(ctx context.Context, user map[string]string) er
 // Check compiles user modules with the embedded policies without putting
 // them in force, to tell which of several sources is at fault.
 func (e *Engine) Check(ctx context.Context, user map[string]string) error {
+	if err := e.confined(user); err != nil {
+		return err
+	}
 	_, err := compile(ctx, e.builtin, user)
 	return err
+}
+
+// confined checks that every user module declares a package of its own:
+// fleeet.<name>, one level below fleeet, with a name no embedded policy
+// uses. Deeper packages are refused too: their deny rules would never be
+// read, and a policy silently ignored is worse than one refused.
+func (e *Engine) confined(user map[string]string) error {
+	for _, name := range slices.Sorted(maps.Keys(user)) {
+		m, err := ast.ParseModuleWithOpts(name, user[name], ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return fmt.Errorf("compiling policies: %w", err)
+		}
+		pkg := packageName(m)
+		switch {
+		case pkg == "" || strings.Contains(pkg, "."):
+			return fmt.Errorf("%s: package %s: a user policy's package must be fleeet.<name>, one level below fleeet", name, m.Package.Path)
+		case e.packages[pkg]:
+			return fmt.Errorf("%s: package fleeet.%s belongs to a built-in policy; user policies may only add their own packages, never rules to built-in ones", name, pkg)
+		}
+	}
+	return nil
+}
+
+// packageName is a module's package below data.fleeet ("lib" for
+// fleeet.lib, "a.b" for fleeet.a.b), or "" when it is not below it.
+func packageName(m *ast.Module) string {
+	path := strings.TrimPrefix(m.Package.Path.String(), "data.")
+	rest, ok := strings.CutPrefix(path, "fleeet.")
+	if !ok {
+		return ""
+	}
+	return rest
 }
 
 func compile(ctx context.Context, builtin, user map[string]string) (*rego.PreparedEvalQuery, error) {

@@ -111,3 +111,36 @@ deny contains msg if { msg := sprintf("%d", [to_number(input.object.metadata.nam
 	_, err := e.Evaluate(t.Context(), load(t, "../../policies/tenant/samples/allowed/module-in-tenant-namespace.yaml"))
 	g.Expect(err).To(MatchError(ContainSubstring("evaluating policies")))
 }
+
+// A user module in a built-in package would be merged into it by Rego and
+// could, for example, redefine lib.manager so every user counts as the
+// manager and the tenant boundary disappears.
+func TestUserPoliciesCannotJoinBuiltInPackages(t *testing.T) {
+	tenantOutside := load(t, "../../policies/tenant/samples/allowed/module-in-tenant-namespace.yaml")
+	tenantOutside["namespace"] = map[string]any{"name": "kube-system", "labels": map[string]any{}}
+	for name, tc := range map[string]struct{ src, want string }{
+		"into fleeet.lib": {`package fleeet.lib
+manager if true`, "package fleeet.lib belongs to a built-in policy"},
+		"into fleeet.tenant": {`package fleeet.tenant
+tenant_namespace if true`, "package fleeet.tenant belongs to a built-in policy"},
+		"into fleeet.targetnamespaces": {`package fleeet.targetnamespaces
+deny := set()`, "package fleeet.targetnamespaces belongs to a built-in policy"},
+		"below a built-in package": {`package fleeet.tenant.extra
+deny contains "x" if false`, "must be fleeet.<name>, one level below fleeet"},
+		"outside fleeet": {`package mine
+deny contains "x" if true`, "must be fleeet.<name>, one level below fleeet"},
+		"fleeet itself": {`package fleeet
+tenant := {"deny": set()}`, "must be fleeet.<name>, one level below fleeet"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			e := newEngine(t)
+			err := e.SetUserPolicies(t.Context(), map[string]string{"ops/evil.rego": tc.src})
+			g.Expect(err).To(MatchError(And(ContainSubstring("ops/evil.rego"), ContainSubstring(tc.want))))
+			g.Expect(e.Check(t.Context(), map[string]string{"ops/evil.rego": tc.src})).To(HaveOccurred())
+			d, err := e.Evaluate(t.Context(), tenantOutside)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Deny).To(ContainElement(HaveField("Policy", "tenant")), "the built-in denial stays in force")
+		})
+	}
+}

@@ -16,8 +16,12 @@ type AuditEvent struct {
 	// Resource is "group/resource/subresource" without empty parts
 	// ("secrets", "fleeet.dev/remotes/status"); empty for a request to a
 	// non-resource URL such as /api.
-	Resource   string
-	RequestURI string
+	Resource string
+	// Namespace and Name are the object's, when the request names one.
+	Namespace, Name string
+	// ImpersonatedUser is whom the user acted as, if anyone.
+	ImpersonatedUser string
+	RequestURI       string
 	// Code is the response's status code.
 	Code     int
 	Received metav1.MicroTime
@@ -39,11 +43,12 @@ func AuditLog(t TB, path, user string) []AuditEvent {
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		var ev struct {
-			AuditID   string                    `json:"auditID"`
-			User      struct{ Username string } `json:"user"`
-			Verb      string                    `json:"verb"`
-			ObjectRef *struct {
-				APIGroup, Resource, Subresource string
+			AuditID          string                     `json:"auditID"`
+			User             struct{ Username string }  `json:"user"`
+			ImpersonatedUser *struct{ Username string } `json:"impersonatedUser"`
+			Verb             string                     `json:"verb"`
+			ObjectRef        *struct {
+				APIGroup, Resource, Subresource, Namespace, Name string
 			} `json:"objectRef"`
 			RequestURI     string              `json:"requestURI"`
 			ResponseStatus *struct{ Code int } `json:"responseStatus"`
@@ -59,6 +64,10 @@ func AuditLog(t TB, path, user string) []AuditEvent {
 		e := AuditEvent{ID: ev.AuditID, Verb: ev.Verb, RequestURI: ev.RequestURI, Received: ev.Received}
 		if r := ev.ObjectRef; r != nil {
 			e.Resource = strings.Trim(strings.ReplaceAll(r.APIGroup+"/"+r.Resource+"/"+r.Subresource, "//", "/"), "/")
+			e.Namespace, e.Name = r.Namespace, r.Name
+		}
+		if ev.ImpersonatedUser != nil {
+			e.ImpersonatedUser = ev.ImpersonatedUser.Username
 		}
 		if ev.ResponseStatus != nil {
 			e.Code = ev.ResponseStatus.Code

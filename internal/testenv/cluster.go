@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,6 +53,8 @@ type Cluster struct {
 	Webhooks *envtest.WebhookInstallOptions
 
 	env *envtest.Environment
+	// nodes, for a cluster started WithNodes, is what its nodes share.
+	nodes *nodeSupport
 }
 
 // ClusterOption adjusts an apiserver before it starts; dir is the test's
@@ -114,10 +117,13 @@ func stopAtEnd(t TB, name string, c *Cluster, err error) {
 	t.Helper()
 	if c != nil {
 		t.Cleanup(func() {
-			if err := c.env.Stop(); err != nil {
+			if err := c.stop(t.Failed()); err != nil {
 				t.Errorf("stopping %s apiserver: %v", c.Name, err)
 			}
 		})
+	}
+	if unsupported := (*nodesUnsupportedError)(nil); errors.As(err, &unsupported) {
+		skip(t, err.Error())
 	}
 	if err != nil {
 		t.Fatalf("starting %s apiserver: %v", name, err)
@@ -181,10 +187,14 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 	}
 
 	cfg, err := env.Start()
+	nodes, withNodes := nodeClusters.LoadAndDelete(env)
 	if err != nil {
 		return nil, err
 	}
 	c := &Cluster{Name: name, Config: cfg, env: env}
+	if withNodes {
+		c.nodes = nodes.(*nodeSupport)
+	}
 	if len(env.WebhookInstallOptions.Paths) > 0 {
 		c.Webhooks = &env.WebhookInstallOptions
 	}
@@ -200,7 +210,22 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 		return c, err
 	}
 	c.Kubeconfig = filepath.Join(dir, name+".kubeconfig")
-	return c, os.WriteFile(c.Kubeconfig, kubeconfig, 0o600)
+	if err := os.WriteFile(c.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return c, err
+	}
+	if c.nodes != nil {
+		return c, c.startNodeControlPlane(dir)
+	}
+	return c, nil
+}
+
+// stop stops what startCluster started; failed says whether to print the
+// logs of the cluster's controllers.
+func (c *Cluster) stop(failed bool) error {
+	if c.nodes != nil {
+		c.nodes.stop(failed)
+	}
+	return c.env.Stop()
 }
 
 func crdDirectories() ([]string, error) {
@@ -248,10 +273,14 @@ func RunWithCluster(m *testing.M, name string, c **Cluster, opts []ClusterOption
 	*c, err = startCluster(name, dir, opts...)
 	if *c != nil {
 		defer func() {
-			if err := (*c).env.Stop(); err != nil {
+			if err := (*c).stop(code != 0); err != nil {
 				fmt.Fprintf(os.Stderr, "stopping %s apiserver: %v\n", name, err)
 			}
 		}()
+	}
+	if unsupported := (*nodesUnsupportedError)(nil); errors.As(err, &unsupported) {
+		fmt.Fprintf(os.Stderr, "skipping every test: %v\n", err)
+		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting %s apiserver: %v\n", name, err)

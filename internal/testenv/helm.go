@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"maps"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -17,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -202,13 +202,10 @@ func ServiceAccountKubeconfig(t TB, c *Cluster, namespace, name string) string {
 	if err != nil {
 		t.Fatalf("token for ServiceAccount %s/%s: %v", namespace, name, err)
 	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
-	cfg.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "sa"}
-	cfg.CurrentContext = "c"
 	path := filepath.Join(t.TempDir(), name+".kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+	data := Kubeconfig(t, clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData},
+		clientcmdapi.AuthInfo{Token: tr.Status.Token})
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -30,23 +31,19 @@ type Process struct {
 // a file in the test's temporary directory.
 func StartProcess(t TB, name, path string, env []string, args ...string) *Process {
 	t.Helper()
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(t, name, cmd)
+}
+
+// startCmd is StartProcess for a command the caller prepared.
+func startCmd(t TB, name string, cmd *exec.Cmd) *Process {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
-	logFile, err := os.Create(logPath)
+	p, err := startLogged(name, logPath, cmd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(path, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("starting %s: %v", name, err)
-	}
-	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan error, 1)}
-	go func() {
-		p.done <- cmd.Wait()
-		logFile.Close()
-	}()
 	t.Cleanup(func() {
 		if err := p.Stop(30 * time.Second); err != nil {
 			t.Logf("%s: %v", name, err)
@@ -56,6 +53,26 @@ func StartProcess(t TB, name, path string, env []string, args ...string) *Proces
 		}
 	})
 	return p
+}
+
+// startLogged starts cmd with its output going to a new file at logPath; the
+// caller stops it.
+func startLogged(name, logPath string, cmd *exec.Cmd) (*Process, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan error, 1)}
+	go func() {
+		p.done <- cmd.Wait()
+		logFile.Close()
+	}()
+	return p, nil
 }
 
 // Stop sends SIGTERM and waits up to grace for the process to exit, then
@@ -90,14 +107,22 @@ func (p *Process) Exited() (bool, error) {
 	}
 }
 
-// WaitHTTP waits until url answers 200, failing the test if the process
-// exits first or ctx ends.
+// healthClient checks the health endpoints of processes the tests started.
+// Kubernetes components serve them over HTTPS with a certificate they sign
+// themselves, so it does not verify certificates: it only asks whether the
+// process answers.
+var healthClient = &http.Client{Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // see above
+}}
+
+// WaitHTTP waits until url (http or https) answers 200, failing the test if
+// the process exits first or ctx ends.
 func (p *Process) WaitHTTP(ctx context.Context, url string) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := healthClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil

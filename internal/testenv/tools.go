@@ -1,8 +1,12 @@
 // Package testenv runs the real components fleeet's tests need: kube-apiservers
 // with etcd (through controller-runtime's envtest), Flux's source-, kustomize-
 // and helm-controller as processes, a smart-HTTP git server and a Helm chart
-// repository. Every program comes from hack/tools, built once into the tools
-// cache on first use.
+// repository, and, for clusters started WithNodes, nodes that run real Pods
+// (Cluster.StartNode: kubelet, containerd and kube-proxy, with
+// kube-controller-manager and kube-scheduler for the cluster). Every program
+// comes from hack/tools, built once into the tools cache on first use, except
+// containerd, runc and the CNI plugins, which are Debian packages
+// (hack/setup-debian.sh).
 package testenv
 
 import (

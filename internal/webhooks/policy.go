@@ -1,19 +1,18 @@
 // Package webhooks holds the fleet-manager's admission webhook: every write
-// to a fleeet.dev object in the management cluster is judged by the Rego
-// policies, and registrations they allow are recorded atomically.
+// to a fleeet.dev object in the management cluster, and every token a
+// cluster identity mints for itself, is judged by the Rego policies. Judging
+// only reads; nothing a request to the webhook carries is recorded.
 package webhooks
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,7 +55,7 @@ type Policies struct {
 	// LiveReader reads from the apiserver what the cache has not seen yet:
 	// a namespace created a moment before the object being judged.
 	LiveReader client.Reader
-	// Registrations records registrations the policies allow.
+	// Registrations looks up a registration identity's token and Remotes.
 	Registrations *Registrations
 	// ManagerUsername is the manager's own identity.
 	ManagerUsername string
@@ -101,6 +100,11 @@ func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.
 	case <-ctx.Done():
 		return admission.Response{}, fmt.Errorf("too many admission requests in flight: %w", ctx.Err())
 	}
+	if path, err := tooDeep(req.Object.Raw, MaxDepth); err != nil {
+		return admission.Response{}, fmt.Errorf("reading the object: %w", err)
+	} else if path != "" {
+		return admission.Denied(depthRefusal(path, MaxDepth)), nil
+	}
 	input, err := p.input(ctx, req)
 	if err != nil {
 		return admission.Response{}, err
@@ -120,19 +124,6 @@ func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.
 			msgs = append(msgs, v.Message)
 		}
 		return admission.Denied(strings.Join(msgs, "; ")).WithWarnings(warnings...), nil
-	}
-	if token, ok := enrol.RegistrationTokenOf(req.UserInfo.Username, req.Namespace); ok && req.Operation == admissionv1.Create {
-		remote := &fleeetv1.Remote{}
-		if err := json.Unmarshal(req.Object.Raw, remote); err != nil {
-			return admission.Response{}, err
-		}
-		var refused refusal
-		switch err := p.Registrations.Record(ctx, req, token, remote); {
-		case errors.As(err, &refused):
-			return admission.Denied(refused.Error()), nil
-		case err != nil:
-			return admission.Response{}, fmt.Errorf("recording the registration: %w", err)
-		}
 	}
 	return admission.Allowed("").WithWarnings(warnings...), nil
 }
@@ -161,7 +152,8 @@ func (p *Policies) input(ctx context.Context, req admission.Request) (map[string
 	context := map[string]any{
 		"manager": map[string]any{"username": p.ManagerUsername},
 		"now":     time.Now().UTC().Format(time.RFC3339),
-		"limits":  map[string]any{"maxPlanBytes": p.MaxPlanBytes},
+		"limits": map[string]any{"maxPlanBytes": p.MaxPlanBytes,
+			"maxCredentialSeconds": int64(enrol.CredentialLifetime / time.Second)},
 	}
 	if err := p.lookUp(ctx, req, context); err != nil {
 		return nil, err
@@ -200,17 +192,14 @@ func (p *Policies) namespace(ctx context.Context, name string) (*corev1.Namespac
 }
 
 // lookUp adds what the request's identity and kind call for: the
-// RegistrationToken behind a registration identity, the Remote behind a
-// cluster identity, the namespace's Modules for a Module.
+// RegistrationToken, its identity and its Remotes behind a registration
+// identity, the Remote behind a cluster identity, the namespace's Modules
+// for a Module.
 func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[string]any) error {
 	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: req.Namespace, Name: name} }
 	if token, ok := enrol.RegistrationTokenOf(req.UserInfo.Username, req.Namespace); ok {
-		tok := &fleeetv1.RegistrationToken{}
-		switch err := p.Registrations.Reader.Get(ctx, key(token), tok); {
-		case err == nil:
-			into["registrationToken"] = tok
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("looking up RegistrationToken %s: %w", token, err)
+		if err := p.Registrations.lookUp(ctx, req.Namespace, token, into); err != nil {
+			return err
 		}
 	}
 	prefix := "system:serviceaccount:" + req.Namespace + ":" + enrol.RemotePrefix
@@ -223,7 +212,7 @@ func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[s
 			return fmt.Errorf("looking up Remote %s: %w", name, err)
 		}
 	}
-	if req.Kind.Kind == "Module" {
+	if req.Kind.Kind == "Module" && req.SubResource == "" {
 		modules, err := p.dependencyGraph(ctx, req)
 		if err != nil {
 			return err
@@ -246,7 +235,9 @@ func (p *Policies) dependencyGraph(ctx context.Context, req admission.Request) (
 		return nil, nil
 	}
 	modules := &fleeetv1.ModuleList{}
-	if err := p.Reader.List(ctx, modules, client.InNamespace(req.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+	// Read live: two Modules written one right after the other must see
+	// each other, or a tenant closes a cycle faster than the cache follows.
+	if err := p.LiveReader.List(ctx, modules, client.InNamespace(req.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing Modules in %s: %w", req.Namespace, err)
 	}
 	graph := make([]fleeetv1.Module, 0, len(modules.Items))

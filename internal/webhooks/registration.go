@@ -2,101 +2,65 @@ package webhooks
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
 	"github.com/fleeet-dev/fleeet/internal/enrol"
 )
 
-// Registrations records each registration a RegistrationToken admits.
-// The policies decide whether a registration may happen; this makes the
-// decision atomic: the Remote is recorded in the token's status, by name and
-// UID, before it is stored, with an optimistic-concurrency update, so two
-// agents racing for the last registration cannot both win.
+// Registrations looks up what the registration policy needs to judge a
+// registration identity's request. It only reads: admission has no side
+// effects, so a caller that reaches the webhook without going through the
+// apiserver learns a verdict and changes nothing. The manager records a
+// registration later, from the Remote the apiserver stored (see
+// internal/controllers/registration).
 type Registrations struct {
-	// Reader reads tokens, ServiceAccounts and Remotes from the API, not a
-	// cache: admission must see the latest count.
+	// Reader reads tokens, ServiceAccounts and Remotes from the apiserver,
+	// not a cache: a registration must be judged on the latest count.
 	Reader client.Reader
-	// Writer records registrations in token status.
-	Writer client.Client
 }
 
-// Record checks the token again and records the registration, retrying on
-// conflicts; a refusal says why the registration may not happen.
-func (r *Registrations) Record(ctx context.Context, req admission.Request, tokenName string, remote *fleeetv1.Remote) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		return r.reserve(ctx, req, tokenName, remote)
-	})
-}
-
-// refusal is a reason to deny, as opposed to a failure to decide.
-type refusal string
-
-func (r refusal) Error() string { return string(r) }
-
-// reserve checks the token and records the registration in its status.
-func (r *Registrations) reserve(ctx context.Context, req admission.Request, tokenName string, remote *fleeetv1.Remote) error {
+// lookUp adds, for the registration identity of RegistrationToken token in
+// namespace ns:
+//   - registrationToken: the token, absent once it is deleted;
+//   - registrationIdentity: the uid of the ServiceAccount the manager
+//     created for the token, absent if there is none, so a ServiceAccount
+//     someone else made under the same name is not taken for it;
+//   - registrationRemotes: the name and uid of every Remote labelled as
+//     created through the token, recorded or not yet, so agents a moment
+//     apart do not both pass while the manager catches up.
+func (r *Registrations) lookUp(ctx context.Context, ns, token string, into map[string]any) error {
 	tok := &fleeetv1.RegistrationToken{}
-	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: tokenName}, tok)
-	if apierrors.IsNotFound(err) {
-		return refusal(fmt.Sprintf("RegistrationToken %s no longer exists", tokenName))
-	} else if err != nil {
-		return err
-	}
-	if err := r.sameIdentity(ctx, req, tok); err != nil {
-		return err
-	}
-	now := time.Now()
-	used, limit := len(tok.Status.Registered), int(tok.Spec.MaxRegistrations)
-	switch expires := registration.ExpiresAt(tok); {
-	case !tok.DeletionTimestamp.IsZero():
-		return refusal(fmt.Sprintf("RegistrationToken %s is being deleted", tokenName))
-	case !now.Before(expires):
-		return refusal(fmt.Sprintf("RegistrationToken %s expired at %s", tokenName, expires.UTC().Format(time.RFC3339)))
-	case used >= limit:
-		return refusal(fmt.Sprintf("RegistrationToken %s is used up: %d of %d registrations", tokenName, used, limit))
-	}
-	err = r.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: remote.Name}, &fleeetv1.Remote{})
-	if err == nil {
-		return refusal(fmt.Sprintf("metadata.name: a Remote named %s already exists in %s; enrol under another clusterName", remote.Name, req.Namespace))
-	} else if !apierrors.IsNotFound(err) {
-		return err
-	}
-	if remote.UID == "" {
-		return errors.New("the apiserver sent the Remote without a UID")
-	}
-	if req.DryRun != nil && *req.DryRun {
+	switch err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: token}, tok); {
+	case apierrors.IsNotFound(err):
 		return nil
+	case err != nil:
+		return fmt.Errorf("looking up RegistrationToken %s: %w", token, err)
 	}
-	tok.Status.Registered = append(tok.Status.Registered, fleeetv1.Registration{
-		Name: remote.Name, UID: remote.UID, Time: metav1.NewTime(now),
-	})
-	tok.Status.Registrations = int32(len(tok.Status.Registered))
-	return r.Writer.Status().Update(ctx, tok)
-}
+	into["registrationToken"] = tok
 
-// sameIdentity checks that the requesting ServiceAccount is the one the
-// manager created for this token, not one someone else made under its name.
-func (r *Registrations) sameIdentity(ctx context.Context, req admission.Request, tok *fleeetv1.RegistrationToken) error {
 	sa := &corev1.ServiceAccount{}
-	err := r.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: enrol.RegistrationName(tok.Name)}, sa)
-	if apierrors.IsNotFound(err) {
-		return refusal(fmt.Sprintf("the registration identity of RegistrationToken %s has been retired", tok.Name))
-	} else if err != nil {
-		return err
+	switch err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrol.RegistrationName(token)}, sa); {
+	case err == nil && metav1.IsControlledBy(sa, tok):
+		into["registrationIdentity"] = map[string]any{"uid": sa.UID}
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("looking up ServiceAccount %s: %w", enrol.RegistrationName(token), err)
 	}
-	if !metav1.IsControlledBy(sa, tok) || string(sa.UID) != req.UserInfo.UID {
-		return refusal(fmt.Sprintf("ServiceAccount %s is not the registration identity of RegistrationToken %s", sa.Name, tok.Name))
+
+	remotes := &metav1.PartialObjectMetadataList{}
+	remotes.SetGroupVersionKind(fleeetv1.GroupVersion.WithKind("RemoteList"))
+	if err := r.Reader.List(ctx, remotes, client.InNamespace(ns), client.MatchingLabels{fleeetv1.RegistrationTokenLabel: token}); err != nil {
+		return fmt.Errorf("listing the Remotes of RegistrationToken %s: %w", token, err)
 	}
+	stored := make([]map[string]any, 0, len(remotes.Items))
+	for _, o := range remotes.Items {
+		stored = append(stored, map[string]any{"name": o.Name, "uid": o.UID})
+	}
+	into["registrationRemotes"] = stored
 	return nil
 }

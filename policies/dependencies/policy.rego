@@ -29,8 +29,11 @@ targets(dep) := {other |
 	lib.selects(dep.selector, object.get(m, ["metadata", "labels"], {}))
 } if dep.selector
 
+# A status write leaves dependsOn as it was: judging it would stop the
+# manager from reporting on a cycle that concurrent writes let through.
 deny contains msg if {
 	lib.kind == "Module"
+	object.get(input.request, "subResource", "") == ""
 	some path in graph.reachable_paths(edges, edges[self])
 	some i, node in path
 	node == self

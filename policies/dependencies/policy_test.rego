@@ -24,3 +24,8 @@ test_cycle_through_selector if {
 test_self_dependency if {
 	dependencies.deny == {"spec.sync.dependsOn: creates the dependency cycle a → a"} with input as req(module("a", {}, [{"name": "a"}]), [])
 }
+
+test_status_write_of_a_module_in_a_cycle_allowed if {
+	others := [module("a", {}, [{"name": "c"}])]
+	count(dependencies.deny) == 0 with input as {"request": {"kind": {"kind": "Module"}, "subResource": "status"}, "object": module("c", {}, [{"name": "a"}]), "context": {"modules": others}}
+}

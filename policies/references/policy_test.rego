@@ -34,3 +34,11 @@ test_list_paths_are_named if {
 	some msg in references.deny with input as obj({"items": [{"namespace": "b"}]})
 	startswith(msg, "spec.items.0.namespace:")
 }
+
+test_substitute_is_data if {
+	count(references.deny) == 0 with input as obj({"sync": {"package": {"kustomize": {"substitute": {"namespace": "elsewhere"}}}}})
+}
+
+test_a_namespace_beside_the_free_form_data_is_still_judged if {
+	references.deny == {`spec.sync.package.helm.namespace: refers to namespace "b"; references must stay in namespace team-a`} with input as obj({"sync": {"package": {"helm": {"namespace": "b", "values": {}}}}})
+}

@@ -1,12 +1,17 @@
 # Labels and annotations under fleeet.dev/ are set only by the fleet
 # manager: tenants and registrants may neither add, change nor remove them.
-# The one exception is a Remote's retry request, which users write
-# (fleetctl retry) to have the cluster try its syncs again.
+# Two exceptions: a Remote's retry request, which users write (fleetctl
+# retry) to have the cluster try its syncs again; and the label naming the
+# RegistrationToken a Remote was created through, which a registration
+# identity sets on the Remote it creates (package registration checks it
+# names the identity's own token) and no one changes afterwards.
 package fleeet.reserved
 
 import data.fleeet.lib
 
 retry_annotation := "fleeet.dev/retry-requested-at"
+
+registration_token_label := "fleeet.dev/registration-token"
 
 # The retry request ends up in the cluster's plan, whose field holds at most
 # 64 characters.
@@ -16,6 +21,14 @@ user_settable(field, k) if {
 	lib.kind == "Remote"
 	field == "annotations"
 	k == retry_annotation
+}
+
+user_settable(field, k) if {
+	lib.registrant
+	lib.kind == "Remote"
+	input.request.operation == "CREATE"
+	field == "labels"
+	k == registration_token_label
 }
 
 changed contains [field, k] if {

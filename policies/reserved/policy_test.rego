@@ -40,3 +40,34 @@ test_overlong_retry_request_denied if {
 	token := "0123456789012345678901234567890123456789012345678901234567890123X"
 	reserved.deny == {"metadata.annotations[fleeet.dev/retry-requested-at]: at most 64 characters, not 65 (fleetctl retry writes the time)"} with input as remote("alice", {}, {"annotations": {"fleeet.dev/retry-requested-at": token}})
 }
+
+registrant := "system:serviceaccount:t:fleeet-registration-edge"
+
+create_remote(user, labels) := {
+	"request": {"operation": "CREATE", "kind": {"kind": "Remote"}, "namespace": "t", "userInfo": {"username": user}},
+	"context": {"manager": {"username": "manager"}},
+	"object": {"metadata": {"labels": labels}},
+	"oldObject": null,
+}
+
+test_a_registrant_names_its_token_on_the_remote_it_creates if {
+	count(reserved.deny) == 0 with input as create_remote(registrant, {"fleeet.dev/registration-token": "edge"})
+}
+
+test_only_a_registrant_sets_the_registration_token_label if {
+	reserved.deny == {"metadata.labels[fleeet.dev/registration-token]: keys under fleeet.dev/ are set only by the fleet manager"} with input as create_remote("alice", {"fleeet.dev/registration-token": "edge"})
+	count(reserved.deny) == 1 with input as create_remote("system:serviceaccount:t:fleeet-remote-edge", {"fleeet.dev/registration-token": "edge"})
+}
+
+test_no_one_changes_the_registration_token_label_later if {
+	update := json.patch(create_remote(registrant, {"fleeet.dev/registration-token": "other"}), [
+		{"op": "replace", "path": "/request/operation", "value": "UPDATE"},
+		{"op": "replace", "path": "/oldObject", "value": {"metadata": {"labels": {"fleeet.dev/registration-token": "edge"}}}},
+	])
+	count(reserved.deny) == 1 with input as update
+	count(reserved.deny) == 1 with input as json.patch(update, [{"op": "replace", "path": "/request/userInfo/username", "value": "alice"}])
+}
+
+test_a_registrant_sets_no_other_reserved_label if {
+	count(reserved.deny) == 1 with input as create_remote(registrant, {"fleeet.dev/remote": "x"})
+}

@@ -38,3 +38,25 @@ http_exception("http") if http_allowed
 http_hint(s) := " (or annotate the tenant namespace fleeet.dev/allow-insecure-http: \"true\")" if s == "http"
 
 else := ""
+
+# Credentials never travel in a source URL: they would be copied into every
+# plan and every cluster's Flux objects. An ssh user name (git@) is not a
+# secret; anything before @ in an https, http or oci URL, and a password in
+# any URL, is.
+userinfo(url) := parts[1] if {
+	parts := regex.find_all_string_submatch_n(`^[A-Za-z][A-Za-z0-9+.-]*://([^/?#]*)@`, url, 1)[0]
+}
+
+credentials_in(url) if {
+	info := userinfo(url)
+	scheme(url) != "ssh"
+	info != ""
+}
+
+credentials_in(url) if contains(userinfo(url), ":")
+
+deny contains msg if {
+	some path, url in urls
+	credentials_in(url)
+	msg := sprintf("%s: carries credentials before the host; remove them and name a Secret that holds them in spec.sync.source.secretRef", [path])
+}

@@ -26,3 +26,15 @@ test_other_schemes_denied if {
 	sources.deny == {`spec.sync.source.git.url: scheme "file" is not allowed; use https, ssh or oci`} with input as module({"git": {"url": "file:///etc"}}, {})
 	sources.deny == {`spec.sync.source.git.url: scheme "" is not allowed; use https, ssh or oci`} with input as module({"git": {"url": "/local/path"}}, {})
 }
+
+test_credentials_in_url_denied if {
+	every url in ["https://user:token@git.example.com/a.git", "https://token@git.example.com/a.git", "oci://u:p@ghcr.io/x", "ssh://git:pw@example.com/a.git"] {
+		sources.deny == {"spec.sync.source.git.url: carries credentials before the host; remove them and name a Secret that holds them in spec.sync.source.secretRef"} with input as module({"git": {"url": url}}, {})
+	}
+}
+
+test_ssh_user_and_at_sign_in_path_allowed if {
+	every url in ["ssh://git@example.com/a.git", "https://example.com/org/a@b.git", "git@example.com:org/a.git"] {
+		count(sources.deny) == 0 with input as module({"git": {"url": url}}, {})
+	}
+}

@@ -1,12 +1,15 @@
 # fleeet objects live only in tenant namespaces: namespaces labelled
-# fleeet.dev/tenant. The manager may still write status anywhere, so objects
+# fleeet.dev/tenant=true (any other value, "false" included, is not a
+# tenant). The manager may still write status anywhere, so objects
 # created before a namespace lost its label keep reporting.
 package fleeet.tenant
 
 import data.fleeet.lib
 
+tenant_namespace if input.namespace.labels["fleeet.dev/tenant"] == "true"
+
 deny contains msg if {
-	not input.namespace.labels["fleeet.dev/tenant"]
+	not tenant_namespace
 	not lib.manager
-	msg := sprintf("metadata.namespace: %s is not a tenant namespace; fleeet objects live only in namespaces labelled fleeet.dev/tenant", [input.request.namespace])
+	msg := sprintf("metadata.namespace: %s is not a tenant namespace; fleeet objects live only in namespaces labelled fleeet.dev/tenant=true", [input.request.namespace])
 }

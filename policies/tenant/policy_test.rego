@@ -13,9 +13,15 @@ test_tenant_namespace_allowed if {
 }
 
 test_other_namespace_denied if {
-	tenant.deny == {"metadata.namespace: team-a is not a tenant namespace; fleeet objects live only in namespaces labelled fleeet.dev/tenant"} with input as req({}, "alice")
+	tenant.deny == {"metadata.namespace: team-a is not a tenant namespace; fleeet objects live only in namespaces labelled fleeet.dev/tenant=true"} with input as req({}, "alice")
 }
 
 test_manager_may_write_anywhere if {
 	count(tenant.deny) == 0 with input as req({}, "manager")
+}
+
+test_tenant_label_other_than_true_denied if {
+	every v in ["false", "", "yes", "True"] {
+		count(tenant.deny) == 1 with input as req({"fleeet.dev/tenant": v}, "alice")
+	}
 }

@@ -28,12 +28,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -44,6 +42,11 @@ const (
 	timeout          = 2 * time.Minute
 	poll             = 250 * time.Millisecond
 )
+
+// frozenPolicy is a user policy given through the manager chart's values.
+const frozenPolicy = "package fleeet.frozen\n\n" +
+	"deny contains msg if {\n  input.object.metadata.labels.frozen == \"true\"\n" +
+	"  msg := \"metadata.labels.frozen: frozen objects are refused\"\n}\n"
 
 func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	g := NewWithT(t)
@@ -63,9 +66,7 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	managerHelm := testenv.HelmFor(t, mgmt, managerNamespace)
 	managerValues := map[string]any{
 		"management": map[string]any{"url": mgmt.Config.Host, "caBundle": string(mgmt.Config.CAData)},
-		"policies": map[string]any{"frozen": "package fleeet.frozen\n\n" +
-			"deny contains msg if {\n  input.object.metadata.labels.frozen == \"true\"\n" +
-			"  msg := \"metadata.labels.frozen: frozen objects are refused\"\n}\n"},
+		"policies":   map[string]any{"frozen": frozenPolicy},
 	}
 	managerRelease := managerChart.Install(t, managerHelm, "fleet-manager", managerNamespace, managerValues)
 	certificate := &unstructured.Unstructured{}
@@ -78,7 +79,7 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	// No kubelet, kube-proxy or cert-manager here: the webhook is reached on
 	// loopback with a certificate the test made, which is what cert-manager's
 	// CA injection and the Service would provide in a cluster.
-	certDir, caPEM := servingCertificate(t)
+	certDir, caPEM := testenv.ServingCertificate(t)
 	webhookHost, webhookPort, err := net.SplitHostPort(testenv.FreeAddr(t))
 	g.Expect(err).NotTo(HaveOccurred())
 	webhookURL := "https://" + net.JoinHostPort(webhookHost, webhookPort) + "/validate"
@@ -100,17 +101,10 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	}})).To(Succeed())
 	token := &fleeetv1.RegistrationToken{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "edge"},
-		Spec:       fleeetv1.RegistrationTokenSpec{RemoteLabels: map[string]string{"env": "edge"}},
+		// The agent below asks for region=eu, which the token must free.
+		Spec: fleeetv1.RegistrationTokenSpec{RemoteLabels: map[string]string{"env": "edge"}, FreeLabelKeys: []string{"region"}},
 	}
-	g.Expect(mgmt.Client.Create(ctx, token)).To(Succeed())
-	agentValues := map[string]any{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(token), token)).To(Succeed())
-		g.Expect(token.Status.SecretName).NotTo(BeEmpty())
-		secret := &corev1.Secret{}
-		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: token.Status.SecretName}, secret)).To(Succeed())
-		g.Expect(yaml.Unmarshal(secret.Data[enrol.ValuesKey], &agentValues)).To(Succeed())
-	}, timeout, poll).Should(Succeed(), func() string { return "the manager writes the token Secret\n" + testenv.Tail(manager.LogPath, 30) })
+	agentValues := testenv.IssueToken(t, mgmt, token, func() string { return testenv.Tail(manager.LogPath, 30) })
 
 	// fleet-agent, from the token's values.yaml as it is plus the cluster name.
 	// The default tenant role, admin, is an aggregated ClusterRole whose
@@ -221,17 +215,10 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 // way: in a cluster, cainjector fills in the CA and the Service routes.
 func routeWebhook(t *testing.T, c *testenv.Cluster, to admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.WebhookClientConfig {
 	t.Helper()
-	g := NewWithT(t)
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Name: "fleet-manager"}, vwc)).To(Succeed())
-	g.Expect(vwc.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", managerNamespace+"/fleet-manager-webhook"))
-	g.Expect(vwc.Webhooks).NotTo(BeEmpty())
-	was := vwc.Webhooks[0].ClientConfig
-	for i := range vwc.Webhooks {
-		vwc.Webhooks[i].ClientConfig = to
-	}
-	g.Expect(c.Client.Update(t.Context(), vwc)).To(Succeed())
-	return was
+	NewWithT(t).Expect(c.Client.Get(t.Context(), client.ObjectKey{Name: "fleet-manager"}, vwc)).To(Succeed())
+	NewWithT(t).Expect(vwc.Annotations).To(HaveKeyWithValue("cert-manager.io/inject-ca-from", managerNamespace+"/fleet-manager-webhook"))
+	return testenv.RouteWebhook(t, c, "fleet-manager", to)
 }
 
 func upstreamReady(g Gomega, down *testenv.Cluster) bool {

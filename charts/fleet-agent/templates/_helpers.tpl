@@ -17,12 +17,18 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 The tenants this cluster enrols into, as a JSON list: the top-level values
 first, then .Values.tenants, each with the top-level url, caBundle and
 clusterName filled in where unset and its downstream namespace resolved.
+A downstream namespace equal to the release namespace fails the release: a
+tenant's syncs and bindings could reach the other tenants' credentials there.
 */}}
 {{- define "fleet-agent.tenants" -}}
 {{- $primary := dict "token" .Values.token "management" .Values.management "labels" .Values.labels "namespace" .Values.namespace "clusterName" .Values.clusterName -}}
 {{- $out := list -}}
 {{- range prepend .Values.tenants $primary -}}
 {{- $m := .management | default dict -}}
+{{- $namespace := .namespace | default $m.namespace -}}
+{{- if eq $namespace $.Release.Namespace -}}
+{{- fail (printf "tenant %s: its downstream namespace %s is the release namespace, where the agent keeps every tenant's credential and token Secrets; give the tenant a namespace of its own (namespace, or tenants[].namespace)" $m.namespace $namespace) -}}
+{{- end -}}
 {{- $out = append $out (dict
   "name" $m.namespace
   "token" .token
@@ -31,7 +37,7 @@ clusterName filled in where unset and its downstream namespace resolved.
   "managementNamespace" $m.namespace
   "clusterName" (.clusterName | default $.Values.clusterName)
   "labels" (.labels | default dict)
-  "namespace" (.namespace | default $m.namespace)
+  "namespace" $namespace
 ) -}}
 {{- end -}}
 {{- toJson $out -}}

@@ -18,8 +18,10 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -40,15 +42,33 @@ const (
 	ReasonDependencyCycle = "DependencyCycle"
 	ReasonSyncApplied     = "SyncApplied"
 	ReasonSyncRemoved     = "SyncRemoved"
+	// ReasonServiceAccountNameUnset: the Assemblage names no ServiceAccount,
+	// so Flux would apply its syncs unconfined; nothing is applied.
+	ReasonServiceAccountNameUnset = "ServiceAccountNameUnset"
 )
+
+// unconfinedMessage says why an Assemblage without a ServiceAccount is refused.
+const unconfinedMessage = "spec.serviceAccountName: empty, so Flux would apply the syncs with its own, unconfined identity; " +
+	"name the tenant's ServiceAccount (the Upstream's or the push Remote's spec.serviceAccountName), " +
+	"or start the agent with --allow-unconfined-syncs"
 
 // Reconciler reconciles Assemblages into Flux objects.
 type Reconciler struct {
 	// Client reads Flux objects from the cache and writes them.
 	Client client.Client
-	// APIReader reads the objects bindings refer to, uncached, so the agent
-	// does not watch every kind a binding might name.
+	// ReadAs returns a reader acting as a downstream ServiceAccount: the
+	// objects sync bindings refer to are read, uncached, as the Assemblage's
+	// ServiceAccount, so a binding reads exactly what that tenant's syncs
+	// could, never what the agent may.
+	ReadAs func(namespace, serviceAccount string) (client.Reader, error)
+	// APIReader reads, uncached and as the agent, the pods of a workload
+	// short of ready pods, to say why; and, only with AllowUnconfined, the
+	// objects the bindings of an Assemblage without a ServiceAccount refer to.
 	APIReader client.Reader
+	// AllowUnconfined lets an Assemblage that names no ServiceAccount run:
+	// Flux applies its syncs as itself and its bindings are read as the
+	// agent. Off, such an Assemblage is Stalled and nothing is applied.
+	AllowUnconfined bool
 	// Recorder records events on Assemblages.
 	Recorder events.EventRecorder
 	// FieldOwner is the server-side apply field manager for Flux objects.
@@ -58,11 +78,16 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the controller. Changes to the Flux objects an
-// Assemblage owns, status included, trigger its reconcile: readiness arrives
-// by watch, never by polling.
+// Assemblage owns, status included, trigger its reconcile, and so do changes
+// to the pod counts of the workloads Flux applied for it: readiness and
+// health arrive by watch, never by polling.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.Assemblage{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+	b := flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.Assemblage{}))
+	for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet"} {
+		b = b.Watches(flux.NewWorkload(kind), handler.EnqueueRequestsFromMapFunc(r.assemblageOfWorkload),
+			builder.WithPredicates(podCountsChanged))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
 
@@ -87,6 +112,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 
+	if !r.reconcileConfinement(asm) {
+		return ctrl.Result{}, nil
+	}
 	objs, err := r.observe(ctx, asm)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -123,6 +151,34 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, asm *fleeetv1.Assembla
 	return finalizer.Release(ctx, r.Client, asm, Finalizer)
 }
 
+// reconcileConfinement refuses an Assemblage that names no ServiceAccount,
+// unless AllowUnconfined: every sync is Failed, the Assemblage Stalled with
+// ReasonServiceAccountNameUnset, and nothing is applied or removed until the
+// spec changes. It reports whether the Assemblage may go on.
+func (r *Reconciler) reconcileConfinement(asm *fleeetv1.Assemblage) bool {
+	if asm.Spec.ServiceAccountName != "" || r.AllowUnconfined {
+		return true
+	}
+	statuses := make([]fleeetv1.SyncStatus, 0, len(asm.Spec.Syncs))
+	for _, s := range asm.Spec.Syncs {
+		statuses = append(statuses, fleeetv1.SyncStatus{Name: s.Name, State: fleeetv1.SyncFailed,
+			Message: "not applied: the Assemblage has no spec.serviceAccountName"})
+	}
+	r.reconcileStatus(asm, statuses, buildGraph(nil), nil)
+	setCondition(asm, fleeetv1.StalledCondition, metav1.ConditionTrue, ReasonServiceAccountNameUnset, unconfinedMessage)
+	setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonServiceAccountNameUnset, unconfinedMessage)
+	return false
+}
+
+// bindingReader is what the Assemblage's bindings are read through: its
+// ServiceAccount, or the agent itself when unconfined syncs are allowed.
+func (r *Reconciler) bindingReader(asm *fleeetv1.Assemblage) (client.Reader, error) {
+	if asm.Spec.ServiceAccountName == "" {
+		return r.APIReader, nil
+	}
+	return r.ReadAs(asm.Namespace, asm.Spec.ServiceAccountName)
+}
+
 // observe lists the Flux objects expanded from the Assemblage, by sync name.
 func (r *Reconciler) observe(ctx context.Context, asm *fleeetv1.Assemblage) (map[string]flux.Objects, error) {
 	return flux.List(ctx, r.Client, asm.Namespace, map[string]string{fleeetv1.AssemblageLabel: asm.Name}, fleeetv1.SyncLabel)
@@ -138,10 +194,14 @@ type planned struct {
 // returns each sync's status. A sync is never removed or rolled back here:
 // one whose dependencies are not ready keeps what it runs.
 func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblage, g *graph, objs map[string]flux.Objects) ([]fleeetv1.SyncStatus, error) {
+	reader, err := r.bindingReader(asm)
+	if err != nil {
+		return nil, err
+	}
 	plans := map[string]planned{}
 	for i := range asm.Spec.Syncs {
 		s := &asm.Spec.Syncs[i]
-		values, err := resolveBindings(ctx, r.APIReader, asm.Namespace, s.Bindings)
+		values, err := resolveBindings(ctx, reader, asm.Namespace, s.Bindings)
 		if err != nil {
 			plans[s.Name] = planned{err: err}
 			continue
@@ -211,6 +271,9 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 		}
 		if st.Revision == "" {
 			st.Revision = flux.AppliedRevision(o.Applier)
+		}
+		if o.Exists() {
+			st.Health = flux.ReadHealth(ctx, r.Client, r.APIReader, o.Applier)
 		}
 		statuses = append(statuses, st)
 	}

@@ -2,6 +2,7 @@ package assemblage_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,7 +11,9 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -45,9 +48,17 @@ type env struct {
 func TestAssemblage(t *testing.T) {
 	c := testenv.StartCluster(t, "downstream")
 	testenv.StartFlux(t, c, testenv.SourceController, testenv.KustomizeController, testenv.HelmController)
+	web := func(version string) string {
+		dir, err := filepath.Abs(filepath.Join("testdata", "charts", "web-"+version))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
 	e := &env{c: c, git: publishConfigs(t), charts: testenv.NewChartRepo(t,
-		testenv.ChartDir("hello"), testenv.ChartDir("widget"), testenv.ChartDir("gadget-crd")).URL}
-	startAgent(t, c)
+		testenv.ChartDir("hello"), testenv.ChartDir("widget"), testenv.ChartDir("gadget-crd"),
+		web("1.0.0"), web("2.0.0"), web("3.0.0")).URL}
+	startAgent(t, c, agent.Options{Concurrent: 4})
 
 	t.Run("HelmReleaseWaitsForKustomizationInstallingItsCRD", e.testHelmWaitsForKustomization)
 	t.Run("KustomizationWaitsForHelmReleaseInstallingItsCRD", e.testKustomizationWaitsForHelm)
@@ -59,10 +70,15 @@ func TestAssemblage(t *testing.T) {
 	t.Run("DeletingAssemblageTearsDownInReverseDependencyOrder", e.testDeleteOrder)
 	t.Run("CycleAndMissingDependencyAreReported", e.testCycleAndMissing)
 	t.Run("BindingsAreSubstitutedAndUnresolvableOnesFailOnlyTheirSync", e.testBindings)
+	t.Run("BindingsReadOnlyWhatTheTenantServiceAccountMayRead", e.testBindingsReadAsTenant)
+	t.Run("AssemblageWithoutServiceAccountIsStalledAndAppliesNothing", e.testNoServiceAccount)
+	t.Run("UnhealthyDeploymentFailsItsSyncAndHoldsDependentsUnlessWaitIsOff", e.testUnhealthyWorkload)
+	t.Run("FailedHelmUpgradeRollsBackAndANewVersionRecoversWithoutRetry", e.testHelmRemediation)
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
-// v2.0.0 with a configmap that does not build, v3.0.0 good again.
+// v2.0.0 with a configmap that does not build, v3.0.0 good again. Its web
+// path holds a Deployment that never has a pod ready: no node runs here.
 func publishConfigs(t testing.TB) string {
 	crd, err := os.ReadFile(filepath.Join("testdata", "crds", "widget.yaml"))
 	if err != nil {
@@ -80,15 +96,19 @@ func publishConfigs(t testing.TB) string {
 		"crds/widget.yaml":             string(crd),
 		"gadget/kustomization.yaml":    "resources: [gadget.yaml]\n",
 		"gadget/gadget.yaml":           "apiVersion: example.fleeet.dev/v1\nkind: Gadget\nmetadata:\n  name: ${id}\nspec: {}\n",
+		"web/kustomization.yaml":       "resources: [deployment.yaml]\n",
+		"web/deployment.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n" +
+			"  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n" +
+			"    spec: {containers: [{name: app, image: registry.invalid/web:1.0.0}]}\n",
 	}, "v1.0.0")
 	git.Commit(t, "configs", map[string]string{"configmap/configmap.yaml": "kind: ConfigMap\nmetadata: [\n"}, "v2.0.0")
 	git.Commit(t, "configs", map[string]string{"configmap/configmap.yaml": configmap("v3")}, "v3.0.0")
 	return url
 }
 
-func startAgent(t testing.TB, c *testenv.Cluster) {
+func startAgent(t testing.TB, c *testenv.Cluster, o agent.Options) {
 	testenv.RunManager(t, c, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
-		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 4})
+		return agent.Setup(ctx, mgr, o)
 	})
 }
 
@@ -120,16 +140,48 @@ func dependsOn(names []string) []fleeetv1.Dependency {
 	return deps
 }
 
+// trustedTenant is the ServiceAccount the Assemblages of most tests run
+// as: bound to cluster-admin, since their syncs install CRDs.
+const trustedTenant = "tenant"
+
+// create creates the Assemblage "plan" in ns, run as trustedTenant.
 func (e *env) create(t *testing.T, ns string, syncs ...fleeetv1.NamedSync) *fleeetv1.Assemblage {
 	t.Helper()
+	e.serviceAccount(t, ns, trustedTenant, nil)
 	asm := &fleeetv1.Assemblage{
 		ObjectMeta: metav1.ObjectMeta{Name: "plan", Namespace: ns},
-		Spec:       fleeetv1.AssemblageSpec{Syncs: syncs},
+		Spec:       fleeetv1.AssemblageSpec{Syncs: syncs, ServiceAccountName: trustedTenant},
 	}
 	if err := e.c.Client.Create(t.Context(), asm); err != nil {
 		t.Fatal(err)
 	}
 	return asm
+}
+
+// serviceAccount creates a ServiceAccount in ns allowed rules in ns only,
+// or, for nil rules, cluster-admin everywhere.
+func (e *env) serviceAccount(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	g.Expect(e.c.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}
+	if rules == nil {
+		crb := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects:   subjects,
+		}
+		g.Expect(e.c.Client.Create(ctx, crb)).To(Succeed())
+		t.Cleanup(func() { _ = e.c.Client.Delete(context.Background(), crb) })
+		return
+	}
+	g.Expect(e.c.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules})).To(Succeed())
+	g.Expect(e.c.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   subjects,
+	})).To(Succeed())
 }
 
 // update replaces the Assemblage's syncs, retrying on conflicts.
@@ -480,4 +532,219 @@ func (e *env) testBindings(t *testing.T) {
 	g.Expect(cm.Data).To(HaveKeyWithValue("value", "zone=eu-west-1a literal=$(ZONE)"))
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "greeter-hello"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("greeting", "hello from eu-west-1a"))
+}
+
+// testBindingsReadAsTenant is the cross-tenant read: tenant B's downstream
+// namespace holds a Secret the agent may read (there, the credential of
+// tenant A's Upstream) but B's ServiceAccount may not. B's binding to it
+// fails and nothing of it reaches a Flux object, while B's binding to what
+// B may read resolves.
+func (e *env) testBindingsReadAsTenant(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "shared", nil)
+	const token = "management-token-of-team-a"
+	g.Expect(e.c.Client.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-a-credential", Namespace: ns},
+		StringData: map[string]string{"token": token},
+	})).To(Succeed())
+	g.Expect(e.c.Client.Create(t.Context(), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster-info", Namespace: ns},
+		Data:       map[string]string{"region": "eu-west-1"},
+	})).To(Succeed())
+	e.serviceAccount(t, ns, "team-b", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}})
+
+	allowed := e.ks(ns, "allowed", "v1.0.0", "./configmap")
+	allowed.Bindings = []fleeetv1.Binding{{Name: "REGION", ObjectFieldRef: &fleeetv1.ObjectFieldRef{
+		APIVersion: "v1", Kind: "ConfigMap", Name: "cluster-info", FieldPath: "/data/region"}}}
+	allowed.Package.Kustomize.Substitute["value"] = "$(REGION)"
+	leaky := e.hr("leaky", "hello", "1.2.3")
+	leaky.Bindings = []fleeetv1.Binding{{Name: "TOKEN", ObjectFieldRef: &fleeetv1.ObjectFieldRef{
+		APIVersion: "v1", Kind: "Secret", Name: "team-a-credential", FieldPath: "/data/token"}}}
+	values, _ := json.Marshal(map[string]any{"greeting": "$(TOKEN)"})
+	leaky.Package.Helm.Values = &apiextensionsv1.JSON{Raw: values}
+	asm := &fleeetv1.Assemblage{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-b", Namespace: ns},
+		Spec:       fleeetv1.AssemblageSpec{Syncs: []fleeetv1.NamedSync{allowed, leaky}, ServiceAccountName: "team-b"},
+	}
+	g.Expect(e.c.Client.Create(t.Context(), asm)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "allowed").State).To(Equal(fleeetv1.SyncReady))
+	}, timeout, poll).Should(Succeed())
+	var cm corev1.ConfigMap
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "allowed"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("value", "eu-west-1"))
+
+	// Nothing of the Secret reached a Flux object, encoded or not.
+	encoded := base64.StdEncoding.EncodeToString([]byte(token))
+	for _, kind := range []string{"HelmReleaseList", "HelmRepositoryList", "KustomizationList", "GitRepositoryList"} {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(map[string]string{
+			"HelmReleaseList": "helm.toolkit.fluxcd.io/v2", "KustomizationList": "kustomize.toolkit.fluxcd.io/v1",
+			"HelmRepositoryList": "source.toolkit.fluxcd.io/v1", "GitRepositoryList": "source.toolkit.fluxcd.io/v1",
+		}[kind])
+		list.SetKind(kind)
+		g.Expect(e.c.Client.List(t.Context(), list, client.InNamespace(ns))).To(Succeed())
+		for _, obj := range list.Items {
+			raw, err := json.Marshal(obj.Object)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(raw)).NotTo(Or(ContainSubstring(token), ContainSubstring(encoded)),
+				"%s %s holds tenant A's credential", obj.GetKind(), obj.GetName())
+		}
+	}
+	g.Expect(e.appliers(g, ns)).NotTo(HaveKey("leaky"))
+
+	g.Eventually(func(g Gomega) {
+		st := e.syncStatus(g, asm, "leaky")
+		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed))
+		g.Expect(st.Message).To(HavePrefix("binding TOKEN: reading Secret " + ns + "/team-a-credential: "))
+		g.Expect(st.Message).To(ContainSubstring("forbidden"))
+		g.Expect(st.Message).NotTo(ContainSubstring(token))
+		current := &fleeetv1.Assemblage{}
+		g.Expect(e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(asm), current)).To(Succeed())
+		g.Expect(current.Status.ObservedGeneration).To(Equal(current.Generation))
+		ready := apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.ReadyCondition)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(assemblage.ReasonSyncFailed))
+		g.Expect(ready.Message).To(ContainSubstring("leaky: binding TOKEN"))
+	}, timeout, poll).Should(Succeed())
+}
+
+// testNoServiceAccount: an Assemblage naming no ServiceAccount would have
+// Flux apply as itself; it is refused until it names one.
+func (e *env) testNoServiceAccount(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "unconfined", nil)
+	asm := &fleeetv1.Assemblage{
+		ObjectMeta: metav1.ObjectMeta{Name: "plan", Namespace: ns},
+		Spec:       fleeetv1.AssemblageSpec{Syncs: []fleeetv1.NamedSync{e.ks(ns, "app", "v1.0.0", "./configmap")}},
+	}
+	g.Expect(e.c.Client.Create(t.Context(), asm)).To(Succeed())
+
+	current := &fleeetv1.Assemblage{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(asm), current)).To(Succeed())
+		g.Expect(current.Status.ObservedGeneration).To(Equal(current.Generation))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(e.appliers(g, ns)).To(BeEmpty(), "nothing is applied without a ServiceAccount")
+	stalled := apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.StalledCondition)
+	g.Expect(stalled).NotTo(BeNil(), "%+v", current.Status)
+	g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(stalled.Reason).To(Equal(assemblage.ReasonServiceAccountNameUnset))
+	g.Expect(stalled.Message).To(HavePrefix("spec.serviceAccountName: "))
+	ready := apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.ReadyCondition)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal(assemblage.ReasonServiceAccountNameUnset))
+	g.Expect(e.syncStatus(g, asm, "app").State).To(Equal(fleeetv1.SyncFailed))
+
+	// Naming one lets the plan run.
+	e.serviceAccount(t, ns, trustedTenant, nil)
+	g.Eventually(func() error {
+		if err := e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(asm), asm); err != nil {
+			return err
+		}
+		asm.Spec.ServiceAccountName = trustedTenant
+		return e.c.Client.Update(t.Context(), asm)
+	}, timeout, poll).Should(Succeed())
+	e.waitReady(t, asm)
+}
+
+// testUnhealthyWorkload: a kustomize sync waits for what it applied to run.
+// Its Deployment never has a pod ready (no node runs here), so once the
+// timeout passes the sync is Failed with Flux's health-check message, its
+// health says why (a crash-looping pod written as the kubelet would) and
+// its dependent is never applied. Opting out of wait makes it Ready once
+// applied, with its health still telling the truth, and releases the
+// dependent.
+func (e *env) testUnhealthyWorkload(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "unhealthy", nil)
+	crashing := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-5d9f6-x4k2p", Namespace: ns, Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/web:1.0.0"}}},
+	}
+	g.Expect(e.c.Client.Create(t.Context(), crashing)).To(Succeed())
+	crashing.Status = corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Image: "registry.invalid/web:1.0.0", State: corev1.ContainerState{
+			Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 5m0s restarting failed container"}}}},
+	}
+	g.Expect(e.c.Client.Status().Update(t.Context(), crashing)).To(Succeed())
+
+	web := e.ks(ns, "web", "v1.0.0", "./web")
+	web.Package.Kustomize.Timeout = &metav1.Duration{Duration: 30 * time.Second} // Flux's least
+	app := e.ks(ns, "app", "v1.0.0", "./configmap", "web")
+	asm := e.create(t, ns, web, app)
+
+	wantHealth := &fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 0, DesiredPods: 1, Reason: "CrashLoopBackOff",
+		Message: "Deployment web: pod web-5d9f6-x4k2p: container app"}
+	g.Eventually(func(g Gomega) {
+		st := e.syncStatus(g, asm, "web")
+		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed), "%+v", st)
+		g.Expect(st.Message).To(ContainSubstring("timeout waiting for: [Deployment/" + ns + "/web status: 'InProgress'"))
+		g.Expect(st.Health).To(Equal(wantHealth))
+		dep := e.syncStatus(g, asm, "app")
+		g.Expect(dep.State).To(Equal(fleeetv1.SyncBlocked))
+		g.Expect(dep.Message).To(ContainSubstring("web is Failed: "))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(e.appliers(g, ns)).NotTo(HaveKey("app"), "the dependent waits for pods that run")
+	g.Expect(e.syncStatus(g, asm, "web").Message).NotTo(ContainSubstring("back-off"), "no pod message is copied")
+	current := &fleeetv1.Assemblage{}
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(asm), current)).To(Succeed())
+	g.Expect(current.Status.ObservedGeneration).To(Equal(current.Generation))
+	ready := apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.ReadyCondition)
+	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(ready.Reason).To(Equal(assemblage.ReasonSyncFailed))
+
+	web.Package.Kustomize.Wait = ptr.To(false)
+	e.update(t, asm, web, app)
+	done := e.waitReady(t, asm)
+	for _, st := range done.Status.Syncs {
+		if st.Name == "web" {
+			g.Expect(st.Health).To(Equal(wantHealth), "Ready at apply, and still not running")
+		}
+	}
+	var cm corev1.ConfigMap
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "app"}, &cm)).To(Succeed())
+}
+
+// testHelmRemediation: a HelmRelease whose upgrade cannot become ready is
+// rolled back, tried again and rolled back again (the sync's override of
+// one retry, within its five-second timeout), leaving the release running
+// its last good version and the sync Failed; the next version is installed
+// without anyone running fleetctl retry.
+func (e *env) testHelmRemediation(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "remediation", nil)
+	web := e.hr("web", "web", "1.0.0")
+	asm := e.create(t, ns, web)
+	e.waitReady(t, asm)
+
+	web.Source.Helm.Version = "2.0.0"
+	web.Package.Helm.Timeout = &metav1.Duration{Duration: 5 * time.Second}
+	web.Package.Helm.Remediation = &fleeetv1.HelmRemediation{UpgradeRetries: ptr.To(int32(1))}
+	e.update(t, asm, web)
+	g.Eventually(func(g Gomega) {
+		st := e.syncStatus(g, asm, "web")
+		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed), "%+v", st)
+		g.Expect(st.Message).To(HavePrefix("Failed to upgrade after 2 attempt(s): "))
+		g.Expect(st.Message).To(ContainSubstring("rollback"))
+		g.Expect(st.Revision).To(Equal("1.0.0"), "rolled back to the last good version")
+		g.Expect(st.Health).To(BeNil(), "1.0.0 runs no workload")
+	}, timeout, poll).Should(Succeed())
+	var cm corev1.ConfigMap
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("chartVersion", "1.0.0"))
+	err := e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &appsv1.Deployment{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the rollback removed 2.0.0's Deployment: %v", err)
+
+	web.Source.Helm.Version = "3.0.0"
+	e.update(t, asm, web)
+	done := e.waitReady(t, asm)
+	g.Expect(done.Spec.RetryRequestedAt).To(BeEmpty())
+	g.Expect(done.Status.Syncs[0].Revision).To(Equal("3.0.0"))
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("chartVersion", "3.0.0"))
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/agent"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -30,7 +31,9 @@ func BenchmarkDependencyChain(b *testing.B) {
 	c := testenv.StartCluster(b, "downstream")
 	testenv.StartFlux(b, c, testenv.SourceController, testenv.KustomizeController)
 	e := &env{c: c, git: publishConfigs(b)}
-	startAgent(b, c)
+	// The benchmark measures gating, against a Flux baseline that impersonates
+	// nobody: its Assemblages run unconfined, as Flux's Kustomizations do.
+	startAgent(b, c, agent.Options{Concurrent: 4, AllowUnconfined: true})
 
 	b.Run("fleeet", func(b *testing.B) {
 		for b.Loop() {

@@ -25,7 +25,8 @@ func (e *bindingError) Error() string {
 
 // resolveBindings evaluates a sync's bindings in order, each against the
 // values of the bindings before it, reading objectFieldRef objects from
-// namespace through reader.
+// namespace through reader, which acts as the tenant's ServiceAccount: what
+// it refuses fails the binding.
 func resolveBindings(ctx context.Context, reader client.Reader, namespace string, syncBindings []fleeetv1.Binding) (map[string]string, error) {
 	values := make(map[string]string, len(syncBindings))
 	for _, b := range syncBindings {

@@ -2,7 +2,10 @@
 // applies a sync straight into push-mode Remotes, through Flux objects in the
 // management cluster whose spec.kubeConfig.secretRef names each Remote's
 // kubeconfig Secret. It is how Flux and the fleet agent reach a cluster that
-// cannot pull yet.
+// cannot pull yet. A kubeconfig is handed to Flux only once it passes the
+// same checks the push controller makes (package kubeconfig), so a tenant
+// cannot make the management cluster's Flux read its files or run commands
+// should Flux be configured to allow it.
 package bootstrap
 
 import (
@@ -14,6 +17,8 @@ import (
 	"strings"
 
 	"github.com/fluxcd/pkg/apis/meta"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -25,6 +30,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/flux"
+	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
@@ -39,6 +45,13 @@ const (
 	ReasonRemoteFailed  = "RemoteFailed"
 	ReasonBindingFailed = "BindingFailed"
 	ReasonInvalid       = "InvalidSelector"
+	// ReasonKubeconfigRefused: a selected Remote's kubeconfig uses a field
+	// the manager refuses (a file on its disk, a command to run); the
+	// message names the Remote and the field.
+	ReasonKubeconfigRefused = "KubeconfigRefused"
+	// ReasonKubeconfigInvalid: a selected Remote's kubeconfig Secret is
+	// missing or does not hold a usable kubeconfig.
+	ReasonKubeconfigInvalid = "KubeconfigInvalid"
 )
 
 // Reconciler applies BootstrapModules to push-mode Remotes.
@@ -49,13 +62,29 @@ type Reconciler struct {
 	FieldOwner string
 	// Concurrent is how many BootstrapModules reconcile at once.
 	Concurrent int
+	// Kubeconfig says which kubeconfig fields beyond inline credentials an
+	// operator accepts.
+	Kubeconfig kubeconfig.Options
 }
 
-// SetupWithManager registers the controller; Flux status changes and Remote
-// changes reach the BootstrapModules they concern.
+// kubeconfigError says why a Remote's kubeconfig is not handed to Flux.
+// Only a change of the Secret (or the Remote) fixes it.
+type kubeconfigError struct {
+	err error
+}
+
+func (e *kubeconfigError) Error() string { return e.err.Error() }
+
+func (e *kubeconfigError) Unwrap() error { return e.err }
+
+// SetupWithManager registers the controller; Flux status changes, Remote
+// changes and Secret changes (a kubeconfig fixed) reach the BootstrapModules
+// they concern.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	inNamespace := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.BootstrapModuleList{} }, "")
 	return flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.BootstrapModule{})).
-		Watches(&fleeetv1.Remote{}, watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.BootstrapModuleList{} }, "")).
+		Watches(&fleeetv1.Remote{}, inNamespace).
+		Watches(&corev1.Secret{}, inNamespace).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
 		Complete(r)
 }
@@ -97,7 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	sum := fleeetv1.ModuleSummary{}
 	selected := map[string]bool{}
-	var failures, bindingErrs []string
+	var probs problems
 	var errs []error
 	for i := range remotes.Items {
 		remote := &remotes.Items[i]
@@ -118,9 +147,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		v, err := r.reconcileRemote(ctx, bm, remote, objs[remote.Name])
 		var be *compile.BindingError
+		var ke *kubeconfigError
 		switch {
 		case errors.As(err, &be):
-			bindingErrs = append(bindingErrs, fmt.Sprintf("remote %s: %v", remote.Name, err))
+			probs.bindings = append(probs.bindings, fmt.Sprintf("remote %s: %v", remote.Name, err))
+			continue
+		case errors.As(err, &ke):
+			probs.kubeconfigs = append(probs.kubeconfigs, fmt.Sprintf("remote %s: %v", remote.Name, err))
+			if _, ok := errors.AsType[*kubeconfig.RefusedError](err); ok {
+				probs.refused = true
+			}
 			continue
 		case err != nil:
 			errs = append(errs, err)
@@ -132,7 +168,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			sum.Ready++
 		case fleeetv1.SyncFailed:
 			sum.Failed++
-			failures = append(failures, fmt.Sprintf("remote %s: %s", remote.Name, v.Message))
+			probs.failures = append(probs.failures, fmt.Sprintf("remote %s: %s", remote.Name, v.Message))
 		}
 	}
 	stale := map[string]flux.Objects{}
@@ -144,13 +180,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.remove(ctx, stale); err != nil {
 		errs = append(errs, err)
 	}
-	r.reconcileStatus(bm, sum, failures, bindingErrs)
+	r.reconcileStatus(bm, sum, probs)
 	return ctrl.Result{}, errors.Join(errs...)
 }
 
 // reconcileRemote applies the sync to one Remote if what runs differs, and
-// judges the Flux objects that run it.
+// judges the Flux objects that run it. A Remote whose kubeconfig the manager
+// refuses gets nothing new applied; a *kubeconfigError says why.
 func (r *Reconciler) reconcileRemote(ctx context.Context, bm *fleeetv1.BootstrapModule, remote *fleeetv1.Remote, o flux.Objects) (flux.Verdict, error) {
+	if err := r.checkKubeconfig(ctx, remote); err != nil {
+		return flux.Verdict{}, err
+	}
 	sync, err := compile.Sync(ctx, r.Client, bm, &bm.Spec.SyncPlacement, remote)
 	if err != nil {
 		return flux.Verdict{}, err
@@ -176,6 +216,32 @@ func (r *Reconciler) reconcileRemote(ctx context.Context, bm *fleeetv1.Bootstrap
 	return flux.Judge(o, x.Want), nil
 }
 
+// checkKubeconfig loads the Remote's kubeconfig with the push controller's
+// rules before Flux is pointed at it. Flux refuses files and, unless started
+// with --insecure-kubeconfig-exec and --insecure-kubeconfig-tls, drops exec
+// and insecure-skip-tls-verify itself; checking here as well names the
+// refused field on the BootstrapModule, holds to the manager's own flags
+// whatever Flux's are, and refuses proxy-url, which Flux honours.
+func (r *Reconciler) checkKubeconfig(ctx context.Context, remote *fleeetv1.Remote) error {
+	ref := remote.Spec.KubeconfigRef
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: ref.Name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return &kubeconfigError{fmt.Errorf("spec.kubeconfigRef: Secret %s not found", ref.Name)}
+	case err != nil:
+		return fmt.Errorf("reading the kubeconfig Secret of remote %s: %w", remote.Name, err)
+	}
+	data, ok := secret.Data[ref.Key]
+	if !ok {
+		return &kubeconfigError{fmt.Errorf("spec.kubeconfigRef: Secret %s has no key %q", ref.Name, ref.Key)}
+	}
+	if _, err := kubeconfig.Load(data, r.Kubeconfig); err != nil {
+		return &kubeconfigError{fmt.Errorf("spec.kubeconfigRef: Secret %s key %q: %w", ref.Name, ref.Key, err)}
+	}
+	return nil
+}
+
 // observe lists the BootstrapModule's Flux objects by Remote.
 func (r *Reconciler) observe(ctx context.Context, bm *fleeetv1.BootstrapModule) (map[string]flux.Objects, error) {
 	return flux.List(ctx, r.Client, bm.Namespace, map[string]string{fleeetv1.BootstrapModuleLabel: bm.Name}, fleeetv1.RemoteLabel)
@@ -198,20 +264,41 @@ func (r *Reconciler) remove(ctx context.Context, objs map[string]flux.Objects) e
 	return errors.Join(errs...)
 }
 
+// problems are what keeps selected Remotes from running the sync, one
+// message per Remote, by kind.
+type problems struct {
+	// bindings are control-plane bindings that do not resolve.
+	bindings []string
+	// kubeconfigs are kubeconfigs not handed to Flux; refused says whether
+	// one of them uses a refused field.
+	kubeconfigs []string
+	refused     bool
+	// failures are Flux objects that failed.
+	failures []string
+}
+
 // reconcileStatus records the summary and conditions: Ready once every
-// selected online push Remote runs the sync Ready.
-func (r *Reconciler) reconcileStatus(bm *fleeetv1.BootstrapModule, sum fleeetv1.ModuleSummary, failures, bindingErrs []string) {
+// selected online push Remote runs the sync Ready, otherwise Ready=False for
+// the first kind of problem.
+func (r *Reconciler) reconcileStatus(bm *fleeetv1.BootstrapModule, sum fleeetv1.ModuleSummary, probs problems) {
 	bm.Status.Summary = sum
 	bm.Status.Version = compile.Version(&bm.Spec.Sync)
 	bm.Status.ObservedGeneration = bm.Generation
 	apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.StalledCondition)
 	progress := fmt.Sprintf("%d of %d push Remotes ready at %s", sum.Ready, sum.Total, bm.Status.Version)
 	switch {
-	case len(bindingErrs) > 0:
-		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonBindingFailed, strings.Join(bindingErrs, "; "))
+	case len(probs.bindings) > 0:
+		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonBindingFailed, strings.Join(probs.bindings, "; "))
 		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
-	case len(failures) > 0:
-		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonRemoteFailed, strings.Join(failures, "; "))
+	case len(probs.kubeconfigs) > 0:
+		reason := ReasonKubeconfigInvalid
+		if probs.refused {
+			reason = ReasonKubeconfigRefused
+		}
+		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, reason, strings.Join(probs.kubeconfigs, "; "))
+		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
+	case len(probs.failures) > 0:
+		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonRemoteFailed, strings.Join(probs.failures, "; "))
 		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
 	case sum.Ready+sum.Offline >= sum.Total:
 		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionTrue, ReasonSucceeded, progress)

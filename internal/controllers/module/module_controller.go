@@ -47,17 +47,21 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the controller. What clusters report
-// (ProxyAssemblage status) and Remote changes that matter to a rollout
-// (labels, connectivity) reach the Modules of the namespace; the compiler's
-// own spec writes and heartbeats do not, and neither do the Module's own
+// (ProxyAssemblage status), what the compiler made of a Module (its stamp on
+// the plan) and Remote changes that matter to a rollout (labels,
+// connectivity, suspension) reach the Modules of the namespace; heartbeats
+// do not, and neither do the Module's own
 // status writes, since each Module reconcile reads every Remote it selects.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	statusChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		return !equality.Semantic.DeepEqual(e.ObjectOld.(*fleeetv1.ProxyAssemblage).Status, e.ObjectNew.(*fleeetv1.ProxyAssemblage).Status)
+		before, after := e.ObjectOld.(*fleeetv1.ProxyAssemblage), e.ObjectNew.(*fleeetv1.ProxyAssemblage)
+		return !equality.Semantic.DeepEqual(before.Status, after.Status) ||
+			before.Annotations[fleeetv1.CompiledAnnotation] != after.Annotations[fleeetv1.CompiledAnnotation]
 	}}
 	selectionChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		before, after := e.ObjectOld.(*fleeetv1.Remote), e.ObjectNew.(*fleeetv1.Remote)
-		return !equality.Semantic.DeepEqual(before.Labels, after.Labels) || before.Offline() != after.Offline()
+		return !equality.Semantic.DeepEqual(before.Labels, after.Labels) || before.Offline() != after.Offline() ||
+			before.Spec.Suspend != after.Spec.Suspend
 	}}
 	modules := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, "")
 	return ctrl.NewControllerManagedBy(mgr).
@@ -101,8 +105,9 @@ type invalidSelectorError struct{ err error }
 func (e *invalidSelectorError) Error() string { return e.err.Error() }
 
 // reconcileSelection lists the Remotes the Module selects and, for each,
-// whether its ProxyAssemblage holds the current version and what the
-// cluster reports for it. Binding failures are returned per Remote.
+// whether its ProxyAssemblage holds the current version, from the
+// compiler's stamp, and what the cluster reports for it. The binding
+// failures the compiler met are returned per Remote.
 func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module) ([]target, []string, error) {
 	remotes := &fleeetv1.RemoteList{}
 	if err := r.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
@@ -127,17 +132,19 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module)
 		if !ok {
 			continue
 		}
-		t := target{name: remote.Name, offline: remote.Offline()}
-		desired, err := compile.Sync(ctx, r.Client, m, &m.Spec.SyncPlacement, remote)
-		if err != nil {
-			bindingErrs = append(bindingErrs, fmt.Sprintf("remote %s: %v", remote.Name, err))
-		}
+		t := target{name: remote.Name, offline: remote.Offline(), suspended: remote.Spec.Suspend}
 		if pa := byName[remote.Name]; pa != nil {
-			held := compile.Find(pa.Spec.Assemblage.Syncs, m.Name)
-			t.holds = held != nil
-			t.updated = err == nil && compile.Same(held, &desired)
+			t.holds = compile.Find(pa.Spec.Assemblage.Syncs, m.Name) != nil
+			// The compiler's stamp says whether the plan holds what this
+			// generation compiles to; a stamp of an older one is out of date.
+			stamp, stamped := pa.CompiledSyncs()[m.Name]
+			current := stamped && stamp.Generation == m.Generation
+			t.updated = t.holds && current && !stamp.Pending
+			if current && stamp.BindingError != "" {
+				bindingErrs = append(bindingErrs, fmt.Sprintf("remote %s: %s", remote.Name, stamp.BindingError))
+			}
 			if s := pa.ReportedSync(m.Name); s != nil {
-				t.state, t.message = s.State, s.Message
+				t.state, t.message, t.health = s.State, s.Message, s.Health
 				if s.LastTransitionTime != nil {
 					t.readySince = s.LastTransitionTime.Time
 				}
@@ -195,11 +202,20 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []s
 	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.StalledCondition)
 	s := p.summary
 	progress := fmt.Sprintf("%d of %d Remotes ready at %s (%d updated, %d offline)", s.Ready, s.Total, m.Status.Version, s.Updated, s.Offline)
+	if s.Suspended > 0 {
+		progress = strings.TrimSuffix(progress, ")") + fmt.Sprintf(", %d suspended)", s.Suspended)
+	}
+	if t := p.podsNotReady; t != nil {
+		progress += fmt.Sprintf("; pods not ready on %d: Remote %s reports %s", s.PodsNotReady, t.name, t.health.Summary())
+	}
 
 	if ro := m.Status.Rollout; ro != nil && ro.PausedBy != "" {
 		msg := fmt.Sprintf("Remote %s failed on generation %d", ro.PausedBy, m.Generation)
 		if p.pausedBy != nil && p.pausedBy.message != "" {
 			msg += ": " + p.pausedBy.message
+		}
+		if p.pausedBy != nil && p.pausedBy.health != nil {
+			msg += "; workloads: " + p.pausedBy.health.Summary()
 		}
 		msg += "; repair it (then fleetctl retry " + ro.PausedBy + " if Flux gave up) or change the Module's spec to resume"
 		r.set(m, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, ReasonRemoteFailed, msg)

@@ -14,6 +14,8 @@ type target struct {
 	name string
 	// offline: the Remote's Connected condition is False.
 	offline bool
+	// suspended: the Remote's spec.suspend holds its plan as it is.
+	suspended bool
 	// holds: the Remote's ProxyAssemblage holds some version of the sync.
 	holds bool
 	// updated: it holds the Module's current version.
@@ -25,6 +27,14 @@ type target struct {
 	readySince time.Time
 	// message is the cluster's message for the sync.
 	message string
+	// health is how the sync's workloads are doing, as the cluster reports.
+	health *fleeetv1.WorkloadHealth
+}
+
+// podsNotReady reports whether the cluster says the sync's workloads have
+// fewer pods ready than they want.
+func (t *target) podsNotReady() bool {
+	return t.health != nil && t.health.ReadyPods < t.health.DesiredPods
 }
 
 // plan is the outcome of one rollout step.
@@ -32,6 +42,9 @@ type plan struct {
 	admitted []string
 	// pausedBy is the updated Remote whose failure pauses the rollout.
 	pausedBy *target
+	// podsNotReady is the first updated Remote whose workloads have fewer
+	// pods ready than they want.
+	podsNotReady *target
 	// requeueAfter is when a Remote's minReadySeconds ends.
 	requeueAfter time.Duration
 	// waiting counts the online Remotes not yet running the current version
@@ -39,6 +52,10 @@ type plan struct {
 	waiting int
 	summary fleeetv1.ModuleSummary
 }
+
+// away reports whether the Remote cannot take a new version now: it is
+// offline, or suspended. Such Remotes move last and never hold a rollout up.
+func (t *target) away() bool { return t.offline || t.suspended }
 
 // available reports whether a Remote runs the sync Ready for minReady; a
 // Remote that holds nothing yet has nothing to lose and is available.
@@ -52,8 +69,8 @@ func (t *target) available(now time.Time, minReady time.Duration) bool {
 // step decides which Remotes may move to the Module's current generation:
 // at most maxUnavailable online Remotes unavailable at once, counting those
 // already moving; Remotes already unavailable on an older version move at
-// once; offline Remotes last, never counted; nothing while an updated Remote
-// has failed. previous is the admitted list of the same generation from the
+// once; offline and suspended Remotes last, never counted; nothing while an
+// updated Remote has failed. previous is the admitted list of the same generation from the
 // last step.
 func step(m *fleeetv1.Module, targets []target, previous []string, now time.Time) plan {
 	ro := m.Spec.Rollout
@@ -61,20 +78,29 @@ func step(m *fleeetv1.Module, targets []target, previous []string, now time.Time
 	p := plan{summary: fleeetv1.ModuleSummary{Total: int32(len(targets))}}
 
 	unavailable := 0
-	var candidates, offline []string
+	var candidates, away []string
 	for i := range targets {
 		t := &targets[i]
 		if t.offline {
 			p.summary.Offline++
 		}
+		if t.suspended {
+			p.summary.Suspended++
+		}
 		if t.updated {
 			p.summary.Updated++
+			if t.podsNotReady() {
+				p.summary.PodsNotReady++
+				if p.podsNotReady == nil {
+					p.podsNotReady = t
+				}
+			}
 			switch t.state {
 			case fleeetv1.SyncReady:
 				p.summary.Ready++
 			case fleeetv1.SyncFailed:
 				p.summary.Failed++
-				if !t.offline && p.pausedBy == nil {
+				if !t.away() && p.pausedBy == nil {
 					p.pausedBy = t
 				}
 			case fleeetv1.SyncBlocked:
@@ -87,13 +113,13 @@ func step(m *fleeetv1.Module, targets []target, previous []string, now time.Time
 				p.requeueAfter = wait
 			}
 		}
-		if !t.offline && !(t.updated && t.available(now, minReady)) {
+		if !t.away() && !(t.updated && t.available(now, minReady)) {
 			p.waiting++
 		}
 		switch {
-		case t.offline:
+		case t.away():
 			if !t.updated {
-				offline = append(offline, t.name)
+				away = append(away, t.name)
 			}
 		case t.updated:
 			if !t.available(now, minReady) {
@@ -121,10 +147,10 @@ func step(m *fleeetv1.Module, targets []target, previous []string, now time.Time
 		p.admitted = append(p.admitted, name)
 		budget--
 	}
-	// Offline Remotes move once every online one has; they apply the new
-	// version whenever they come back, and never hold the rollout up.
+	// Offline and suspended Remotes move once every other one has; they apply
+	// the new version whenever they come back, and never hold the rollout up.
 	if len(candidates) == 0 && unavailable == 0 {
-		p.admitted = append(p.admitted, offline...)
+		p.admitted = append(p.admitted, away...)
 	}
 	slices.Sort(p.admitted)
 	return p

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -74,6 +75,12 @@ func TestStepAdmitsWithinMaxUnavailable(t *testing.T) {
 		targets:  []target{ready("a", true), {name: "y", offline: true, holds: true}, {name: "z", offline: true, holds: true}},
 		admitted: []string{"y", "z"},
 	}, {
+		name:   "suspended Remotes wait like offline ones and never pause the rollout",
+		module: rolling(intstr.FromInt32(1), 0),
+		targets: []target{ready("a", true), {name: "s", suspended: true, holds: true, updated: true, state: fleeetv1.SyncFailed},
+			{name: "t", suspended: true, holds: true}, ready("b", false)},
+		admitted: []string{"b"},
+	}, {
 		name:     "a failed updated Remote pauses everything",
 		module:   rolling(intstr.FromInt32(2), 0),
 		targets:  []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed}, ready("b", false)},
@@ -134,4 +141,42 @@ func TestAPauseHoldsUntilTheRemoteIsRepaired(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Remotes that run the current version with pods not ready are counted, and
+// the Module's conditions say why for the first of them: a failing one's
+// pause names the crash, a Ready one's progress the pods short.
+func TestWorkloadHealthReachesTheModuleSummary(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Now()
+	long := now.Add(-time.Hour)
+	crashing := &fleeetv1.WorkloadHealth{Workloads: 1, DesiredPods: 2, Reason: "CrashLoopBackOff",
+		Message: "Deployment web: pod web-1: container app"}
+	healthy := &fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 2, DesiredPods: 2}
+	short := &fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 1, DesiredPods: 2, Reason: "ReadinessProbeFailing",
+		Message: "Deployment web: pod web-2: container app"}
+	m := rolling(intstr.FromInt32(1), 0)
+	m.Generation, m.Status.Version = 2, "v2"
+	targets := []target{
+		{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, readySince: long, health: healthy},
+		{name: "b", holds: true, updated: true, state: fleeetv1.SyncReady, readySince: long, health: short},
+		{name: "c", holds: true, updated: false, state: fleeetv1.SyncReady, readySince: long, health: crashing},
+	}
+	p := step(m, targets, nil, now)
+	g.Expect(p.summary.PodsNotReady).To(Equal(int32(1)), "only Remotes at the current version count")
+	r := &Reconciler{}
+	r.reconcileStatus(m, p, nil)
+	ready := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition)
+	g.Expect(ready.Message).To(HaveSuffix("; pods not ready on 1: Remote b reports 1/2 pods ready: " +
+		"ReadinessProbeFailing (Deployment web: pod web-2: container app)"))
+
+	targets[2].updated, targets[2].state, targets[2].message = true, fleeetv1.SyncFailed, "health check failed"
+	m.Status.Rollout = &fleeetv1.RolloutStatus{Generation: 2}
+	p = r.reconcileRollout(m, targets, now)
+	r.reconcileStatus(m, p, nil)
+	g.Expect(m.Status.Summary.PodsNotReady).To(Equal(int32(2)))
+	paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
+	g.Expect(paused).NotTo(BeNil())
+	g.Expect(paused.Message).To(HavePrefix("Remote c failed on generation 2: health check failed; workloads: " +
+		"0/2 pods ready: CrashLoopBackOff (Deployment web: pod web-1: container app); repair it"))
 }

@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -30,15 +31,16 @@ import (
 // deleted, so deleting the Remote revokes the cluster at once.
 const RemoteFinalizer = "fleeet.dev/remote-identity"
 
-// RegisteredRemoteIndex indexes RegistrationTokens by the Remotes registered with them.
-const RegisteredRemoteIndex = "status.registered.name"
-
-// Reasons used in the Registered condition of Remotes.
+// Reasons used in the Registered condition of Remotes; ReasonRefused is
+// also the reason of the event on the RegistrationToken.
 const (
-	ReasonRegistered    = "Registered"
-	ReasonNotRegistered = "NotRegistered"
-	ReasonNotPickedUp   = "CredentialNotPickedUp"
-	ReasonIssued        = "CredentialIssued"
+	ReasonRegistered          = "Registered"
+	ReasonNotRegistered       = "NotRegistered"
+	ReasonRegistrationPending = "RegistrationPending"
+	ReasonRefused             = "RegistrationRefused"
+	ReasonLeaseConflict       = "LeaseConflict"
+	ReasonNotPickedUp         = "CredentialNotPickedUp"
+	ReasonIssued              = "CredentialIssued"
 )
 
 // Remotes gives each pull Remote registered through a RegistrationToken its
@@ -46,6 +48,13 @@ const (
 // by name to the Remote's own objects, the Lease it renews as heartbeat, and
 // its first credential in a Secret only the registration identity may read,
 // deleted once the agent has connected.
+//
+// A Remote names the token it came through in its
+// fleeet.dev/registration-token label, which the admission policies let
+// only that token's identity set. It is registered once the token records
+// its UID (see Tokens); a Remote the token will never record, because the
+// token was used up or had expired when the Remote was created, is refused
+// and deleted.
 type Remotes struct {
 	// Client reads from the cache and writes identities, Secrets and status.
 	Client client.Client
@@ -56,20 +65,11 @@ type Remotes struct {
 }
 
 // SetupWithManager registers the controller.
-func (r *Remotes) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleeetv1.RegistrationToken{}, RegisteredRemoteIndex, func(o client.Object) []string {
-		var names []string
-		for _, reg := range o.(*fleeetv1.RegistrationToken).Status.Registered {
-			names = append(names, reg.Name)
-		}
-		return names
-	}); err != nil {
-		return err
-	}
+func (r *Remotes) SetupWithManager(_ context.Context, mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("remote-identity").
 		For(&fleeetv1.Remote{}).
-		Watches(&fleeetv1.RegistrationToken{}, handler.EnqueueRequestsFromMapFunc(registeredRemotes)).
+		Watches(&fleeetv1.RegistrationToken{}, handler.EnqueueRequestsFromMapFunc(r.remotesOfToken)).
 		Watches(&coordinationv1.Lease{}, watches.SameName).
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&rbacv1.Role{}).
@@ -79,10 +79,18 @@ func (r *Remotes) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error 
 		Complete(r)
 }
 
-func registeredRemotes(_ context.Context, o client.Object) []reconcile.Request {
-	var reqs []reconcile.Request
-	for _, reg := range o.(*fleeetv1.RegistrationToken).Status.Registered {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: reg.Name}})
+// remotesOfToken maps a token to the Remotes created through it: a
+// recording, or the token filling up or expiring, decides their fate.
+func (r *Remotes) remotesOfToken(ctx context.Context, o client.Object) []reconcile.Request {
+	remotes := &fleeetv1.RemoteList{}
+	if err := r.Client.List(ctx, remotes, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy,
+		client.MatchingLabels{fleeetv1.RegistrationTokenLabel: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the Remotes of a RegistrationToken", "metadata.name", o.GetName())
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(remotes.Items))
+	for i := range remotes.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&remotes.Items[i])})
 	}
 	return reqs
 }
@@ -114,53 +122,101 @@ func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		return ctrl.Result{}, err
 	}
 	before := remote.Status.DeepCopy()
-	if tok == nil {
+	switch {
+	case tok == nil:
 		r.setRegistered(remote, metav1.ConditionFalse, ReasonNotRegistered,
 			"this pull Remote was not created through a RegistrationToken, so no cluster holds a credential for it")
-		return ctrl.Result{}, status.Update(ctx, r.Client, remote, *before, remote.Status)
+		return ctrl.Result{}, r.applyStatus(ctx, remote, before)
+	case reg == nil:
+		if why := refusal(tok, remote); why != "" {
+			return ctrl.Result{}, r.refuse(ctx, remote, tok, why)
+		}
+		// The token's watch brings the Remote back once it is recorded.
+		r.setRegistered(remote, metav1.ConditionFalse, ReasonRegistrationPending,
+			fmt.Sprintf("waiting for RegistrationToken %s to record this registration", tok.Name))
+		return ctrl.Result{}, r.applyStatus(ctx, remote, before)
 	}
 	if err := r.adopt(ctx, remote, tok); err != nil {
 		return ctrl.Result{}, err
 	}
 	id.labels = map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}
-	if err := id.ensure(ctx, r.Client); err != nil {
-		return ctrl.Result{}, err
-	}
 	lease, err := r.ensureLease(ctx, remote, id.labels)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !metav1.IsControlledBy(lease, remote) {
+		// Its renewals would pass for the agent connecting, and the
+		// cluster would be given rights on it. The Lease's watch brings the
+		// Remote back once it is gone.
+		r.setRegistered(remote, metav1.ConditionFalse, ReasonLeaseConflict, fmt.Sprintf(
+			"Lease %s/%s exists and is not controlled by this Remote; the manager makes the cluster's heartbeat Lease itself and adopts no other, so no identity is issued until that Lease is deleted",
+			lease.Namespace, lease.Name))
+		return ctrl.Result{}, r.applyStatus(ctx, remote, before)
+	}
+	if err := id.ensure(ctx, r.Client); err != nil {
 		return ctrl.Result{}, err
 	}
 	result, err := r.deliver(ctx, remote, tok, reg, lease.Spec.RenewTime != nil)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return result, status.Update(ctx, r.Client, remote, *before, remote.Status)
+	return result, r.applyStatus(ctx, remote, before)
 }
 
-// registrationOf finds the token that admitted this very Remote: same name
-// and same UID, so a Remote created later under a registered name is not
-// mistaken for the registered one.
+// registrationOf finds the token the Remote came through, from its label,
+// and the token's record of this very Remote, by UID, so a Remote created
+// later under a registered name is not mistaken for the registered one. The
+// token is nil for a Remote created otherwise, or whose token is gone; the
+// record is nil until the token has recorded the Remote.
 func (r *Remotes) registrationOf(ctx context.Context, remote *fleeetv1.Remote) (*fleeetv1.RegistrationToken, *fleeetv1.Registration, error) {
-	tokens := &fleeetv1.RegistrationTokenList{}
-	if err := r.Client.List(ctx, tokens, client.InNamespace(remote.Namespace), client.MatchingFields{RegisteredRemoteIndex: remote.Name}); err != nil {
-		return nil, nil, err
+	name, ok := remote.Labels[fleeetv1.RegistrationTokenLabel]
+	if !ok {
+		return nil, nil, nil
 	}
-	for i := range tokens.Items {
-		for j, reg := range tokens.Items[i].Status.Registered {
-			if reg.Name == remote.Name && reg.UID == remote.UID {
-				return &tokens.Items[i], &tokens.Items[i].Status.Registered[j], nil
-			}
+	tok := &fleeetv1.RegistrationToken{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: name}, tok); err != nil {
+		return nil, nil, client.IgnoreNotFound(err)
+	}
+	for i, reg := range tok.Status.Registered {
+		if reg.UID == remote.UID {
+			return tok, &tok.Status.Registered[i], nil
 		}
 	}
-	return nil, nil, nil
+	return tok, nil, nil
 }
 
-// adopt adds the finalizer and the token's labels, which win over labels
-// the agent asked for.
+// refuse records why the Remote will not be registered, on the Remote and
+// on its token, and deletes the Remote: the agent that created it then
+// learns the reason from admission when it tries again.
+func (r *Remotes) refuse(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken, why string) error {
+	before := remote.Status.DeepCopy()
+	r.setRegistered(remote, metav1.ConditionFalse, ReasonRefused, why+"; the Remote is deleted")
+	if err := r.applyStatus(ctx, remote, before); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(tok, remote, corev1.EventTypeWarning, ReasonRefused, "Refuse",
+		"Refused Remote %s: %s; deleting it", remote.Name, why)
+	uid := remote.UID
+	if err := r.Client.Delete(ctx, remote, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting refused Remote: %w", err)
+	}
+	return nil
+}
+
+// adopt adds the finalizer and the token's labels. At adoption the Remote
+// keeps, of the labels its registrant chose, only those under keys the
+// token frees (admission refuses others already; this holds should the
+// policies have been bypassed or changed). Afterwards the tenant may label
+// the Remote as it likes, but the token's labels win.
 func (r *Remotes) adopt(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken) error {
 	labels := maps.Clone(remote.Labels)
-	if labels == nil {
-		labels = map[string]string{}
+	if labels == nil || !controllerutil.ContainsFinalizer(remote, RemoteFinalizer) {
+		labels = map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}
+		for _, k := range tok.Spec.FreeLabelKeys {
+			if v, ok := remote.Labels[k]; ok {
+				labels[k] = v
+			}
+		}
 	}
 	maps.Copy(labels, tok.Spec.RemoteLabels)
 	if controllerutil.ContainsFinalizer(remote, RemoteFinalizer) && maps.Equal(labels, remote.Labels) {
@@ -176,7 +232,9 @@ func (r *Remotes) adopt(ctx context.Context, remote *fleeetv1.Remote, tok *fleee
 }
 
 // ensureLease creates the Lease the agent renews; the agent may update it
-// but not create it, since create cannot be limited by name.
+// but not create it, since create cannot be limited by name. A Lease that
+// already exists is returned as it is, for the caller to check it is the
+// Remote's own.
 func (r *Remotes) ensureLease(ctx context.Context, remote *fleeetv1.Remote, labels map[string]string) (*coordinationv1.Lease, error) {
 	lease := r.lease(remote)
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
@@ -242,6 +300,18 @@ func (r *Remotes) deliver(ctx context.Context, remote *fleeetv1.Remote, tok *fle
 	return ctrl.Result{RequeueAfter: time.Until(deadline) + time.Second}, nil
 }
 
+// applyStatus writes the Registered condition, the one field of a Remote's
+// status registration owns, if it changed.
+func (r *Remotes) applyStatus(ctx context.Context, remote *fleeetv1.Remote, before *fleeetv1.RemoteStatus) error {
+	if equality.Semantic.DeepEqual(*before, remote.Status) {
+		return nil
+	}
+	return status.Apply(ctx, r.Client, remote, status.RegistrationManager, fleeetv1.RemoteStatus{
+		ObservedGeneration: remote.Generation,
+		Conditions:         status.Conditions(remote.Status.Conditions, fleeetv1.RegisteredCondition),
+	})
+}
+
 func (r *Remotes) setRegistered(remote *fleeetv1.Remote, cs metav1.ConditionStatus, reason, msg string) {
 	status.SetCondition(&remote.Status.Conditions, remote.Generation, fleeetv1.RegisteredCondition, cs, reason, msg)
 }
@@ -254,12 +324,13 @@ func (r *Remotes) lease(remote *fleeetv1.Remote) *coordinationv1.Lease {
 	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: remote.Namespace, Name: remote.Name}}
 }
 
-// agentConnected tells whether the agent of the Remote key has renewed its
-// Lease at least once, which it does with its own credential.
-func agentConnected(ctx context.Context, c client.Client, key client.ObjectKey) (bool, error) {
+// agentConnected tells whether the agent of the Remote has renewed its
+// Lease at least once, which it does with its own credential. A Lease the
+// Remote does not control says nothing about its agent.
+func agentConnected(ctx context.Context, c client.Client, remote *fleeetv1.Remote) (bool, error) {
 	lease := &coordinationv1.Lease{}
-	if err := c.Get(ctx, key, lease); err != nil {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(remote), lease); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	return lease.Spec.RenewTime != nil, nil
+	return metav1.IsControlledBy(lease, remote) && lease.Spec.RenewTime != nil, nil
 }

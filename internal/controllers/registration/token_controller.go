@@ -1,8 +1,10 @@
 package registration
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -10,13 +12,17 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -27,10 +33,6 @@ import (
 
 // TokenFinalizer holds a RegistrationToken until its identity is deleted.
 const TokenFinalizer = "fleeet.dev/registration-token"
-
-// storeWait is how long an admitted registration whose Remote is not yet
-// visible counts as in flight.
-const storeWait = 30 * time.Second
 
 // DefaultTTL is a RegistrationToken's lifetime when spec.ttl is unset.
 const DefaultTTL = time.Hour
@@ -43,12 +45,27 @@ const (
 	ReasonManagementURLUnset = "ManagementURLUnset"
 	ReasonIdentityFailed     = "IdentityFailed"
 	ReasonRetired            = "Retired"
+	ReasonRecorded           = "RegistrationRecorded"
 )
 
-// Tokens keeps each RegistrationToken's registration identity and Secret
-// while the token may be used, and deletes the identity, which kills its
-// bearer token, once the token has expired or is used up and every
-// registered cluster has picked up its first credential.
+// Tokens records each RegistrationToken's registrations and keeps its
+// registration identity and Secret until the token expires; then, once
+// every registered cluster has picked up its first credential, it deletes
+// the identity, which kills its bearer token.
+//
+// Registrations are recorded here, from the Remotes the apiserver stored,
+// not in admission: the webhook only judges, so nothing that reaches it
+// without the apiserver can use up a registration. A Remote counts for the
+// token named by its fleeet.dev/registration-token label, which admission
+// lets only that token's identity set. The token records such Remotes in
+// creation order, only those created before it expired and at most
+// maxRegistrations, and never removes an entry; a Remote it cannot record
+// is refused and deleted by the Remote controller.
+//
+// A used-up token keeps its identity until it expires: the identity can
+// then still only create Remotes, and admission refuses every one saying
+// the token is used up, where a deleted identity would leave a late agent
+// with an unexplained authentication failure.
 type Tokens struct {
 	// Client reads from the cache and writes identities, Secrets and status.
 	Client client.Client
@@ -62,8 +79,8 @@ type Tokens struct {
 }
 
 // SetupWithManager registers the controller. Every object the controller
-// writes for a token carries the token's label, so one map function brings
-// their changes back, including the credential Secrets of registered Remotes.
+// writes for a token, and every Remote created through it, carries the
+// token's label, so one map function brings their changes back.
 func (t *Tokens) SetupWithManager(mgr ctrl.Manager) error {
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name, ok := o.GetLabels()[fleeetv1.RegistrationTokenLabel]
@@ -75,6 +92,10 @@ func (t *Tokens) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("registrationtoken").
 		For(&fleeetv1.RegistrationToken{}).
+		// A Remote's label cannot change, so only its creation and
+		// deletion matter here.
+		Watches(&fleeetv1.Remote{}, byLabel, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		Watches(&corev1.Secret{}, byLabel).
 		Watches(&corev1.ServiceAccount{}, byLabel).
 		Watches(&coordinationv1.Lease{}, byLabel).
@@ -82,8 +103,8 @@ func (t *Tokens) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(t)
 }
 
-// Reconcile brings one token's identity and Secret in line with whether the
-// token may still be used.
+// Reconcile records one token's new registrations, then brings its identity
+// and Secret in line with whether the token may still be used.
 func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	tok := &fleeetv1.RegistrationToken{}
 	if err := t.Client.Get(ctx, req.NamespacedName, tok); err != nil {
@@ -100,6 +121,11 @@ func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.R
 	if err := finalizer.Add(ctx, t.Client, tok, TokenFinalizer); err != nil {
 		return ctrl.Result{}, err
 	}
+	now := time.Now()
+	expires := ExpiresAt(tok)
+	if err := t.recordRegistrations(ctx, tok, now); err != nil {
+		return ctrl.Result{}, err
+	}
 
 	before := tok.Status.DeepCopy()
 	defer func() {
@@ -108,8 +134,6 @@ func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.R
 			retErr = kerrors.NewAggregate([]error{retErr, err})
 		}
 	}()
-	now := time.Now()
-	expires := ExpiresAt(tok)
 	tok.Status.ExpiresAt = &metav1.Time{Time: expires}
 	tok.Status.Registrations = int32(len(tok.Status.Registered))
 	pending, nextDeadline, err := t.pendingDeliveries(ctx, tok, now)
@@ -117,19 +141,14 @@ func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.R
 		return ctrl.Result{}, err
 	}
 
-	reason, msg := ReasonActive, ""
 	switch {
 	case !now.Before(expires):
-		reason, msg = ReasonExpired, fmt.Sprintf("expired at %s", expires.UTC().Format(time.RFC3339))
-	case tok.Status.Registrations >= tok.Spec.MaxRegistrations:
-		reason, msg = ReasonUsedUp, fmt.Sprintf("used up: %d of %d registrations", tok.Status.Registrations, tok.Spec.MaxRegistrations)
+		return t.retire(ctx, tok, id, pending, nextDeadline, ReasonExpired,
+			fmt.Sprintf("expired at %s", expires.UTC().Format(time.RFC3339)))
 	case t.Management.URL == "":
 		t.setReady(tok, metav1.ConditionFalse, ReasonManagementURLUnset,
 			"the manager was started without --management-url, so agents would not know where to connect")
 		return ctrl.Result{}, nil
-	}
-	if reason != ReasonActive {
-		return t.retire(ctx, tok, id, pending, nextDeadline, reason, msg)
 	}
 
 	id.rules = registrationRules(true, pending)
@@ -142,9 +161,63 @@ func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.R
 		return ctrl.Result{}, err
 	}
 	tok.Status.SecretName = id.name
-	t.setReady(tok, metav1.ConditionTrue, ReasonActive, fmt.Sprintf("%d of %d registrations used; usable until %s",
-		tok.Status.Registrations, tok.Spec.MaxRegistrations, expires.UTC().Format(time.RFC3339)))
+	if tok.Status.Registrations >= tok.Spec.MaxRegistrations {
+		t.setReady(tok, metav1.ConditionFalse, ReasonUsedUp, fmt.Sprintf(
+			"used up: %d of %d registrations; the registration identity stays until %s to tell late agents so, then is deleted",
+			tok.Status.Registrations, tok.Spec.MaxRegistrations, expires.UTC().Format(time.RFC3339)))
+	} else {
+		t.setReady(tok, metav1.ConditionTrue, ReasonActive, fmt.Sprintf("%d of %d registrations used; usable until %s",
+			tok.Status.Registrations, tok.Spec.MaxRegistrations, expires.UTC().Format(time.RFC3339)))
+	}
 	return ctrl.Result{RequeueAfter: expires.Sub(now) + time.Second}, nil
+}
+
+// recordRegistrations appends to status.registered the Remotes created
+// through the token that it may still record: in creation order (then by
+// name, as timestamps have one-second precision), created before the token
+// expired, up to maxRegistrations. The status is written at once with the
+// resourceVersion read, so a token read stale from the cache conflicts
+// instead of recording over registrations it has not seen.
+func (t *Tokens) recordRegistrations(ctx context.Context, tok *fleeetv1.RegistrationToken, now time.Time) error {
+	room := int(tok.Spec.MaxRegistrations) - len(tok.Status.Registered)
+	if room <= 0 {
+		return nil
+	}
+	remotes := &fleeetv1.RemoteList{}
+	if err := t.Client.List(ctx, remotes, client.InNamespace(tok.Namespace),
+		client.MatchingLabels{fleeetv1.RegistrationTokenLabel: tok.Name}); err != nil {
+		return fmt.Errorf("listing the Remotes of RegistrationToken %s: %w", tok.Name, err)
+	}
+	recorded := map[types.UID]bool{}
+	for _, reg := range tok.Status.Registered {
+		recorded[reg.UID] = true
+	}
+	var candidates []*fleeetv1.Remote
+	for i := range remotes.Items {
+		r := &remotes.Items[i]
+		if !recorded[r.UID] && r.DeletionTimestamp.IsZero() && createdInTime(tok, r) {
+			candidates = append(candidates, r)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	slices.SortFunc(candidates, func(a, b *fleeetv1.Remote) int {
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
+	})
+	candidates = candidates[:min(room, len(candidates))]
+	for _, r := range candidates {
+		tok.Status.Registered = append(tok.Status.Registered, fleeetv1.Registration{Name: r.Name, UID: r.UID, Time: metav1.NewTime(now)})
+	}
+	tok.Status.Registrations = int32(len(tok.Status.Registered))
+	if err := t.Client.Status().Update(ctx, tok); err != nil {
+		return fmt.Errorf("recording registrations: %w", err)
+	}
+	for _, r := range candidates {
+		t.Recorder.Eventf(tok, r, corev1.EventTypeNormal, ReasonRecorded, "Register",
+			"Recorded the registration of Remote %s (%d of %d)", r.Name, tok.Status.Registrations, tok.Spec.MaxRegistrations)
+	}
+	return nil
 }
 
 // retire takes away the right to register. While registered clusters have
@@ -191,18 +264,13 @@ func (t *Tokens) pendingDeliveries(ctx context.Context, tok *fleeetv1.Registrati
 		remote := &fleeetv1.Remote{}
 		switch err := t.Client.Get(ctx, key, remote); {
 		case apierrors.IsNotFound(err):
-			// Admission records a registration before the Remote is stored,
-			// and the cache sees it later still.
-			if now.Sub(reg.Time.Time) > storeWait {
-				continue // never stored, or deleted since
-			}
-			deadline = reg.Time.Add(storeWait)
+			continue // deleted since
 		case err != nil:
 			return nil, next, err
 		case remote.UID != reg.UID:
 			continue // deleted, and the name taken again
 		default:
-			if connected, err := agentConnected(ctx, t.Client, key); err != nil {
+			if connected, err := agentConnected(ctx, t.Client, remote); err != nil {
 				return nil, next, err
 			} else if connected {
 				continue
@@ -281,10 +349,29 @@ func ExpiresAt(tok *fleeetv1.RegistrationToken) time.Time {
 	return tok.CreationTimestamp.Add(ttl)
 }
 
-// registrationRules are a RegistrationToken's rights: while it is usable,
-// create Remotes (the admission webhook admits one per remaining
-// registration); and read the first-credential Secrets of the Remotes
-// registered and not yet connected.
+// createdInTime tells whether a Remote was created before its token expired.
+func createdInTime(tok *fleeetv1.RegistrationToken, remote *fleeetv1.Remote) bool {
+	return remote.CreationTimestamp.Time.Before(ExpiresAt(tok))
+}
+
+// refusal says why the token will never record a Remote created through
+// it, or is empty while it still may. A token's record is final once it
+// holds maxRegistrations entries, since entries are never removed, so a
+// stale read of a full token decides as well as a fresh one.
+func refusal(tok *fleeetv1.RegistrationToken, remote *fleeetv1.Remote) string {
+	switch used, limit := len(tok.Status.Registered), int(tok.Spec.MaxRegistrations); {
+	case !createdInTime(tok, remote):
+		return fmt.Sprintf("created after RegistrationToken %s expired at %s", tok.Name, ExpiresAt(tok).UTC().Format(time.RFC3339))
+	case used >= limit:
+		return fmt.Sprintf("RegistrationToken %s is used up: %d of %d registrations", tok.Name, used, limit)
+	}
+	return ""
+}
+
+// registrationRules are a RegistrationToken's rights: until it expires,
+// create Remotes (admission refuses them once the token is used up, saying
+// so); and read the first-credential Secrets of the Remotes registered and
+// not yet connected.
 func registrationRules(mayRegister bool, credentialSecrets []string) []rbacv1.PolicyRule {
 	var rules []rbacv1.PolicyRule
 	if mayRegister {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,22 +54,28 @@ func (h *Health) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	if err := h.Client.Get(ctx, req.NamespacedName, remote); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if remote.Spec.KubeconfigRef != nil {
+		return ctrl.Result{}, nil // no agent heartbeat: the push controller reports
+	}
 	before := remote.Status.DeepCopy()
 	result, err := h.reconcileHeartbeat(ctx, remote)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	remote.Status.ObservedGeneration = remote.Generation
-	return result, status.Update(ctx, h.Client, remote, *before, remote.Status)
+	if equality.Semantic.DeepEqual(*before, remote.Status) {
+		return result, nil
+	}
+	return result, status.Apply(ctx, h.Client, remote, status.HealthManager, fleeetv1.RemoteStatus{
+		ObservedGeneration: remote.Generation,
+		Mode:               fleeetv1.PullMode,
+		LastHeartbeatTime:  remote.Status.LastHeartbeatTime,
+		Conditions:         status.Conditions(remote.Status.Conditions, fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition),
+	})
 }
 
-// reconcileHeartbeat reads the Remote's Lease. Push Remotes have no agent
-// heartbeat; the push controller reports their connectivity.
+// reconcileHeartbeat reads a pull Remote's Lease.
 func (h *Health) reconcileHeartbeat(ctx context.Context, remote *fleeetv1.Remote) (ctrl.Result, error) {
-	if remote.Spec.KubeconfigRef != nil {
-		remote.Status.Mode = fleeetv1.PushMode
-		return ctrl.Result{}, nil
-	}
 	remote.Status.Mode = fleeetv1.PullMode
 	lease := &coordinationv1.Lease{}
 	if err := h.Client.Get(ctx, client.ObjectKeyFromObject(remote), lease); client.IgnoreNotFound(err) != nil {

@@ -6,6 +6,7 @@ package remote
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -133,6 +134,12 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if !remote.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	if remote.Spec.Suspend {
+		// Nothing new is delivered and nothing is taken away until
+		// spec.suspend is cleared; the compile that follows catches up.
+		log.FromContext(ctx).V(1).Info("Remote suspended; plan left as it is")
+		return ctrl.Result{}, nil
+	}
 
 	pa := &fleeetv1.ProxyAssemblage{}
 	err := c.Client.Get(ctx, req.NamespacedName, pa)
@@ -141,12 +148,17 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	}
 	exists := err == nil
 
-	syncs, err := c.compile(ctx, remote, pa.Spec.Assemblage.Syncs)
+	syncs, stamps, err := c.compile(ctx, remote, pa.Spec.Assemblage.Syncs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	compiled, err := json.Marshal(stamps)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	retry := remote.Annotations[fleeetv1.RetryAnnotation]
-	if exists && pa.Spec.Assemblage.RetryRequestedAt == retry && equality.Semantic.DeepEqual(pa.Spec.Assemblage.Syncs, syncs) {
+	if exists && pa.Spec.Assemblage.RetryRequestedAt == retry && equality.Semantic.DeepEqual(pa.Spec.Assemblage.Syncs, syncs) &&
+		pa.Annotations[fleeetv1.CompiledAnnotation] == string(compiled) {
 		return ctrl.Result{}, nil
 	}
 	held := pa.Spec.Assemblage.Syncs
@@ -157,6 +169,7 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		}
 	}
 	pa.Spec.Assemblage.Syncs, pa.Spec.Assemblage.RetryRequestedAt = syncs, retry
+	metav1.SetMetaDataAnnotation(&pa.ObjectMeta, fleeetv1.CompiledAnnotation, string(compiled))
 	if exists {
 		err = c.Client.Update(ctx, pa)
 	} else {
@@ -215,16 +228,19 @@ func (c *Compiler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, he
 	}
 }
 
-// compile computes the syncs of one Remote from every Module selecting it.
-// A Module that is suspended, or whose bindings cannot be resolved for this
-// Remote, keeps what the Remote already holds. Modules come from the cache
-// uncopied (this runs once per Remote per change) and are only read.
-func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current []fleeetv1.NamedSync) ([]fleeetv1.NamedSync, error) {
+// compile computes the syncs of one Remote from every Module selecting it,
+// and stamps each Module's sync with what it compiled to (see
+// fleeetv1.Compiled). A Module that is suspended, or whose bindings cannot
+// be resolved for this Remote, keeps what the Remote already holds. Modules
+// come from the cache uncopied (this runs once per Remote per change) and
+// are only read.
+func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current []fleeetv1.NamedSync) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
 	modules := &fleeetv1.ModuleList{}
 	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var syncs []fleeetv1.NamedSync
+	stamps := map[string]fleeetv1.Compiled{}
 	var errs []error
 	for i := range modules.Items {
 		m := &modules.Items[i]
@@ -233,29 +249,29 @@ func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current
 			continue // the Module controller reports an invalid selector
 		}
 		held := compile.Find(current, m.Name)
-		if m.Spec.Suspend {
-			if held != nil {
-				syncs = append(syncs, *held)
-			}
-			continue
-		}
+		chosen := held
+		stamp := fleeetv1.Compiled{Generation: m.Generation}
 		desired, err := compile.Sync(ctx, c.Client, m, &m.Spec.SyncPlacement, remote)
-		if err != nil {
+		switch {
+		case err != nil:
 			var be *compile.BindingError
 			if !errors.As(err, &be) {
 				errs = append(errs, err)
 			}
+			stamp.BindingError = err.Error()
 			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, ReasonBindingFailed, "Compile",
 				"Remote %s: %v", remote.Name, err)
-			if held != nil {
-				syncs = append(syncs, *held)
-			}
-			continue
+		case !m.Spec.Suspend:
+			chosen = compile.Choose(m, remote.Name, held, &desired)
 		}
-		syncs = append(syncs, *compile.Choose(m, remote.Name, held, &desired))
+		stamp.Pending = err != nil || !compile.Same(chosen, &desired)
+		stamps[m.Name] = stamp
+		if chosen != nil {
+			syncs = append(syncs, *chosen)
+		}
 	}
 	slices.SortFunc(syncs, func(a, b fleeetv1.NamedSync) int { return strings.Compare(a.Name, b.Name) })
-	return syncs, errors.Join(errs...)
+	return syncs, stamps, errors.Join(errs...)
 }
 
 // remotesOfModule maps a Module to the Remotes it selects now and those whose

@@ -2,20 +2,24 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
@@ -26,6 +30,14 @@ const (
 	ReasonPushed        = "Pushed"
 	ReasonUnreachable   = "Unreachable"
 	ReasonKubeconfigBad = "KubeconfigInvalid"
+	// ReasonKubeconfigRefused: the kubeconfig uses a field that would let
+	// the tenant act with the manager's privileges (a file on its disk, a
+	// command to run); the message names the field.
+	ReasonKubeconfigRefused = "KubeconfigRefused"
+	// ReasonServiceAccountNameUnset: a push Remote without
+	// spec.serviceAccountName would have Flux apply its plan with Flux's
+	// own, unconfined account.
+	ReasonServiceAccountNameUnset = "ServiceAccountNameUnset"
 )
 
 // KubeconfigSecretIndex indexes Remotes by the Secret holding their kubeconfig.
@@ -35,7 +47,9 @@ const KubeconfigSecretIndex = "spec.kubeconfigRef.name"
 // Assemblage into the Remote's cluster through the kubeconfig in the
 // Remote's Secret and copies the Assemblage's status back. A cluster that
 // cannot be reached is marked Connected=False and retried with backoff; the
-// other Remotes are unaffected.
+// other Remotes are unaffected. A Remote the manager refuses to push to (no
+// spec.serviceAccountName, a kubeconfig that is invalid or uses a refused
+// field) is marked Connected=False and Stalled=True until it changes.
 type Push struct {
 	// Concurrent is how many objects reconcile at once.
 	Concurrent int
@@ -46,6 +60,9 @@ type Push struct {
 	// Poll is how often the status of a cluster still progressing is read;
 	// Ready clusters are read four times less often.
 	Poll time.Duration
+	// Kubeconfig says which kubeconfig fields beyond inline credentials an
+	// operator accepts.
+	Kubeconfig kubeconfig.Options
 
 	mu      sync.Mutex
 	clients map[client.ObjectKey]pushClient
@@ -87,12 +104,21 @@ func (p *Push) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	if err := p.Client.Get(ctx, req.NamespacedName, pa); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if remote.Spec.ServiceAccountName == "" {
+		// Only a change of the Remote fixes this; its watch brings us back.
+		return ctrl.Result{}, p.setRefused(ctx, remote, ReasonServiceAccountNameUnset,
+			"spec.serviceAccountName: required in push mode: it names the downstream ServiceAccount Flux impersonates to apply the plan")
+	}
 	downstream, err := p.clientFor(ctx, remote)
 	if err != nil {
 		// Only a change of the Secret fixes this; its watch brings us back.
-		return ctrl.Result{}, p.setConnected(ctx, remote, metav1.ConditionFalse, ReasonKubeconfigBad, err.Error())
+		reason := ReasonKubeconfigBad
+		if _, ok := errors.AsType[*kubeconfig.RefusedError](err); ok {
+			reason = ReasonKubeconfigRefused
+		}
+		return ctrl.Result{}, p.setRefused(ctx, remote, reason, err.Error())
 	}
-	asm, err := p.push(ctx, downstream, pa)
+	asm, err := p.push(ctx, downstream, remote, pa)
 	if err != nil {
 		msg := fmt.Sprintf("cannot reach the cluster: %v", err)
 		if serr := p.setConnected(ctx, remote, metav1.ConditionFalse, ReasonUnreachable, msg); serr != nil {
@@ -115,10 +141,13 @@ func (p *Push) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 
 // push writes the Assemblage, named after the tenant namespace, into the
 // namespace of the same name downstream, creating the namespace if needed.
-func (p *Push) push(ctx context.Context, downstream client.Client, pa *fleeetv1.ProxyAssemblage) (*fleeetv1.Assemblage, error) {
+// Flux applies it as the Remote's spec.serviceAccountName, whatever the plan
+// says. Errors describe the cluster's answers without their bodies.
+func (p *Push) push(ctx context.Context, downstream client.Client, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage) (*fleeetv1.Assemblage, error) {
+	sa := remote.Spec.ServiceAccountName
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pa.Namespace}}
 	if err := downstream.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("creating namespace %s: %w", pa.Namespace, err)
+		return nil, &targetError{op: "creating namespace " + pa.Namespace, err: err}
 	}
 	asm := &fleeetv1.Assemblage{}
 	key := client.ObjectKey{Namespace: pa.Namespace, Name: pa.Namespace}
@@ -126,18 +155,54 @@ func (p *Push) push(ctx context.Context, downstream client.Client, pa *fleeetv1.
 	switch {
 	case apierrors.IsNotFound(err):
 		asm = &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
-		mirror.Spec(asm, pa, "")
+		mirror.Spec(asm, pa, sa)
 		if err := downstream.Create(ctx, asm); err != nil {
-			return nil, fmt.Errorf("creating Assemblage %s: %w", key, err)
+			return nil, &targetError{op: "creating Assemblage " + key.String(), err: err}
 		}
 	case err != nil:
-		return nil, fmt.Errorf("reading Assemblage %s: %w", key, err)
-	case mirror.Spec(asm, pa, ""):
+		return nil, &targetError{op: "reading Assemblage " + key.String(), err: err}
+	case mirror.Spec(asm, pa, sa):
 		if err := downstream.Update(ctx, asm); err != nil {
-			return nil, fmt.Errorf("updating Assemblage %s: %w", key, err)
+			return nil, &targetError{op: "updating Assemblage " + key.String(), err: err}
 		}
 	}
 	return asm, nil
+}
+
+// targetError is a failed request to a push Remote's cluster. Its text
+// leaves out what the cluster answered: the server is the tenant's choice,
+// possibly a service inside the manager's network, and an answer copied into
+// the Remote's status would let the tenant read it.
+type targetError struct {
+	op  string
+	err error
+}
+
+func (e *targetError) Error() string { return e.op + ": " + describe(e.err) }
+
+func (e *targetError) Unwrap() error { return e.err }
+
+// describe says what went wrong with a request to a push target in words of
+// the manager's own: a status code, a kind the cluster does not serve, a
+// transport failure; never the response body.
+func describe(err error) string {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Code != 0 {
+		code := int(st.Status().Code)
+		return fmt.Sprintf("the cluster answered HTTP %d %s", code, http.StatusText(code))
+	}
+	if nm, ok := errors.AsType[*apimeta.NoKindMatchError](err); ok {
+		// Built from the request, not from the answer.
+		return nm.Error()
+	}
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		// A transport failure: connection, TLS or timeout; no answer was read.
+		return ue.Error()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "no answer in time"
+	}
+	return "the cluster's answer is not a Kubernetes API response"
 }
 
 // copyStatus copies the Assemblage's status into the ProxyAssemblage once
@@ -147,9 +212,10 @@ func (p *Push) copyStatus(ctx context.Context, pa *fleeetv1.ProxyAssemblage, asm
 	if !ok {
 		return nil
 	}
-	before := pa.Status
-	pa.Status = st
-	return status.Update(ctx, p.Client, pa, before, pa.Status)
+	if equality.Semantic.DeepEqual(pa.Status, st) {
+		return nil
+	}
+	return status.Apply(ctx, p.Client, pa, status.PushManager, st)
 }
 
 // clientFor returns a client for the Remote's cluster, rebuilt whenever its
@@ -170,9 +236,9 @@ func (p *Push) clientFor(ctx context.Context, remote *fleeetv1.Remote) (client.C
 	if !ok {
 		return nil, fmt.Errorf("spec.kubeconfigRef: Secret %s has no key %q", ref.Name, ref.Key)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	cfg, err := kubeconfig.Load(data, p.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("spec.kubeconfigRef: Secret %s key %q does not hold a valid kubeconfig", ref.Name, ref.Key)
+		return nil, fmt.Errorf("spec.kubeconfigRef: Secret %s key %q: %w", ref.Name, ref.Key, err)
 	}
 	cfg.Timeout = p.Timeout
 	c, err := client.New(cfg, client.Options{Scheme: p.Client.Scheme()})
@@ -186,11 +252,23 @@ func (p *Push) clientFor(ctx context.Context, remote *fleeetv1.Remote) (client.C
 	return c, nil
 }
 
+// setRefused records that the manager will not push to the Remote until its
+// spec or kubeconfig Secret changes: Connected=False and Stalled=True.
+func (p *Push) setRefused(ctx context.Context, remote *fleeetv1.Remote, reason, msg string) error {
+	before := remote.Status.DeepCopy()
+	remote.Status.Mode = fleeetv1.PushMode
+	remote.Status.ObservedGeneration = remote.Generation
+	setConnected(remote, metav1.ConditionFalse, reason, msg)
+	status.SetCondition(&remote.Status.Conditions, remote.Generation, fleeetv1.StalledCondition, metav1.ConditionTrue, reason, msg)
+	return p.applyStatus(ctx, remote, before)
+}
+
 // setConnected records whether the Remote's cluster could be reached.
 func (p *Push) setConnected(ctx context.Context, remote *fleeetv1.Remote, cs metav1.ConditionStatus, reason, msg string) error {
 	before := remote.Status.DeepCopy()
 	remote.Status.Mode = fleeetv1.PushMode
 	remote.Status.ObservedGeneration = remote.Generation
+	apimeta.RemoveStatusCondition(&remote.Status.Conditions, fleeetv1.StalledCondition)
 	setConnected(remote, cs, reason, msg)
 	if cs == metav1.ConditionTrue {
 		now := metav1.Now()
@@ -198,5 +276,20 @@ func (p *Push) setConnected(ctx context.Context, remote *fleeetv1.Remote, cs met
 			remote.Status.LastHeartbeatTime = &now
 		}
 	}
-	return status.Update(ctx, p.Client, remote, *before, remote.Status)
+	return p.applyStatus(ctx, remote, before)
+}
+
+// applyStatus writes the fields of a push Remote's status the push
+// controller owns, if any changed.
+func (p *Push) applyStatus(ctx context.Context, remote *fleeetv1.Remote, before *fleeetv1.RemoteStatus) error {
+	if equality.Semantic.DeepEqual(*before, remote.Status) {
+		return nil
+	}
+	return status.Apply(ctx, p.Client, remote, status.PushManager, fleeetv1.RemoteStatus{
+		ObservedGeneration: remote.Generation,
+		Mode:               fleeetv1.PushMode,
+		LastHeartbeatTime:  remote.Status.LastHeartbeatTime,
+		Conditions: status.Conditions(remote.Status.Conditions,
+			fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition, fleeetv1.StalledCondition),
+	})
 }

@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -15,13 +14,13 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
 // watchTimeout is how long each watch on the management cluster stays
@@ -278,14 +277,10 @@ func (l *link) renewLease(ctx context.Context, lease *coordinationv1.Lease) (*co
 func (l *link) reportVersions(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	patch, err := json.Marshal(map[string]any{"status": map[string]string{
-		"agentVersion": l.versions.Agent, "kubernetesVersion": l.versions.Kubernetes,
-	}})
-	if err != nil {
-		return err
-	}
 	remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: l.cluster}}
-	return l.client.Status().Patch(ctx, remote, client.RawPatch(types.MergePatchType, patch))
+	return status.Apply(ctx, l.client, remote, status.AgentManager, map[string]string{
+		"agentVersion": l.versions.Agent, "kubernetesVersion": l.versions.Kubernetes,
+	})
 }
 
 // renew replaces the credential at 80% of its lifetime with a new token
@@ -314,7 +309,9 @@ func (l *link) writeStatus(ctx context.Context, pa *fleeetv1.ProxyAssemblage) er
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	from := pa.ResourceVersion
-	if err := l.client.Status().Update(ctx, pa); err != nil {
+	// An update, not an apply: the agent owns the whole status, and the
+	// resourceVersion keeps it from overwriting a plan it has not seen.
+	if err := l.client.Status().Update(ctx, pa, client.FieldOwner(status.AgentManager)); err != nil {
 		if !apierrors.IsConflict(err) {
 			l.failed(err, 0)
 		}

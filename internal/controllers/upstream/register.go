@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,9 +28,10 @@ type refusal struct{ msg string }
 func (r refusal) Error() string { return r.msg }
 
 // register enrols the cluster with the registration token: it creates the
-// cluster's Remote (unless an earlier attempt did), waits for the manager to
-// issue the first credential, and exchanges it at once for a token the
-// cluster minted for itself, so the handed-over one can be discarded.
+// cluster's Remote (unless an earlier attempt did), naming the
+// RegistrationToken it comes through, waits for the manager to issue the
+// first credential, and exchanges it at once for a token the cluster minted
+// for itself, so the handed-over one can be discarded.
 func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (enrol.Token, error) {
 	ref := up.Spec.TokenSecretRef
 	if ref == nil {
@@ -52,7 +55,16 @@ func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (enrol
 	ns, name := up.Spec.Management.Namespace, up.Spec.ClusterName
 	first, err := firstCredential(ctx, reg, ns, name)
 	if err != nil {
-		remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: up.Spec.Labels}}
+		token, err := registrationTokenName(ctx, reg, ns)
+		if err != nil {
+			return enrol.Token{}, err
+		}
+		labels := maps.Clone(up.Spec.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[fleeetv1.RegistrationTokenLabel] = token
+		remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
 		if err := reg.Create(ctx, remote); err != nil {
 			return enrol.Token{}, registrationError(err)
 		}
@@ -72,11 +84,32 @@ func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (enrol
 	return token, nil
 }
 
+// registrationTokenName asks the management cluster who the registration
+// token authenticates as, and returns the name of the RegistrationToken
+// whose identity that is. The Remote must carry it: the manager learns from
+// it which token to count the registration against, and admission checks
+// it against the identity creating the Remote.
+func registrationTokenName(ctx context.Context, reg client.Client, ns string) (string, error) {
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := reg.Create(ctx, review); err != nil {
+		if apierrors.IsUnauthorized(err) {
+			return "", registrationError(err)
+		}
+		return "", fmt.Errorf("asking the management cluster who the registration token is: %w", err)
+	}
+	user := review.Status.UserInfo.Username
+	token, ok := enrol.RegistrationTokenOf(user, ns)
+	if !ok {
+		return "", refusal{fmt.Sprintf("spec.tokenSecretRef: the token authenticates as %s, not as a RegistrationToken's identity in namespace %s", user, ns)}
+	}
+	return token, nil
+}
+
 // registrationError explains why the management cluster refused a Remote.
 func registrationError(err error) error {
 	switch {
 	case apierrors.IsUnauthorized(err):
-		return refusal{"the management cluster rejected the registration token (HTTP 401): it has expired, been used up or been revoked; create a new RegistrationToken"}
+		return refusal{"the management cluster rejected the registration token (HTTP 401): it has expired or been revoked; create a new RegistrationToken"}
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsAlreadyExists(err):
 		return refusal{"the management cluster refused the registration: " + err.Error()}
 	}

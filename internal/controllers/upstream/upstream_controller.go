@@ -50,6 +50,9 @@ const (
 	ReasonSynced             = "Synced"
 	ReasonAwaitingPlan       = "AwaitingPlan"
 	ReasonMirrorFailed       = "MirrorFailed"
+	// ReasonServiceAccountNameUnset: the Upstream names no ServiceAccount,
+	// so Flux would apply the tenant's syncs unconfined; it is not enrolled.
+	ReasonServiceAccountNameUnset = "ServiceAccountNameUnset"
 )
 
 // TokenSecretIndex indexes Upstreams by the Secret holding their registration token.
@@ -67,6 +70,10 @@ type Reconciler struct {
 	Versions Versions
 	// Concurrent is how many Upstreams reconcile at once.
 	Concurrent int
+	// AllowUnconfined lets an Upstream without spec.serviceAccountName enrol
+	// and mirror its plan, leaving the ServiceAccount to the plan (by default
+	// none: Flux applies as itself). Off, such an Upstream is Stalled.
+	AllowUnconfined bool
 
 	mu      sync.Mutex
 	links   map[client.ObjectKey]*link
@@ -117,6 +124,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}()
 
+	if up.Spec.ServiceAccountName == "" && !r.AllowUnconfined {
+		// Refused before registering, so the token is not spent on it.
+		r.disconnect(req.NamespacedName)
+		msg := "spec.serviceAccountName: empty, so Flux would apply this tenant's syncs with its own, unconfined identity; " +
+			"name the tenant's ServiceAccount in its downstream namespace, or start the agent with --allow-unconfined-syncs"
+		setCondition(up, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonServiceAccountNameUnset, msg)
+		setCondition(up, fleeetv1.StalledCondition, metav1.ConditionTrue, ReasonServiceAccountNameUnset, msg)
+		setCondition(up, fleeetv1.ReconcilingCondition, metav1.ConditionFalse, ReasonServiceAccountNameUnset, msg)
+		return ctrl.Result{}, nil
+	}
 	l, err := r.connect(ctx, up)
 	if err != nil {
 		var refused refusal

@@ -1,0 +1,9 @@
+package registration
+
+// The pure rules behind the controllers, for the table tests of
+// package registration_test.
+var (
+	Refusal           = refusal
+	RegistrationRules = registrationRules
+	RemoteRules       = remoteRules
+)

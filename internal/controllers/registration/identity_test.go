@@ -1,0 +1,77 @@
+package registration_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
+)
+
+// recorded is a Remote created a minute ago through the token join, which
+// recorded it, and that token.
+func recorded() (*fleeetv1.Remote, *fleeetv1.RegistrationToken) {
+	now := time.Now()
+	tok := tokenAt(now.Add(-2*time.Minute), time.Hour, 1)
+	tok.Name = "join"
+	r := remoteAt("edge-1", "join", now.Add(-time.Minute))
+	tok.Status.Registered = []fleeetv1.Registration{{Name: r.Name, UID: r.UID, Time: metav1.NewTime(now.Add(-time.Minute))}}
+	return r, tok
+}
+
+// controlledBy is the owner reference a controller sets.
+func controlledBy(r *fleeetv1.Remote) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: fleeetv1.GroupVersion.String(), Kind: "Remote", Name: r.Name, UID: r.UID, Controller: ptr.To(true)}}
+}
+
+// A ServiceAccount someone else created under the identity's name is never
+// adopted: tokens it already minted would carry the cluster's rights.
+func TestAnIdentityIsNeverAdoptedFromAServiceAccountSomeoneElseMade(t *testing.T) {
+	g := NewWithT(t)
+	r, tok := recorded()
+	planted := &corev1.ServiceAccount{ObjectMeta: identityOf(r)}
+	planted.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+	c, recorder := stored(r, tok, planted)
+
+	_, err := (&registration.Remotes{Client: c, Recorder: recorder}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+	g.Expect(err).To(MatchError("ServiceAccount team-a/fleeet-remote-edge-1 exists and was not created for edge-1; delete it or rename the owner"))
+	g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(planted), planted)).To(Succeed())
+	g.Expect(planted.OwnerReferences).To(BeEmpty())
+	for _, obj := range []client.Object{&rbacv1.Role{ObjectMeta: identityOf(r)}, &corev1.Secret{ObjectMeta: identityOf(r)}} {
+		err := c.Get(t.Context(), client.ObjectKeyFromObject(obj), obj)
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no rights and no credential for it: %T, got %v", obj, err)
+	}
+}
+
+// Deleting a Remote deletes what its identity controls and nothing else,
+// then lets the Remote go.
+func TestRemovingAnIdentityLeavesWhatItDoesNotControl(t *testing.T) {
+	g := NewWithT(t)
+	r, tok := recorded()
+	r.Finalizers = []string{registration.RemoteFinalizer}
+	r.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	role := &rbacv1.Role{ObjectMeta: identityOf(r)}
+	role.OwnerReferences = controlledBy(r)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, OwnerReferences: controlledBy(r)}}
+	foreign := &corev1.ServiceAccount{ObjectMeta: identityOf(r)}
+	c, recorder := stored(r, tok, role, lease, foreign)
+
+	_, err := (&registration.Remotes{Client: c, Recorder: recorder}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, obj := range []client.Object{role, lease, r} {
+		err := c.Get(t.Context(), client.ObjectKeyFromObject(obj), obj)
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T deleted, got %v", obj, err)
+	}
+	g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(foreign), foreign)).To(Succeed(), "not the Remote's to delete")
+	g.Expect(recorder.Events).To(Receive(HavePrefix("Normal Revoked Deleted cluster identity fleeet-remote-edge-1")))
+}

@@ -1,0 +1,114 @@
+package remote_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+// TestHealthJudgesAPullRemoteByItsLease reconciles one Remote with a minute
+// of grace against each kind of Lease it may have.
+func TestHealthJudgesAPullRemoteByItsLease(t *testing.T) {
+	now := time.Now()
+	at := func(ago time.Duration) *metav1.MicroTime { return ptr.To(metav1.NewMicroTime(now.Add(-ago))) }
+	for name, tc := range map[string]struct {
+		push      bool
+		lease     *coordinationv1.LeaseSpec
+		connected metav1.ConditionStatus // "" when the health controller leaves it to the push controller
+		reason    string
+		message   string
+		requeue   time.Duration // about when the Remote is judged again
+		heartbeat *metav1.MicroTime
+	}{
+		"a push Remote":                {push: true},
+		"no Lease":                     {connected: metav1.ConditionFalse, reason: remote.ReasonAwaitingAgent, message: "no heartbeat yet: the cluster's agent has not connected"},
+		"a Lease never renewed":        {lease: &coordinationv1.LeaseSpec{}, connected: metav1.ConditionFalse, reason: remote.ReasonAwaitingAgent},
+		"renewed 20s ago":              {lease: &coordinationv1.LeaseSpec{RenewTime: at(20 * time.Second)}, connected: metav1.ConditionTrue, reason: remote.ReasonHeartbeatFresh, message: "agent heartbeat within the last 1m0s", requeue: 41 * time.Second, heartbeat: at(20 * time.Second)},
+		"acquired 50s ago, no renewal": {lease: &coordinationv1.LeaseSpec{AcquireTime: at(50 * time.Second)}, connected: metav1.ConditionTrue, reason: remote.ReasonHeartbeatFresh, requeue: 11 * time.Second, heartbeat: at(50 * time.Second)},
+		"renewal wins over acquiry":    {lease: &coordinationv1.LeaseSpec{AcquireTime: at(time.Second), RenewTime: at(2 * time.Minute)}, connected: metav1.ConditionFalse, reason: remote.ReasonHeartbeatMissed, heartbeat: at(2 * time.Minute)},
+		"renewed 2m ago": {lease: &coordinationv1.LeaseSpec{RenewTime: at(2 * time.Minute)}, connected: metav1.ConditionFalse, reason: remote.ReasonHeartbeatMissed,
+			message: "offline: no agent heartbeat since " + now.Add(-2*time.Minute).UTC().Format(time.RFC3339) + " (grace period 1m0s)", heartbeat: at(2 * time.Minute)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "edge-1", Generation: 3}}
+			objs := []client.Object{r}
+			if tc.push {
+				r.Spec.KubeconfigRef = &fleeetv1.SecretKeyReference{Name: "edge-kubeconfig", Key: "value"}
+			}
+			if tc.lease != nil {
+				objs = append(objs, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "edge-1"}, Spec: *tc.lease})
+			}
+			c := fake.NewClientBuilder().WithScheme(testenv.Scheme).WithObjects(objs...).WithStatusSubresource(r).Build()
+
+			result, err := (&remote.Health{Client: c, Grace: time.Minute}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(r), r)).To(Succeed())
+			if tc.push {
+				// The push controller owns a push Remote's status; health writes none of it.
+				g.Expect(r.Status).To(Equal(fleeetv1.RemoteStatus{}))
+				g.Expect(result).To(Equal(ctrl.Result{}))
+				return
+			}
+			g.Expect(r.Status.ObservedGeneration).To(BeEquivalentTo(3))
+			g.Expect(result.RequeueAfter).To(BeNumerically("~", tc.requeue, time.Second))
+			if tc.heartbeat == nil {
+				g.Expect(r.Status.LastHeartbeatTime).To(BeNil())
+			} else {
+				g.Expect(r.Status.LastHeartbeatTime.Time).To(BeTemporally("~", tc.heartbeat.Time, time.Second))
+			}
+			g.Expect(r.Status.Mode).To(Equal(fleeetv1.PullMode))
+			for _, typ := range []string{fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition} {
+				c := apimeta.FindStatusCondition(r.Status.Conditions, typ)
+				g.Expect(c).NotTo(BeNil(), typ)
+				g.Expect(c.Status).To(Equal(tc.connected), typ)
+				g.Expect(c.Reason).To(Equal(tc.reason), typ)
+				g.Expect(c.ObservedGeneration).To(BeEquivalentTo(3), typ)
+				if tc.message != "" {
+					g.Expect(c.Message).To(Equal(tc.message), typ)
+				}
+			}
+		})
+	}
+}
+
+// A Remote whose agent stops renewing its Lease is marked offline once the
+// grace period has passed without a heartbeat, with no event to wake the
+// controller, and back online at its next heartbeat.
+func TestAPullRemoteGoesOfflineAfterTheGracePeriodAndBackAtItsNextHeartbeat(t *testing.T) {
+	g := NewWithT(t)
+	r := pullRemote(t, tenant(t), "edge-1", nil)
+	heartbeat(t, r, time.Now())
+	judgedAs := func(want metav1.ConditionStatus, reason string) {
+		g.Eventually(func(g Gomega) {
+			get(g, r)
+			c := connected(g, r)
+			g.Expect(c.Status).To(Equal(want))
+			g.Expect(c.Reason).To(Equal(reason))
+			g.Expect(r.Offline()).To(Equal(want == metav1.ConditionFalse))
+			g.Expect(r.Status.ObservedGeneration).To(Equal(r.Generation))
+		}, timeout, poll).Should(Succeed())
+	}
+	judgedAs(metav1.ConditionTrue, remote.ReasonHeartbeatFresh)
+	online := time.Now()
+
+	judgedAs(metav1.ConditionFalse, remote.ReasonHeartbeatMissed)
+	g.Expect(time.Since(online)).To(BeNumerically(">=", grace-time.Second), "not before the grace period ends")
+	g.Expect(connected(g, r).Message).To(HaveSuffix("(grace period 2s)"))
+
+	heartbeat(t, r, time.Now())
+	judgedAs(metav1.ConditionTrue, remote.ReasonHeartbeatFresh)
+	g.Expect(r.Status.LastHeartbeatTime.Time).To(BeTemporally(">", online))
+}

@@ -1,0 +1,285 @@
+package remote_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
+	"github.com/fleeet-dev/fleeet/internal/policy"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/webhooks"
+)
+
+var everyRemote = &metav1.LabelSelector{}
+
+// newModule creates in c a Module syncing the app repository at tag into
+// the Remotes selector selects; edit may change it first.
+func newModule(t *testing.T, c client.Client, ns, name, tag string, selector *metav1.LabelSelector, edit func(*fleeetv1.Module)) *fleeetv1.Module {
+	t.Helper()
+	m := &fleeetv1.Module{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
+			Selector: selector,
+			Sync: fleeetv1.SyncSpec{
+				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/" + name + ".git", Tag: tag}},
+				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
+			},
+		}},
+	}
+	if edit != nil {
+		edit(m)
+	}
+	NewWithT(t).Expect(c.Create(t.Context(), m)).To(Succeed())
+	return m
+}
+
+// patch merges a JSON patch into obj as the cluster administrator.
+func patch(t *testing.T, obj client.Object, format string, args ...any) {
+	t.Helper()
+	p := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, format, args...))
+	NewWithT(t).Expect(cluster.Client.Patch(t.Context(), obj, p)).To(Succeed())
+}
+
+// retag moves a Module to another tag of its repository.
+func retag(t *testing.T, m *fleeetv1.Module, tag string) {
+	t.Helper()
+	patch(t, m, `{"spec":{"sync":{"source":{"git":{"tag":%q}}}}}`, tag)
+}
+
+// held returns the plan of Remote ns/name in c, and the tag of each of its
+// syncs by name.
+func held(g Gomega, c client.Client, ns, name string) (*fleeetv1.ProxyAssemblage, map[string]string) {
+	pa := &fleeetv1.ProxyAssemblage{}
+	g.ExpectWithOffset(1, c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pa)).To(Succeed())
+	tags := map[string]string{}
+	for _, s := range pa.Spec.Assemblage.Syncs {
+		tags[s.Name] = s.Source.Git.Tag
+	}
+	return pa, tags
+}
+
+// tagsOf returns, for Eventually, the tags the plan of Remote ns/name holds.
+func tagsOf(ns, name string) func(Gomega) map[string]string {
+	return func(g Gomega) map[string]string {
+		_, tags := held(g, cluster.Client, ns, name)
+		return tags
+	}
+}
+
+func TestTheCompilerWritesEachRemoteThePlanOfTheModulesSelectingIt(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	prod := pullRemote(t, ns, "prod", map[string]string{"env": "prod"})
+	dev := pullRemote(t, ns, "dev", map[string]string{"env": "dev"})
+	bare := pullRemote(t, ns, "bare", nil)
+	newModule(t, cluster.Client, ns, "web", "v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}},
+		func(m *fleeetv1.Module) { m.Labels = map[string]string{"tier": "web"} })
+	base := newModule(t, cluster.Client, ns, "base", "v2.0.0", everyRemote, nil)
+	newModule(t, cluster.Client, ns, "idle", "v3.0.0", nil, nil)
+
+	g.Eventually(tagsOf(ns, "prod"), timeout, poll).Should(Equal(map[string]string{"base": "v2.0.0", "web": "v1.0.0"}))
+	g.Eventually(tagsOf(ns, "dev"), timeout, poll).Should(Equal(map[string]string{"base": "v2.0.0"}))
+	g.Eventually(tagsOf(ns, "bare"), timeout, poll).Should(Equal(map[string]string{"base": "v2.0.0"}))
+	pa, _ := held(g, cluster.Client, ns, "prod")
+	g.Expect(metav1.IsControlledBy(pa, prod)).To(BeTrue(), "the plan is the Remote's")
+	g.Expect([]string{pa.Spec.Assemblage.Syncs[0].Name, pa.Spec.Assemblage.Syncs[1].Name}).To(Equal([]string{"base", "web"}), "sorted by name")
+	g.Expect(pa.Spec.Assemblage.Syncs[1].Labels).To(Equal(map[string]string{"tier": "web"}), "the Module's labels travel with its sync")
+
+	// A Remote's labels, and a Module's selector, decide which plans hold
+	// the Module's sync.
+	patch(t, dev, `{"metadata":{"labels":{"env":"prod"}}}`)
+	g.Eventually(tagsOf(ns, "dev"), timeout, poll).Should(Equal(map[string]string{"base": "v2.0.0", "web": "v1.0.0"}))
+	patch(t, base, `{"spec":{"selector":{"matchLabels":{"env":"prod"}}}}`)
+	g.Eventually(tagsOf(ns, "bare"), timeout, poll).Should(BeEmpty(), "a sync leaves the plans it no longer selects")
+	g.Expect(cluster.Client.Delete(t.Context(), base)).To(Succeed())
+	g.Eventually(tagsOf(ns, "prod"), timeout, poll).Should(Equal(map[string]string{"web": "v1.0.0"}))
+
+	// No garbage collector runs here: the compiler deletes the plan itself.
+	g.Expect(cluster.Client.Delete(t.Context(), bare)).To(Succeed())
+	g.Eventually(func() error {
+		return cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(bare), &fleeetv1.ProxyAssemblage{})
+	}, timeout, poll).Should(Satisfy(apierrors.IsNotFound))
+}
+
+// With a rolling update, only the rollout's admissions move a Remote to a
+// Module's new version. A second Module changed last shows when a Remote's
+// plan was compiled after the admissions.
+func TestTheCompilerMovesARemoteOnlyOnceTheRolloutAdmitsIt(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	pullRemote(t, ns, "edge-1", nil)
+	pullRemote(t, ns, "edge-2", nil)
+	app := newModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, func(m *fleeetv1.Module) {
+		m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
+	})
+	marker := newModule(t, cluster.Client, ns, "marker", "m1", everyRemote, nil)
+	for _, name := range []string{"edge-1", "edge-2"} {
+		g.Eventually(tagsOf(ns, name), timeout, poll).Should(Equal(map[string]string{"app": "v1.0.0", "marker": "m1"}))
+	}
+
+	admit := func(remotes ...string) {
+		get(g, app)
+		app.Status.Rollout = &fleeetv1.RolloutStatus{Generation: app.Generation, Admitted: remotes}
+		g.Expect(cluster.Client.Status().Update(t.Context(), app)).To(Succeed())
+	}
+	retag(t, app, "v2.0.0")
+	admit("edge-1")
+	retag(t, marker, "m2")
+	g.Eventually(tagsOf(ns, "edge-1"), timeout, poll).Should(Equal(map[string]string{"app": "v2.0.0", "marker": "m2"}))
+	g.Eventually(tagsOf(ns, "edge-2"), timeout, poll).Should(Equal(map[string]string{"app": "v1.0.0", "marker": "m2"}),
+		"not admitted, edge-2 keeps the version it holds")
+
+	admit("edge-2")
+	g.Eventually(tagsOf(ns, "edge-2"), timeout, poll).Should(Equal(map[string]string{"app": "v2.0.0", "marker": "m2"}))
+}
+
+// A binding the compiler cannot resolve for a Remote is reported on the
+// Module, and the Remote keeps the sync it holds, at its old version too.
+// A change of a ConfigMap a binding reads reaches the plan.
+func TestTheCompilerKeepsWhatARemoteHoldsWhenABindingFails(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	pullRemote(t, ns, "edge-1", nil)
+	fleet := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet"}, Data: map[string]string{"domain": "example.com"}}
+	g.Expect(cluster.Client.Create(t.Context(), fleet)).To(Succeed())
+	app := newModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, func(m *fleeetv1.Module) {
+		m.Spec.ControlPlaneBindings = []fleeetv1.ControlPlaneBinding{{Name: "DOMAIN",
+			ObjectFieldRef: &fleeetv1.ControlPlaneFieldRef{Kind: "ConfigMap", Name: "fleet", FieldPath: "/data/domain"}}}
+		m.Spec.Sync.Package.Kustomize.Substitute = map[string]string{"host": "app.$(DOMAIN)"}
+	})
+	host := func(g Gomega) string {
+		pa, _ := held(g, cluster.Client, ns, "edge-1")
+		g.Expect(pa.Spec.Assemblage.Syncs).To(HaveLen(1))
+		return pa.Spec.Assemblage.Syncs[0].Package.Kustomize.Substitute["host"]
+	}
+	g.Eventually(host, timeout, poll).Should(Equal("app.example.com"))
+
+	patch(t, fleet, `{"data":{"domain":"example.org"}}`)
+	g.Eventually(host, timeout, poll).Should(Equal("app.example.org"))
+
+	patch(t, app, `{"spec":{"controlPlaneBindings":[{"name":"DOMAIN","objectFieldRef":{"kind":"ConfigMap","name":"fleet","fieldPath":"/data/gone"}}],"sync":{"source":{"git":{"tag":"v2.0.0"}}}}}`)
+	g.Eventually(func(g Gomega) []string {
+		return warnings(g, cluster.Client, ns, "Module", "app", remote.ReasonBindingFailed)
+	}, timeout, poll).Should(ContainElement(HavePrefix("Remote edge-1: spec.controlPlaneBindings[DOMAIN]: ConfigMap fleet: ")))
+	g.Expect(host(g)).To(Equal("app.example.org"))
+	g.Expect(tagsOf(ns, "edge-1")(g)).To(Equal(map[string]string{"app": "v1.0.0"}))
+}
+
+// A suspended Module holds every plan at the version it had and reaches no
+// new Remote; a suspended Remote's plan is left as it is. Each catches up
+// when resumed.
+func TestSuspensionHoldsThePlansAsTheyAre(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	running := pullRemote(t, ns, "running", nil)
+	app := newModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, nil)
+	marker := newModule(t, cluster.Client, ns, "marker", "m1", everyRemote, nil)
+	g.Eventually(tagsOf(ns, "running"), timeout, poll).Should(Equal(map[string]string{"app": "v1.0.0", "marker": "m1"}))
+
+	patch(t, app, `{"spec":{"suspend":true}}`)
+	retag(t, app, "v2.0.0")
+	pullRemote(t, ns, "late", nil)
+	retag(t, marker, "m2")
+	g.Eventually(tagsOf(ns, "running"), timeout, poll).Should(Equal(map[string]string{"app": "v1.0.0", "marker": "m2"}))
+	g.Eventually(tagsOf(ns, "late"), timeout, poll).Should(Equal(map[string]string{"marker": "m2"}),
+		"a Remote that held nothing gets nothing from a suspended Module")
+
+	patch(t, running, `{"spec":{"suspend":true}}`)
+	patch(t, app, `{"spec":{"suspend":false}}`)
+	g.Eventually(tagsOf(ns, "late"), timeout, poll).Should(Equal(map[string]string{"app": "v2.0.0", "marker": "m2"}))
+	g.Consistently(tagsOf(ns, "running"), 2*time.Second, poll).Should(Equal(map[string]string{"app": "v1.0.0", "marker": "m2"}))
+
+	patch(t, running, `{"spec":{"suspend":false}}`)
+	g.Eventually(tagsOf(ns, "running"), timeout, poll).Should(Equal(map[string]string{"app": "v2.0.0", "marker": "m2"}))
+}
+
+// The compiler ignores the echo of its own writes, not anyone else's; and
+// a retry requested on the Remote reaches its plan.
+func TestTheCompilerRestoresAPlanEditedByHandAndPassesOnRetries(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	r := pullRemote(t, ns, "edge-1", nil)
+	newModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, nil)
+	g.Eventually(tagsOf(ns, "edge-1"), timeout, poll).Should(Equal(map[string]string{"app": "v1.0.0"}))
+
+	g.Eventually(func(g Gomega) {
+		pa, _ := held(g, cluster.Client, ns, "edge-1")
+		pa.Spec.Assemblage.Syncs[0].Source.Git.Tag = "v0.9.0"
+		pa.Spec.Assemblage.Syncs = append(pa.Spec.Assemblage.Syncs, fleeetv1.NamedSync{Name: "smuggled", SyncSpec: pa.Spec.Assemblage.Syncs[0].SyncSpec})
+		g.Expect(cluster.Client.Update(t.Context(), pa)).To(Succeed())
+	}, timeout, poll).Should(Succeed())
+	g.Eventually(tagsOf(ns, "edge-1"), timeout, poll).Should(Equal(map[string]string{"app": "v1.0.0"}))
+
+	patch(t, r, `{"metadata":{"annotations":{%q:"2030-01-01T00:00:00Z"}}}`, fleeetv1.RetryAnnotation)
+	g.Eventually(func(g Gomega) string {
+		pa, _ := held(g, cluster.Client, ns, "edge-1")
+		return pa.Spec.Assemblage.RetryRequestedAt
+	}, timeout, poll).Should(Equal("2030-01-01T00:00:00Z"))
+}
+
+// An admission policy (here the size limit) that refuses a Remote's plan
+// leaves the Remote with what it held, and tells each Module whose sync the
+// refused plan would have changed. This test has an apiserver of its own
+// with the admission webhook in front of it.
+func TestARefusedPlanLeavesTheRemoteWithWhatItHeldAndTellsTheModule(t *testing.T) {
+	g := NewWithT(t)
+	c := testenv.StartCluster(t, "management", testenv.WithWebhooks())
+	review := &authenticationv1.SelfSubjectReview{}
+	g.Expect(c.Client.Create(t.Context(), review)).To(Succeed())
+	engine, err := policy.New(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	testenv.RunManager(t, c, "compiler", func(ctx context.Context, mgr ctrl.Manager) error {
+		mgr.GetWebhookServer().Register(webhooks.Path, &admission.Webhook{Handler: &webhooks.Policies{
+			Engine: engine, Reader: mgr.GetClient(), LiveReader: mgr.GetAPIReader(),
+			Registrations: &webhooks.Registrations{Reader: mgr.GetAPIReader()},
+			// The tests write as the manager does, with the same identity.
+			ManagerUsername: review.Status.UserInfo.Username,
+			MaxPlanBytes:    2048, Timeout: 5 * time.Second, Concurrency: 4,
+		}})
+		return (&remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager")}).SetupWithManager(ctx, mgr)
+	})
+	ns := c.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	g.Eventually(func() error { // once the webhook answers
+		return c.Client.Create(t.Context(), &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-1"}})
+	}, timeout, poll).Should(Succeed())
+	newModule(t, c.Client, ns, "small", "v1.0.0", everyRemote, nil)
+	tags := func(g Gomega) map[string]string {
+		_, tags := held(g, c.Client, ns, "edge-1")
+		return tags
+	}
+	g.Eventually(tags, timeout, poll).Should(Equal(map[string]string{"small": "v1.0.0"}))
+
+	big := newModule(t, c.Client, ns, "big", "v1.0.0", everyRemote, func(m *fleeetv1.Module) {
+		m.Spec.Sync.Package.Kustomize.Substitute = map[string]string{"filler": strings.Repeat("x", 3000)}
+	})
+	var denial string
+	g.Eventually(func(g Gomega) {
+		notes := warnings(g, c.Client, ns, "Module", "big", remote.ReasonPolicyDenied)
+		g.Expect(notes).NotTo(BeEmpty())
+		denial = notes[0]
+	}, timeout, poll).Should(Succeed())
+	g.Expect(denial).To(HavePrefix("Remote edge-1: plan refused by admission policy: "))
+	g.Expect(denial).To(MatchRegexp(`spec: the plan of Remote edge-1 is \d+ bytes, over the 2048-byte limit \(--max-plan-bytes\)`))
+	g.Expect(tags(g)).To(Equal(map[string]string{"small": "v1.0.0"}))
+	g.Expect(warnings(g, c.Client, ns, "Module", "small", remote.ReasonPolicyDenied)).To(BeEmpty(),
+		"the refused plan did not change small's sync")
+
+	// A plan back under the limit is admitted.
+	g.Expect(c.Client.Patch(t.Context(), big, client.RawPatch(types.MergePatchType,
+		[]byte(`{"spec":{"sync":{"package":{"kustomize":{"substitute":{"filler":"x"}}}}}}`)))).To(Succeed())
+	g.Eventually(tags, timeout, poll).Should(Equal(map[string]string{"small": "v1.0.0", "big": "v1.0.0"}))
+}

@@ -1,0 +1,319 @@
+package remote_test
+
+import (
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+// target is an HTTPS server standing in for a tenant-controlled push
+// target: it records the Authorization header of every request and answers
+// each with the same status code, content type and body. (client-go sends
+// credentials only over TLS.)
+type target struct {
+	*httptest.Server
+	mu   sync.Mutex
+	auth []string
+}
+
+func newTarget(t *testing.T, code int, contentType, body string) *target {
+	tg := &target{}
+	tg.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tg.mu.Lock()
+		tg.auth = append(tg.auth, r.Header.Get("Authorization"))
+		tg.mu.Unlock()
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(tg.Close)
+	return tg
+}
+
+// cluster is the kubeconfig cluster entry that reaches the target and
+// trusts its certificate.
+func (tg *target) cluster() clientcmdapi.Cluster {
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tg.Certificate().Raw})
+	return clientcmdapi.Cluster{Server: tg.URL, CertificateAuthorityData: ca}
+}
+
+// requests returns the Authorization headers of the requests seen so far.
+func (tg *target) requests() []string {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return append([]string(nil), tg.auth...)
+}
+
+// pushRemote creates, in a fresh namespace, a push Remote named edge whose
+// kubeconfig Secret holds data (none when data is nil) and whose Flux
+// account is "deployer"; the compiler writes the (empty) plan that makes the
+// push controller deliver to it. edit may change the Remote before it is
+// created.
+func pushRemote(t *testing.T, data []byte, edit func(*fleeetv1.Remote)) *fleeetv1.Remote {
+	t.Helper()
+	g := NewWithT(t)
+	ns := tenant(t)
+	if data != nil {
+		g.Expect(cluster.Client.Create(t.Context(), &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "edge-kubeconfig", Namespace: ns},
+			Data:       map[string][]byte{"value": data},
+		})).To(Succeed())
+	}
+	r := &fleeetv1.Remote{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge", Namespace: ns},
+		Spec: fleeetv1.RemoteSpec{
+			KubeconfigRef:      &fleeetv1.SecretKeyReference{Name: "edge-kubeconfig", Key: "value"},
+			ServiceAccountName: "deployer",
+		},
+	}
+	if edit != nil {
+		edit(r)
+	}
+	g.Expect(cluster.Client.Create(t.Context(), r)).To(Succeed())
+	return r
+}
+
+// judged waits until the push controller has judged the Remote's current
+// generation and returns the Remote.
+func judged(t *testing.T, r *fleeetv1.Remote) *fleeetv1.Remote {
+	t.Helper()
+	got := &fleeetv1.Remote{}
+	NewWithT(t).Eventually(func(g Gomega) {
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(r), got)).To(Succeed())
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, fleeetv1.ConnectedCondition)).
+			NotTo(BeNil(), "the push controller has judged the Remote")
+	}, timeout, poll).Should(Succeed())
+	return got
+}
+
+// expectRefused checks the kstatus of a Remote the manager refuses to push
+// to: Connected, Ready False and Stalled True, all for reason, with a
+// message naming field.
+func expectRefused(t *testing.T, r *fleeetv1.Remote, reason, field string) {
+	t.Helper()
+	g := NewWithT(t)
+	if c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition); c != nil {
+		t.Logf("Connected: %s: %s", c.Reason, c.Message)
+	}
+	g.Expect(r.Status.Mode).To(Equal(fleeetv1.PushMode))
+	for _, typ := range []string{fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition, fleeetv1.StalledCondition} {
+		c := apimeta.FindStatusCondition(r.Status.Conditions, typ)
+		g.Expect(c).NotTo(BeNil(), typ)
+		want := metav1.ConditionFalse
+		if typ == fleeetv1.StalledCondition {
+			want = metav1.ConditionTrue
+		}
+		g.Expect(c.Status).To(Equal(want), typ)
+		g.Expect(c.Reason).To(Equal(reason), typ)
+		g.Expect(c.Message).To(ContainSubstring(field), typ)
+	}
+}
+
+func TestPushKubeconfigCannotSendTheManagersFilesAsCredentials(t *testing.T) {
+	g := NewWithT(t)
+	// Stands in for the manager's own ServiceAccount token.
+	secret := "manager-token-" + strings.Repeat("x", 16)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	g.Expect(os.WriteFile(tokenFile, []byte(secret), 0o600)).To(Succeed())
+	tg := newTarget(t, http.StatusInternalServerError, "application/json", "{}")
+
+	r := judged(t, pushRemote(t, testenv.Kubeconfig(t, tg.cluster(), clientcmdapi.AuthInfo{TokenFile: tokenFile}), nil))
+
+	for _, auth := range tg.requests() {
+		g.Expect(auth).NotTo(ContainSubstring(secret), "the manager sent the content of a file on its disk as a bearer token")
+	}
+	g.Expect(tg.requests()).To(BeEmpty(), "a refused kubeconfig is never used")
+	expectRefused(t, r, "KubeconfigRefused", "users[0].user.tokenFile")
+	g.Expect(r.Status.Conditions[0].Message).NotTo(ContainSubstring(secret))
+}
+
+func TestPushKubeconfigCannotRunCommandsInTheManager(t *testing.T) {
+	g := NewWithT(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	tg := newTarget(t, http.StatusInternalServerError, "application/json", "{}")
+	credential := `{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-exec"}}`
+
+	r := judged(t, pushRemote(t, testenv.Kubeconfig(t, tg.cluster(), clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
+		APIVersion:      "client.authentication.k8s.io/v1",
+		Command:         "/bin/sh",
+		Args:            []string{"-c", "touch " + marker + "; echo '" + credential + "'"},
+		InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+	}}), nil))
+
+	g.Expect(marker).NotTo(BeAnExistingFile(), "the manager ran the tenant's exec plugin")
+	g.Expect(tg.requests()).To(BeEmpty(), "a refused kubeconfig is never used")
+	expectRefused(t, r, "KubeconfigRefused", "users[0].user.exec")
+}
+
+func TestPushNeverEchoesTheTargetsResponseIntoStatus(t *testing.T) {
+	for name, tc := range map[string]struct {
+		code        int
+		contentType string
+		body        string
+		want        string
+	}{
+		"an error in plain text": {http.StatusInternalServerError, "text/plain",
+			"internal-service-says: SECRET-a1b2c3", "HTTP 500"},
+		"an error as a Kubernetes Status": {http.StatusForbidden, "application/json",
+			`{"kind":"Status","apiVersion":"v1","status":"Failure","code":403,"reason":"Forbidden","message":"internal-service-says: SECRET-a1b2c3"}`, "HTTP 403"},
+		"a success that is not Kubernetes": {http.StatusOK, "application/json",
+			`{"internal-service-says":"SECRET-a1b2c3"}`, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			tg := newTarget(t, tc.code, tc.contentType, tc.body)
+			r := judged(t, pushRemote(t, testenv.Kubeconfig(t, tg.cluster(), clientcmdapi.AuthInfo{Token: "tenant-token"}), nil))
+			c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
+			t.Logf("Connected: %s: %s", c.Reason, c.Message)
+
+			g.Expect(tg.requests()).NotTo(BeEmpty(), "the manager reached the target")
+			g.Expect(tg.requests()[0]).To(Equal("Bearer tenant-token"), "an inline token is used")
+			g.Expect(c.Message).NotTo(ContainSubstring("SECRET"), "the target's response body is not in status")
+			g.Expect(c.Message).NotTo(ContainSubstring("internal-service-says"), "the target's response body is not in status")
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(remote.ReasonUnreachable))
+			g.Expect(c.Message).To(ContainSubstring(tc.want))
+			// Unreachable is retried, not terminal.
+			g.Expect(apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.StalledCondition)).To(BeNil())
+		})
+	}
+}
+
+func TestPushRemoteWithoutServiceAccountNameIsRefusedUntilItHasOne(t *testing.T) {
+	g := NewWithT(t)
+	// The management cluster plays the downstream one: its admin kubeconfig
+	// carries inline credentials, and it serves the Assemblage CRD.
+	admin, err := os.ReadFile(cluster.Kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	r := pushRemote(t, admin, func(r *fleeetv1.Remote) { r.Spec.ServiceAccountName = "" })
+	g.Eventually(func(g Gomega) {
+		pa := &fleeetv1.ProxyAssemblage{ObjectMeta: r.ObjectMeta}
+		get(g, pa)
+		pa.Spec.Assemblage.ServiceAccountName = "plan-choice"
+		g.Expect(cluster.Client.Update(t.Context(), pa)).To(Succeed())
+	}, timeout, poll).Should(Succeed())
+
+	expectRefused(t, judged(t, r), remote.ReasonServiceAccountNameUnset, "spec.serviceAccountName")
+	asm := &fleeetv1.Assemblage{}
+	key := client.ObjectKey{Namespace: r.Namespace, Name: r.Namespace}
+	g.Expect(apierrors.IsNotFound(cluster.Client.Get(t.Context(), key, asm))).To(BeTrue(), "nothing is pushed")
+
+	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(r), r)).To(Succeed())
+	r.Spec.ServiceAccountName = "deployer"
+	g.Expect(cluster.Client.Update(t.Context(), r)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(cluster.Client.Get(t.Context(), key, asm)).To(Succeed())
+		g.Expect(asm.Spec.ServiceAccountName).To(Equal("deployer"), "the Remote's account, not the plan's")
+	}, timeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &fleeetv1.Remote{}
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(r), got)).To(Succeed())
+		g.Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+		c := apimeta.FindStatusCondition(got.Status.Conditions, fleeetv1.ConnectedCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Reason).To(Equal(remote.ReasonPushed))
+		g.Expect(apimeta.IsStatusConditionTrue(got.Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
+		g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, fleeetv1.StalledCondition)).To(BeNil())
+	}, timeout, poll).Should(Succeed())
+}
+
+// Only a change of the Remote's kubeconfig Secret can fix what these
+// kubeconfigs lack, so the push controller stalls on each, naming the field,
+// and is brought back by the Secret's change alone.
+func TestPushStallsOnAKubeconfigItCannotUseUntilItsSecretChanges(t *testing.T) {
+	edge := clientcmdapi.Cluster{Server: "https://edge.invalid:6443"}
+	token := clientcmdapi.AuthInfo{Token: "tenant-token"}
+	for name, tc := range map[string]struct {
+		data   []byte
+		key    string
+		reason string
+		field  string
+	}{
+		"no Secret": {nil, "value", remote.ReasonKubeconfigBad, "spec.kubeconfigRef: reading Secret edge-kubeconfig: "},
+		"no such key in the Secret": {[]byte("{}"), "kubeconfig", remote.ReasonKubeconfigBad,
+			`spec.kubeconfigRef: Secret edge-kubeconfig has no key "kubeconfig"`},
+		"not a kubeconfig": {[]byte("clusters: {"), "value", remote.ReasonKubeconfigBad,
+			`spec.kubeconfigRef: Secret edge-kubeconfig key "value": not a valid kubeconfig`},
+		"a proxy": {testenv.Kubeconfig(t, clientcmdapi.Cluster{Server: edge.Server, ProxyURL: "http://proxy.internal:3128"}, token),
+			"value", remote.ReasonKubeconfigRefused, "clusters[0].cluster.proxy-url: refused"},
+		"TLS verification off": {testenv.Kubeconfig(t, clientcmdapi.Cluster{Server: edge.Server, InsecureSkipTLSVerify: true}, token),
+			"value", remote.ReasonKubeconfigRefused, "clusters[0].cluster.insecure-skip-tls-verify: refused"},
+		"a client key file": {testenv.Kubeconfig(t, edge, clientcmdapi.AuthInfo{ClientKey: "/etc/kubernetes/pki/admin.key"}),
+			"value", remote.ReasonKubeconfigRefused, "users[0].user.client-key: refused"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := pushRemote(t, tc.data, func(r *fleeetv1.Remote) { r.Spec.KubeconfigRef.Key = tc.key })
+			expectRefused(t, judged(t, r), tc.reason, tc.field)
+
+			// The management cluster plays the downstream one.
+			admin, err := os.ReadFile(cluster.Kubeconfig)
+			g.Expect(err).NotTo(HaveOccurred())
+			fixed := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: "edge-kubeconfig"},
+				Data: map[string][]byte{tc.key: admin}}
+			if tc.data == nil {
+				g.Expect(cluster.Client.Create(t.Context(), fixed)).To(Succeed())
+			} else {
+				g.Expect(cluster.Client.Update(t.Context(), fixed)).To(Succeed())
+			}
+			g.Eventually(func(g Gomega) {
+				get(g, r)
+				g.Expect(connected(g, r).Reason).To(Equal(remote.ReasonPushed))
+				g.Expect(apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.StalledCondition)).To(BeNil())
+			}, timeout, poll).Should(Succeed())
+		})
+	}
+}
+
+// The push controller copies the downstream Assemblage's status into the
+// plan, stamped with the plan's generation, for the Module controller to read.
+func TestPushCopiesBackTheStatusOfThePlanItPushed(t *testing.T) {
+	g := NewWithT(t)
+	admin, err := os.ReadFile(cluster.Kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	r := pushRemote(t, admin, nil)
+	// The management cluster plays the downstream one: the Assemblage is
+	// named after the tenant namespace, in the namespace of that name.
+	asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Namespace}}
+	g.Eventually(func(g Gomega) {
+		get(g, asm)
+		g.Expect(asm.Spec.ServiceAccountName).To(Equal("deployer"))
+	}, timeout, poll).Should(Succeed())
+
+	// What the agent downstream reports once Flux has applied the plan.
+	asm.Status = fleeetv1.AssemblageStatus{ObservedGeneration: asm.Generation, Conditions: []metav1.Condition{{
+		Type: fleeetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "all syncs ready",
+		ObservedGeneration: asm.Generation, LastTransitionTime: metav1.Now()}}}
+	g.Expect(cluster.Client.Status().Update(t.Context(), asm)).To(Succeed())
+	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}}
+	g.Eventually(func(g Gomega) {
+		get(g, pa)
+		g.Expect(pa.Status.ObservedGeneration).To(Equal(pa.Generation))
+		c := apimeta.FindStatusCondition(pa.Status.Conditions, fleeetv1.ReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(Equal("all syncs ready"))
+		g.Expect(c.ObservedGeneration).To(Equal(pa.Generation))
+	}, timeout, poll).Should(Succeed())
+	get(g, r)
+	g.Expect(connected(g, r).Reason).To(Equal(remote.ReasonPushed))
+}

@@ -1,0 +1,109 @@
+package remote_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+const (
+	timeout = time.Minute
+	poll    = 100 * time.Millisecond
+	// grace is the health controller's offline grace period, short so a
+	// test sees a Remote go offline without waiting long.
+	grace = 2 * time.Second
+)
+
+// cluster is the management apiserver every test of the package shares,
+// with the package's three controllers running against it: the compiler,
+// the health controller and the push controller. No Module controller runs,
+// so tests write a Module's rollout status themselves, and no admission
+// webhook, so tests may write plans by hand.
+var cluster *testenv.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.RunWithCluster(m, "management", &cluster, nil, func(c *testenv.Cluster) (func(bool), error) {
+		return testenv.StartManager(c, "remote", setupRemote)
+	}))
+}
+
+// setupRemote registers the package's controllers as the manager does.
+func setupRemote(ctx context.Context, mgr ctrl.Manager) error {
+	compiler := &remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Concurrent: 2}
+	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := (&remote.Health{Client: mgr.GetClient(), Grace: grace, Concurrent: 2}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	push := &remote.Push{Client: mgr.GetClient(), Timeout: 5 * time.Second, Poll: time.Second, Concurrent: 2}
+	return push.SetupWithManager(ctx, mgr)
+}
+
+// tenant returns a fresh tenant namespace.
+func tenant(t *testing.T) string {
+	return cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+}
+
+// pullRemote creates a pull Remote, as registration leaves it.
+func pullRemote(t *testing.T, ns, name string, labels map[string]string) *fleeetv1.Remote {
+	t.Helper()
+	r := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
+	NewWithT(t).Expect(cluster.Client.Create(t.Context(), r)).To(Succeed())
+	return r
+}
+
+// heartbeat creates or renews the Remote's Lease as its agent would, last
+// renewed at renewed.
+func heartbeat(t *testing.T, r *fleeetv1.Remote, renewed time.Time) {
+	t.Helper()
+	g := NewWithT(t)
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}}
+	at := metav1.NewMicroTime(renewed)
+	if err := cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(lease), lease); err != nil {
+		lease.Spec.RenewTime = &at
+		g.Expect(cluster.Client.Create(t.Context(), lease)).To(Succeed())
+		return
+	}
+	lease.Spec.RenewTime = &at
+	g.Expect(cluster.Client.Update(t.Context(), lease)).To(Succeed())
+}
+
+// get reads obj afresh from the apiserver.
+func get(g Gomega, obj client.Object) {
+	g.ExpectWithOffset(1, cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+}
+
+// connected returns a Remote's Connected condition, failing when it is unset.
+func connected(g Gomega, r *fleeetv1.Remote) *metav1.Condition {
+	c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
+	g.ExpectWithOffset(1, c).NotTo(BeNil(), "Connected on Remote %s: %v", r.Name, r.Status.Conditions)
+	return c
+}
+
+// warnings returns the notes of the Warning events with reason about the
+// object of kind and name in c's namespace ns.
+func warnings(g Gomega, c client.Client, ns, kind, name, reason string) []string {
+	list := &eventsv1.EventList{}
+	g.ExpectWithOffset(1, c.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+	var out []string
+	for _, e := range list.Items {
+		if e.Type == "Warning" && e.Regarding.Kind == kind && e.Regarding.Name == name && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}

@@ -1,0 +1,62 @@
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// Field managers of the status writers: each applies only the fields it
+// owns, so writers sharing an object's status never overwrite each other.
+const (
+	// HealthManager owns a pull Remote's mode, heartbeat and Connected and
+	// Ready conditions.
+	HealthManager = "fleet-manager-remote-health"
+	// PushManager owns a push Remote's mode, heartbeat and Connected, Ready
+	// and Stalled conditions, and a push Remote's ProxyAssemblage status.
+	PushManager = "fleet-manager-push"
+	// RegistrationManager owns a Remote's Registered condition.
+	RegistrationManager = "fleet-manager-registration"
+	// AgentManager owns a Remote's agent and Kubernetes versions and a pull
+	// Remote's ProxyAssemblage status.
+	AgentManager = "fleet-agent"
+)
+
+// Apply writes status, holding only the fields owner owns, to obj's status
+// with server-side apply: fields other managers own stay as they are, and
+// fields owner applied before and leaves out now are removed. Conditions
+// are merged by type. An object deleted meanwhile is not an error.
+func Apply(ctx context.Context, c client.Client, obj client.Object, owner string, status any) error {
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{
+		"apiVersion": gvk.GroupVersion().String(),
+		"kind":       gvk.Kind,
+		"metadata":   map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace()},
+		"status":     status,
+	})
+	if err != nil {
+		return err
+	}
+	return client.IgnoreNotFound(c.Status().Patch(ctx, obj, client.RawPatch(types.ApplyPatchType, patch),
+		client.FieldOwner(owner), client.ForceOwnership))
+}
+
+// Conditions returns the conditions of the given types, the ones a writer
+// owns, for Apply.
+func Conditions(conds []metav1.Condition, types ...string) []metav1.Condition {
+	var owned []metav1.Condition
+	for _, c := range conds {
+		if slices.Contains(types, c.Type) {
+			owned = append(owned, c)
+		}
+	}
+	return owned
+}

@@ -1,0 +1,52 @@
+package testenv
+
+import (
+	"context"
+	"path"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/fleeet-dev/fleeet/internal/ociimage"
+)
+
+// GoImage builds the Go package pkg of this repository (such as
+// "./cmd/fleet-agent") as a static binary, assembles the single-layer
+// non-root image around it that `make images` would, named ref
+// (registry/path:tag), and writes it as an OCI archive in the test's
+// temporary directory. It returns the archive's path, for Node.ImportImage.
+// The image's entrypoint is the binary, at the root: /<last element of pkg>.
+func GoImage(t TB, pkg, ref string) string {
+	t.Helper()
+	bin, err := ociimage.GoBinary(t.Context(), RepoRoot, pkg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeImage(t, path.Base(pkg), bin, ref)
+}
+
+// writeImage writes the image of one binary as an OCI archive.
+func writeImage(t TB, name string, bin []byte, ref string) string {
+	t.Helper()
+	created := time.Unix(0, 0).UTC()
+	img, err := ociimage.Build(ociimage.Spec{Name: name, Binary: bin, Created: created})
+	if err != nil {
+		t.Fatalf("assembling image %s: %v", ref, err)
+	}
+	archive := filepath.Join(t.TempDir(), name+".oci.tar")
+	if err := ociimage.WriteArchive(img, ref, archive, created); err != nil {
+		t.Fatalf("writing image %s: %v", ref, err)
+	}
+	return archive
+}
+
+// pauseBinary is ./internal/testenv/pause, built once per test process.
+var pauseBinary = sync.OnceValues(func() ([]byte, error) {
+	return ociimage.GoBinary(context.Background(), RepoRoot, "./internal/testenv/pause", "")
+})
+
+// writePauseImage writes the sandbox image every node imports.
+func writePauseImage(t TB, bin []byte) string {
+	t.Helper()
+	return writeImage(t, "pause", bin, pauseImage)
+}

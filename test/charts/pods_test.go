@@ -1,0 +1,235 @@
+package charts_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+// TestChartsRunAsPodsFromTheirImages runs fleet-manager and fleet-agent the
+// way a user does: the Pods their charts render, on real nodes, from the
+// images `make images` builds, under the charts' default image names,
+// probes and security context. The agent Pod dials the management
+// apiserver; the management apiserver calls the manager's webhook through
+// its Service; the app is podinfo, whose Pods must be Ready for the Module
+// to be.
+func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the images and runs real nodes")
+	}
+	g := NewWithT(t)
+	ctx := t.Context()
+	mgmt := testenv.StartCluster(t, "management", testenv.WithNodes(), testenv.WithoutFleeetCRDs())
+	down := testenv.StartCluster(t, "downstream", testenv.WithNodes(), testenv.WithoutFleeetCRDs())
+	testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController)
+	images := makeImages(t)
+	mgmt.StartNode(t, "management-1").ImportImage(t, images["fleet-manager"])
+	edge := down.StartNode(t, "edge-1")
+	edge.ImportImage(t, images["fleet-agent"])
+	podinfo := testenv.GetPodinfo(t)
+	edge.ImportImage(t, podinfo.Archive)
+
+	// fleet-manager, with the chart's own-certificate option: a Secret for
+	// the webhook Service's name, made before the install.
+	service := "fleet-manager-webhook." + managerNamespace + ".svc"
+	certDir, caPEM := testenv.ServingCertificate(t, service)
+	g.Expect(mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}})).To(Succeed())
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: "webhook-serving"}, Type: corev1.SecretTypeTLS, Data: map[string][]byte{}}
+	for _, key := range []string{"tls.crt", "tls.key"} {
+		data, err := os.ReadFile(filepath.Join(certDir, key))
+		g.Expect(err).NotTo(HaveOccurred())
+		secret.Data[key] = data
+	}
+	g.Expect(mgmt.Client.Create(ctx, secret)).To(Succeed())
+	testenv.ChartOf(t, "fleet-manager").Install(t, testenv.HelmFor(t, mgmt, managerNamespace), "fleet-manager", managerNamespace, map[string]any{
+		"management": map[string]any{"url": mgmt.Config.Host, "caBundle": string(mgmt.Config.CAData)},
+		"webhook": map[string]any{"certManager": map[string]any{"enabled": false},
+			"certSecret": secret.Name, "caBundle": base64.StdEncoding.EncodeToString(caPEM)},
+		"policies": map[string]any{"frozen": frozenPolicy},
+	})
+	managerLog := podLog(t, mgmt, managerNamespace, "fleet-manager")
+	waitAvailable(t, mgmt, managerNamespace, "fleet-manager", managerLog)
+
+	// The Pod runs as the chart says, judged from the host: the kernel's
+	// view of the container's process, not the Pod spec.
+	proc := containerProcess(t, "/fleet-manager")
+	g.Expect(proc["Uid"]).To(HavePrefix("65532\t"), "runs as the non-root user")
+	g.Expect(proc["CapEff"]).To(Equal("0000000000000000"), "holds no capability")
+	g.Expect(proc["NoNewPrivs"]).To(Equal("1"), "cannot gain privileges")
+	g.Expect(proc["root"]).To(HavePrefix("ro,"), "its root filesystem is read-only")
+
+	// The apiserver reaches the webhook through its Service, and the user
+	// policy from the chart's values is in force there.
+	g.Expect(mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: tenant, Labels: map[string]string{fleeetv1.TenantLabel: "true"},
+		Annotations: map[string]string{"fleeet.dev/allow-insecure-http": "true"},
+	}})).To(Succeed())
+	g.Eventually(func() error {
+		m := podinfoModule("https://git.example.com/app.git", "v1")
+		m.Name, m.Labels = "frozen", map[string]string{"frozen": "true"}
+		return mgmt.Client.Create(ctx, m)
+	}, timeout, poll).Should(MatchError(ContainSubstring("metadata.labels.frozen: frozen objects are refused")), managerLog)
+
+	// fleet-agent from the token's values; its Pod dials the management
+	// apiserver at the URL the token names.
+	agentValues := testenv.IssueToken(t, mgmt, &fleeetv1.RegistrationToken{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "edge"},
+	}, managerLog)
+	g.Expect(down.Client.Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-apps"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"services", "configmaps"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"*"}},
+		},
+	})).To(Succeed())
+	agentValues["clusterName"] = "edge"
+	agentValues["tenantServiceAccount"] = map[string]any{"clusterRole": "tenant-apps"}
+	testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, agentNamespace), "fleet-agent", agentNamespace, agentValues)
+	agentLog := podLog(t, down, agentNamespace, "fleet-agent")
+	waitAvailable(t, down, agentNamespace, "fleet-agent", agentLog)
+
+	// podinfo through the fleet: Ready means its Pod is.
+	git := testenv.NewGitServer(t)
+	repo, _ := git.Commit(t, "podinfo", podinfo.Kustomize(t, "deploy", nil), "v1")
+	module := podinfoModule(repo, "v1")
+	g.Expect(mgmt.Client.Create(ctx, module)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
+		g.Expect(module.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}))
+		d := &appsv1.Deployment{}
+		g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "podinfo"}, d)).To(Succeed())
+		g.Expect(d.Status.ReadyReplicas).To(BeNumerically(">=", 1))
+	}, 3*timeout, poll).Should(Succeed(), func() string {
+		pa := &fleeetv1.ProxyAssemblage{}
+		_ = mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, pa)
+		return fmt.Sprintf("plan status: %+v\nmanager:\n%s\nagent:\n%s", pa.Status, managerLog(), agentLog())
+	})
+}
+
+// makeImages runs `make images`' command into a temporary directory and
+// returns each image's archive by name.
+func makeImages(t *testing.T) map[string]string {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.CommandContext(t.Context(), "go", "run", "./hack/images", "--out", out)
+	cmd.Dir = testenv.RepoRoot
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make images: %v\n%s", err, b)
+	}
+	return map[string]string{
+		"fleet-manager": filepath.Join(out, "fleet-manager.oci.tar"),
+		"fleet-agent":   filepath.Join(out, "fleet-agent.oci.tar"),
+	}
+}
+
+func podinfoModule(url, tag string) *fleeetv1.Module {
+	return &fleeetv1.Module{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "podinfo"},
+		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
+			Selector: &metav1.LabelSelector{},
+			Sync: fleeetv1.SyncSpec{
+				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: url, Tag: tag}},
+				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy", TargetNamespace: tenant}},
+			},
+		}},
+	}
+}
+
+// waitAvailable waits until the release's Deployment has every replica
+// Ready: its probes pass.
+func waitAvailable(t *testing.T, c *testenv.Cluster, ns, name string, logs func() string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, d)).To(Succeed())
+		g.Expect(d.Status.ReadyReplicas).To(Equal(*d.Spec.Replicas))
+	}, 3*timeout, poll).Should(Succeed(), logs)
+}
+
+// podLog returns a function that fetches the logs of the release's Pods
+// through the apiserver, for failure messages.
+func podLog(t *testing.T, c *testenv.Cluster, ns, release string) func() string {
+	return func() string {
+		cs, err := kubernetes.NewForConfig(c.Config)
+		if err != nil {
+			return err.Error()
+		}
+		pods, err := cs.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + release})
+		if err != nil {
+			return err.Error()
+		}
+		var b strings.Builder
+		for _, p := range pods.Items {
+			fmt.Fprintf(&b, "pod %s: %s %v\n", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+			tail := int64(40)
+			logs, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &tail}).DoRaw(t.Context())
+			if err != nil {
+				fmt.Fprintf(&b, "  logs: %v\n", err)
+			}
+			b.Write(logs)
+		}
+		return b.String()
+	}
+}
+
+// containerProcess finds the one process on this host whose command is
+// entrypoint and returns the fields of its /proc status, plus "root": the
+// mount options of its root filesystem.
+func containerProcess(t *testing.T, entrypoint string) map[string]string {
+	t.Helper()
+	dirs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, dir := range dirs {
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err == nil && bytes.Equal(bytes.SplitN(cmdline, []byte{0}, 2)[0], []byte(entrypoint)) {
+			found = append(found, dir)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d processes run %s, want 1", len(found), entrypoint)
+	}
+	fields := map[string]string{}
+	status, err := os.ReadFile(filepath.Join(found[0], "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = strings.TrimSpace(v)
+		}
+	}
+	mounts, err := os.Open(filepath.Join(found[0], "mountinfo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mounts.Close()
+	// mountinfo: ID parent major:minor root mountpoint options ...
+	for s := bufio.NewScanner(mounts); s.Scan(); {
+		f := strings.Fields(s.Text())
+		if len(f) > 5 && f[4] == "/" {
+			fields["root"] = f[5]
+		}
+	}
+	return fields
+}
