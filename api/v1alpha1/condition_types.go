@@ -53,7 +53,7 @@ const (
 	RemoteLabel = "fleeet.dev/remote"
 
 	// RegistrationTokenLabel names, on the objects the manager creates for
-	// enrolment, the RegistrationToken they serve.
+	// registration, the RegistrationToken they serve.
 	RegistrationTokenLabel = "fleeet.dev/registration-token"
 
 	// UpstreamAnnotation names, as namespace/name, the Upstream a downstream
@@ -73,4 +73,28 @@ const (
 	// time) copied into its plan as spec.assemblage.retryRequestedAt: each
 	// new value asks Flux on that cluster to try every sync again.
 	RetryAnnotation = "fleeet.dev/retry-requested-at"
+
+	// ProxyGenerationAnnotation on an Assemblage is the generation of the
+	// ProxyAssemblage its spec was copied from, so its status is copied back
+	// only when it describes that spec.
+	ProxyGenerationAnnotation = "fleeet.dev/proxy-generation"
+)
+
+// Finalizers, each held by the controller that cleans up after its object.
+const (
+	// AssemblageFinalizer holds an Assemblage until its Flux objects are
+	// removed in reverse dependency order.
+	AssemblageFinalizer = "fleeet.dev/assemblage"
+
+	// BootstrapModuleFinalizer holds a BootstrapModule until its Flux
+	// objects are deleted.
+	BootstrapModuleFinalizer = "fleeet.dev/bootstrap-module"
+
+	// RegistrationTokenFinalizer holds a RegistrationToken until its
+	// identity is deleted.
+	RegistrationTokenFinalizer = "fleeet.dev/registration-token"
+
+	// RemoteIdentityFinalizer holds a registered Remote until its cluster
+	// identity is deleted.
+	RemoteIdentityFinalizer = "fleeet.dev/remote-identity"
 )

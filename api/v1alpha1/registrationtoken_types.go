@@ -1,11 +1,14 @@
 package v1alpha1
 
 import (
+	"strings"
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// RegistrationTokenSpec is a capability to enrol downstream clusters into the
+// RegistrationTokenSpec is a capability to register downstream clusters into the
 // token's namespace.
 type RegistrationTokenSpec struct {
 	// TTL is how long the token can be used after it is created.
@@ -15,7 +18,7 @@ type RegistrationTokenSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(s|m|h))+$`
 	TTL *metav1.Duration `json:"ttl,omitempty"`
 
-	// MaxRegistrations is how many clusters may enrol with the token.
+	// MaxRegistrations is how many clusters may register with the token.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
@@ -57,7 +60,7 @@ type RegistrationTokenStatus struct {
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 
-	// Registrations is how many clusters have enrolled with the token.
+	// Registrations is how many clusters have registered with the token.
 	// +optional
 	Registrations int32 `json:"registrations,omitempty"`
 
@@ -94,7 +97,7 @@ type Registration struct {
 	Time metav1.Time `json:"time"`
 }
 
-// RegistrationToken lets downstream clusters enrol by pulling: the manager
+// RegistrationToken lets downstream clusters register by pulling: the manager
 // mints a short-lived bearer token for a ServiceAccount whose only right is
 // to create a pull Remote in this namespace.
 //
@@ -130,4 +133,38 @@ type RegistrationTokenList struct {
 
 func init() {
 	SchemeBuilder.Register(&RegistrationToken{}, &RegistrationTokenList{})
+}
+
+// DefaultRegistrationTokenTTL is a RegistrationToken's lifetime when
+// spec.ttl is unset.
+const DefaultRegistrationTokenTTL = time.Hour
+
+// RegistrationIdentityPrefix starts the name of a RegistrationToken's
+// ServiceAccount, Role, RoleBinding and token Secret.
+const RegistrationIdentityPrefix = "fleeet-registration-"
+
+// ExpiresAt is when the token stops admitting registrations.
+func (t *RegistrationToken) ExpiresAt() time.Time {
+	ttl := DefaultRegistrationTokenTTL
+	if t.Spec.TTL != nil {
+		ttl = t.Spec.TTL.Duration
+	}
+	return t.CreationTimestamp.Add(ttl)
+}
+
+// RegistrationIdentityName is the name of RegistrationToken token's
+// identity and Secret.
+func RegistrationIdentityName(token string) string { return RegistrationIdentityPrefix + token }
+
+// RegistrationTokenOfUser returns the RegistrationToken whose registration
+// identity the user is, if it is one in namespace ns.
+func RegistrationTokenOfUser(username, ns string) (string, bool) {
+	return serviceAccountWithPrefix(username, ns, RegistrationIdentityPrefix)
+}
+
+// serviceAccountWithPrefix returns what follows prefix in the name of the
+// ServiceAccount of namespace ns that the user is, if it is one.
+func serviceAccountWithPrefix(username, ns, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(username, "system:serviceaccount:"+ns+":"+prefix)
+	return rest, ok && rest != ""
 }

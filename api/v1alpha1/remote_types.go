@@ -22,7 +22,7 @@ type RemoteSpec struct {
 	// KubeconfigRef names a Secret in the Remote's namespace holding a
 	// kubeconfig for the cluster. Present means push mode: the manager writes
 	// the Assemblage itself. Absent means pull mode: the cluster's agent,
-	// enrolled with a RegistrationToken, pulls its ProxyAssemblage.
+	// registered with a RegistrationToken, pulls its ProxyAssemblage.
 	// +optional
 	KubeconfigRef *SecretKeyReference `json:"kubeconfigRef,omitempty"`
 
@@ -128,4 +128,18 @@ func init() {
 func (r *Remote) Offline() bool {
 	c := apimeta.FindStatusCondition(r.Status.Conditions, ConnectedCondition)
 	return c != nil && c.Status == metav1.ConditionFalse
+}
+
+// RemoteIdentityPrefix starts the name of a pull Remote's ServiceAccount,
+// Role, RoleBinding and first-credential Secret.
+const RemoteIdentityPrefix = "fleeet-remote-"
+
+// RemoteIdentityName is the name of pull Remote remote's identity and of
+// the Secret delivering its first credential.
+func RemoteIdentityName(remote string) string { return RemoteIdentityPrefix + remote }
+
+// RemoteOfUser returns the pull Remote whose cluster identity the user is,
+// if it is one in namespace ns.
+func RemoteOfUser(username, ns string) (string, bool) {
+	return serviceAccountWithPrefix(username, ns, RemoteIdentityPrefix)
 }

@@ -6,7 +6,7 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // namespace.
 type UpstreamSpec struct {
 	// Management is where the management cluster's API is and which of its
-	// namespaces this cluster enrols into.
+	// namespaces this cluster registers into.
 	// +required
 	Management ManagementEndpoint `json:"management"`
 
@@ -39,7 +39,7 @@ type UpstreamSpec struct {
 	// impersonates to read their bindings; it overrides whatever the plan
 	// says, so what a tenant can change or read here is decided here. The
 	// agent refuses an Upstream without one (Stalled, reason
-	// ServiceAccountNameUnset) and enrols nothing for it: Flux would apply
+	// ServiceAccountNameUnset) and registers nothing for it: Flux would apply
 	// the plan with its own, unconfined identity. Only an agent started with
 	// --allow-unconfined-syncs accepts it empty, leaving the plan's choice.
 	// The fleet-agent chart always sets it.
@@ -61,7 +61,7 @@ type ManagementEndpoint struct {
 	// +optional
 	CABundle []byte `json:"caBundle,omitempty"`
 
-	// Namespace is the tenant namespace the cluster enrols into.
+	// Namespace is the tenant namespace the cluster registers into.
 	// +required
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`

@@ -1,4 +1,4 @@
-// Command fleet-agent runs in a downstream cluster: it enrols the cluster
+// Command fleet-agent runs in a downstream cluster: it registers the cluster
 // with each management namespace named by an Upstream, mirrors the plan it
 // pulls into a local Assemblage, and expands each Assemblage into Flux
 // objects, gated on cross-kind dependency readiness.

@@ -1,6 +1,6 @@
 // Command fleet-manager runs in the management cluster: it compiles Modules
 // into ProxyAssemblages, rolls out new versions, pushes plans to push-mode
-// Remotes, enrols pull-mode clusters through RegistrationTokens and tracks
+// Remotes, registers pull-mode clusters through RegistrationTokens and tracks
 // Remote health. It serves the admission webhooks that guard registrations.
 package main
 

@@ -1,7 +1,7 @@
 // Package demo builds a whole fleet on one machine from real parts: a
 // management kube-apiserver running fleet-manager with its webhooks, three
 // downstream ones each with Flux's controllers and a fleet-agent installed
-// from its chart and enrolled through a RegistrationToken, a git server and
+// from its chart and registered through a RegistrationToken, a git server and
 // a chart repository, one tenant and two Modules — platform CRDs through a
 // Kustomization and an app through a HelmRelease that depends on them.
 // `make demo` runs it; test/e2e runs it and then exercises the fleet.
@@ -28,7 +28,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
-// Tenant is the management namespace the demo's clusters enrol into; the
+// Tenant is the management namespace the demo's clusters register into; the
 // agent chart creates the namespace of the same name downstream.
 const Tenant = "team-a"
 
@@ -48,7 +48,7 @@ type Fleet struct {
 // Names of the demo's downstream clusters.
 var Names = []string{"edge-1", "edge-2", "edge-3"}
 
-// Start brings the fleet up and enrols every cluster, telling out what it
+// Start brings the fleet up and registers every cluster, telling out what it
 // does; component logs go to files under t's directories.
 func Start(t testenv.TB, out io.Writer) *Fleet {
 	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, out: out, start: time.Now()}
@@ -76,7 +76,7 @@ func Start(t testenv.TB, out io.Writer) *Fleet {
 	platform, charts := f.serveSources(t)
 	f.createTenant(t, platform, charts)
 	for _, name := range Names {
-		f.enrol(t, name, agentBin)
+		f.register(t, name, agentBin)
 	}
 	return f
 }
@@ -148,10 +148,10 @@ func (f *Fleet) createTenant(t testenv.TB, platformURL, chartsURL string) {
 	f.say("tenant %s: Module platform (Kustomization, CRDs) and Module app (HelmRelease, depends on tier=platform, rolling update maxUnavailable=1)", Tenant)
 }
 
-// enrol does what a platform engineer does for one cluster: create a
+// register does what a platform engineer does for one cluster: create a
 // RegistrationToken, take the values its Secret holds, install the agent
 // chart with them — and here, run the agent as the chart's ServiceAccount.
-func (f *Fleet) enrol(t testenv.TB, name, agentBin string) {
+func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	ctx := t.Context()
 	valuesFile := filepath.Join(t.TempDir(), name+"-values.yaml")
 	if out, err := f.Fleetctl(ctx, "token", "create", name, "--labels", "region="+region(name), "--values-file", valuesFile); err != nil {

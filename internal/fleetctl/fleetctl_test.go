@@ -23,7 +23,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/fleetctl"
 	"github.com/fleeet-dev/fleeet/internal/manager"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
@@ -45,7 +45,7 @@ func TestMain(m *testing.M) {
 			return testenv.StartManager(c, "fleet-manager", func(ctx context.Context, mgr ctrl.Manager) error {
 				return manager.Setup(ctx, mgr, manager.Options{
 					OfflineGrace: time.Hour, PushTimeout: 5 * time.Second, PushPoll: time.Second,
-					Management: enrol.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
+					Management: credential.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
 					Namespace:  "fleeet-system",
 				})
 			})
@@ -289,7 +289,7 @@ func TestTokenCreatePrintsTheInstallCommand(t *testing.T) {
 	secret := &corev1.Secret{}
 	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret)).To(Succeed())
 	g.Expect(out).To(HavePrefix("helm install fleet-agent charts/fleet-agent \\\n  --namespace fleeet-system --create-namespace \\\n"))
-	g.Expect(out).To(ContainSubstring("--set token=" + string(secret.Data[enrol.TokenKey]) + " \\\n"))
+	g.Expect(out).To(ContainSubstring("--set token=" + string(secret.Data[credential.TokenKey]) + " \\\n"))
 	g.Expect(out).To(ContainSubstring("--set management.url=" + cluster.Config.Host + " \\\n"))
 	g.Expect(out).To(ContainSubstring("--set management.namespace=" + ns + " \\\n"))
 	g.Expect(out).To(ContainSubstring("--set management.caBundle="))

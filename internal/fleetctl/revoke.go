@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
 )
 
 func newRevokeCommand(s *session) *cobra.Command {
@@ -41,7 +40,7 @@ Registered=False (Revoked).`,
 			if err != nil {
 				return fmt.Errorf("remote %s/%s deleted, but the manager has not finished revoking it: %w", ns, args[0], err)
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "remote/%s revoked: identity %s deleted\n", args[0], enrol.RemoteIdentityName(args[0]))
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "remote/%s revoked: identity %s deleted\n", args[0], fleeetv1.RemoteIdentityName(args[0]))
 			return err
 		},
 	}

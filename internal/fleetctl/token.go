@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 )
 
 type tokenOptions struct {
@@ -32,11 +32,11 @@ type tokenOptions struct {
 }
 
 func newTokenCommand(s *session) *cobra.Command {
-	token := &cobra.Command{Use: "token", Short: "Registration tokens that enrol clusters"}
+	token := &cobra.Command{Use: "token", Short: "Registration tokens that register clusters"}
 	var o tokenOptions
 	create := &cobra.Command{
 		Use:   "create NAME",
-		Short: "Create a RegistrationToken and print the helm command that enrols a cluster with it",
+		Short: "Create a RegistrationToken and print the helm command that registers a cluster with it",
 		Long: `Creates a RegistrationToken in the namespace, waits for the manager to issue it, and prints
 the exact helm install command for fleet-agent. With --values-file the chart values (which hold
 the bearer token) go into that file, readable by you only, and the command refers to it;
@@ -55,9 +55,9 @@ otherwise they are spelled out in the command.`,
 		},
 	}
 	create.Flags().DurationVar(&o.ttl, "ttl", time.Hour, "How long the token can be used")
-	create.Flags().StringToStringVar(&o.labels, "labels", nil, "Labels set on every Remote enrolled with the token (k=v,…)")
-	create.Flags().StringSliceVar(&o.freeKeys, "free-label-keys", nil, "Label keys whose values each enrolling cluster chooses (the agent chart's labels); any other label is refused")
-	create.Flags().Int32Var(&o.max, "max", 1, "How many clusters may enrol with the token")
+	create.Flags().StringToStringVar(&o.labels, "labels", nil, "Labels set on every Remote registered with the token (k=v,…)")
+	create.Flags().StringSliceVar(&o.freeKeys, "free-label-keys", nil, "Label keys whose values each registering cluster chooses (the agent chart's labels); any other label is refused")
+	create.Flags().Int32Var(&o.max, "max", 1, "How many clusters may register with the token")
 	create.Flags().StringVar(&o.valuesFile, "values-file", "", "Write the chart values to this file (mode 0600) instead of the command line")
 	create.Flags().StringVar(&o.clusterName, "cluster-name", "CLUSTER", "The cluster name to put in the printed command")
 	create.Flags().StringVar(&o.chart, "chart", "charts/fleet-agent", "The fleet-agent chart reference for the printed command")
@@ -68,8 +68,8 @@ otherwise they are spelled out in the command.`,
 
 // createToken creates the RegistrationToken and returns the agent chart
 // values the manager writes into its Secret.
-func createToken(ctx context.Context, c client.Client, ns, name string, o tokenOptions) (enrol.AgentValues, error) {
-	var values enrol.AgentValues
+func createToken(ctx context.Context, c client.Client, ns, name string, o tokenOptions) (credential.AgentValues, error) {
+	var values credential.AgentValues
 	tok := &fleeetv1.RegistrationToken{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: fleeetv1.RegistrationTokenSpec{
@@ -93,7 +93,7 @@ func createToken(ctx context.Context, c client.Client, ns, name string, o tokenO
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		return true, yaml.Unmarshal(secret.Data[enrol.ValuesKey], &values)
+		return true, yaml.Unmarshal(secret.Data[credential.ValuesKey], &values)
 	})
 	if err != nil {
 		return values, fmt.Errorf("waiting for the manager to issue RegistrationToken %s/%s: %w", ns, name, err)
@@ -101,7 +101,7 @@ func createToken(ctx context.Context, c client.Client, ns, name string, o tokenO
 	return values, nil
 }
 
-func printInstall(cmd *cobra.Command, v enrol.AgentValues, o tokenOptions) error {
+func printInstall(cmd *cobra.Command, v credential.AgentValues, o tokenOptions) error {
 	install := []string{"helm install fleet-agent " + o.chart, "--namespace fleeet-system --create-namespace"}
 	if o.valuesFile != "" {
 		data, err := v.YAML()

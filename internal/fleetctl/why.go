@@ -15,7 +15,6 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
-	remotectl "github.com/fleeet-dev/fleeet/internal/controllers/remote"
 )
 
 // WhyView is `fleetctl why -o yaml|json`: the chain from a Module to what
@@ -203,7 +202,7 @@ func lastWarnings(cmd *cobra.Command, c client.Client, m *fleeetv1.Module, remot
 		if last == nil || eventTime(e).After(eventTime(last)) {
 			last = e
 		}
-		if e.Reason == remotectl.ReasonPolicyDenied && (lastDenial == nil || eventTime(e).After(eventTime(lastDenial))) {
+		if e.Reason == fleeetv1.ReasonPolicyDenied && (lastDenial == nil || eventTime(e).After(eventTime(lastDenial))) {
 			lastDenial = e
 		}
 	}

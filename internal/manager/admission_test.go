@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/controllers/policyconfig"
 )
 
 // warnings collects the admission warnings a client receives.
@@ -316,7 +315,7 @@ warn contains "metadata.labels.team: consider a team label" if {
 		g.Expect(cluster.Client.List(ctx, events, client.InNamespace(managerNamespace))).To(Succeed())
 		var found bool
 		for _, e := range events.Items {
-			if e.Regarding.Name == broken && e.Reason == policyconfig.ReasonRejected {
+			if e.Regarding.Name == broken && e.Reason == fleeetv1.ReasonPolicyRejected {
 				found = found || strings.Contains(e.Note, broken+"/policy.rego")
 			}
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/controllers/policyconfig"
 	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
 	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/webhooks"
@@ -44,7 +44,7 @@ type Options struct {
 	Concurrent int
 	// Management is the API URL and CA bundle agents connect to, written
 	// into each RegistrationToken's agent values.
-	Management enrol.Management
+	Management credential.Management
 	// Namespace is the manager's own namespace, where ConfigMaps labelled
 	// fleeet.dev/policy=true hold user policies; empty disables them.
 	Namespace string

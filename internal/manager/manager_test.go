@@ -26,7 +26,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/agent"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/manager"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
@@ -54,7 +54,7 @@ func startManager(c *testenv.Cluster) (func(bool), error) {
 	return testenv.StartManager(c, "fleet-manager", func(ctx context.Context, mgr ctrl.Manager) error {
 		return manager.Setup(ctx, mgr, manager.Options{
 			OfflineGrace: time.Minute, PushTimeout: 5 * time.Second, PushPoll: time.Second,
-			Management: enrol.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
+			Management: credential.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
 			Namespace:  managerNamespace,
 		})
 	})

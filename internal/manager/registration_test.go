@@ -32,30 +32,30 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
 // issueToken creates a RegistrationToken in the shared management cluster
 // and returns the agent values the manager wrote into its Secret.
-func issueToken(t *testing.T, ns, name string, spec fleeetv1.RegistrationTokenSpec) enrol.AgentValues {
+func issueToken(t *testing.T, ns, name string, spec fleeetv1.RegistrationTokenSpec) credential.AgentValues {
 	t.Helper()
 	return issueTokenIn(t, cluster, ns, name, spec)
 }
 
-func issueTokenIn(t testing.TB, c *testenv.Cluster, ns, name string, spec fleeetv1.RegistrationTokenSpec) enrol.AgentValues {
+func issueTokenIn(t testing.TB, c *testenv.Cluster, ns, name string, spec fleeetv1.RegistrationTokenSpec) credential.AgentValues {
 	t.Helper()
 	g := NewWithT(t)
 	tok := &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
 	g.Expect(c.Client.Create(t.Context(), tok)).To(Succeed())
-	var values enrol.AgentValues
+	var values credential.AgentValues
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Client.Get(t.Context(), client.ObjectKeyFromObject(tok), tok)).To(Succeed())
 		g.Expect(tok.Status.SecretName).NotTo(BeEmpty())
 		secret := &corev1.Secret{}
 		g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret)).To(Succeed())
-		g.Expect(yaml.Unmarshal(secret.Data[enrol.ValuesKey], &values)).To(Succeed())
-		g.Expect(values.Token).To(Equal(string(secret.Data[enrol.TokenKey])))
+		g.Expect(yaml.Unmarshal(secret.Data[credential.ValuesKey], &values)).To(Succeed())
+		g.Expect(values.Token).To(Equal(string(secret.Data[credential.TokenKey])))
 	}, timeout, poll).Should(Succeed())
 	return values
 }
@@ -109,8 +109,8 @@ func firstCredential(t *testing.T, reg client.Client, ns, name string) client.Wi
 	var token string
 	NewWithT(t).Eventually(func(g Gomega) {
 		secret := &corev1.Secret{}
-		g.Expect(reg.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: enrol.RemoteIdentityName(name)}, secret)).To(Succeed())
-		token = string(secret.Data[enrol.TokenKey])
+		g.Expect(reg.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: fleeetv1.RemoteIdentityName(name)}, secret)).To(Succeed())
+		token = string(secret.Data[credential.TokenKey])
 		g.Expect(token).NotTo(BeEmpty())
 	}, timeout, poll).Should(Succeed())
 	return as(t, token)
@@ -142,7 +142,7 @@ func TestRegistrationTokenAdmitsExactlyItsRegistrationsAndNothingElse(t *testing
 	ns := tenant(t)
 	values := issueToken(t, ns, "one", fleeetv1.RegistrationTokenSpec{
 		RemoteLabels: map[string]string{"env": "edge"}, FreeLabelKeys: []string{"region"}})
-	g.Expect(values.Management).To(Equal(enrol.Management{URL: cluster.Config.Host, CABundle: cluster.Config.CAData, Namespace: ns}))
+	g.Expect(values.Management).To(Equal(credential.Management{URL: cluster.Config.Host, CABundle: cluster.Config.CAData, Namespace: ns}))
 	reg := as(t, values.Token)
 	ctx := t.Context()
 
@@ -155,7 +155,7 @@ func TestRegistrationTokenAdmitsExactlyItsRegistrationsAndNothingElse(t *testing
 			return reg.Create(ctx, m)
 		},
 		"reading its own token Secret": func() error {
-			return reg.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrol.RegistrationName("one")}, &corev1.Secret{})
+			return reg.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleeetv1.RegistrationIdentityName("one")}, &corev1.Secret{})
 		},
 		"creating a Remote in another namespace": func() error { return reg.Create(ctx, registrantRemote("default", "one", "edge", nil)) },
 		"setting a fleeet.dev/ label": func() error {
@@ -228,7 +228,7 @@ func TestRegistrationTokenAdmitsExactlyItsRegistrationsAndNothingElse(t *testing
 		g.Expect(c.Message).To(ContainSubstring("waiting for the agent to pick up its credential"))
 	}, timeout, poll).Should(Succeed())
 	g.Expect(cred.Get(ctx, client.ObjectKey{Namespace: ns, Name: winner}, &fleeetv1.Remote{})).To(Succeed())
-	err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrol.RemoteIdentityName(loser)}, &corev1.ServiceAccount{})
+	err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleeetv1.RemoteIdentityName(loser)}, &corev1.ServiceAccount{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no identity for the surplus Remote, got %v", err)
 	g.Expect(apimeta.FindStatusCondition(tokenStatus(g, ns, "one").Status.Conditions, fleeetv1.ReadyCondition).Reason).To(Equal("UsedUp"))
 
@@ -237,7 +237,7 @@ func TestRegistrationTokenAdmitsExactlyItsRegistrationsAndNothingElse(t *testing
 	// agent is told the token is used up rather than refused unexplained.
 	g.Expect(renewLease(ctx, cred, ns, winner)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrol.RemoteIdentityName(winner)}, &corev1.Secret{})
+		err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleeetv1.RemoteIdentityName(winner)}, &corev1.Secret{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "first-credential Secret deleted")
 		err = cred.Get(ctx, client.ObjectKey{Namespace: ns, Name: winner}, &fleeetv1.Remote{})
 		g.Expect(apierrors.IsUnauthorized(err)).To(BeTrue(), "first credential dead with its Secret, got %v", err)
@@ -245,7 +245,7 @@ func TestRegistrationTokenAdmitsExactlyItsRegistrationsAndNothingElse(t *testing
 	err = reg.Create(ctx, registrantRemote(ns, "one", "after", nil))
 	g.Expect(err).To(MatchError(ContainSubstring("RegistrationToken one is used up: 1 of 1 registrations")))
 	tok := tokenStatus(g, ns, "one")
-	g.Expect(tok.Status.SecretName).To(Equal(enrol.RegistrationName("one")))
+	g.Expect(tok.Status.SecretName).To(Equal(fleeetv1.RegistrationIdentityName("one")))
 	g.Expect(apimeta.FindStatusCondition(tok.Status.Conditions, fleeetv1.ReadyCondition).Message).To(
 		HavePrefix("used up: 1 of 1 registrations; the registration identity stays until "))
 }
@@ -329,7 +329,7 @@ func TestAClusterIdentityReachesOnlyItsOwnObjects(t *testing.T) {
 			return err
 		},
 		"listing every plan in the namespace": func() error { return edge.List(ctx, &fleeetv1.ProxyAssemblageList{}, client.InNamespace(ns)) },
-		"minting a token for another cluster": func() error { return mintFor(ctx, edge, ns, enrol.RemoteIdentityName("edge-1")) },
+		"minting a token for another cluster": func() error { return mintFor(ctx, edge, ns, fleeetv1.RemoteIdentityName("edge-1")) },
 		"writing its own plan's spec": func() error {
 			pa := ownPlan()
 			pa.Spec.Assemblage.ServiceAccountName = "cluster-admin"
@@ -337,7 +337,7 @@ func TestAClusterIdentityReachesOnlyItsOwnObjects(t *testing.T) {
 		},
 		"deleting its own Remote":    func() error { return edge.Delete(ctx, pullRemote(ns, "edge", nil)) },
 		"creating another Remote":    func() error { return edge.Create(ctx, pullRemote(ns, "edge-2", nil)) },
-		"reading Secrets":            func() error { return edge.Get(ctx, key(enrol.RemoteIdentityName("edge-1")), &corev1.Secret{}) },
+		"reading Secrets":            func() error { return edge.Get(ctx, key(fleeetv1.RemoteIdentityName("edge-1")), &corev1.Secret{}) },
 		"reading RegistrationTokens": func() error { return edge.Get(ctx, key("two"), &fleeetv1.RegistrationToken{}) },
 	}
 	refusesEach(t, attacks)
@@ -350,12 +350,12 @@ func TestAClusterIdentityReachesOnlyItsOwnObjects(t *testing.T) {
 		w.Stop()
 		g.Expect(edge.Status().Update(ctx, ownPlan())).To(Succeed())
 		g.Expect(renewLease(ctx, edge, ns, "edge")).To(Succeed())
-		g.Expect(mintFor(ctx, edge, ns, enrol.RemoteIdentityName("edge"))).To(Succeed())
+		g.Expect(mintFor(ctx, edge, ns, fleeetv1.RemoteIdentityName("edge"))).To(Succeed())
 	})
 	g.Expect(other.Get(ctx, key("edge-1"), &fleeetv1.Remote{})).To(Succeed())
 
 	// A revoked cluster's tokens, including one it minted itself, stop working.
-	own, err := enrol.Mint(ctx, edge, ns, enrol.RemoteIdentityName("edge"), time.Hour, nil)
+	own, err := credential.Mint(ctx, edge, ns, fleeetv1.RemoteIdentityName("edge"), time.Hour, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cluster.Client.Delete(ctx, pullRemote(ns, "edge", nil))).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -397,7 +397,7 @@ func TestAnAdmissionReviewThatDidNotComeFromTheAPIServerRecordsNothing(t *testin
 	ns := tenant(t)
 	values := issueToken(t, ns, "edge", fleeetv1.RegistrationTokenSpec{})
 	sa := &corev1.ServiceAccount{}
-	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrol.RegistrationName("edge")}, sa)).To(Succeed())
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleeetv1.RegistrationIdentityName("edge")}, sa)).To(Succeed())
 
 	forged := registrantRemote(ns, "edge", "forged", nil)
 	forged.TypeMeta = metav1.TypeMeta{APIVersion: fleeetv1.GroupVersion.String(), Kind: "Remote"}
@@ -487,18 +487,18 @@ func TestAClusterMintsItselfNoCredentialBeyondTheCredentialLifetime(t *testing.T
 	ctx := t.Context()
 	ns := tenant(t)
 	edge := register(t, as(t, issueToken(t, ns, "edge", fleeetv1.RegistrationTokenSpec{}).Token), ns, "edge", "edge")
-	self := enrol.RemoteIdentityName("edge")
+	self := fleeetv1.RemoteIdentityName("edge")
 
-	_, err := enrol.Mint(ctx, edge, ns, self, 365*24*time.Hour, nil)
+	_, err := credential.Mint(ctx, edge, ns, self, 365*24*time.Hour, nil)
 	denied(g, err, "spec.expirationSeconds: a cluster identity's tokens live at most 86400 seconds, not 31536000")
 	bound := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anything", UID: "00000000-0000-4000-8000-000000000003"}}
-	_, err = enrol.Mint(ctx, edge, ns, self, time.Hour, bound)
+	_, err = credential.Mint(ctx, edge, ns, self, time.Hour, bound)
 	denied(g, err, "spec.boundObjectRef: a cluster identity's tokens are bound to no object")
 
-	own, err := enrol.Mint(ctx, edge, ns, self, enrol.CredentialLifetime, nil)
+	own, err := credential.Mint(ctx, edge, ns, self, credential.Lifetime, nil)
 	g.Expect(err).NotTo(HaveOccurred(), "the renewal the agent does")
-	g.Expect(own.ExpiresAt).To(BeTemporally("~", time.Now().Add(enrol.CredentialLifetime), time.Minute))
-	_, err = enrol.Mint(ctx, cluster.Client, ns, self, 365*24*time.Hour, nil)
+	g.Expect(own.ExpiresAt).To(BeTemporally("~", time.Now().Add(credential.Lifetime), time.Minute))
+	_, err = credential.Mint(ctx, cluster.Client, ns, self, 365*24*time.Hour, nil)
 	g.Expect(err).NotTo(HaveOccurred(), "other identities are not judged")
 }
 
@@ -527,7 +527,7 @@ func TestARegisteredRemoteAdoptsNoLeaseItDoesNotControl(t *testing.T) {
 	lease := &coordinationv1.Lease{}
 	g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(foreign), lease)).To(Succeed())
 	g.Expect(lease.OwnerReferences).To(BeEmpty(), "the foreign Lease is left alone")
-	err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrol.RemoteIdentityName("edge")}, &corev1.ServiceAccount{})
+	err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleeetv1.RemoteIdentityName("edge")}, &corev1.ServiceAccount{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no identity while the Lease is not the Remote's, got %v", err)
 
 	// Once the foreign Lease is gone, the cluster gets its own.
@@ -563,7 +563,7 @@ func TestRemotesATokenCannotRecordAreRefusedAndRemoved(t *testing.T) {
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Remote %s removed, got %v", name, err)
 			g.Expect(refusalEvents(g, ns, token)).To(ContainElement(ContainSubstring("Remote " + name)))
 		}, timeout, poll).Should(Succeed())
-		err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrol.RemoteIdentityName(name)}, &corev1.ServiceAccount{})
+		err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleeetv1.RemoteIdentityName(name)}, &corev1.ServiceAccount{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no identity for %s, got %v", name, err)
 	}
 	g.Expect(refusalEvents(g, ns, "one")).To(ContainElement(ContainSubstring("RegistrationToken one is used up: 1 of 1 registrations")))
@@ -593,7 +593,7 @@ func TestAnAgentLateForAUsedUpTokenIsToldItIsUsedUp(t *testing.T) {
 
 	g.Expect(renewLease(ctx, cred, ns, "first")).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrol.RemoteIdentityName("first")}, &corev1.Secret{})
+		err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleeetv1.RemoteIdentityName("first")}, &corev1.Secret{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the first credential is picked up")
 		c := apimeta.FindStatusCondition(tokenStatus(g, ns, "one").Status.Conditions, fleeetv1.ReadyCondition)
 		g.Expect(c.Message).NotTo(ContainSubstring("waiting for"))

@@ -11,11 +11,6 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 )
 
-// ProxyGenerationAnnotation on an Assemblage is the generation of the
-// ProxyAssemblage its spec was copied from, so its status is copied back
-// only when it describes that spec.
-const ProxyGenerationAnnotation = "fleeet.dev/proxy-generation"
-
 // Spec copies pa's plan into asm and reports whether asm changed. A
 // non-empty serviceAccount, chosen by the downstream cluster, replaces the
 // plan's: the management cluster never picks whom Flux impersonates there.
@@ -27,13 +22,13 @@ func Spec(asm *fleeetv1.Assemblage, pa *fleeetv1.ProxyAssemblage, serviceAccount
 	if serviceAccount != "" {
 		want.ServiceAccountName = serviceAccount
 	}
-	if asm.Annotations[ProxyGenerationAnnotation] == gen && equality.Semantic.DeepEqual(asm.Spec, want) {
+	if asm.Annotations[fleeetv1.ProxyGenerationAnnotation] == gen && equality.Semantic.DeepEqual(asm.Spec, want) {
 		return false
 	}
 	if asm.Annotations == nil {
 		asm.Annotations = map[string]string{}
 	}
-	asm.Annotations[ProxyGenerationAnnotation] = gen
+	asm.Annotations[fleeetv1.ProxyGenerationAnnotation] = gen
 	asm.Spec = *want.DeepCopy()
 	return true
 }
@@ -42,7 +37,7 @@ func Spec(asm *fleeetv1.Assemblage, pa *fleeetv1.ProxyAssemblage, serviceAccount
 // asm has not yet observed the plan copied from pa's current generation.
 func Status(pa *fleeetv1.ProxyAssemblage, asm *fleeetv1.Assemblage) (fleeetv1.AssemblageStatus, bool) {
 	if asm.Status.ObservedGeneration != asm.Generation ||
-		asm.Annotations[ProxyGenerationAnnotation] != strconv.FormatInt(pa.Generation, 10) {
+		asm.Annotations[fleeetv1.ProxyGenerationAnnotation] != strconv.FormatInt(pa.Generation, 10) {
 		return pa.Status, false
 	}
 	st := *asm.Status.DeepCopy()

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 )
 
 // IssueToken creates tok in c, as a platform engineer does, and returns the
@@ -38,7 +38,7 @@ func IssueToken(t TB, c *Cluster, tok *fleeetv1.RegistrationToken, managerLog fu
 		if last = c.Client.Get(ctx, client.ObjectKey{Namespace: tok.Namespace, Name: tok.Status.SecretName}, secret); last != nil {
 			return false, nil
 		}
-		last = yaml.Unmarshal(secret.Data[enrol.ValuesKey], &values)
+		last = yaml.Unmarshal(secret.Data[credential.ValuesKey], &values)
 		return last == nil && values["token"] != nil, nil
 	})
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 )
 
@@ -153,7 +153,7 @@ func (p *Policies) input(ctx context.Context, req admission.Request) (map[string
 		"manager": map[string]any{"username": p.ManagerUsername},
 		"now":     time.Now().UTC().Format(time.RFC3339),
 		"limits": map[string]any{"maxPlanBytes": p.MaxPlanBytes,
-			"maxCredentialSeconds": int64(enrol.CredentialLifetime / time.Second)},
+			"maxCredentialSeconds": int64(credential.Lifetime / time.Second)},
 	}
 	if err := p.lookUp(ctx, req, context); err != nil {
 		return nil, err
@@ -197,13 +197,12 @@ func (p *Policies) namespace(ctx context.Context, name string) (*corev1.Namespac
 // for a Module.
 func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[string]any) error {
 	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: req.Namespace, Name: name} }
-	if token, ok := enrol.RegistrationTokenOf(req.UserInfo.Username, req.Namespace); ok {
+	if token, ok := fleeetv1.RegistrationTokenOfUser(req.UserInfo.Username, req.Namespace); ok {
 		if err := p.Registrations.lookUp(ctx, req.Namespace, token, into); err != nil {
 			return err
 		}
 	}
-	prefix := "system:serviceaccount:" + req.Namespace + ":" + enrol.RemotePrefix
-	if name, ok := strings.CutPrefix(req.UserInfo.Username, prefix); ok {
+	if name, ok := fleeetv1.RemoteOfUser(req.UserInfo.Username, req.Namespace); ok {
 		remote := &fleeetv1.Remote{}
 		switch err := p.Reader.Get(ctx, key(name), remote); {
 		case err == nil:

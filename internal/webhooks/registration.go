@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
 )
 
 // Registrations looks up what the registration policy needs to judge a
@@ -45,11 +44,11 @@ func (r *Registrations) lookUp(ctx context.Context, ns, token string, into map[s
 	into["registrationToken"] = tok
 
 	sa := &corev1.ServiceAccount{}
-	switch err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrol.RegistrationName(token)}, sa); {
+	switch err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleeetv1.RegistrationIdentityName(token)}, sa); {
 	case err == nil && metav1.IsControlledBy(sa, tok):
 		into["registrationIdentity"] = map[string]any{"uid": sa.UID}
 	case err != nil && !apierrors.IsNotFound(err):
-		return fmt.Errorf("looking up ServiceAccount %s: %w", enrol.RegistrationName(token), err)
+		return fmt.Errorf("looking up ServiceAccount %s: %w", fleeetv1.RegistrationIdentityName(token), err)
 	}
 
 	remotes := &metav1.PartialObjectMetadataList{}

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
 )
 
 // The look-up gives the registration policy the token, the UID of the
@@ -41,11 +40,11 @@ func TestARegistrantsLookUpFindsItsTokenIdentityAndRemotes(t *testing.T) {
 		identity any
 	}{
 		"the token's own identity": {
-			sa:       &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: enrol.RegistrationName("edge"), UID: "sa-1", OwnerReferences: controlled}},
+			sa:       &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: fleeetv1.RegistrationIdentityName("edge"), UID: "sa-1", OwnerReferences: controlled}},
 			identity: map[string]any{"uid": types.UID("sa-1")},
 		},
 		"a ServiceAccount someone else made under its name": {
-			sa: &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: enrol.RegistrationName("edge"), UID: "sa-2"}},
+			sa: &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: fleeetv1.RegistrationIdentityName("edge"), UID: "sa-2"}},
 		},
 		"a retired identity": {},
 	} {

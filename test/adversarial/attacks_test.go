@@ -36,7 +36,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -90,7 +89,7 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	spare := f.token(t, tenantA, "spare", fleeetv1.RegistrationTokenSpec{MaxRegistrations: 2, RemoteLabels: map[string]string{"env": "lab"}})
 	registrant := bearer(t, f.mgmt, spare["token"].(string))
 	const registrantID = "registrant: bearer token of RegistrationToken team-a/spare (env=lab, 2 registrations)"
-	cluster := bearer(t, f.mgmt, mint(t, f.mgmt, tenantA, enrol.RemoteIdentityName("edge")))
+	cluster := bearer(t, f.mgmt, mint(t, f.mgmt, tenantA, fleeetv1.RemoteIdentityName("edge")))
 	const clusterID = "cluster edge of team-a: a token of ServiceAccount fleeet-remote-edge"
 	author := user(t, f.mgmt, "pat", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}}, managerNamespace)
 	const authorID = "policy author pat (ConfigMaps in fleeet-system)"
@@ -101,7 +100,7 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	g.Expect(registrant.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "other",
 		Labels: map[string]string{"env": "lab", fleeetv1.RegistrationTokenLabel: "spare"}}})).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: enrol.RemoteIdentityName("other")}, &corev1.ServiceAccount{})).To(Succeed())
+		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: fleeetv1.RemoteIdentityName("other")}, &corev1.ServiceAccount{})).To(Succeed())
 	}, timeout, poll).Should(Succeed(), f.logs)
 
 	attacker := newAttackerServer(t)
@@ -251,7 +250,7 @@ func tenantAttacks(ctx context.Context, f *fleet, alice client.Client, id, plain
 				m.Labels = map[string]string{fleeetv1.TenantLabel: tenantB}
 			})), "fleeet.dev/")
 		}},
-		{"forge-a-registered-remote", id, "Remote labelled fleeet.dev/registration-token=edge, to pose as an enrolled cluster", func(t *testing.T, g Gomega) string {
+		{"forge-a-registered-remote", id, "Remote labelled fleeet.dev/registration-token=edge, to pose as a registered cluster", func(t *testing.T, g Gomega) string {
 			return refused(g, alice.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "forged",
 				Labels: map[string]string{fleeetv1.RegistrationTokenLabel: "edge"}}}), "fleeet.dev/")
 		}},
@@ -298,14 +297,14 @@ func tenantAttacks(ctx context.Context, f *fleet, alice client.Client, id, plain
 			return refusedByRBAC(g, alice.Create(ctx, module(tenantB, "m", nil)))
 		}},
 		{"read-another-tenants-token", id, "get Secret team-b/fleeet-registration-edge", func(t *testing.T, g Gomega) string {
-			return refusedByRBAC(g, alice.Get(ctx, client.ObjectKey{Namespace: tenantB, Name: enrol.RegistrationName("edge")}, &corev1.Secret{}))
+			return refusedByRBAC(g, alice.Get(ctx, client.ObjectKey{Namespace: tenantB, Name: fleeetv1.RegistrationIdentityName("edge")}, &corev1.Secret{}))
 		}},
 		{"read-the-managers-secrets", id, "list Secrets in fleeet-system", func(t *testing.T, g Gomega) string {
 			return refusedByRBAC(g, alice.List(ctx, &corev1.SecretList{}, client.InNamespace(managerNamespace)))
 		}},
 		{"steal-a-clusters-identity", id, "request a token for ServiceAccount team-a/fleeet-remote-edge", func(t *testing.T, g Gomega) string {
 			req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
-			return refusedByRBAC(g, alice.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: enrol.RemoteIdentityName("edge")}}, req))
+			return refusedByRBAC(g, alice.SubResource("token").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: fleeetv1.RemoteIdentityName("edge")}}, req))
 		}},
 		{"nothing-was-created", id, "(after the above) look for any object the refused requests might have left", func(t *testing.T, g Gomega) string {
 			modules := &fleeetv1.ModuleList{}
@@ -510,13 +509,13 @@ func registrantAttacks(ctx context.Context, f *fleet, registrant client.Client, 
 		{"mint-a-token", id, "create RegistrationToken team-a/more", func(t *testing.T, g Gomega) string {
 			return refusedByRBAC(g, registrant.Create(ctx, &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "more"}}))
 		}},
-		{"relabel-an-enrolled-cluster", id, "update Remote team-a/edge labels", func(t *testing.T, g Gomega) string {
+		{"relabel-an-registered-cluster", id, "update Remote team-a/edge labels", func(t *testing.T, g Gomega) string {
 			r := &fleeetv1.Remote{}
 			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "edge"}, r)).To(Succeed())
 			r.Labels["env"] = "prod"
 			return refusedByRBAC(g, registrant.Update(ctx, r))
 		}},
-		{"delete-an-enrolled-cluster", id, "delete Remote team-a/edge", func(t *testing.T, g Gomega) string {
+		{"delete-an-registered-cluster", id, "delete Remote team-a/edge", func(t *testing.T, g Gomega) string {
 			return refusedByRBAC(g, registrant.Delete(ctx, remote("edge", nil)))
 		}},
 		{"register-in-another-tenant", id, "create Remote in team-b", func(t *testing.T, g Gomega) string {
@@ -525,7 +524,7 @@ func registrantAttacks(ctx context.Context, f *fleet, registrant client.Client, 
 			return refusedByRBAC(g, registrant.Create(ctx, r))
 		}},
 		{"read-a-first-credential", id, "get the first-credential Secret of cluster edge", func(t *testing.T, g Gomega) string {
-			return refusedByRBAC(g, registrant.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: enrol.RemoteIdentityName("edge")}, &corev1.Secret{}))
+			return refusedByRBAC(g, registrant.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: fleeetv1.RemoteIdentityName("edge")}, &corev1.Secret{}))
 		}},
 		{"create-a-module", id, "create Module team-a/m", func(t *testing.T, g Gomega) string {
 			return refused(g, registrant.Create(ctx, module(tenantA, "m", nil)))
@@ -604,10 +603,10 @@ func clusterAttacks(ctx context.Context, f *fleet, cluster client.Client, id str
 			return refusedByRBAC(g, cluster.Update(ctx, r))
 		}},
 		{"long-lived-token", id, "request a token of its own identity valid for a year", func(t *testing.T, g Gomega) string {
-			return refused(g, tokenFor(enrol.RemoteIdentityName("edge"), 365*24*3600), "expirationSeconds")
+			return refused(g, tokenFor(fleeetv1.RemoteIdentityName("edge"), 365*24*3600), "expirationSeconds")
 		}},
 		{"token-for-another-cluster", id, "request a token for fleeet-remote-other", func(t *testing.T, g Gomega) string {
-			return refusedByRBAC(g, tokenFor(enrol.RemoteIdentityName("other"), 600))
+			return refusedByRBAC(g, tokenFor(fleeetv1.RemoteIdentityName("other"), 600))
 		}},
 		{"renew-another-clusters-lease", id, "update Lease team-a/other (keep a revoked cluster looking alive)", func(t *testing.T, g Gomega) string {
 			lease := &coordinationv1.Lease{}
@@ -673,7 +672,7 @@ func webhookAttacks(ctx context.Context, f *fleet) []attack {
 		{"forged-registration", id, "POST an AdmissionReview claiming the registration identity of token team-a/burn creates Remote ghost", func(t *testing.T, g Gomega) string {
 			f.token(t, tenantA, "burn", fleeetv1.RegistrationTokenSpec{RemoteLabels: map[string]string{"env": "lab"}})
 			sa := &corev1.ServiceAccount{}
-			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: enrol.RegistrationName("burn")}, sa)).To(Succeed())
+			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: fleeetv1.RegistrationIdentityName("burn")}, sa)).To(Succeed())
 			ghost := &fleeetv1.Remote{TypeMeta: metav1.TypeMeta{APIVersion: fleeetv1.GroupVersion.String(), Kind: "Remote"},
 				ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "ghost", UID: "00000000-0000-0000-0000-000000000001",
 					Labels: map[string]string{"env": "lab", fleeetv1.RegistrationTokenLabel: "burn"}}}

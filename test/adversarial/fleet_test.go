@@ -66,7 +66,7 @@ func (f *fleet) logs() string {
 
 // startFleet brings up the management cluster with fleet-manager from its
 // chart and a downstream cluster with Flux and fleet-agent from its chart,
-// enrolled into two tenants, each through its own RegistrationToken.
+// registered into two tenants, each through its own RegistrationToken.
 func startFleet(t *testing.T) *fleet {
 	g := NewWithT(t)
 	ctx := t.Context()

@@ -1,7 +1,7 @@
 // Package charts_test installs fleet-manager and fleet-agent with the Helm
 // SDK into real apiservers, runs the binaries as the ServiceAccounts the
 // charts create — with the arguments the charts' Deployments give them — and
-// enrols a cluster and syncs an app through them. A permission the charts
+// registers a cluster and syncs an app through them. A permission the charts
 // forgot fails the scenario; the apiservers' audit logs show which of the
 // granted permissions were used.
 package charts_test

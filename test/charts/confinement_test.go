@@ -22,10 +22,10 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
-// otherTenant is the second tenant the downstream cluster enrols into.
+// otherTenant is the second tenant the downstream cluster registers into.
 const otherTenant = "team-b"
 
-// TestAgentChartConfinesEachTenantDownstream enrols one downstream cluster
+// TestAgentChartConfinesEachTenantDownstream registers one downstream cluster
 // into two tenants with the agent chart, the agent running as the chart's
 // ServiceAccount and real Flux applying the plans. A tenant's Modules that
 // try to write outside the tenant (into the other tenant's namespace, or a
@@ -55,7 +55,7 @@ func TestAgentChartConfinesEachTenantDownstream(t *testing.T) {
 		map[string]string{"webhook-port": webhookPort, "webhook-cert-dir": certDir, "management-ca-file": managementCA},
 		"--webhook-host="+webhookHost)
 
-	// Two tenants, each with a token; the agent chart enrols into both.
+	// Two tenants, each with a token; the agent chart registers into both.
 	values := map[string]map[string]any{}
 	for _, ns := range []string{tenant, otherTenant} {
 		g.Expect(mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{

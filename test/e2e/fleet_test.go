@@ -23,8 +23,8 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/demo"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -149,8 +149,8 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	// Revoking edge-3: its Remote and identity go, its workloads stay, its
 	// credential stops working.
 	edge3 := fleet.Downstream["edge-3"]
-	credential := &corev1.Secret{}
-	g.Expect(edge3.Client.Get(ctx, client.ObjectKey{Namespace: demo.AgentNamespace, Name: demo.Tenant + "-credential"}, credential)).To(Succeed())
+	stored := &corev1.Secret{}
+	g.Expect(edge3.Client.Get(ctx, client.ObjectKey{Namespace: demo.AgentNamespace, Name: demo.Tenant + "-credential"}, stored)).To(Succeed())
 	out, err = fleet.Fleetctl(ctx, "revoke", "edge-3")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(Equal("remote/edge-3 revoked: identity fleeet-remote-edge-3 deleted\n"))
@@ -160,7 +160,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	g.Consistently(func() string { return widget(t, edge3) }, 10*time.Second, time.Second).Should(Equal("large"),
 		"a revoked cluster keeps running what it ran")
 	cfg := rest.AnonymousClientConfig(fleet.Management.Config)
-	cfg.BearerToken = string(credential.Data[enrol.TokenKey])
+	cfg.BearerToken = string(stored.Data[credential.TokenKey])
 	revoked, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	err = revoked.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "edge-3"}, &fleeetv1.ProxyAssemblage{})

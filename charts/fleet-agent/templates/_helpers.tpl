@@ -14,7 +14,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
-The tenants this cluster enrols into, as a JSON list: the top-level values
+The tenants this cluster registers into, as a JSON list: the top-level values
 first, then .Values.tenants, each with the top-level url, caBundle and
 clusterName filled in where unset and its downstream namespace resolved.
 A downstream namespace equal to the release namespace fails the release: a

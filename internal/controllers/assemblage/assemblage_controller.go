@@ -30,23 +30,6 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
-// Finalizer holds an Assemblage until its Flux objects are removed in
-// reverse dependency order.
-const Finalizer = "fleeet.dev/assemblage"
-
-// Reasons used in conditions and events.
-const (
-	ReasonSucceeded       = "Succeeded"
-	ReasonProgressing     = "Progressing"
-	ReasonSyncFailed      = "SyncFailed"
-	ReasonDependencyCycle = "DependencyCycle"
-	ReasonSyncApplied     = "SyncApplied"
-	ReasonSyncRemoved     = "SyncRemoved"
-	// ReasonServiceAccountNameUnset: the Assemblage names no ServiceAccount,
-	// so Flux would apply its syncs unconfined; nothing is applied.
-	ReasonServiceAccountNameUnset = "ServiceAccountNameUnset"
-)
-
 // unconfinedMessage says why an Assemblage without a ServiceAccount is refused.
 const unconfinedMessage = "spec.serviceAccountName: empty, so Flux would apply the syncs with its own, unconfined identity; " +
 	"name the tenant's ServiceAccount (the Upstream's or the push Remote's spec.serviceAccountName), " +
@@ -108,7 +91,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if !asm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, asm)
 	}
-	if err := finalizer.Add(ctx, r.Client, asm, Finalizer); err != nil {
+	if err := finalizer.Add(ctx, r.Client, asm, fleeetv1.AssemblageFinalizer); err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -144,16 +127,16 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, asm *fleeetv1.Assembla
 		return err
 	}
 	if len(removing) > 0 {
-		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonProgressing,
+		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonProgressing,
 			"removing "+strings.Join(removing, ", "))
 		return nil
 	}
-	return finalizer.Release(ctx, r.Client, asm, Finalizer)
+	return finalizer.Release(ctx, r.Client, asm, fleeetv1.AssemblageFinalizer)
 }
 
 // reconcileConfinement refuses an Assemblage that names no ServiceAccount,
 // unless AllowUnconfined: every sync is Failed, the Assemblage Stalled with
-// ReasonServiceAccountNameUnset, and nothing is applied or removed until the
+// fleeetv1.ReasonServiceAccountNameUnset, and nothing is applied or removed until the
 // spec changes. It reports whether the Assemblage may go on.
 func (r *Reconciler) reconcileConfinement(asm *fleeetv1.Assemblage) bool {
 	if asm.Spec.ServiceAccountName != "" || r.AllowUnconfined {
@@ -165,8 +148,8 @@ func (r *Reconciler) reconcileConfinement(asm *fleeetv1.Assemblage) bool {
 			Message: "not applied: the Assemblage has no spec.serviceAccountName"})
 	}
 	r.reconcileStatus(asm, statuses, buildGraph(nil), nil)
-	setCondition(asm, fleeetv1.StalledCondition, metav1.ConditionTrue, ReasonServiceAccountNameUnset, unconfinedMessage)
-	setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonServiceAccountNameUnset, unconfinedMessage)
+	setCondition(asm, fleeetv1.StalledCondition, metav1.ConditionTrue, fleeetv1.ReasonServiceAccountNameUnset, unconfinedMessage)
+	setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonServiceAccountNameUnset, unconfinedMessage)
 	return false
 }
 
@@ -301,7 +284,7 @@ func (r *Reconciler) applySync(ctx context.Context, asm *fleeetv1.Assemblage, na
 		}
 	}
 	log.FromContext(ctx).Info("Applied sync", "sync", name, "revision", x.Want.String())
-	r.Recorder.Eventf(asm, nil, corev1.EventTypeNormal, ReasonSyncApplied, "Apply",
+	r.Recorder.Eventf(asm, nil, corev1.EventTypeNormal, fleeetv1.ReasonSyncApplied, "Apply",
 		"Applied sync %s at %s", name, x.Want.String())
 	return nil
 }
@@ -339,7 +322,7 @@ func (r *Reconciler) reconcileRemovals(ctx context.Context, asm *fleeetv1.Assemb
 		}
 		if deleted {
 			log.FromContext(ctx).Info("Removing sync", "sync", name)
-			r.Recorder.Eventf(asm, nil, corev1.EventTypeNormal, ReasonSyncRemoved, "Delete", "Removing sync %s", name)
+			r.Recorder.Eventf(asm, nil, corev1.EventTypeNormal, fleeetv1.ReasonSyncRemoved, "Delete", "Removing sync %s", name)
 		}
 	}
 	return removing, errors.Join(errs...)
@@ -379,7 +362,7 @@ func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeet
 		} else {
 			st.LastTransitionTime = &now
 			if st.State == fleeetv1.SyncFailed {
-				r.Recorder.Eventf(asm, nil, corev1.EventTypeWarning, ReasonSyncFailed, "Reconcile",
+				r.Recorder.Eventf(asm, nil, corev1.EventTypeWarning, fleeetv1.ReasonSyncFailed, "Reconcile",
 					"Sync %s failed: %s", st.Name, st.Message)
 			}
 		}
@@ -409,11 +392,11 @@ func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeet
 	switch {
 	case len(cycles) > 0:
 		msg := "dependency cycle: " + strings.Join(cycles, "; ")
-		setCondition(asm, fleeetv1.StalledCondition, metav1.ConditionTrue, ReasonDependencyCycle, msg)
-		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonDependencyCycle, msg)
+		setCondition(asm, fleeetv1.StalledCondition, metav1.ConditionTrue, fleeetv1.ReasonDependencyCycle, msg)
+		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonDependencyCycle, msg)
 	case sum.Failed > 0:
 		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.StalledCondition)
-		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonSyncFailed,
+		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonSyncFailed,
 			fmt.Sprintf("%d of %d syncs failed: %s", sum.Failed, sum.Total, strings.Join(failedMsgs, "; ")))
 	case busy:
 		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.StalledCondition)
@@ -421,14 +404,14 @@ func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeet
 		if len(removing) > 0 {
 			msg += "; removing " + strings.Join(removing, ", ")
 		}
-		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonProgressing, msg)
+		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonProgressing, msg)
 	default:
 		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.StalledCondition)
-		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionTrue, ReasonSucceeded,
+		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionTrue, fleeetv1.ReasonSucceeded,
 			fmt.Sprintf("%d of %d syncs ready", sum.Ready, sum.Total))
 	}
 	if busy {
-		setCondition(asm, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, ReasonProgressing,
+		setCondition(asm, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, fleeetv1.ReasonProgressing,
 			fmt.Sprintf("%d progressing, %d blocked, %d being removed", sum.Progressing, sum.Blocked, len(removing)))
 	} else {
 		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.ReconcilingCondition)

@@ -26,7 +26,6 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/agent"
-	"github.com/fleeet-dev/fleeet/internal/controllers/assemblage"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -357,7 +356,7 @@ func (e *env) testFailingDependency(t *testing.T) {
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(asm), current)).To(Succeed())
 	ready := apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.ReadyCondition)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-	g.Expect(ready.Reason).To(Equal(assemblage.ReasonSyncFailed))
+	g.Expect(ready.Reason).To(Equal(fleeetv1.ReasonSyncFailed))
 
 	base.Package.Kustomize.Path = "./configmap"
 	e.update(t, asm, base, e.hr("app", "hello", "1.2.3", "base"), e.ks(ns, "top", "v1.0.0", "./configmap", "app"))
@@ -606,7 +605,7 @@ func (e *env) testBindingsReadAsTenant(t *testing.T) {
 		ready := apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.ReadyCondition)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(ready.Reason).To(Equal(assemblage.ReasonSyncFailed))
+		g.Expect(ready.Reason).To(Equal(fleeetv1.ReasonSyncFailed))
 		g.Expect(ready.Message).To(ContainSubstring("leaky: binding TOKEN"))
 	}, timeout, poll).Should(Succeed())
 }
@@ -631,11 +630,11 @@ func (e *env) testNoServiceAccount(t *testing.T) {
 	stalled := apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.StalledCondition)
 	g.Expect(stalled).NotTo(BeNil(), "%+v", current.Status)
 	g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
-	g.Expect(stalled.Reason).To(Equal(assemblage.ReasonServiceAccountNameUnset))
+	g.Expect(stalled.Reason).To(Equal(fleeetv1.ReasonServiceAccountNameUnset))
 	g.Expect(stalled.Message).To(HavePrefix("spec.serviceAccountName: "))
 	ready := apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.ReadyCondition)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-	g.Expect(ready.Reason).To(Equal(assemblage.ReasonServiceAccountNameUnset))
+	g.Expect(ready.Reason).To(Equal(fleeetv1.ReasonServiceAccountNameUnset))
 	g.Expect(e.syncStatus(g, asm, "app").State).To(Equal(fleeetv1.SyncFailed))
 
 	// Naming one lets the plan run.
@@ -696,7 +695,7 @@ func (e *env) testUnhealthyWorkload(t *testing.T) {
 	g.Expect(current.Status.ObservedGeneration).To(Equal(current.Generation))
 	ready := apimeta.FindStatusCondition(current.Status.Conditions, fleeetv1.ReadyCondition)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-	g.Expect(ready.Reason).To(Equal(assemblage.ReasonSyncFailed))
+	g.Expect(ready.Reason).To(Equal(fleeetv1.ReasonSyncFailed))
 
 	web.Package.Kustomize.Wait = ptr.To(false)
 	e.update(t, asm, web, app)

@@ -35,25 +35,6 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
-// Finalizer holds a BootstrapModule until its Flux objects are deleted.
-const Finalizer = "fleeet.dev/bootstrap-module"
-
-// Reasons used in BootstrapModule conditions.
-const (
-	ReasonSucceeded     = "Succeeded"
-	ReasonProgressing   = "Progressing"
-	ReasonRemoteFailed  = "RemoteFailed"
-	ReasonBindingFailed = "BindingFailed"
-	ReasonInvalid       = "InvalidSelector"
-	// ReasonKubeconfigRefused: a selected Remote's kubeconfig uses a field
-	// the manager refuses (a file on its disk, a command to run); the
-	// message names the Remote and the field.
-	ReasonKubeconfigRefused = "KubeconfigRefused"
-	// ReasonKubeconfigInvalid: a selected Remote's kubeconfig Secret is
-	// missing or does not hold a usable kubeconfig.
-	ReasonKubeconfigInvalid = "KubeconfigInvalid"
-)
-
 // Reconciler applies BootstrapModules to push-mode Remotes.
 type Reconciler struct {
 	// Client reads from the cache and writes Flux objects and status.
@@ -111,9 +92,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if err := r.remove(ctx, objs); err != nil || len(objs) > 0 {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, finalizer.Release(ctx, r.Client, bm, Finalizer)
+		return ctrl.Result{}, finalizer.Release(ctx, r.Client, bm, fleeetv1.BootstrapModuleFinalizer)
 	}
-	if err := finalizer.Add(ctx, r.Client, bm, Finalizer); err != nil {
+	if err := finalizer.Add(ctx, r.Client, bm, fleeetv1.BootstrapModuleFinalizer); err != nil {
 		return ctrl.Result{}, err
 	}
 	if bm.Spec.Suspend {
@@ -132,8 +113,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		remote := &remotes.Items[i]
 		ok, err := compile.Selects(bm.Spec.Selector, remote)
 		if err != nil {
-			r.set(bm, fleeetv1.StalledCondition, metav1.ConditionTrue, ReasonInvalid, err.Error())
-			r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonInvalid, err.Error())
+			r.set(bm, fleeetv1.StalledCondition, metav1.ConditionTrue, fleeetv1.ReasonInvalidSelector, err.Error())
+			r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonInvalidSelector, err.Error())
 			bm.Status.ObservedGeneration = bm.Generation
 			return ctrl.Result{}, nil
 		}
@@ -288,24 +269,24 @@ func (r *Reconciler) reconcileStatus(bm *fleeetv1.BootstrapModule, sum fleeetv1.
 	progress := fmt.Sprintf("%d of %d push Remotes ready at %s", sum.Ready, sum.Total, bm.Status.Version)
 	switch {
 	case len(probs.bindings) > 0:
-		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonBindingFailed, strings.Join(probs.bindings, "; "))
+		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonBindingFailed, strings.Join(probs.bindings, "; "))
 		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
 	case len(probs.kubeconfigs) > 0:
-		reason := ReasonKubeconfigInvalid
+		reason := fleeetv1.ReasonKubeconfigInvalid
 		if probs.refused {
-			reason = ReasonKubeconfigRefused
+			reason = fleeetv1.ReasonKubeconfigRefused
 		}
 		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, reason, strings.Join(probs.kubeconfigs, "; "))
 		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
 	case len(probs.failures) > 0:
-		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonRemoteFailed, strings.Join(probs.failures, "; "))
+		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonRemoteFailed, strings.Join(probs.failures, "; "))
 		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
 	case sum.Ready+sum.Offline >= sum.Total:
-		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionTrue, ReasonSucceeded, progress)
+		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionTrue, fleeetv1.ReasonSucceeded, progress)
 		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
 	default:
-		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonProgressing, progress)
-		r.set(bm, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, ReasonProgressing, progress)
+		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonProgressing, progress)
+		r.set(bm, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, fleeetv1.ReasonProgressing, progress)
 	}
 }
 

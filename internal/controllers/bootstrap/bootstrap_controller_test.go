@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/controllers/bootstrap"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -30,7 +29,7 @@ func TestBootstrapModuleNeverHandsFluxARefusedKubeconfig(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		c := judged(g, bm)
 		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(c.Reason).To(Equal(bootstrap.ReasonKubeconfigRefused))
+		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonKubeconfigRefused))
 		g.Expect(c.Message).To(ContainSubstring("remote edge: spec.kubeconfigRef: Secret edge-kubeconfig key \"value\": users[0].user.tokenFile: refused"))
 		g.Expect(apimeta.FindStatusCondition(bm.Status.Conditions, fleeetv1.ReconcilingCondition)).To(BeNil())
 		g.Expect(apimeta.FindStatusCondition(bm.Status.Conditions, fleeetv1.StalledCondition)).To(BeNil())
@@ -51,7 +50,7 @@ func TestBootstrapModuleNeverHandsFluxARefusedKubeconfig(t *testing.T) {
 		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(bm), bm)).To(Succeed())
 		c := apimeta.FindStatusCondition(bm.Status.Conditions, fleeetv1.ReadyCondition)
 		g.Expect(c).NotTo(BeNil())
-		g.Expect(c.Reason).To(Equal(bootstrap.ReasonProgressing), "Flux has yet to apply it")
+		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonProgressing), "Flux has yet to apply it")
 		g.Expect(apimeta.IsStatusConditionTrue(bm.Status.Conditions, fleeetv1.ReconcilingCondition)).To(BeTrue())
 		g.Expect(bm.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1}))
 	}, timeout, poll).Should(Succeed())
@@ -106,7 +105,7 @@ func TestBootstrapModuleRunsInTheSelectedPushRemotesUntilFluxReportsReady(t *tes
 	var ks map[string]*kustomizev1.Kustomization
 	g.Eventually(func(g Gomega) {
 		c := judged(g, bm)
-		g.Expect(c.Reason).To(Equal(bootstrap.ReasonProgressing))
+		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonProgressing))
 		g.Expect(c.Message).To(Equal("0 of 2 push Remotes ready at v2.7.0"))
 		g.Expect(bm.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 2, Updated: 2, Offline: 1}))
 		ks = applied(g, ns)
@@ -114,7 +113,7 @@ func TestBootstrapModuleRunsInTheSelectedPushRemotesUntilFluxReportsReady(t *tes
 		g.Expect(ks).To(HaveKey("edge"))
 		g.Expect(ks).To(HaveKey("dead"))
 	}, timeout, poll).Should(Succeed())
-	g.Expect(bm.Finalizers).To(ContainElement(bootstrap.Finalizer))
+	g.Expect(bm.Finalizers).To(ContainElement(fleeetv1.BootstrapModuleFinalizer))
 	g.Expect(bm.Status.Version).To(Equal("v2.7.0"))
 	g.Expect(apimeta.IsStatusConditionTrue(bm.Status.Conditions, fleeetv1.ReconcilingCondition)).To(BeTrue())
 	for remote, k := range ks {
@@ -129,7 +128,7 @@ func TestBootstrapModuleRunsInTheSelectedPushRemotesUntilFluxReportsReady(t *tes
 	g.Eventually(func(g Gomega) {
 		c := judged(g, bm)
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Reason).To(Equal(bootstrap.ReasonSucceeded))
+		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonSucceeded))
 		g.Expect(c.Message).To(Equal("1 of 2 push Remotes ready at v2.7.0"))
 		g.Expect(bm.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 2, Updated: 2, Ready: 1, Offline: 1}))
 		g.Expect(apimeta.FindStatusCondition(bm.Status.Conditions, fleeetv1.ReconcilingCondition)).To(BeNil())
@@ -144,7 +143,7 @@ func TestBootstrapModuleRunsInTheSelectedPushRemotesUntilFluxReportsReady(t *tes
 	}, timeout, poll).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		c := judged(g, bm)
-		g.Expect(c.Reason).To(Equal(bootstrap.ReasonRemoteFailed))
+		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonRemoteFailed))
 		g.Expect(c.Message).To(Equal("remote edge: kustomize build failed: no such file ./install"))
 		g.Expect(bm.Status.Summary.Failed).To(BeEquivalentTo(1))
 	}, timeout, poll).Should(Succeed())
@@ -184,11 +183,11 @@ func TestBootstrapModuleSaysWhatKeepsAPushRemoteFromRunningIt(t *testing.T) {
 				bm.Spec.ControlPlaneBindings = []fleeetv1.ControlPlaneBinding{{Name: "DOMAIN",
 					ObjectFieldRef: &fleeetv1.ControlPlaneFieldRef{Kind: "ConfigMap", Name: "missing", FieldPath: "/data/domain"}}}
 			},
-			reason: bootstrap.ReasonBindingFailed, message: "remote edge: spec.controlPlaneBindings[DOMAIN]: reading ConfigMap missing: ",
+			reason: fleeetv1.ReasonBindingFailed, message: "remote edge: spec.controlPlaneBindings[DOMAIN]: reading ConfigMap missing: ",
 			summary: fleeetv1.ModuleSummary{Total: 1},
 		},
 		"a kubeconfig Secret that does not exist": {
-			reason: bootstrap.ReasonKubeconfigInvalid, message: "remote edge: spec.kubeconfigRef: Secret edge-kubeconfig not found",
+			reason: fleeetv1.ReasonKubeconfigInvalid, message: "remote edge: spec.kubeconfigRef: Secret edge-kubeconfig not found",
 			summary: fleeetv1.ModuleSummary{Total: 1},
 		},
 		"a selector that is not one": {
@@ -196,7 +195,7 @@ func TestBootstrapModuleSaysWhatKeepsAPushRemoteFromRunningIt(t *testing.T) {
 			edit: func(bm *fleeetv1.BootstrapModule) {
 				bm.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "bootstrap", Operator: "Near"}}}
 			},
-			reason: bootstrap.ReasonInvalid, message: "spec.selector: ", stalled: true,
+			reason: fleeetv1.ReasonInvalidSelector, message: "spec.selector: ", stalled: true,
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -231,7 +230,7 @@ func TestASuspendedBootstrapModuleAppliesNothingUntilResumed(t *testing.T) {
 	g.Eventually(func(g Gomega) []string {
 		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(bm), bm)).To(Succeed())
 		return bm.Finalizers
-	}, timeout, poll).Should(ContainElement(bootstrap.Finalizer))
+	}, timeout, poll).Should(ContainElement(fleeetv1.BootstrapModuleFinalizer))
 	g.Consistently(func(g Gomega) map[string]*kustomizev1.Kustomization { return applied(g, ns) }, time.Second, poll).Should(BeEmpty())
 
 	g.Expect(cluster.Client.Patch(t.Context(), bm, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":false}}`)))).To(Succeed())

@@ -28,16 +28,6 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
-// Reasons used in Module conditions.
-const (
-	ReasonSucceeded     = "Succeeded"
-	ReasonProgressing   = "Progressing"
-	ReasonRemoteFailed  = "RemoteFailed"
-	ReasonBindingFailed = "BindingFailed"
-	ReasonInvalid       = "InvalidSelector"
-	ReasonSuspended     = "Suspended"
-)
-
 // Reconciler drives Module rollouts and status.
 type Reconciler struct {
 	// Concurrent is how many objects reconcile at once.
@@ -90,7 +80,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		var invalid *invalidSelectorError
 		if errors.As(err, &invalid) {
-			r.setStalled(m, ReasonInvalid, err.Error())
+			r.setStalled(m, fleeetv1.ReasonInvalidSelector, err.Error())
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -218,29 +208,29 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []s
 			msg += "; workloads: " + p.pausedBy.health.Summary()
 		}
 		msg += "; repair it (then fleetctl retry " + ro.PausedBy + " if Flux gave up) or change the Module's spec to resume"
-		r.set(m, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, ReasonRemoteFailed, msg)
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonRemoteFailed, msg)
+		r.set(m, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, fleeetv1.ReasonRemoteFailed, msg)
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonRemoteFailed, msg)
 		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
 		return
 	}
 	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.RolloutPausedCondition)
 	switch {
 	case m.Spec.Suspend:
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonSuspended, "suspended; "+progress)
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonSuspended, "suspended; "+progress)
 		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
 	case len(bindingErrs) > 0:
 		msg := firstFew(bindingErrs)
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonBindingFailed, msg)
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonBindingFailed, msg)
 		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
 	case s.Failed > 0:
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonRemoteFailed, progress)
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonRemoteFailed, progress)
 		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
 	case p.waiting == 0:
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionTrue, ReasonSucceeded, progress)
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionTrue, fleeetv1.ReasonSucceeded, progress)
 		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
 	default:
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonProgressing, progress)
-		r.set(m, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, ReasonProgressing, progress)
+		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonProgressing, progress)
+		r.set(m, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, fleeetv1.ReasonProgressing, progress)
 	}
 }
 

@@ -22,12 +22,6 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/policy"
 )
 
-// Reasons of the events on policy ConfigMaps.
-const (
-	ReasonLoaded   = "PolicyLoaded"
-	ReasonRejected = "PolicyRejected"
-)
-
 // Reconciler loads user policies.
 type Reconciler struct {
 	// Client reads ConfigMaps from the cache.
@@ -83,7 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err == nil {
 		log.FromContext(ctx).Info("User policies in force", "modules", slices.Sorted(maps.Keys(all)))
 		if cm := find(cms.Items, req.Name); cm != nil {
-			r.Recorder.Eventf(cm, nil, corev1.EventTypeNormal, ReasonLoaded, "Compile", "Policies compiled and in force (%d module(s) from %d ConfigMap(s))", len(all), len(byCM))
+			r.Recorder.Eventf(cm, nil, corev1.EventTypeNormal, fleeetv1.ReasonPolicyLoaded, "Compile", "Policies compiled and in force (%d module(s) from %d ConfigMap(s))", len(all), len(byCM))
 		}
 		return ctrl.Result{}, nil
 	}
@@ -93,7 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if own == nil {
 				own = err
 			}
-			r.Recorder.Eventf(find(cms.Items, name), nil, corev1.EventTypeWarning, ReasonRejected, "Compile",
+			r.Recorder.Eventf(find(cms.Items, name), nil, corev1.EventTypeWarning, fleeetv1.ReasonPolicyRejected, "Compile",
 				"Policy rejected, the previous policies stay in force: %v", own)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/controllers/policyconfig"
 )
 
 // A policy added at runtime is compiled into the engine and said so on its
@@ -25,9 +24,9 @@ func TestAUserPolicyIsLoadedWithoutARestart(t *testing.T) {
 	})
 	g.Eventually(inForce(pkg), timeout, poll).Should(BeTrue())
 	g.Eventually(func(g Gomega) []string {
-		return notes(g, cm.Name, corev1.EventTypeNormal, policyconfig.ReasonLoaded)
+		return notes(g, cm.Name, corev1.EventTypeNormal, fleeetv1.ReasonPolicyLoaded)
 	}, timeout, poll).Should(ContainElement(MatchRegexp(`^Policies compiled and in force \(\d+ module\(s\) from \d+ ConfigMap\(s\)\)$`)))
-	g.Expect(notes(g, cm.Name, corev1.EventTypeWarning, policyconfig.ReasonRejected)).To(BeEmpty())
+	g.Expect(notes(g, cm.Name, corev1.EventTypeWarning, fleeetv1.ReasonPolicyRejected)).To(BeEmpty())
 }
 
 // A ConfigMap whose Rego does not compile is told why, naming the file;
@@ -53,7 +52,7 @@ func TestBadRegoIsRejectedAndThePoliciesInForceStay(t *testing.T) {
 			bad := unique("bad")
 			cm := policyConfigMap(t, managerNamespace, configMapName(bad), map[string]string{"policy.rego": strings.ReplaceAll(tc.rego, "PKG", bad)})
 			g.Eventually(func(g Gomega) []string {
-				return notes(g, cm.Name, corev1.EventTypeWarning, policyconfig.ReasonRejected)
+				return notes(g, cm.Name, corev1.EventTypeWarning, fleeetv1.ReasonPolicyRejected)
 			}, timeout, poll).Should(ContainElement(And(
 				HavePrefix("Policy rejected, the previous policies stay in force: "),
 				ContainSubstring(cm.Name+strings.ReplaceAll(tc.want, "PKG", bad)))))
@@ -64,7 +63,7 @@ func TestBadRegoIsRejectedAndThePoliciesInForceStay(t *testing.T) {
 			late := unique("late")
 			lateCM := policyConfigMap(t, managerNamespace, configMapName(late), map[string]string{"policy.rego": probePolicy(late)})
 			g.Eventually(func(g Gomega) []string {
-				return notes(g, lateCM.Name, corev1.EventTypeWarning, policyconfig.ReasonRejected)
+				return notes(g, lateCM.Name, corev1.EventTypeWarning, fleeetv1.ReasonPolicyRejected)
 			}, timeout, poll).Should(ContainElement(ContainSubstring(cm.Name + "/policy.rego")))
 			g.Consistently(inForce(late), time.Second, poll).Should(BeFalse())
 			g.Expect(cluster.Client.Delete(t.Context(), cm)).To(Succeed())

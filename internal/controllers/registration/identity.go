@@ -1,4 +1,4 @@
-// Package registration holds the manager's side of pull enrolment: the
+// Package registration holds the manager's side of pull registration: the
 // RegistrationToken controller, which keeps a registration identity alive
 // while its token may be used, and the Remote identity controller, which
 // gives each registered cluster an identity of its own.
@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
 )
 
 // identity is a ServiceAccount with one Role bound to it, all three named
@@ -108,6 +107,6 @@ func remoteRules(remote string) []rbacv1.PolicyRule {
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 			ResourceNames: names, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"},
-			ResourceNames: []string{enrol.RemoteIdentityName(remote)}, Verbs: []string{"create"}},
+			ResourceNames: []string{fleeetv1.RemoteIdentityName(remote)}, Verbs: []string{"create"}},
 	}
 }

@@ -58,7 +58,7 @@ func TestAnIdentityIsNeverAdoptedFromAServiceAccountSomeoneElseMade(t *testing.T
 func TestRemovingAnIdentityLeavesWhatItDoesNotControl(t *testing.T) {
 	g := NewWithT(t)
 	r, tok := recorded()
-	r.Finalizers = []string{registration.RemoteFinalizer}
+	r.Finalizers = []string{fleeetv1.RemoteIdentityFinalizer}
 	r.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	role := &rbacv1.Role{ObjectMeta: identityOf(r)}
 	role.OwnerReferences = controlledBy(r)

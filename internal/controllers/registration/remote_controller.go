@@ -21,26 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
-)
-
-// RemoteFinalizer holds a registered Remote until its cluster identity is
-// deleted, so deleting the Remote revokes the cluster at once.
-const RemoteFinalizer = "fleeet.dev/remote-identity"
-
-// Reasons used in the Registered condition of Remotes; ReasonRefused is
-// also the reason of the event on the RegistrationToken.
-const (
-	ReasonRegistered          = "Registered"
-	ReasonNotRegistered       = "NotRegistered"
-	ReasonRegistrationPending = "RegistrationPending"
-	ReasonRefused             = "RegistrationRefused"
-	ReasonLeaseConflict       = "LeaseConflict"
-	ReasonNotPickedUp         = "CredentialNotPickedUp"
-	ReasonIssued              = "CredentialIssued"
 )
 
 // Remotes gives each pull Remote registered through a RegistrationToken its
@@ -102,9 +86,9 @@ func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	if err := r.Client.Get(ctx, req.NamespacedName, remote); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	id := identity{owner: remote, name: enrol.RemoteIdentityName(remote.Name), rules: remoteRules(remote.Name)}
+	id := identity{owner: remote, name: fleeetv1.RemoteIdentityName(remote.Name), rules: remoteRules(remote.Name)}
 	if !remote.DeletionTimestamp.IsZero() {
-		if !controllerutil.ContainsFinalizer(remote, RemoteFinalizer) {
+		if !controllerutil.ContainsFinalizer(remote, fleeetv1.RemoteIdentityFinalizer) {
 			return ctrl.Result{}, nil
 		}
 		if err := id.remove(ctx, r.Client, r.credentialSecret(remote), r.lease(remote)); err != nil {
@@ -112,7 +96,7 @@ func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		}
 		r.Recorder.Eventf(remote, nil, corev1.EventTypeNormal, "Revoked", "Revoke",
 			"Deleted cluster identity %s: its tokens no longer authenticate", id.name)
-		return ctrl.Result{}, finalizer.Release(ctx, r.Client, remote, RemoteFinalizer)
+		return ctrl.Result{}, finalizer.Release(ctx, r.Client, remote, fleeetv1.RemoteIdentityFinalizer)
 	}
 	if remote.Spec.KubeconfigRef != nil {
 		return ctrl.Result{}, nil
@@ -124,7 +108,7 @@ func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	before := remote.Status.DeepCopy()
 	switch {
 	case tok == nil:
-		r.setRegistered(remote, metav1.ConditionFalse, ReasonNotRegistered,
+		r.setRegistered(remote, metav1.ConditionFalse, fleeetv1.ReasonNotRegistered,
 			"this pull Remote was not created through a RegistrationToken, so no cluster holds a credential for it")
 		return ctrl.Result{}, r.applyStatus(ctx, remote, before)
 	case reg == nil:
@@ -132,7 +116,7 @@ func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 			return ctrl.Result{}, r.refuse(ctx, remote, tok, why)
 		}
 		// The token's watch brings the Remote back once it is recorded.
-		r.setRegistered(remote, metav1.ConditionFalse, ReasonRegistrationPending,
+		r.setRegistered(remote, metav1.ConditionFalse, fleeetv1.ReasonRegistrationPending,
 			fmt.Sprintf("waiting for RegistrationToken %s to record this registration", tok.Name))
 		return ctrl.Result{}, r.applyStatus(ctx, remote, before)
 	}
@@ -148,7 +132,7 @@ func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		// Its renewals would pass for the agent connecting, and the
 		// cluster would be given rights on it. The Lease's watch brings the
 		// Remote back once it is gone.
-		r.setRegistered(remote, metav1.ConditionFalse, ReasonLeaseConflict, fmt.Sprintf(
+		r.setRegistered(remote, metav1.ConditionFalse, fleeetv1.ReasonLeaseConflict, fmt.Sprintf(
 			"Lease %s/%s exists and is not controlled by this Remote; the manager makes the cluster's heartbeat Lease itself and adopts no other, so no identity is issued until that Lease is deleted",
 			lease.Namespace, lease.Name))
 		return ctrl.Result{}, r.applyStatus(ctx, remote, before)
@@ -190,11 +174,11 @@ func (r *Remotes) registrationOf(ctx context.Context, remote *fleeetv1.Remote) (
 // learns the reason from admission when it tries again.
 func (r *Remotes) refuse(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken, why string) error {
 	before := remote.Status.DeepCopy()
-	r.setRegistered(remote, metav1.ConditionFalse, ReasonRefused, why+"; the Remote is deleted")
+	r.setRegistered(remote, metav1.ConditionFalse, fleeetv1.ReasonRegistrationRefused, why+"; the Remote is deleted")
 	if err := r.applyStatus(ctx, remote, before); err != nil {
 		return err
 	}
-	r.Recorder.Eventf(tok, remote, corev1.EventTypeWarning, ReasonRefused, "Refuse",
+	r.Recorder.Eventf(tok, remote, corev1.EventTypeWarning, fleeetv1.ReasonRegistrationRefused, "Refuse",
 		"Refused Remote %s: %s; deleting it", remote.Name, why)
 	uid := remote.UID
 	if err := r.Client.Delete(ctx, remote, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
@@ -210,7 +194,7 @@ func (r *Remotes) refuse(ctx context.Context, remote *fleeetv1.Remote, tok *flee
 // the Remote as it likes, but the token's labels win.
 func (r *Remotes) adopt(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken) error {
 	labels := maps.Clone(remote.Labels)
-	if labels == nil || !controllerutil.ContainsFinalizer(remote, RemoteFinalizer) {
+	if labels == nil || !controllerutil.ContainsFinalizer(remote, fleeetv1.RemoteIdentityFinalizer) {
 		labels = map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}
 		for _, k := range tok.Spec.FreeLabelKeys {
 			if v, ok := remote.Labels[k]; ok {
@@ -219,11 +203,11 @@ func (r *Remotes) adopt(ctx context.Context, remote *fleeetv1.Remote, tok *fleee
 		}
 	}
 	maps.Copy(labels, tok.Spec.RemoteLabels)
-	if controllerutil.ContainsFinalizer(remote, RemoteFinalizer) && maps.Equal(labels, remote.Labels) {
+	if controllerutil.ContainsFinalizer(remote, fleeetv1.RemoteIdentityFinalizer) && maps.Equal(labels, remote.Labels) {
 		return nil
 	}
 	patch := client.MergeFrom(remote.DeepCopy())
-	controllerutil.AddFinalizer(remote, RemoteFinalizer)
+	controllerutil.AddFinalizer(remote, fleeetv1.RemoteIdentityFinalizer)
 	remote.Labels = labels
 	if err := r.Client.Patch(ctx, remote, patch); err != nil {
 		return fmt.Errorf("labelling Remote: %w", err)
@@ -242,7 +226,7 @@ func (r *Remotes) ensureLease(ctx context.Context, remote *fleeetv1.Remote, labe
 		return lease, err
 	}
 	lease.Labels = labels
-	holder := enrol.RemoteIdentityName(remote.Name)
+	holder := fleeetv1.RemoteIdentityName(remote.Name)
 	lease.Spec.HolderIdentity = &holder
 	if err := controllerutil.SetControllerReference(remote, lease, r.Client.Scheme()); err != nil {
 		return nil, err
@@ -257,17 +241,17 @@ func (r *Remotes) ensureLease(ctx context.Context, remote *fleeetv1.Remote, labe
 // delivery deadline passes, then deletes it.
 func (r *Remotes) deliver(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken, reg *fleeetv1.Registration, connected bool) (ctrl.Result, error) {
 	secret := r.credentialSecret(remote)
-	deadline := reg.Time.Add(enrol.DeliveryDeadline)
-	via := fmt.Sprintf("registered with RegistrationToken %s as %s", tok.Name, enrol.RemoteIdentityName(remote.Name))
+	deadline := reg.Time.Add(credential.DeliveryDeadline)
+	via := fmt.Sprintf("registered with RegistrationToken %s as %s", tok.Name, fleeetv1.RemoteIdentityName(remote.Name))
 	if connected || !time.Now().Before(deadline) {
 		if err := client.IgnoreNotFound(r.Client.Delete(ctx, secret)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("deleting first-credential Secret: %w", err)
 		}
 		if connected {
-			r.setRegistered(remote, metav1.ConditionTrue, ReasonRegistered, via+"; the agent holds its own credential")
+			r.setRegistered(remote, metav1.ConditionTrue, fleeetv1.ReasonRegistered, via+"; the agent holds its own credential")
 		} else {
-			r.setRegistered(remote, metav1.ConditionFalse, ReasonNotPickedUp, fmt.Sprintf(
-				"%s, but no agent connected within %s; delete this Remote and enrol the cluster again", via, enrol.DeliveryDeadline))
+			r.setRegistered(remote, metav1.ConditionFalse, fleeetv1.ReasonCredentialNotPickedUp, fmt.Sprintf(
+				"%s, but no agent connected within %s; delete this Remote and register the cluster again", via, credential.DeliveryDeadline))
 		}
 		return ctrl.Result{}, nil
 	}
@@ -284,8 +268,8 @@ func (r *Remotes) deliver(ctx context.Context, remote *fleeetv1.Remote, tok *fle
 	case err != nil:
 		return ctrl.Result{}, err
 	}
-	if _, err := enrol.TokenFromSecret(secret); err != nil {
-		token, err := enrol.Mint(ctx, r.Client, remote.Namespace, enrol.RemoteIdentityName(remote.Name), enrol.FirstCredentialLifetime, secret)
+	if _, err := credential.TokenFromSecret(secret); err != nil {
+		token, err := credential.Mint(ctx, r.Client, remote.Namespace, fleeetv1.RemoteIdentityName(remote.Name), credential.FirstLifetime, secret)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -293,10 +277,10 @@ func (r *Remotes) deliver(ctx context.Context, remote *fleeetv1.Remote, tok *fle
 		if err := r.Client.Update(ctx, secret); err != nil {
 			return ctrl.Result{}, fmt.Errorf("writing first-credential Secret: %w", err)
 		}
-		r.Recorder.Eventf(remote, nil, corev1.EventTypeNormal, ReasonIssued, "Register",
-			"Issued the first credential of %s in Secret %s", enrol.RemoteIdentityName(remote.Name), secret.Name)
+		r.Recorder.Eventf(remote, nil, corev1.EventTypeNormal, fleeetv1.ReasonCredentialIssued, "Register",
+			"Issued the first credential of %s in Secret %s", fleeetv1.RemoteIdentityName(remote.Name), secret.Name)
 	}
-	r.setRegistered(remote, metav1.ConditionTrue, ReasonIssued, via+"; waiting for the agent to pick up its credential")
+	r.setRegistered(remote, metav1.ConditionTrue, fleeetv1.ReasonCredentialIssued, via+"; waiting for the agent to pick up its credential")
 	return ctrl.Result{RequeueAfter: time.Until(deadline) + time.Second}, nil
 }
 
@@ -317,7 +301,7 @@ func (r *Remotes) setRegistered(remote *fleeetv1.Remote, cs metav1.ConditionStat
 }
 
 func (r *Remotes) credentialSecret(remote *fleeetv1.Remote) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: remote.Namespace, Name: enrol.RemoteIdentityName(remote.Name)}}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: remote.Namespace, Name: fleeetv1.RemoteIdentityName(remote.Name)}}
 }
 
 func (r *Remotes) lease(remote *fleeetv1.Remote) *coordinationv1.Lease {

@@ -17,7 +17,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 )
 
 // registered issues a token named join in ns, creates the Remote name
@@ -27,18 +27,18 @@ func registered(t *testing.T, ns string, spec fleeetv1.RegistrationTokenSpec, na
 	t.Helper()
 	issue(t, ns, "join", spec)
 	r := registrant(t, ns, "join", name, labels)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: enrol.RemoteIdentityName(name)}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fleeetv1.RemoteIdentityName(name)}}
 	NewWithT(t).Eventually(func(g Gomega) {
 		get(g, secret)
-		g.Expect(secret.Data).To(HaveKey(enrol.TokenKey))
+		g.Expect(secret.Data).To(HaveKey(credential.TokenKey))
 		get(g, r)
 	}, timeout, poll).Should(Succeed())
-	return r, string(secret.Data[enrol.TokenKey])
+	return r, string(secret.Data[credential.TokenKey])
 }
 
 // identityOf is the metadata every object of a Remote's identity carries.
 func identityOf(r *fleeetv1.Remote) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Namespace: r.Namespace, Name: enrol.RemoteIdentityName(r.Name)}
+	return metav1.ObjectMeta{Namespace: r.Namespace, Name: fleeetv1.RemoteIdentityName(r.Name)}
 }
 
 // renew updates the Remote's heartbeat Lease as c, as the agent does.
@@ -58,14 +58,14 @@ func TestARegisteredRemoteGetsAnIdentityLimitedToItsOwnObjects(t *testing.T) {
 	agent := as(first)
 	id := identityOf(r)
 
-	g.Expect(r.Finalizers).To(ContainElement(registration.RemoteFinalizer))
+	g.Expect(r.Finalizers).To(ContainElement(fleeetv1.RemoteIdentityFinalizer))
 	g.Expect(r.Labels).To(Equal(map[string]string{fleeetv1.RegistrationTokenLabel: "join", "region": "eu", "tier": "edge"}),
 		"the token's labels, and of the registrant's only those the token frees")
 	registeredCond := condition(g, r.Status.Conditions, fleeetv1.RegisteredCondition)
 	g.Expect(registeredCond.Status).To(Equal(metav1.ConditionTrue))
-	g.Expect(registeredCond.Reason).To(Equal(registration.ReasonIssued))
+	g.Expect(registeredCond.Reason).To(Equal(fleeetv1.ReasonCredentialIssued))
 	g.Expect(registeredCond.Message).To(Equal("registered with RegistrationToken join as " + id.Name + "; waiting for the agent to pick up its credential"))
-	g.Expect(notes(g, ns, "Remote", "edge-1", registration.ReasonIssued)).To(ContainElement(
+	g.Expect(notes(g, ns, "Remote", "edge-1", fleeetv1.ReasonCredentialIssued)).To(ContainElement(
 		"Issued the first credential of " + id.Name + " in Secret " + id.Name))
 
 	sa, role, binding := &corev1.ServiceAccount{ObjectMeta: id}, &rbacv1.Role{ObjectMeta: id}, &rbacv1.RoleBinding{ObjectMeta: id}
@@ -106,7 +106,7 @@ func TestAnAgentThatConnectsRetiresItsFirstCredential(t *testing.T) {
 		get(g, r)
 		c := condition(g, r.Status.Conditions, fleeetv1.RegisteredCondition)
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Reason).To(Equal(registration.ReasonRegistered))
+		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonRegistered))
 		g.Expect(c.Message).To(HaveSuffix("; the agent holds its own credential"))
 		gone(g, &corev1.Secret{ObjectMeta: identityOf(r)})
 	}, timeout, poll).Should(Succeed())
@@ -121,7 +121,7 @@ func TestDeletingARegisteredRemoteRevokesItsCluster(t *testing.T) {
 	ns := tenant(t)
 	r, first := registered(t, ns, fleeetv1.RegistrationTokenSpec{}, "edge-1", nil)
 	id := identityOf(r)
-	own, err := enrol.Mint(t.Context(), as(first), ns, id.Name, enrol.CredentialLifetime, nil)
+	own, err := credential.Mint(t.Context(), as(first), ns, id.Name, credential.Lifetime, nil)
 	g.Expect(err).NotTo(HaveOccurred(), "the cluster exchanges the first credential for its own")
 	g.Expect(whoIs(t.Context(), own.Value)).To(Equal(serviceAccount(ns, id.Name)))
 
@@ -147,7 +147,7 @@ func TestARemoteNotCreatedThroughAnExistingTokenIsNotRegistered(t *testing.T) {
 			get(g, r)
 			c := condition(g, r.Status.Conditions, fleeetv1.RegisteredCondition)
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(c.Reason).To(Equal(registration.ReasonNotRegistered))
+			g.Expect(c.Reason).To(Equal(fleeetv1.ReasonNotRegistered))
 		}, timeout, poll).Should(Succeed())
 		g.Expect(r.Finalizers).To(BeEmpty(), r.Name)
 		gone(g, &corev1.ServiceAccount{ObjectMeta: identityOf(r)})
@@ -168,7 +168,7 @@ func TestARegisteredRemoteAdoptsNoLeaseItDoesNotControl(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		get(g, r)
 		c := condition(g, r.Status.Conditions, fleeetv1.RegisteredCondition)
-		g.Expect(c.Reason).To(Equal(registration.ReasonLeaseConflict))
+		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonLeaseConflict))
 		g.Expect(c.Message).To(HavePrefix("Lease " + ns + "/edge-1 exists and is not controlled by this Remote"))
 	}, timeout, poll).Should(Succeed())
 	gone(g, &corev1.ServiceAccount{ObjectMeta: identityOf(r)}, &corev1.Secret{ObjectMeta: identityOf(r)})
@@ -181,7 +181,7 @@ func TestARegisteredRemoteAdoptsNoLeaseItDoesNotControl(t *testing.T) {
 		g.Expect(metav1.IsControlledBy(foreign, r)).To(BeTrue())
 		g.Expect(foreign.Spec.RenewTime).To(BeNil())
 		get(g, r)
-		g.Expect(condition(g, r.Status.Conditions, fleeetv1.RegisteredCondition).Reason).To(Equal(registration.ReasonIssued))
+		g.Expect(condition(g, r.Status.Conditions, fleeetv1.RegisteredCondition).Reason).To(Equal(fleeetv1.ReasonCredentialIssued))
 	}, timeout, poll).Should(Succeed())
 }
 
@@ -189,12 +189,12 @@ func TestARegisteredRemoteAdoptsNoLeaseItDoesNotControl(t *testing.T) {
 // the Remote says so and how to recover.
 func TestAFirstCredentialNotPickedUpInTimeIsWithdrawn(t *testing.T) {
 	g := NewWithT(t)
-	registeredAt := time.Now().Add(-enrol.DeliveryDeadline - time.Minute)
+	registeredAt := time.Now().Add(-credential.DeliveryDeadline - time.Minute)
 	tok := tokenAt(registeredAt.Add(-time.Minute), time.Hour, 1)
 	tok.Name = "join"
 	r := remoteAt("edge-1", "join", registeredAt)
 	tok.Status.Registered = []fleeetv1.Registration{{Name: r.Name, UID: r.UID, Time: metav1.NewTime(registeredAt)}}
-	offered := &corev1.Secret{ObjectMeta: identityOf(r), Data: map[string][]byte{enrol.TokenKey: []byte("first")}}
+	offered := &corev1.Secret{ObjectMeta: identityOf(r), Data: map[string][]byte{credential.TokenKey: []byte("first")}}
 	c, recorder := stored(tok, r, offered)
 
 	_, err := (&registration.Remotes{Client: c, Recorder: recorder}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
@@ -202,8 +202,8 @@ func TestAFirstCredentialNotPickedUpInTimeIsWithdrawn(t *testing.T) {
 	g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(r), r)).To(Succeed())
 	cond := condition(g, r.Status.Conditions, fleeetv1.RegisteredCondition)
 	g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
-	g.Expect(cond.Reason).To(Equal(registration.ReasonNotPickedUp))
-	g.Expect(cond.Message).To(HaveSuffix("but no agent connected within 10m0s; delete this Remote and enrol the cluster again"))
+	g.Expect(cond.Reason).To(Equal(fleeetv1.ReasonCredentialNotPickedUp))
+	g.Expect(cond.Message).To(HaveSuffix("but no agent connected within 10m0s; delete this Remote and register the cluster again"))
 	err = c.Get(t.Context(), client.ObjectKeyFromObject(offered), offered)
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the first credential is withdrawn, got %v", err)
 }

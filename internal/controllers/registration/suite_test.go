@@ -20,7 +20,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -46,7 +46,7 @@ func startRegistration(c *testenv.Cluster) (func(bool), error) {
 	return testenv.StartManager(c, "registration", func(ctx context.Context, mgr ctrl.Manager) error {
 		recorder := mgr.GetEventRecorder("fleet-manager")
 		tokens := &registration.Tokens{Client: mgr.GetClient(), Recorder: recorder, Concurrent: 2,
-			Management: enrol.Management{URL: c.Config.Host, CABundle: c.Config.CAData}}
+			Management: credential.Management{URL: c.Config.Host, CABundle: c.Config.CAData}}
 		if err := tokens.SetupWithManager(mgr); err != nil {
 			return err
 		}
@@ -67,7 +67,7 @@ func issue(t *testing.T, ns, name string, spec fleeetv1.RegistrationTokenSpec) *
 	g.Expect(cluster.Client.Create(t.Context(), tok)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		get(g, tok)
-		g.Expect(tok.Status.SecretName).To(Equal(enrol.RegistrationName(name)))
+		g.Expect(tok.Status.SecretName).To(Equal(fleeetv1.RegistrationIdentityName(name)))
 	}, timeout, poll).Should(Succeed())
 	return tok
 }

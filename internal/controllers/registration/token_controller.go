@@ -26,26 +26,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/status"
-)
-
-// TokenFinalizer holds a RegistrationToken until its identity is deleted.
-const TokenFinalizer = "fleeet.dev/registration-token"
-
-// DefaultTTL is a RegistrationToken's lifetime when spec.ttl is unset.
-const DefaultTTL = time.Hour
-
-// Reasons used in RegistrationToken conditions.
-const (
-	ReasonActive             = "Active"
-	ReasonExpired            = "Expired"
-	ReasonUsedUp             = "UsedUp"
-	ReasonManagementURLUnset = "ManagementURLUnset"
-	ReasonIdentityFailed     = "IdentityFailed"
-	ReasonRetired            = "Retired"
-	ReasonRecorded           = "RegistrationRecorded"
 )
 
 // Tokens records each RegistrationToken's registrations and keeps its
@@ -73,7 +56,7 @@ type Tokens struct {
 	Recorder events.EventRecorder
 	// Management is the API URL and CA bundle written into agent values;
 	// the namespace is each token's own.
-	Management enrol.Management
+	Management credential.Management
 	// Concurrent is how many tokens reconcile at once.
 	Concurrent int
 }
@@ -110,19 +93,19 @@ func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.R
 	if err := t.Client.Get(ctx, req.NamespacedName, tok); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	id := identity{owner: tok, name: enrol.RegistrationName(tok.Name),
+	id := identity{owner: tok, name: fleeetv1.RegistrationIdentityName(tok.Name),
 		labels: map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}}
 	if !tok.DeletionTimestamp.IsZero() {
 		if err := id.remove(ctx, t.Client, t.secret(tok)); err != nil {
 			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, finalizer.Release(ctx, t.Client, tok, TokenFinalizer)
+		return ctrl.Result{}, finalizer.Release(ctx, t.Client, tok, fleeetv1.RegistrationTokenFinalizer)
 	}
-	if err := finalizer.Add(ctx, t.Client, tok, TokenFinalizer); err != nil {
+	if err := finalizer.Add(ctx, t.Client, tok, fleeetv1.RegistrationTokenFinalizer); err != nil {
 		return ctrl.Result{}, err
 	}
 	now := time.Now()
-	expires := ExpiresAt(tok)
+	expires := tok.ExpiresAt()
 	if err := t.recordRegistrations(ctx, tok, now); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -143,30 +126,30 @@ func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.R
 
 	switch {
 	case !now.Before(expires):
-		return t.retire(ctx, tok, id, pending, nextDeadline, ReasonExpired,
+		return t.retire(ctx, tok, id, pending, nextDeadline, fleeetv1.ReasonExpired,
 			fmt.Sprintf("expired at %s", expires.UTC().Format(time.RFC3339)))
 	case t.Management.URL == "":
-		t.setReady(tok, metav1.ConditionFalse, ReasonManagementURLUnset,
+		t.setReady(tok, metav1.ConditionFalse, fleeetv1.ReasonManagementURLUnset,
 			"the manager was started without --management-url, so agents would not know where to connect")
 		return ctrl.Result{}, nil
 	}
 
 	id.rules = registrationRules(true, pending)
 	if err := id.ensure(ctx, t.Client); err != nil {
-		t.setReady(tok, metav1.ConditionFalse, ReasonIdentityFailed, err.Error())
+		t.setReady(tok, metav1.ConditionFalse, fleeetv1.ReasonIdentityFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if err := t.ensureSecret(ctx, tok, expires); err != nil {
-		t.setReady(tok, metav1.ConditionFalse, ReasonIdentityFailed, err.Error())
+		t.setReady(tok, metav1.ConditionFalse, fleeetv1.ReasonIdentityFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	tok.Status.SecretName = id.name
 	if tok.Status.Registrations >= tok.Spec.MaxRegistrations {
-		t.setReady(tok, metav1.ConditionFalse, ReasonUsedUp, fmt.Sprintf(
+		t.setReady(tok, metav1.ConditionFalse, fleeetv1.ReasonUsedUp, fmt.Sprintf(
 			"used up: %d of %d registrations; the registration identity stays until %s to tell late agents so, then is deleted",
 			tok.Status.Registrations, tok.Spec.MaxRegistrations, expires.UTC().Format(time.RFC3339)))
 	} else {
-		t.setReady(tok, metav1.ConditionTrue, ReasonActive, fmt.Sprintf("%d of %d registrations used; usable until %s",
+		t.setReady(tok, metav1.ConditionTrue, fleeetv1.ReasonActive, fmt.Sprintf("%d of %d registrations used; usable until %s",
 			tok.Status.Registrations, tok.Spec.MaxRegistrations, expires.UTC().Format(time.RFC3339)))
 	}
 	return ctrl.Result{RequeueAfter: expires.Sub(now) + time.Second}, nil
@@ -214,7 +197,7 @@ func (t *Tokens) recordRegistrations(ctx context.Context, tok *fleeetv1.Registra
 		return fmt.Errorf("recording registrations: %w", err)
 	}
 	for _, r := range candidates {
-		t.Recorder.Eventf(tok, r, corev1.EventTypeNormal, ReasonRecorded, "Register",
+		t.Recorder.Eventf(tok, r, corev1.EventTypeNormal, fleeetv1.ReasonRegistrationRecorded, "Register",
 			"Recorded the registration of Remote %s (%d of %d)", r.Name, tok.Status.Registrations, tok.Spec.MaxRegistrations)
 	}
 	return nil
@@ -242,7 +225,7 @@ func (t *Tokens) retire(ctx context.Context, tok *fleeetv1.RegistrationToken, id
 		return ctrl.Result{}, err
 	}
 	if existed {
-		t.Recorder.Eventf(tok, nil, corev1.EventTypeNormal, ReasonRetired, "Retire",
+		t.Recorder.Eventf(tok, nil, corev1.EventTypeNormal, fleeetv1.ReasonRetired, "Retire",
 			"Deleted registration identity %s: %s", id.name, msg)
 	}
 	t.setReady(tok, metav1.ConditionFalse, reason, msg+"; the registration identity is deleted")
@@ -256,7 +239,7 @@ func (t *Tokens) pendingDeliveries(ctx context.Context, tok *fleeetv1.Registrati
 	var names []string
 	var next time.Time
 	for _, reg := range tok.Status.Registered {
-		deadline := reg.Time.Add(enrol.DeliveryDeadline)
+		deadline := reg.Time.Add(credential.DeliveryDeadline)
 		if !now.Before(deadline) {
 			continue
 		}
@@ -276,7 +259,7 @@ func (t *Tokens) pendingDeliveries(ctx context.Context, tok *fleeetv1.Registrati
 				continue
 			}
 		}
-		names = append(names, enrol.RemoteIdentityName(reg.Name))
+		names = append(names, fleeetv1.RemoteIdentityName(reg.Name))
 		if next.IsZero() || deadline.Before(next) {
 			next = deadline
 		}
@@ -305,21 +288,21 @@ func (t *Tokens) ensureSecret(ctx context.Context, tok *fleeetv1.RegistrationTok
 	case !metav1.IsControlledBy(secret, tok):
 		return fmt.Errorf("secret %s exists and was not created for this token", secret.Name)
 	}
-	if current, err := enrol.TokenFromSecret(secret); err == nil && !current.ExpiresAt.Before(expires.Add(-time.Minute)) {
+	if current, err := credential.TokenFromSecret(secret); err == nil && !current.ExpiresAt.Before(expires.Add(-time.Minute)) {
 		return nil
 	}
-	token, err := enrol.Mint(ctx, t.Client, tok.Namespace, enrol.RegistrationName(tok.Name), time.Until(expires), secret)
+	token, err := credential.Mint(ctx, t.Client, tok.Namespace, fleeetv1.RegistrationIdentityName(tok.Name), time.Until(expires), secret)
 	if err != nil {
 		return err
 	}
 	mgmt := t.Management
 	mgmt.Namespace = tok.Namespace
-	values, err := enrol.AgentValues{Token: token.Value, Management: mgmt}.YAML()
+	values, err := credential.AgentValues{Token: token.Value, Management: mgmt}.YAML()
 	if err != nil {
 		return err
 	}
 	secret.Data = token.SecretData()
-	secret.Data[enrol.ValuesKey] = values
+	secret.Data[credential.ValuesKey] = values
 	if err := t.Client.Update(ctx, secret); err != nil {
 		return fmt.Errorf("writing Secret %s: %w", secret.Name, err)
 	}
@@ -327,31 +310,22 @@ func (t *Tokens) ensureSecret(ctx context.Context, tok *fleeetv1.RegistrationTok
 }
 
 func (t *Tokens) secret(tok *fleeetv1.RegistrationToken) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tok.Namespace, Name: enrol.RegistrationName(tok.Name)}}
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tok.Namespace, Name: fleeetv1.RegistrationIdentityName(tok.Name)}}
 }
 
 func (t *Tokens) setReady(tok *fleeetv1.RegistrationToken, cs metav1.ConditionStatus, reason, msg string) {
 	status.SetCondition(&tok.Status.Conditions, tok.Generation, fleeetv1.ReadyCondition, cs, reason, msg)
 	stalled := metav1.ConditionFalse
-	if reason == ReasonManagementURLUnset || reason == ReasonIdentityFailed {
+	if reason == fleeetv1.ReasonManagementURLUnset || reason == fleeetv1.ReasonIdentityFailed {
 		stalled = metav1.ConditionTrue
 	}
 	status.SetCondition(&tok.Status.Conditions, tok.Generation, fleeetv1.StalledCondition, stalled, reason, msg)
 	status.SetCondition(&tok.Status.Conditions, tok.Generation, fleeetv1.ReconcilingCondition, metav1.ConditionFalse, reason, msg)
 }
 
-// ExpiresAt is when a token stops admitting registrations.
-func ExpiresAt(tok *fleeetv1.RegistrationToken) time.Time {
-	ttl := DefaultTTL
-	if tok.Spec.TTL != nil {
-		ttl = tok.Spec.TTL.Duration
-	}
-	return tok.CreationTimestamp.Add(ttl)
-}
-
 // createdInTime tells whether a Remote was created before its token expired.
 func createdInTime(tok *fleeetv1.RegistrationToken, remote *fleeetv1.Remote) bool {
-	return remote.CreationTimestamp.Time.Before(ExpiresAt(tok))
+	return remote.CreationTimestamp.Time.Before(tok.ExpiresAt())
 }
 
 // refusal says why the token will never record a Remote created through
@@ -361,7 +335,7 @@ func createdInTime(tok *fleeetv1.RegistrationToken, remote *fleeetv1.Remote) boo
 func refusal(tok *fleeetv1.RegistrationToken, remote *fleeetv1.Remote) string {
 	switch used, limit := len(tok.Status.Registered), int(tok.Spec.MaxRegistrations); {
 	case !createdInTime(tok, remote):
-		return fmt.Sprintf("created after RegistrationToken %s expired at %s", tok.Name, ExpiresAt(tok).UTC().Format(time.RFC3339))
+		return fmt.Sprintf("created after RegistrationToken %s expired at %s", tok.Name, tok.ExpiresAt().UTC().Format(time.RFC3339))
 	case used >= limit:
 		return fmt.Sprintf("RegistrationToken %s is used up: %d of %d registrations", tok.Name, used, limit)
 	}

@@ -15,7 +15,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 )
 
 // tokenAt is a RegistrationToken created at created, allowing max
@@ -93,7 +93,7 @@ func TestATokenRecordsRegistrationsInCreationOrderUpToItsLimit(t *testing.T) {
 			// Without a management URL agents would not know where to go.
 			ready := condition(g, tok.Status.Conditions, fleeetv1.StalledCondition)
 			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
-			g.Expect(ready.Reason).To(Equal(registration.ReasonManagementURLUnset))
+			g.Expect(ready.Reason).To(Equal(fleeetv1.ReasonManagementURLUnset))
 		})
 	}
 }
@@ -121,10 +121,10 @@ func TestRefusalSaysWhyATokenWillNeverRecordARemote(t *testing.T) {
 func TestATokenExpiresItsTTLAfterItWasCreated(t *testing.T) {
 	g := NewWithT(t)
 	t0 := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	g.Expect(registration.ExpiresAt(tokenAt(t0, 5*time.Minute, 1))).To(Equal(t0.Add(5 * time.Minute)))
+	g.Expect(tokenAt(t0, 5*time.Minute, 1).ExpiresAt()).To(Equal(t0.Add(5 * time.Minute)))
 	unset := tokenAt(t0, 0, 1)
 	unset.Spec.TTL = nil
-	g.Expect(registration.ExpiresAt(unset)).To(Equal(t0.Add(registration.DefaultTTL)))
+	g.Expect(unset.ExpiresAt()).To(Equal(t0.Add(fleeetv1.DefaultRegistrationTokenTTL)))
 }
 
 // An empty resourceNames would grant every Secret of the namespace.
@@ -160,20 +160,20 @@ func TestATokenIsUsableUntilItExpiresThenItsIdentityIsDeleted(t *testing.T) {
 	ctx := t.Context()
 	ns := tenant(t)
 	tok := issue(t, ns, "brief", fleeetv1.RegistrationTokenSpec{TTL: &metav1.Duration{Duration: 4 * time.Second}, MaxRegistrations: 3})
-	id := metav1.ObjectMeta{Namespace: ns, Name: enrol.RegistrationName("brief")}
+	id := metav1.ObjectMeta{Namespace: ns, Name: fleeetv1.RegistrationIdentityName("brief")}
 
-	g.Expect(tok.Finalizers).To(ContainElement(registration.TokenFinalizer))
+	g.Expect(tok.Finalizers).To(ContainElement(fleeetv1.RegistrationTokenFinalizer))
 	g.Expect(tok.Status.ExpiresAt.Time).To(BeTemporally("==", tok.CreationTimestamp.Add(4*time.Second)))
 	ready := condition(g, tok.Status.Conditions, fleeetv1.ReadyCondition)
 	g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
-	g.Expect(ready.Reason).To(Equal(registration.ReasonActive))
+	g.Expect(ready.Reason).To(Equal(fleeetv1.ReasonActive))
 	g.Expect(ready.Message).To(HavePrefix("0 of 3 registrations used; usable until "))
 	secret := &corev1.Secret{ObjectMeta: id}
 	get(g, secret)
-	var values enrol.AgentValues
-	g.Expect(yaml.Unmarshal(secret.Data[enrol.ValuesKey], &values)).To(Succeed())
-	g.Expect(values.Management).To(Equal(enrol.Management{URL: cluster.Config.Host, CABundle: cluster.Config.CAData, Namespace: ns}))
-	g.Expect(values.Token).To(Equal(string(secret.Data[enrol.TokenKey])))
+	var values credential.AgentValues
+	g.Expect(yaml.Unmarshal(secret.Data[credential.ValuesKey], &values)).To(Succeed())
+	g.Expect(values.Management).To(Equal(credential.Management{URL: cluster.Config.Host, CABundle: cluster.Config.CAData, Namespace: ns}))
+	g.Expect(values.Token).To(Equal(string(secret.Data[credential.TokenKey])))
 	g.Expect(whoIs(ctx, values.Token)).To(Equal(serviceAccount(ns, id.Name)))
 	role := &rbacv1.Role{ObjectMeta: id}
 	get(g, role)
@@ -182,11 +182,11 @@ func TestATokenIsUsableUntilItExpiresThenItsIdentityIsDeleted(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		get(g, tok)
 		ready := condition(g, tok.Status.Conditions, fleeetv1.ReadyCondition)
-		g.Expect(ready.Reason).To(Equal(registration.ReasonExpired))
+		g.Expect(ready.Reason).To(Equal(fleeetv1.ReasonExpired))
 		g.Expect(ready.Message).To(HaveSuffix("; the registration identity is deleted"))
 		g.Expect(tok.Status.SecretName).To(BeEmpty())
 		gone(g, &corev1.ServiceAccount{ObjectMeta: id}, &rbacv1.Role{ObjectMeta: id}, &rbacv1.RoleBinding{ObjectMeta: id}, &corev1.Secret{ObjectMeta: id})
-		g.Expect(notes(g, ns, "RegistrationToken", "brief", registration.ReasonRetired)).To(ConsistOf(HavePrefix("Deleted registration identity " + id.Name)))
+		g.Expect(notes(g, ns, "RegistrationToken", "brief", fleeetv1.ReasonRetired)).To(ConsistOf(HavePrefix("Deleted registration identity " + id.Name)))
 	}, timeout, poll).Should(Succeed())
 	g.Expect(condition(g, tok.Status.Conditions, fleeetv1.StalledCondition).Status).To(Equal(metav1.ConditionFalse), "expiry is the token's end, not a fault")
 	rejected(t, values.Token, "the token dies with its identity")
@@ -194,7 +194,7 @@ func TestATokenIsUsableUntilItExpiresThenItsIdentityIsDeleted(t *testing.T) {
 	late := registrant(t, ns, "brief", "late", nil)
 	g.Eventually(func(g Gomega) {
 		gone(g, late)
-		g.Expect(notes(g, ns, "RegistrationToken", "brief", registration.ReasonRefused)).To(ContainElement(
+		g.Expect(notes(g, ns, "RegistrationToken", "brief", fleeetv1.ReasonRegistrationRefused)).To(ContainElement(
 			HavePrefix("Refused Remote late: created after RegistrationToken brief expired at ")))
 	}, timeout, poll).Should(Succeed())
 	get(g, tok)
@@ -214,19 +214,19 @@ func TestAUsedUpTokenRefusesAndDeletesSurplusRemotes(t *testing.T) {
 		get(g, tok)
 		g.Expect(registeredNames(tok)).To(ConsistOf("edge-1", "edge-2"))
 		ready := condition(g, tok.Status.Conditions, fleeetv1.ReadyCondition)
-		g.Expect(ready.Reason).To(Equal(registration.ReasonUsedUp))
+		g.Expect(ready.Reason).To(Equal(fleeetv1.ReasonUsedUp))
 		g.Expect(ready.Message).To(HavePrefix("used up: 2 of 2 registrations; the registration identity stays until "))
 	}, timeout, poll).Should(Succeed())
 	g.Expect(tok.Status.Registrations).To(BeEquivalentTo(2))
-	g.Expect(tok.Status.SecretName).To(Equal(enrol.RegistrationName("pair")), "a late agent is told why, not refused unexplained")
+	g.Expect(tok.Status.SecretName).To(Equal(fleeetv1.RegistrationIdentityName("pair")), "a late agent is told why, not refused unexplained")
 
 	surplus := registrant(t, ns, "pair", "edge-3", nil)
 	g.Eventually(func(g Gomega) {
 		gone(g, surplus)
-		g.Expect(notes(g, ns, "RegistrationToken", "pair", registration.ReasonRefused)).To(ContainElement(
+		g.Expect(notes(g, ns, "RegistrationToken", "pair", fleeetv1.ReasonRegistrationRefused)).To(ContainElement(
 			"Refused Remote edge-3: RegistrationToken pair is used up: 2 of 2 registrations; deleting it"))
 	}, timeout, poll).Should(Succeed())
-	gone(g, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: enrol.RemoteIdentityName("edge-3")}})
+	gone(g, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fleeetv1.RemoteIdentityName("edge-3")}})
 	get(g, tok)
 	g.Expect(registeredNames(tok)).To(ConsistOf("edge-1", "edge-2"), "entries are never removed or replaced")
 }
@@ -235,7 +235,7 @@ func TestDeletingATokenDeletesItsIdentity(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
 	tok := issue(t, ns, "doomed", fleeetv1.RegistrationTokenSpec{})
-	id := metav1.ObjectMeta{Namespace: ns, Name: enrol.RegistrationName("doomed")}
+	id := metav1.ObjectMeta{Namespace: ns, Name: fleeetv1.RegistrationIdentityName("doomed")}
 	secret := &corev1.Secret{ObjectMeta: id}
 	get(g, secret)
 
@@ -243,5 +243,5 @@ func TestDeletingATokenDeletesItsIdentity(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		gone(g, tok, &corev1.ServiceAccount{ObjectMeta: id}, &rbacv1.Role{ObjectMeta: id}, &rbacv1.RoleBinding{ObjectMeta: id}, secret)
 	}, timeout, poll).Should(Succeed())
-	rejected(t, string(secret.Data[enrol.TokenKey]), "the token dies with its identity")
+	rejected(t, string(secret.Data[credential.TokenKey]), "the token dies with its identity")
 }

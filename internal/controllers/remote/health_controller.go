@@ -17,13 +17,6 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
-// Reasons used in Remote conditions.
-const (
-	ReasonHeartbeatFresh  = "HeartbeatFresh"
-	ReasonHeartbeatMissed = "HeartbeatMissed"
-	ReasonAwaitingAgent   = "AwaitingAgent"
-)
-
 // Health marks pull Remotes Connected while their agent renews the Lease
 // named after the Remote, in the Remote's namespace, and Offline once the
 // Lease is older than Grace.
@@ -89,17 +82,17 @@ func (h *Health) reconcileHeartbeat(ctx context.Context, remote *fleeetv1.Remote
 		renewed = lease.Spec.AcquireTime.Time
 	}
 	if renewed.IsZero() {
-		setConnected(remote, metav1.ConditionFalse, ReasonAwaitingAgent, "no heartbeat yet: the cluster's agent has not connected")
+		setConnected(remote, metav1.ConditionFalse, fleeetv1.ReasonAwaitingAgent, "no heartbeat yet: the cluster's agent has not connected")
 		return ctrl.Result{}, nil
 	}
 	remote.Status.LastHeartbeatTime = &metav1.Time{Time: renewed}
 	age := time.Since(renewed)
 	if age <= h.Grace {
-		setConnected(remote, metav1.ConditionTrue, ReasonHeartbeatFresh,
+		setConnected(remote, metav1.ConditionTrue, fleeetv1.ReasonHeartbeatFresh,
 			fmt.Sprintf("agent heartbeat within the last %s", h.Grace))
 		return ctrl.Result{RequeueAfter: h.Grace - age + time.Second}, nil
 	}
-	setConnected(remote, metav1.ConditionFalse, ReasonHeartbeatMissed,
+	setConnected(remote, metav1.ConditionFalse, fleeetv1.ReasonHeartbeatMissed,
 		fmt.Sprintf("offline: no agent heartbeat since %s (grace period %s)", renewed.UTC().Format(time.RFC3339), h.Grace))
 	return ctrl.Result{}, nil
 }

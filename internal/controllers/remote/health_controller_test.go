@@ -33,12 +33,12 @@ func TestHealthJudgesAPullRemoteByItsLease(t *testing.T) {
 		heartbeat *metav1.MicroTime
 	}{
 		"a push Remote":                {push: true},
-		"no Lease":                     {connected: metav1.ConditionFalse, reason: remote.ReasonAwaitingAgent, message: "no heartbeat yet: the cluster's agent has not connected"},
-		"a Lease never renewed":        {lease: &coordinationv1.LeaseSpec{}, connected: metav1.ConditionFalse, reason: remote.ReasonAwaitingAgent},
-		"renewed 20s ago":              {lease: &coordinationv1.LeaseSpec{RenewTime: at(20 * time.Second)}, connected: metav1.ConditionTrue, reason: remote.ReasonHeartbeatFresh, message: "agent heartbeat within the last 1m0s", requeue: 41 * time.Second, heartbeat: at(20 * time.Second)},
-		"acquired 50s ago, no renewal": {lease: &coordinationv1.LeaseSpec{AcquireTime: at(50 * time.Second)}, connected: metav1.ConditionTrue, reason: remote.ReasonHeartbeatFresh, requeue: 11 * time.Second, heartbeat: at(50 * time.Second)},
-		"renewal wins over acquiry":    {lease: &coordinationv1.LeaseSpec{AcquireTime: at(time.Second), RenewTime: at(2 * time.Minute)}, connected: metav1.ConditionFalse, reason: remote.ReasonHeartbeatMissed, heartbeat: at(2 * time.Minute)},
-		"renewed 2m ago": {lease: &coordinationv1.LeaseSpec{RenewTime: at(2 * time.Minute)}, connected: metav1.ConditionFalse, reason: remote.ReasonHeartbeatMissed,
+		"no Lease":                     {connected: metav1.ConditionFalse, reason: fleeetv1.ReasonAwaitingAgent, message: "no heartbeat yet: the cluster's agent has not connected"},
+		"a Lease never renewed":        {lease: &coordinationv1.LeaseSpec{}, connected: metav1.ConditionFalse, reason: fleeetv1.ReasonAwaitingAgent},
+		"renewed 20s ago":              {lease: &coordinationv1.LeaseSpec{RenewTime: at(20 * time.Second)}, connected: metav1.ConditionTrue, reason: fleeetv1.ReasonHeartbeatFresh, message: "agent heartbeat within the last 1m0s", requeue: 41 * time.Second, heartbeat: at(20 * time.Second)},
+		"acquired 50s ago, no renewal": {lease: &coordinationv1.LeaseSpec{AcquireTime: at(50 * time.Second)}, connected: metav1.ConditionTrue, reason: fleeetv1.ReasonHeartbeatFresh, requeue: 11 * time.Second, heartbeat: at(50 * time.Second)},
+		"renewal wins over acquiry":    {lease: &coordinationv1.LeaseSpec{AcquireTime: at(time.Second), RenewTime: at(2 * time.Minute)}, connected: metav1.ConditionFalse, reason: fleeetv1.ReasonHeartbeatMissed, heartbeat: at(2 * time.Minute)},
+		"renewed 2m ago": {lease: &coordinationv1.LeaseSpec{RenewTime: at(2 * time.Minute)}, connected: metav1.ConditionFalse, reason: fleeetv1.ReasonHeartbeatMissed,
 			message: "offline: no agent heartbeat since " + now.Add(-2*time.Minute).UTC().Format(time.RFC3339) + " (grace period 1m0s)", heartbeat: at(2 * time.Minute)},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -101,14 +101,14 @@ func TestAPullRemoteGoesOfflineAfterTheGracePeriodAndBackAtItsNextHeartbeat(t *t
 			g.Expect(r.Status.ObservedGeneration).To(Equal(r.Generation))
 		}, timeout, poll).Should(Succeed())
 	}
-	judgedAs(metav1.ConditionTrue, remote.ReasonHeartbeatFresh)
+	judgedAs(metav1.ConditionTrue, fleeetv1.ReasonHeartbeatFresh)
 	online := time.Now()
 
-	judgedAs(metav1.ConditionFalse, remote.ReasonHeartbeatMissed)
+	judgedAs(metav1.ConditionFalse, fleeetv1.ReasonHeartbeatMissed)
 	g.Expect(time.Since(online)).To(BeNumerically(">=", grace-time.Second), "not before the grace period ends")
 	g.Expect(connected(g, r).Message).To(HaveSuffix("(grace period 2s)"))
 
 	heartbeat(t, r, time.Now())
-	judgedAs(metav1.ConditionTrue, remote.ReasonHeartbeatFresh)
+	judgedAs(metav1.ConditionTrue, fleeetv1.ReasonHeartbeatFresh)
 	g.Expect(r.Status.LastHeartbeatTime.Time).To(BeTemporally(">", online))
 }

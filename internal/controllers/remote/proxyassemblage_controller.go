@@ -43,16 +43,6 @@ const (
 	ConfigMapRefsIndex = "spec.controlPlaneBindings.configMap"
 )
 
-// Event reasons on Modules.
-const (
-	// ReasonBindingFailed: the Module's control-plane bindings cannot be
-	// resolved for a Remote.
-	ReasonBindingFailed = "BindingFailed"
-	// ReasonPolicyDenied: admission policy refused a Remote's plan holding
-	// the Module's new sync.
-	ReasonPolicyDenied = "PolicyDenied"
-)
-
 // Compiler writes, for every Remote, the ProxyAssemblage of the same name
 // holding the syncs of every Module selecting it.
 type Compiler struct {
@@ -223,7 +213,7 @@ func (c *Compiler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, he
 		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: name}, m); err != nil {
 			continue // deleted since: nothing left to tell
 		}
-		c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, ReasonPolicyDenied, "Compile",
+		c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonPolicyDenied, "Compile",
 			"Remote %s: plan refused by admission policy: %s", remote.Name, msg)
 	}
 }
@@ -259,7 +249,7 @@ func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current
 				errs = append(errs, err)
 			}
 			stamp.BindingError = err.Error()
-			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, ReasonBindingFailed, "Compile",
+			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonBindingFailed, "Compile",
 				"Remote %s: %v", remote.Name, err)
 		case !m.Spec.Suspend:
 			chosen = compile.Choose(m, remote.Name, held, &desired)

@@ -173,7 +173,7 @@ func TestTheCompilerKeepsWhatARemoteHoldsWhenABindingFails(t *testing.T) {
 
 	patch(t, app, `{"spec":{"controlPlaneBindings":[{"name":"DOMAIN","objectFieldRef":{"kind":"ConfigMap","name":"fleet","fieldPath":"/data/gone"}}],"sync":{"source":{"git":{"tag":"v2.0.0"}}}}}`)
 	g.Eventually(func(g Gomega) []string {
-		return warnings(g, cluster.Client, ns, "Module", "app", remote.ReasonBindingFailed)
+		return warnings(g, cluster.Client, ns, "Module", "app", fleeetv1.ReasonBindingFailed)
 	}, timeout, poll).Should(ContainElement(HavePrefix("Remote edge-1: spec.controlPlaneBindings[DOMAIN]: ConfigMap fleet: ")))
 	g.Expect(host(g)).To(Equal("app.example.org"))
 	g.Expect(tagsOf(ns, "edge-1")(g)).To(Equal(map[string]string{"app": "v1.0.0"}))
@@ -268,14 +268,14 @@ func TestARefusedPlanLeavesTheRemoteWithWhatItHeldAndTellsTheModule(t *testing.T
 	})
 	var denial string
 	g.Eventually(func(g Gomega) {
-		notes := warnings(g, c.Client, ns, "Module", "big", remote.ReasonPolicyDenied)
+		notes := warnings(g, c.Client, ns, "Module", "big", fleeetv1.ReasonPolicyDenied)
 		g.Expect(notes).NotTo(BeEmpty())
 		denial = notes[0]
 	}, timeout, poll).Should(Succeed())
 	g.Expect(denial).To(HavePrefix("Remote edge-1: plan refused by admission policy: "))
 	g.Expect(denial).To(MatchRegexp(`spec: the plan of Remote edge-1 is \d+ bytes, over the 2048-byte limit \(--max-plan-bytes\)`))
 	g.Expect(tags(g)).To(Equal(map[string]string{"small": "v1.0.0"}))
-	g.Expect(warnings(g, c.Client, ns, "Module", "small", remote.ReasonPolicyDenied)).To(BeEmpty(),
+	g.Expect(warnings(g, c.Client, ns, "Module", "small", fleeetv1.ReasonPolicyDenied)).To(BeEmpty(),
 		"the refused plan did not change small's sync")
 
 	// A plan back under the limit is admitted.

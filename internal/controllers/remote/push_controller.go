@@ -25,21 +25,6 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
-// Reasons used in push Remote conditions.
-const (
-	ReasonPushed        = "Pushed"
-	ReasonUnreachable   = "Unreachable"
-	ReasonKubeconfigBad = "KubeconfigInvalid"
-	// ReasonKubeconfigRefused: the kubeconfig uses a field that would let
-	// the tenant act with the manager's privileges (a file on its disk, a
-	// command to run); the message names the field.
-	ReasonKubeconfigRefused = "KubeconfigRefused"
-	// ReasonServiceAccountNameUnset: a push Remote without
-	// spec.serviceAccountName would have Flux apply its plan with Flux's
-	// own, unconfined account.
-	ReasonServiceAccountNameUnset = "ServiceAccountNameUnset"
-)
-
 // KubeconfigSecretIndex indexes Remotes by the Secret holding their kubeconfig.
 const KubeconfigSecretIndex = "spec.kubeconfigRef.name"
 
@@ -106,22 +91,22 @@ func (p *Push) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	}
 	if remote.Spec.ServiceAccountName == "" {
 		// Only a change of the Remote fixes this; its watch brings us back.
-		return ctrl.Result{}, p.setRefused(ctx, remote, ReasonServiceAccountNameUnset,
+		return ctrl.Result{}, p.setRefused(ctx, remote, fleeetv1.ReasonServiceAccountNameUnset,
 			"spec.serviceAccountName: required in push mode: it names the downstream ServiceAccount Flux impersonates to apply the plan")
 	}
 	downstream, err := p.clientFor(ctx, remote)
 	if err != nil {
 		// Only a change of the Secret fixes this; its watch brings us back.
-		reason := ReasonKubeconfigBad
+		reason := fleeetv1.ReasonKubeconfigInvalid
 		if _, ok := errors.AsType[*kubeconfig.RefusedError](err); ok {
-			reason = ReasonKubeconfigRefused
+			reason = fleeetv1.ReasonKubeconfigRefused
 		}
 		return ctrl.Result{}, p.setRefused(ctx, remote, reason, err.Error())
 	}
 	asm, err := p.push(ctx, downstream, remote, pa)
 	if err != nil {
 		msg := fmt.Sprintf("cannot reach the cluster: %v", err)
-		if serr := p.setConnected(ctx, remote, metav1.ConditionFalse, ReasonUnreachable, msg); serr != nil {
+		if serr := p.setConnected(ctx, remote, metav1.ConditionFalse, fleeetv1.ReasonUnreachable, msg); serr != nil {
 			return ctrl.Result{}, serr
 		}
 		return ctrl.Result{}, err // back off
@@ -129,7 +114,7 @@ func (p *Push) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	if err := p.copyStatus(ctx, pa, asm); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := p.setConnected(ctx, remote, metav1.ConditionTrue, ReasonPushed, "plan delivered to the cluster"); err != nil {
+	if err := p.setConnected(ctx, remote, metav1.ConditionTrue, fleeetv1.ReasonPushed, "plan delivered to the cluster"); err != nil {
 		return ctrl.Result{}, err
 	}
 	// The downstream cluster is not watched from here, so its progress is read on an interval.

@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -189,7 +188,7 @@ func TestPushNeverEchoesTheTargetsResponseIntoStatus(t *testing.T) {
 			g.Expect(c.Message).NotTo(ContainSubstring("SECRET"), "the target's response body is not in status")
 			g.Expect(c.Message).NotTo(ContainSubstring("internal-service-says"), "the target's response body is not in status")
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(c.Reason).To(Equal(remote.ReasonUnreachable))
+			g.Expect(c.Reason).To(Equal(fleeetv1.ReasonUnreachable))
 			g.Expect(c.Message).To(ContainSubstring(tc.want))
 			// Unreachable is retried, not terminal.
 			g.Expect(apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.StalledCondition)).To(BeNil())
@@ -211,7 +210,7 @@ func TestPushRemoteWithoutServiceAccountNameIsRefusedUntilItHasOne(t *testing.T)
 		g.Expect(cluster.Client.Update(t.Context(), pa)).To(Succeed())
 	}, timeout, poll).Should(Succeed())
 
-	expectRefused(t, judged(t, r), remote.ReasonServiceAccountNameUnset, "spec.serviceAccountName")
+	expectRefused(t, judged(t, r), fleeetv1.ReasonServiceAccountNameUnset, "spec.serviceAccountName")
 	asm := &fleeetv1.Assemblage{}
 	key := client.ObjectKey{Namespace: r.Namespace, Name: r.Namespace}
 	g.Expect(apierrors.IsNotFound(cluster.Client.Get(t.Context(), key, asm))).To(BeTrue(), "nothing is pushed")
@@ -231,7 +230,7 @@ func TestPushRemoteWithoutServiceAccountNameIsRefusedUntilItHasOne(t *testing.T)
 		c := apimeta.FindStatusCondition(got.Status.Conditions, fleeetv1.ConnectedCondition)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(c.Reason).To(Equal(remote.ReasonPushed))
+		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonPushed))
 		g.Expect(apimeta.IsStatusConditionTrue(got.Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
 		g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, fleeetv1.StalledCondition)).To(BeNil())
 	}, timeout, poll).Should(Succeed())
@@ -249,17 +248,17 @@ func TestPushStallsOnAKubeconfigItCannotUseUntilItsSecretChanges(t *testing.T) {
 		reason string
 		field  string
 	}{
-		"no Secret": {nil, "value", remote.ReasonKubeconfigBad, "spec.kubeconfigRef: reading Secret edge-kubeconfig: "},
-		"no such key in the Secret": {[]byte("{}"), "kubeconfig", remote.ReasonKubeconfigBad,
+		"no Secret": {nil, "value", fleeetv1.ReasonKubeconfigInvalid, "spec.kubeconfigRef: reading Secret edge-kubeconfig: "},
+		"no such key in the Secret": {[]byte("{}"), "kubeconfig", fleeetv1.ReasonKubeconfigInvalid,
 			`spec.kubeconfigRef: Secret edge-kubeconfig has no key "kubeconfig"`},
-		"not a kubeconfig": {[]byte("clusters: {"), "value", remote.ReasonKubeconfigBad,
+		"not a kubeconfig": {[]byte("clusters: {"), "value", fleeetv1.ReasonKubeconfigInvalid,
 			`spec.kubeconfigRef: Secret edge-kubeconfig key "value": not a valid kubeconfig`},
 		"a proxy": {testenv.Kubeconfig(t, clientcmdapi.Cluster{Server: edge.Server, ProxyURL: "http://proxy.internal:3128"}, token),
-			"value", remote.ReasonKubeconfigRefused, "clusters[0].cluster.proxy-url: refused"},
+			"value", fleeetv1.ReasonKubeconfigRefused, "clusters[0].cluster.proxy-url: refused"},
 		"TLS verification off": {testenv.Kubeconfig(t, clientcmdapi.Cluster{Server: edge.Server, InsecureSkipTLSVerify: true}, token),
-			"value", remote.ReasonKubeconfigRefused, "clusters[0].cluster.insecure-skip-tls-verify: refused"},
+			"value", fleeetv1.ReasonKubeconfigRefused, "clusters[0].cluster.insecure-skip-tls-verify: refused"},
 		"a client key file": {testenv.Kubeconfig(t, edge, clientcmdapi.AuthInfo{ClientKey: "/etc/kubernetes/pki/admin.key"}),
-			"value", remote.ReasonKubeconfigRefused, "users[0].user.client-key: refused"},
+			"value", fleeetv1.ReasonKubeconfigRefused, "users[0].user.client-key: refused"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
@@ -278,7 +277,7 @@ func TestPushStallsOnAKubeconfigItCannotUseUntilItsSecretChanges(t *testing.T) {
 			}
 			g.Eventually(func(g Gomega) {
 				get(g, r)
-				g.Expect(connected(g, r).Reason).To(Equal(remote.ReasonPushed))
+				g.Expect(connected(g, r).Reason).To(Equal(fleeetv1.ReasonPushed))
 				g.Expect(apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.StalledCondition)).To(BeNil())
 			}, timeout, poll).Should(Succeed())
 		})
@@ -315,5 +314,5 @@ func TestPushCopiesBackTheStatusOfThePlanItPushed(t *testing.T) {
 		g.Expect(c.ObservedGeneration).To(Equal(pa.Generation))
 	}, timeout, poll).Should(Succeed())
 	get(g, r)
-	g.Expect(connected(g, r).Reason).To(Equal(remote.ReasonPushed))
+	g.Expect(connected(g, r).Reason).To(Equal(fleeetv1.ReasonPushed))
 }

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
@@ -43,10 +43,10 @@ type link struct {
 	ns, cluster string
 	generation  int64
 	client      client.WithWatch
-	token       atomic.Pointer[enrol.Token]
+	token       atomic.Pointer[credential.Token]
 	heartbeat   time.Duration
 	versions    Versions
-	store       func(context.Context, enrol.Token) error
+	store       func(context.Context, credential.Token) error
 	notify      func()
 	log         logr.Logger
 	stop        context.CancelFunc
@@ -288,7 +288,7 @@ func (l *link) reportVersions(ctx context.Context) error {
 func (l *link) renew(ctx context.Context, obtained time.Time) {
 	for backoff := time.Duration(0); sleep(ctx, max(backoff, time.Until(l.token.Load().RenewAt(obtained)))); {
 		mctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		token, err := enrol.Mint(mctx, l.client, l.ns, enrol.RemoteIdentityName(l.cluster), enrol.CredentialLifetime, nil)
+		token, err := credential.Mint(mctx, l.client, l.ns, fleeetv1.RemoteIdentityName(l.cluster), credential.Lifetime, nil)
 		cancel()
 		if err == nil {
 			err = l.store(ctx, token)

@@ -1,4 +1,4 @@
-// Package upstream holds the agent's Upstream controller: it enrols the
+// Package upstream holds the agent's Upstream controller: it registers the
 // cluster with a management namespace, keeps the cluster's credential
 // fresh, mirrors the cluster's ProxyAssemblage into a local Assemblage and
 // reports the Assemblage's status back. Nothing it does deletes anything
@@ -31,28 +31,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
-)
-
-// Reasons used in Upstream conditions and events.
-const (
-	ReasonRegistered         = "Registered"
-	ReasonRegistrationFailed = "RegistrationFailed"
-	ReasonRefused            = "RegistrationRefused"
-	ReasonRevoked            = "Revoked"
-	ReasonCredentialExpired  = "CredentialExpired"
-	ReasonConnected          = "Connected"
-	ReasonUnreachable        = "Unreachable"
-	ReasonConnecting         = "Connecting"
-	ReasonSynced             = "Synced"
-	ReasonAwaitingPlan       = "AwaitingPlan"
-	ReasonMirrorFailed       = "MirrorFailed"
-	// ReasonServiceAccountNameUnset: the Upstream names no ServiceAccount,
-	// so Flux would apply the tenant's syncs unconfined; it is not enrolled.
-	ReasonServiceAccountNameUnset = "ServiceAccountNameUnset"
 )
 
 // TokenSecretIndex indexes Upstreams by the Secret holding their registration token.
@@ -70,7 +52,7 @@ type Reconciler struct {
 	Versions Versions
 	// Concurrent is how many Upstreams reconcile at once.
 	Concurrent int
-	// AllowUnconfined lets an Upstream without spec.serviceAccountName enrol
+	// AllowUnconfined lets an Upstream without spec.serviceAccountName register
 	// and mirror its plan, leaving the ServiceAccount to the plan (by default
 	// none: Flux applies as itself). Off, such an Upstream is Stalled.
 	AllowUnconfined bool
@@ -105,7 +87,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Complete(r)
 }
 
-// Reconcile enrols, connects and mirrors one Upstream.
+// Reconcile registers, connects and mirrors one Upstream.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	up := &fleeetv1.Upstream{}
 	if err := r.Client.Get(ctx, req.NamespacedName, up); err != nil {
@@ -129,9 +111,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.disconnect(req.NamespacedName)
 		msg := "spec.serviceAccountName: empty, so Flux would apply this tenant's syncs with its own, unconfined identity; " +
 			"name the tenant's ServiceAccount in its downstream namespace, or start the agent with --allow-unconfined-syncs"
-		setCondition(up, fleeetv1.ReadyCondition, metav1.ConditionFalse, ReasonServiceAccountNameUnset, msg)
-		setCondition(up, fleeetv1.StalledCondition, metav1.ConditionTrue, ReasonServiceAccountNameUnset, msg)
-		setCondition(up, fleeetv1.ReconcilingCondition, metav1.ConditionFalse, ReasonServiceAccountNameUnset, msg)
+		setCondition(up, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonServiceAccountNameUnset, msg)
+		setCondition(up, fleeetv1.StalledCondition, metav1.ConditionTrue, fleeetv1.ReasonServiceAccountNameUnset, msg)
+		setCondition(up, fleeetv1.ReconcilingCondition, metav1.ConditionFalse, fleeetv1.ReasonServiceAccountNameUnset, msg)
 		return ctrl.Result{}, nil
 	}
 	l, err := r.connect(ctx, up)
@@ -139,43 +121,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		var refused refusal
 		if errors.As(err, &refused) {
 			log.FromContext(ctx).Error(err, "Registration refused; fix the Upstream or its token and the agent retries")
-			r.setNotRegistered(up, ReasonRefused, err.Error())
+			r.setNotRegistered(up, fleeetv1.ReasonRegistrationRefused, err.Error())
 			return ctrl.Result{}, nil
 		}
-		r.setNotRegistered(up, ReasonRegistrationFailed, err.Error())
+		r.setNotRegistered(up, fleeetv1.ReasonRegistrationFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	st := l.snapshot()
 	token := l.token.Load()
 	up.Status.CredentialExpiresAt = &metav1.Time{Time: token.ExpiresAt}
 	if st.revoked != "" {
-		r.setNotRegistered(up, ReasonRevoked, st.revoked+"; nothing downstream was deleted")
+		r.setNotRegistered(up, fleeetv1.ReasonRevoked, st.revoked+"; nothing downstream was deleted")
 		return ctrl.Result{}, nil
 	}
-	setCondition(up, fleeetv1.RegisteredCondition, metav1.ConditionTrue, ReasonRegistered,
+	setCondition(up, fleeetv1.RegisteredCondition, metav1.ConditionTrue, fleeetv1.ReasonRegistered,
 		fmt.Sprintf("registered as Remote %s/%s", up.Spec.Management.Namespace, up.Spec.ClusterName))
 	switch {
 	case st.err != nil:
-		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, ReasonUnreachable,
+		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, fleeetv1.ReasonUnreachable,
 			fmt.Sprintf("cannot reach the management cluster (%v); keeping the last plan and retrying", st.err))
 	case st.contact.IsZero():
-		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, ReasonConnecting, "connecting to the management cluster")
+		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, fleeetv1.ReasonConnecting, "connecting to the management cluster")
 	default:
-		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionTrue, ReasonConnected, "the management cluster answers")
+		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionTrue, fleeetv1.ReasonConnected, "the management cluster answers")
 	}
 	if st.pa == nil {
-		setReady(up, metav1.ConditionFalse, ReasonAwaitingPlan, "waiting for the cluster's ProxyAssemblage")
+		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonAwaitingPlan, "waiting for the cluster's ProxyAssemblage")
 		return ctrl.Result{}, nil
 	}
 	if err := r.mirror(ctx, up, l, st.pa.DeepCopy()); err != nil {
-		setReady(up, metav1.ConditionFalse, ReasonMirrorFailed, err.Error())
+		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonMirrorFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if st.err != nil {
-		setReady(up, metav1.ConditionFalse, ReasonUnreachable, "the last plan received is applied; the management cluster cannot be reached")
+		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonUnreachable, "the last plan received is applied; the management cluster cannot be reached")
 		return ctrl.Result{}, nil
 	}
-	setReady(up, metav1.ConditionTrue, ReasonSynced, "the cluster's plan is mirrored into the local Assemblage")
+	setReady(up, metav1.ConditionTrue, fleeetv1.ReasonSynced, "the cluster's plan is mirrored into the local Assemblage")
 	return ctrl.Result{}, nil
 }
 
@@ -198,7 +180,7 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 		ns: up.Spec.Management.Namespace, cluster: up.Spec.ClusterName, generation: up.Generation,
 		heartbeat: r.Heartbeat, versions: r.Versions,
 		log:   log.FromContext(ctx).WithValues("management", up.Spec.Management.URL, "remote", up.Spec.Management.Namespace+"/"+up.Spec.ClusterName),
-		store: func(ctx context.Context, t enrol.Token) error { return r.storeCredential(ctx, up, t) },
+		store: func(ctx context.Context, t credential.Token) error { return r.storeCredential(ctx, up, t) },
 		notify: func() {
 			r.changes <- event.TypedGenericEvent[*fleeetv1.Upstream]{Object: &fleeetv1.Upstream{
 				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
@@ -229,44 +211,44 @@ func (r *Reconciler) disconnect(key client.ObjectKey) {
 // credential returns the cluster's stored credential, registering the
 // cluster if it holds none; the registration token is forgotten once the
 // cluster's own credential is stored.
-func (r *Reconciler) credential(ctx context.Context, up *fleeetv1.Upstream) (enrol.Token, error) {
+func (r *Reconciler) credential(ctx context.Context, up *fleeetv1.Upstream) (credential.Token, error) {
 	secret := &corev1.Secret{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: credentialSecretName(up)}, secret)
 	switch {
 	case err == nil:
 		up.Status.CredentialSecretName = secret.Name
-		token, err := enrol.TokenFromSecret(secret)
+		token, err := credential.TokenFromSecret(secret)
 		if err != nil {
-			return enrol.Token{}, refusal{err.Error()}
+			return credential.Token{}, refusal{err.Error()}
 		}
 		if !token.ExpiresAt.IsZero() && time.Now().After(token.ExpiresAt) {
-			return enrol.Token{}, refusal{fmt.Sprintf("the cluster's credential expired at %s while the management cluster could not be reached; delete Secret %s and enrol again with a new RegistrationToken",
+			return credential.Token{}, refusal{fmt.Sprintf("the cluster's credential expired at %s while the management cluster could not be reached; delete Secret %s and register again with a new RegistrationToken",
 				token.ExpiresAt.UTC().Format(time.RFC3339), secret.Name)}
 		}
 		return token, nil
 	case !apierrors.IsNotFound(err):
-		return enrol.Token{}, err
+		return credential.Token{}, err
 	}
 	token, err := r.register(ctx, up)
 	if err != nil {
-		return enrol.Token{}, err
+		return credential.Token{}, err
 	}
 	if err := r.storeCredential(ctx, up, token); err != nil {
-		return enrol.Token{}, err
+		return credential.Token{}, err
 	}
-	r.Recorder.Eventf(up, nil, corev1.EventTypeNormal, ReasonRegistered, "Register",
+	r.Recorder.Eventf(up, nil, corev1.EventTypeNormal, fleeetv1.ReasonRegistered, "Register",
 		"Registered as Remote %s/%s; the credential is in Secret %s", up.Spec.Management.Namespace, up.Spec.ClusterName, credentialSecretName(up))
 	if ref := up.Spec.TokenSecretRef; ref != nil {
 		tokenSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: up.Namespace, Name: ref.Name}}
 		if err := client.IgnoreNotFound(r.Client.Delete(ctx, tokenSecret)); err != nil {
-			return enrol.Token{}, fmt.Errorf("forgetting the registration token: %w", err)
+			return credential.Token{}, fmt.Errorf("forgetting the registration token: %w", err)
 		}
 	}
 	return token, nil
 }
 
 // storeCredential keeps the cluster's credential in a Secret owned by the Upstream.
-func (r *Reconciler) storeCredential(ctx context.Context, up *fleeetv1.Upstream, token enrol.Token) error {
+func (r *Reconciler) storeCredential(ctx context.Context, up *fleeetv1.Upstream, token credential.Token) error {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: up.Namespace, Name: credentialSecretName(up)}}
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, secret, func() error {
 		secret.Data = token.SecretData()
@@ -325,7 +307,7 @@ func (r *Reconciler) setNotRegistered(up *fleeetv1.Upstream, reason, msg string)
 	setCondition(up, fleeetv1.RegisteredCondition, metav1.ConditionFalse, reason, msg)
 	setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, reason, msg)
 	setReady(up, metav1.ConditionFalse, reason, msg)
-	if reason != ReasonRegistrationFailed {
+	if reason != fleeetv1.ReasonRegistrationFailed {
 		setCondition(up, fleeetv1.StalledCondition, metav1.ConditionTrue, reason, msg)
 	}
 }

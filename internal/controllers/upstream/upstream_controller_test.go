@@ -15,8 +15,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/agent"
-	"github.com/fleeet-dev/fleeet/internal/controllers/upstream"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -25,23 +24,23 @@ const (
 	poll    = 200 * time.Millisecond
 )
 
-// TestUpstreamWithoutServiceAccountIsRefusedBeforeEnrolling: an Upstream
+// TestUpstreamWithoutServiceAccountIsRefusedBeforeRegistering: an Upstream
 // naming no ServiceAccount would have Flux apply its tenant's syncs as
 // itself. The agent refuses it before spending its registration token,
 // unless started with the documented opt-out.
-func TestUpstreamWithoutServiceAccountIsRefusedBeforeEnrolling(t *testing.T) {
+func TestUpstreamWithoutServiceAccountIsRefusedBeforeRegistering(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	c := testenv.StartCluster(t, "downstream")
 	ns := c.Namespace(t, "agent", nil)
 	g.Expect(c.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a-token"},
-		Data:       map[string][]byte{enrol.TokenKey: []byte("registration-token")},
+		Data:       map[string][]byte{credential.TokenKey: []byte("registration-token")},
 	})).To(Succeed())
 	up := &fleeetv1.Upstream{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a"},
 		Spec: fleeetv1.UpstreamSpec{
-			// Nothing listens there: an attempt to enrol fails.
+			// Nothing listens there: an attempt to register fails.
 			Management:     fleeetv1.ManagementEndpoint{URL: "https://" + testenv.FreeAddr(t), Namespace: "team-a"},
 			TokenSecretRef: &fleeetv1.LocalObjectReference{Name: "team-a-token"},
 			ClusterName:    "edge-1",
@@ -63,19 +62,19 @@ func TestUpstreamWithoutServiceAccountIsRefusedBeforeEnrolling(t *testing.T) {
 		stalled := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.StalledCondition)
 		g.Expect(stalled).NotTo(BeNil(), "%+v", up.Status)
 		g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue), "%+v", stalled)
-		g.Expect(stalled.Reason).To(Equal(upstream.ReasonServiceAccountNameUnset))
+		g.Expect(stalled.Reason).To(Equal(fleeetv1.ReasonServiceAccountNameUnset))
 		g.Expect(stalled.Message).To(HavePrefix("spec.serviceAccountName: "))
 		ready := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.ReadyCondition)
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(ready.Reason).To(Equal(upstream.ReasonServiceAccountNameUnset))
+		g.Expect(ready.Reason).To(Equal(fleeetv1.ReasonServiceAccountNameUnset))
 	}, timeout, poll).Should(Succeed())
-	g.Expect(apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition)).To(BeNil(), "no attempt to enrol")
+	g.Expect(apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition)).To(BeNil(), "no attempt to register")
 	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "team-a-token"}, &corev1.Secret{})).To(Succeed(), "the token is kept")
 	err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "team-a"}, &fleeetv1.Assemblage{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no Assemblage is written: %v", err)
 	stop(t.Failed())
 
-	// With the opt-out the agent tries to enrol, and fails only because
+	// With the opt-out the agent tries to register, and fails only because
 	// nothing answers.
 	stop = start(agent.Options{Concurrent: 1, AllowUnconfined: true})
 	t.Cleanup(func() { stop(t.Failed()) })
@@ -83,7 +82,7 @@ func TestUpstreamWithoutServiceAccountIsRefusedBeforeEnrolling(t *testing.T) {
 		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(up), up)).To(Succeed())
 		registered := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition)
 		g.Expect(registered).NotTo(BeNil(), "%+v", up.Status)
-		g.Expect(registered.Reason).To(Equal(upstream.ReasonRegistrationFailed))
+		g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRegistrationFailed))
 		g.Expect(apimeta.IsStatusConditionTrue(up.Status.Conditions, fleeetv1.StalledCondition)).To(BeFalse())
 	}, timeout, poll).Should(Succeed())
 }

@@ -1,7 +1,9 @@
-// Package enrol holds what the manager and the agent agree on for pull
-// enrolment: the names of the identities and Secrets the manager creates,
-// the keys inside those Secrets, and how bearer tokens are minted.
-package enrol
+// Package credential holds what the manager and the agent agree on about
+// the bearer tokens of pull registration: the keys of the Secrets that carry
+// them, their lifetimes, how they are minted, and the agent chart values a
+// RegistrationToken's Secret holds. The names of the identities are in
+// api/v1alpha1.
+package credential
 
 import (
 	"context"
@@ -17,14 +19,6 @@ import (
 )
 
 const (
-	// RegistrationPrefix starts the name of a RegistrationToken's
-	// ServiceAccount, Role, RoleBinding and token Secret.
-	RegistrationPrefix = "fleeet-registration-"
-
-	// RemotePrefix starts the name of a pull Remote's ServiceAccount, Role,
-	// RoleBinding and first-credential Secret.
-	RemotePrefix = "fleeet-remote-"
-
 	// TokenKey is the key of a bearer token in every Secret fleeet writes.
 	TokenKey = "token"
 
@@ -38,37 +32,23 @@ const (
 	// MinTokenLifetime is the shortest lifetime the TokenRequest API grants.
 	MinTokenLifetime = 10 * time.Minute
 
-	// FirstCredentialLifetime is how long the first token of a cluster's
+	// FirstLifetime is how long the first token of a cluster's
 	// identity lives. It is handed over through a management Secret, so the
 	// agent exchanges it for a token of its own at once and the Secret is
 	// deleted; it is the shortest lifetime the API grants.
-	FirstCredentialLifetime = MinTokenLifetime
+	FirstLifetime = MinTokenLifetime
 
-	// CredentialLifetime is how long each token an agent mints for its own
+	// Lifetime is how long each token an agent mints for its own
 	// cluster identity lives. Renewal at 80% leaves 20% of it, 4.8 hours, as
-	// the longest management outage an agent rides out without enrolling
+	// the longest management outage an agent rides out without registering
 	// again; a leaked token cannot outlive it, and deleting the Remote
 	// revokes every token of the cluster at once in any case.
-	CredentialLifetime = 24 * time.Hour
+	Lifetime = 24 * time.Hour
 
 	// DeliveryDeadline is how long after registration the manager keeps
 	// offering the first credential to an agent that has not connected yet.
-	DeliveryDeadline = FirstCredentialLifetime
+	DeliveryDeadline = FirstLifetime
 )
-
-// RegistrationName is the name of a RegistrationToken's identity and Secret.
-func RegistrationName(token string) string { return RegistrationPrefix + token }
-
-// RemoteIdentityName is the name of a pull Remote's identity and of the
-// Secret delivering its first credential.
-func RemoteIdentityName(remote string) string { return RemotePrefix + remote }
-
-// RegistrationTokenOf returns the RegistrationToken whose registration
-// identity the user is, if it is one in namespace ns.
-func RegistrationTokenOf(username, ns string) (string, bool) {
-	rest, ok := strings.CutPrefix(username, "system:serviceaccount:"+ns+":"+RegistrationPrefix)
-	return rest, ok && rest != ""
-}
 
 // Token is a bearer token and when it expires.
 type Token struct {

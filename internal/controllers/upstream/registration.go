@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 )
 
 // deliveryWait bounds how long registration waits for the manager to issue
@@ -27,37 +27,37 @@ type refusal struct{ msg string }
 
 func (r refusal) Error() string { return r.msg }
 
-// register enrols the cluster with the registration token: it creates the
+// register registers the cluster with the registration token: it creates the
 // cluster's Remote (unless an earlier attempt did), naming the
 // RegistrationToken it comes through, waits for the manager to issue the
 // first credential, and exchanges it at once for a token the cluster minted
 // for itself, so the handed-over one can be discarded.
-func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (enrol.Token, error) {
+func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (credential.Token, error) {
 	ref := up.Spec.TokenSecretRef
 	if ref == nil {
-		return enrol.Token{}, refusal{"spec.tokenSecretRef: this cluster holds no credential for the management cluster and no registration token is configured"}
+		return credential.Token{}, refusal{"spec.tokenSecretRef: this cluster holds no credential for the management cluster and no registration token is configured"}
 	}
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return enrol.Token{}, refusal{fmt.Sprintf("spec.tokenSecretRef: Secret %s not found, and this cluster holds no credential", ref.Name)}
+			return credential.Token{}, refusal{fmt.Sprintf("spec.tokenSecretRef: Secret %s not found, and this cluster holds no credential", ref.Name)}
 		}
-		return enrol.Token{}, err
+		return credential.Token{}, err
 	}
-	regToken, err := enrol.TokenFromSecret(secret)
+	regToken, err := credential.TokenFromSecret(secret)
 	if err != nil {
-		return enrol.Token{}, refusal{"spec.tokenSecretRef: " + err.Error()}
+		return credential.Token{}, refusal{"spec.tokenSecretRef: " + err.Error()}
 	}
 	reg, err := client.New(managementConfig(up, func() string { return regToken.Value }), client.Options{Scheme: r.Client.Scheme()})
 	if err != nil {
-		return enrol.Token{}, err
+		return credential.Token{}, err
 	}
 	ns, name := up.Spec.Management.Namespace, up.Spec.ClusterName
 	first, err := firstCredential(ctx, reg, ns, name)
 	if err != nil {
 		token, err := registrationTokenName(ctx, reg, ns)
 		if err != nil {
-			return enrol.Token{}, err
+			return credential.Token{}, err
 		}
 		labels := maps.Clone(up.Spec.Labels)
 		if labels == nil {
@@ -66,20 +66,20 @@ func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (enrol
 		labels[fleeetv1.RegistrationTokenLabel] = token
 		remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
 		if err := reg.Create(ctx, remote); err != nil {
-			return enrol.Token{}, registrationError(err)
+			return credential.Token{}, registrationError(err)
 		}
-		r.Recorder.Eventf(up, nil, corev1.EventTypeNormal, ReasonRegistered, "Register", "Created Remote %s/%s in the management cluster", ns, name)
+		r.Recorder.Eventf(up, nil, corev1.EventTypeNormal, fleeetv1.ReasonRegistered, "Register", "Created Remote %s/%s in the management cluster", ns, name)
 		if first, err = awaitFirstCredential(ctx, reg, ns, name); err != nil {
-			return enrol.Token{}, err
+			return credential.Token{}, err
 		}
 	}
 	own, err := client.New(managementConfig(up, func() string { return first.Value }), client.Options{Scheme: r.Client.Scheme()})
 	if err != nil {
-		return enrol.Token{}, err
+		return credential.Token{}, err
 	}
-	token, err := enrol.Mint(ctx, own, ns, enrol.RemoteIdentityName(name), enrol.CredentialLifetime, nil)
+	token, err := credential.Mint(ctx, own, ns, fleeetv1.RemoteIdentityName(name), credential.Lifetime, nil)
 	if err != nil {
-		return enrol.Token{}, fmt.Errorf("exchanging the first credential for the cluster's own: %w", err)
+		return credential.Token{}, fmt.Errorf("exchanging the first credential for the cluster's own: %w", err)
 	}
 	return token, nil
 }
@@ -98,7 +98,7 @@ func registrationTokenName(ctx context.Context, reg client.Client, ns string) (s
 		return "", fmt.Errorf("asking the management cluster who the registration token is: %w", err)
 	}
 	user := review.Status.UserInfo.Username
-	token, ok := enrol.RegistrationTokenOf(user, ns)
+	token, ok := fleeetv1.RegistrationTokenOfUser(user, ns)
 	if !ok {
 		return "", refusal{fmt.Sprintf("spec.tokenSecretRef: the token authenticates as %s, not as a RegistrationToken's identity in namespace %s", user, ns)}
 	}
@@ -117,18 +117,18 @@ func registrationError(err error) error {
 }
 
 // firstCredential reads the credential the manager issued for the cluster.
-func firstCredential(ctx context.Context, reg client.Client, ns, name string) (enrol.Token, error) {
+func firstCredential(ctx context.Context, reg client.Client, ns, name string) (credential.Token, error) {
 	secret := &corev1.Secret{}
-	if err := reg.Get(ctx, client.ObjectKey{Namespace: ns, Name: enrol.RemoteIdentityName(name)}, secret); err != nil {
-		return enrol.Token{}, err
+	if err := reg.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleeetv1.RemoteIdentityName(name)}, secret); err != nil {
+		return credential.Token{}, err
 	}
-	return enrol.TokenFromSecret(secret)
+	return credential.TokenFromSecret(secret)
 }
 
 // awaitFirstCredential polls for the first credential: it appears, and
 // becomes readable to the registration identity, once the manager has
 // processed the new Remote.
-func awaitFirstCredential(ctx context.Context, reg client.Client, ns, name string) (enrol.Token, error) {
+func awaitFirstCredential(ctx context.Context, reg client.Client, ns, name string) (credential.Token, error) {
 	ctx, cancel := context.WithTimeout(ctx, deliveryWait)
 	defer cancel()
 	for {
@@ -137,10 +137,10 @@ func awaitFirstCredential(ctx context.Context, reg client.Client, ns, name strin
 			return token, nil
 		}
 		if apierrors.IsUnauthorized(err) {
-			return enrol.Token{}, registrationError(err)
+			return credential.Token{}, registrationError(err)
 		}
 		if !sleep(ctx, 500*time.Millisecond) {
-			return enrol.Token{}, errors.Join(
+			return credential.Token{}, errors.Join(
 				fmt.Errorf("the manager issued no credential for Remote %s/%s within %s", ns, name, deliveryWait), err)
 		}
 	}

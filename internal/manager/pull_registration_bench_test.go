@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -58,16 +57,16 @@ func benchAgentCost(b *testing.B, managerBin, agentBin string) {
 		"deploy/configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-${index}\ndata:\n  index: i-${index}\n",
 	}, "v1.0.0")
 
-	e := enrolled{tenant: tenantIn(b, mgmt), upstream: "team"}
+	e := registered{tenant: tenantIn(b, mgmt), upstream: "team"}
 	values := issueTokenIn(b, mgmt, e.tenant, "edge", fleeetv1.RegistrationTokenSpec{
 		RemoteLabels: map[string]string{"env": "edge"}, FreeLabelKeys: []string{"region"}})
 	if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}); err != nil {
 		b.Fatal(err)
 	}
-	enrolUpstream(b, down, e, values, values.Management.URL)
+	registerUpstream(b, down, e, values, values.Management.URL)
 	agent := startAgent(b, agentBin, down) // production heartbeat
 	waitFor(b, 2*time.Minute, "the agent to connect", func() bool {
-		err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: e.tenant, Name: enrol.RemoteIdentityName("edge")}, &corev1.Secret{})
+		err := mgmt.Client.Get(ctx, client.ObjectKey{Namespace: e.tenant, Name: fleeetv1.RemoteIdentityName("edge")}, &corev1.Secret{})
 		r := &fleeetv1.Remote{}
 		return client.IgnoreNotFound(err) == nil && err != nil &&
 			mgmt.Client.Get(ctx, client.ObjectKey{Namespace: e.tenant, Name: "edge"}, r) == nil && r.Status.AgentVersion != ""
@@ -106,7 +105,7 @@ func benchAgentCost(b *testing.B, managerBin, agentBin string) {
 	time.Sleep(idleWindow)
 	to := time.Now()
 	steadyRSS := currentRSS(b, agent)
-	requests := auditedRequests(b, auditLog, "system:serviceaccount:"+e.tenant+":"+enrol.RemoteIdentityName("edge"), from, to)
+	requests := auditedRequests(b, auditLog, "system:serviceaccount:"+e.tenant+":"+fleeetv1.RemoteIdentityName("edge"), from, to)
 	b.Logf("requests by the idle agent in %s: %v", idleWindow, requests)
 	total := 0
 	for _, n := range requests {

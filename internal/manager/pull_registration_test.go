@@ -16,21 +16,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/enrol"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
 // agentNamespace is where the downstream Upstreams and their Secrets live.
 const agentNamespace = "fleeet-agent"
 
-// enrolled is one tenant a downstream cluster enrols into.
-type enrolled struct {
+// registered is one tenant a downstream cluster registers into.
+type registered struct {
 	tenant   string // management namespace
 	upstream string // downstream Upstream name, and namespace of its Assemblage
 }
 
 // startAgent runs the fleet-agent binary against the downstream cluster.
-// These tests are about enrolment, not confinement: their Upstreams name no
+// These tests are about registration, not confinement: their Upstreams name no
 // ServiceAccount, which the agent accepts only with --allow-unconfined-syncs
 // (test/charts proves the confined setup the chart installs).
 func startAgent(t testing.TB, bin string, down *testenv.Cluster, args ...string) *testenv.Process {
@@ -46,24 +46,24 @@ func startAgent(t testing.TB, bin string, down *testenv.Cluster, args ...string)
 	return p
 }
 
-// enrolUpstream creates, downstream, the token Secret and the Upstream the
+// registerUpstream creates, downstream, the token Secret and the Upstream the
 // agent chart would create from the token's values, for the cluster "edge".
-func enrolUpstream(t testing.TB, down *testenv.Cluster, e enrolled, values enrol.AgentValues, url string) {
+func registerUpstream(t testing.TB, down *testenv.Cluster, e registered, values credential.AgentValues, url string) {
 	t.Helper()
 	NewWithT(t).Expect(down.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.upstream}})).To(Succeed())
 	createUpstream(t, down, e.upstream, "edge", e.upstream, values, url)
 }
 
 // createUpstream creates the token Secret and the Upstream, named name, of
-// one cluster enrolling as clusterName and asking for the label region=eu,
+// one cluster registering as clusterName and asking for the label region=eu,
 // which its token must free.
-func createUpstream(t testing.TB, down *testenv.Cluster, name, clusterName, assemblageNamespace string, values enrol.AgentValues, url string) {
+func createUpstream(t testing.TB, down *testenv.Cluster, name, clusterName, assemblageNamespace string, values credential.AgentValues, url string) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
 	g.Expect(down.Client.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: name + "-token"},
-		Data:       map[string][]byte{enrol.TokenKey: []byte(values.Token)},
+		Data:       map[string][]byte{credential.TokenKey: []byte(values.Token)},
 	})).To(Succeed())
 	g.Expect(down.Client.Create(ctx, &fleeetv1.Upstream{
 		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: name},
@@ -92,12 +92,12 @@ func appliedData(g Gomega, down *testenv.Cluster, ns string) map[string]string {
 	return cm.Data
 }
 
-func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
+func TestARegisteredClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	down := testenv.StartCluster(t, "downstream")
 	testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController)
-	bin := testenv.BuildCommand(t, "fleet-agent", "v0.0.0-enrol")
+	bin := testenv.BuildCommand(t, "fleet-agent", "v0.0.0-register")
 	git := testenv.NewGitServer(t)
 	files := func(version string) map[string]string {
 		return map[string]string{
@@ -110,19 +110,19 @@ func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 
 	// Two tenants; the cluster reaches the first through a proxy the test
 	// cuts to make the management cluster unreachable.
-	a, b := enrolled{tenant: tenant(t), upstream: "team-a"}, enrolled{tenant: tenant(t), upstream: "team-b"}
+	a, b := registered{tenant: tenant(t), upstream: "team-a"}, registered{tenant: tenant(t), upstream: "team-b"}
 	api, err := url.Parse(cluster.Config.Host)
 	g.Expect(err).NotTo(HaveOccurred())
 	proxy := testenv.NewProxy(t, api.Host)
 	g.Expect(down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}})).To(Succeed())
-	for _, e := range []enrolled{a, b} {
+	for _, e := range []registered{a, b} {
 		values := issueToken(t, e.tenant, "edge", fleeetv1.RegistrationTokenSpec{
 			RemoteLabels: map[string]string{"env": "edge"}, FreeLabelKeys: []string{"region"}})
 		endpoint := values.Management.URL
 		if e == a {
 			endpoint = "https://" + proxy.Addr
 		}
-		enrolUpstream(t, down, e, values, endpoint)
+		registerUpstream(t, down, e, values, endpoint)
 		m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge", "region": "eu"}})
 		m.Namespace = e.tenant
 		m.Spec.Sync.Source.Git.URL = repo
@@ -130,10 +130,10 @@ func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 		g.Expect(cluster.Client.Create(ctx, m)).To(Succeed())
 	}
 	// A third tenant's token expires before the agent first uses it.
-	late := enrolled{tenant: tenant(t), upstream: "team-late"}
+	late := registered{tenant: tenant(t), upstream: "team-late"}
 	lateValues := issueToken(t, late.tenant, "edge", fleeetv1.RegistrationTokenSpec{TTL: &metav1.Duration{Duration: 2 * time.Second}})
 	time.Sleep(time.Until(tokenStatus(g, late.tenant, "edge").Status.ExpiresAt.Time))
-	enrolUpstream(t, down, late, lateValues, lateValues.Management.URL)
+	registerUpstream(t, down, late, lateValues, lateValues.Management.URL)
 
 	agentProcess := startAgent(t, bin, down, "--heartbeat-interval=2s")
 	dc, err := discovery.NewDiscoveryClientForConfig(down.Config)
@@ -142,10 +142,10 @@ func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	kubeVersion := info.GitVersion
 
-	// Enrol → Module assigned → Assemblage downstream → Flux applies it →
+	// Register → Module assigned → Assemblage downstream → Flux applies it →
 	// status in the Module summary.
-	remotes := map[enrolled]*fleeetv1.Remote{}
-	for _, e := range []enrolled{a, b} {
+	remotes := map[registered]*fleeetv1.Remote{}
+	for _, e := range []registered{a, b} {
 		g.Eventually(func(g Gomega) {
 			g.Expect(appliedData(g, down, e.upstream)).To(HaveKeyWithValue("version", "one"))
 			m := moduleStatus(g, e.tenant)
@@ -155,12 +155,12 @@ func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 			r := &fleeetv1.Remote{}
 			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: e.tenant, Name: "edge"}, r)).To(Succeed())
 			g.Expect(r.Labels).To(Equal(map[string]string{"env": "edge", "region": "eu", fleeetv1.RegistrationTokenLabel: "edge"}))
-			g.Expect(r.Status.AgentVersion).To(Equal("v0.0.0-enrol"))
+			g.Expect(r.Status.AgentVersion).To(Equal("v0.0.0-register"))
 			g.Expect(r.Status.KubernetesVersion).To(Equal(kubeVersion))
 			g.Expect(apimeta.IsStatusConditionTrue(r.Status.Conditions, fleeetv1.ConnectedCondition)).To(BeTrue())
 			remotes[e] = r
 
-			err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: e.tenant, Name: enrol.RemoteIdentityName("edge")}, &corev1.Secret{})
+			err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: e.tenant, Name: fleeetv1.RemoteIdentityName("edge")}, &corev1.Secret{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the first credential is gone once the agent connected")
 		}, 3*timeout, poll).Should(Succeed())
 		err := down.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: e.upstream + "-token"}, &corev1.Secret{})
@@ -209,19 +209,19 @@ func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 	g.Expect(cluster.StopAPIServer()).To(Succeed())
 	t.Logf("the management apiserver took %s to stop", time.Since(stopping))
 	g.Eventually(func(g Gomega) {
-		for _, e := range []enrolled{a, b} {
+		for _, e := range []registered{a, b} {
 			g.Expect(upstreamCondition(g, down, e.upstream, fleeetv1.ConnectedCondition).Reason).To(Equal("Unreachable"))
 		}
 	}, timeout, poll).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		for _, e := range []enrolled{a, b} {
+		for _, e := range []registered{a, b} {
 			g.Expect(appliedData(g, down, e.upstream)).To(HaveKey("version"))
 			g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: e.upstream, Name: e.upstream}, &fleeetv1.Assemblage{})).To(Succeed())
 		}
 	}, 30*time.Second, time.Second).Should(Succeed())
 	g.Expect(cluster.StartAPIServer()).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		for _, e := range []enrolled{a, b} {
+		for _, e := range []registered{a, b} {
 			g.Expect(upstreamCondition(g, down, e.upstream, fleeetv1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
 			g.Expect(tokenStatus(g, e.tenant, "edge").Status.Registered).To(HaveLen(1), "no second registration")
 		}
@@ -230,19 +230,19 @@ func TestAnEnrolledClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 	// A restarted agent keeps its credential and renews it at 80% of its
 	// lifetime: here the stored expiry is moved close so renewal is due.
 	g.Expect(agentProcess.Stop(30 * time.Second)).To(Succeed())
-	credential := &corev1.Secret{}
+	stored := &corev1.Secret{}
 	credKey := client.ObjectKey{Namespace: agentNamespace, Name: a.upstream + "-credential"}
-	g.Expect(down.Client.Get(ctx, credKey, credential)).To(Succeed())
-	old := string(credential.Data[enrol.TokenKey])
-	credential.Data[enrol.ExpiresAtKey] = []byte(time.Now().Add(10 * time.Second).UTC().Format(time.RFC3339))
-	g.Expect(down.Client.Update(ctx, credential)).To(Succeed())
+	g.Expect(down.Client.Get(ctx, credKey, stored)).To(Succeed())
+	old := string(stored.Data[credential.TokenKey])
+	stored.Data[credential.ExpiresAtKey] = []byte(time.Now().Add(10 * time.Second).UTC().Format(time.RFC3339))
+	g.Expect(down.Client.Update(ctx, stored)).To(Succeed())
 	startAgent(t, bin, down, "--heartbeat-interval=2s")
 	g.Eventually(func(g Gomega) {
-		g.Expect(down.Client.Get(ctx, credKey, credential)).To(Succeed())
-		g.Expect(string(credential.Data[enrol.TokenKey])).NotTo(Equal(old))
-		renewed, err := enrol.TokenFromSecret(credential)
+		g.Expect(down.Client.Get(ctx, credKey, stored)).To(Succeed())
+		g.Expect(string(stored.Data[credential.TokenKey])).NotTo(Equal(old))
+		renewed, err := credential.TokenFromSecret(stored)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(renewed.ExpiresAt).To(BeTemporally(">", time.Now().Add(enrol.CredentialLifetime-time.Minute)))
+		g.Expect(renewed.ExpiresAt).To(BeTemporally(">", time.Now().Add(credential.Lifetime-time.Minute)))
 		g.Expect(upstreamCondition(g, down, a.upstream, fleeetv1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
 	}, timeout, poll).Should(Succeed())
 

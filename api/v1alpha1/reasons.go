@@ -1,0 +1,133 @@
+package v1alpha1
+
+// Reasons of the conditions and events fleeet's controllers write, one
+// vocabulary for every kind: what `kubectl get -o yaml`, `kubectl describe`
+// and alerts match on.
+
+// Reasons shared by Modules, BootstrapModules and Assemblages.
+const (
+	// ReasonSucceeded: every target is at the desired state.
+	ReasonSucceeded = "Succeeded"
+	// ReasonProgressing: targets are on their way to the desired state.
+	ReasonProgressing = "Progressing"
+	// ReasonRemoteFailed: a selected Remote failed on the desired state.
+	ReasonRemoteFailed = "RemoteFailed"
+	// ReasonBindingFailed: a control-plane binding cannot be resolved for a
+	// Remote.
+	ReasonBindingFailed = "BindingFailed"
+	// ReasonInvalidSelector: the cluster selector does not parse.
+	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonSuspended: spec.suspend stops the Module's rollout.
+	ReasonSuspended = "Suspended"
+	// ReasonPolicyDenied: admission policy refused a Remote's plan holding
+	// the Module's new sync.
+	ReasonPolicyDenied = "PolicyDenied"
+)
+
+// Reasons of a Remote's Connected and Ready conditions.
+const (
+	// ReasonHeartbeatFresh: the pull Remote's agent renewed its Lease within
+	// the grace period.
+	ReasonHeartbeatFresh = "HeartbeatFresh"
+	// ReasonHeartbeatMissed: the agent has not renewed its Lease within the
+	// grace period; the Remote is offline.
+	ReasonHeartbeatMissed = "HeartbeatMissed"
+	// ReasonAwaitingAgent: no agent has renewed the Lease yet.
+	ReasonAwaitingAgent = "AwaitingAgent"
+	// ReasonPushed: the push Remote's plan is applied to its cluster.
+	ReasonPushed = "Pushed"
+	// ReasonUnreachable: the other cluster does not answer (push Remote,
+	// Upstream).
+	ReasonUnreachable = "Unreachable"
+	// ReasonKubeconfigInvalid: a push Remote's kubeconfig Secret is missing
+	// or holds no usable kubeconfig.
+	ReasonKubeconfigInvalid = "KubeconfigInvalid"
+	// ReasonKubeconfigRefused: the kubeconfig uses a field that would let
+	// the tenant act with the manager's privileges (a file on its disk, a
+	// command to run); the message names the field.
+	ReasonKubeconfigRefused = "KubeconfigRefused"
+	// ReasonServiceAccountNameUnset: a push Remote, Upstream or Assemblage
+	// names no spec.serviceAccountName, so Flux would apply the tenant's
+	// syncs with its own, unconfined identity; nothing is applied.
+	ReasonServiceAccountNameUnset = "ServiceAccountNameUnset"
+)
+
+// Reasons of the Registered condition of pull Remotes and Upstreams.
+const (
+	// ReasonRegistered: the cluster holds a working credential of its own.
+	ReasonRegistered = "Registered"
+	// ReasonNotRegistered: the Remote carries no registration.
+	ReasonNotRegistered = "NotRegistered"
+	// ReasonRegistrationPending: the RegistrationToken controller has not
+	// recorded the registration yet.
+	ReasonRegistrationPending = "RegistrationPending"
+	// ReasonRegistrationRefused: the registration is refused (token used up,
+	// expired, labels it does not grant…); also the event on the token.
+	ReasonRegistrationRefused = "RegistrationRefused"
+	// ReasonRegistrationFailed: the agent could not register yet.
+	ReasonRegistrationFailed = "RegistrationFailed"
+	// ReasonLeaseConflict: the Lease named after the Remote belongs to
+	// someone else.
+	ReasonLeaseConflict = "LeaseConflict"
+	// ReasonCredentialIssued: the first credential waits for the agent.
+	ReasonCredentialIssued = "CredentialIssued"
+	// ReasonCredentialNotPickedUp: the agent did not collect its first
+	// credential in time.
+	ReasonCredentialNotPickedUp = "CredentialNotPickedUp"
+	// ReasonRevoked: the cluster's Remote, and with it its identity, is gone.
+	ReasonRevoked = "Revoked"
+)
+
+// Reasons of an Upstream's Connected and Ready conditions.
+const (
+	// ReasonConnected: the management cluster answers.
+	ReasonConnected = "Connected"
+	// ReasonConnecting: the agent has not reached the management cluster yet.
+	ReasonConnecting = "Connecting"
+	// ReasonSynced: the plan is mirrored into the local Assemblage.
+	ReasonSynced = "Synced"
+	// ReasonAwaitingPlan: the management cluster has not compiled a plan yet.
+	ReasonAwaitingPlan = "AwaitingPlan"
+	// ReasonMirrorFailed: the plan cannot be written locally.
+	ReasonMirrorFailed = "MirrorFailed"
+)
+
+// Reasons of a RegistrationToken's conditions and events.
+const (
+	// ReasonActive: the token admits registrations.
+	ReasonActive = "Active"
+	// ReasonExpired: the token's ttl has passed.
+	ReasonExpired = "Expired"
+	// ReasonUsedUp: maxRegistrations Remotes registered with the token.
+	ReasonUsedUp = "UsedUp"
+	// ReasonManagementURLUnset: the manager was started without
+	// --management-url, so no agent values can be written.
+	ReasonManagementURLUnset = "ManagementURLUnset"
+	// ReasonIdentityFailed: the token's identity cannot be created.
+	ReasonIdentityFailed = "IdentityFailed"
+	// ReasonRetired: the token's identity is deleted; it admits nothing more.
+	ReasonRetired = "Retired"
+	// ReasonRegistrationRecorded: a Remote's registration is counted.
+	ReasonRegistrationRecorded = "RegistrationRecorded"
+)
+
+// Reasons of an Assemblage's conditions and events.
+const (
+	// ReasonSyncFailed: a sync failed on the cluster.
+	ReasonSyncFailed = "SyncFailed"
+	// ReasonDependencyCycle: the syncs' dependencies form a cycle.
+	ReasonDependencyCycle = "DependencyCycle"
+	// ReasonSyncApplied: a sync's Flux objects were applied.
+	ReasonSyncApplied = "SyncApplied"
+	// ReasonSyncRemoved: a sync's Flux objects were removed.
+	ReasonSyncRemoved = "SyncRemoved"
+)
+
+// Reasons of the events on policy ConfigMaps.
+const (
+	// ReasonPolicyLoaded: the ConfigMap's Rego is in force.
+	ReasonPolicyLoaded = "PolicyLoaded"
+	// ReasonPolicyRejected: the ConfigMap's Rego does not compile; the
+	// policies in force stay as they were.
+	ReasonPolicyRejected = "PolicyRejected"
+)
