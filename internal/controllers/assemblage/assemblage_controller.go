@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
@@ -127,8 +126,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, asm *fleeetv1.Assembla
 		return err
 	}
 	if len(removing) > 0 {
-		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonProgressing,
-			"removing "+strings.Join(removing, ", "))
+		status.MarkProgressing(asm, fleeetv1.ReasonProgressing, "removing "+strings.Join(removing, ", "))
 		return nil
 	}
 	return finalizer.Release(ctx, r.Client, asm, fleeetv1.AssemblageFinalizer)
@@ -148,8 +146,7 @@ func (r *Reconciler) reconcileConfinement(asm *fleeetv1.Assemblage) bool {
 			Message: "not applied: the Assemblage has no spec.serviceAccountName"})
 	}
 	r.reconcileStatus(asm, statuses, buildGraph(nil), nil)
-	setCondition(asm, fleeetv1.StalledCondition, metav1.ConditionTrue, fleeetv1.ReasonServiceAccountNameUnset, unconfinedMessage)
-	setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonServiceAccountNameUnset, unconfinedMessage)
+	status.MarkStalled(asm, fleeetv1.ReasonServiceAccountNameUnset, unconfinedMessage)
 	return false
 }
 
@@ -391,35 +388,25 @@ func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeet
 	busy := sum.Progressing+sum.Blocked > 0 || len(removing) > 0
 	switch {
 	case len(cycles) > 0:
-		msg := "dependency cycle: " + strings.Join(cycles, "; ")
-		setCondition(asm, fleeetv1.StalledCondition, metav1.ConditionTrue, fleeetv1.ReasonDependencyCycle, msg)
-		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonDependencyCycle, msg)
+		status.MarkStalled(asm, fleeetv1.ReasonDependencyCycle, "dependency cycle: "+strings.Join(cycles, "; "))
 	case sum.Failed > 0:
-		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.StalledCondition)
-		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonSyncFailed,
+		status.MarkFailed(asm, fleeetv1.ReasonSyncFailed,
 			fmt.Sprintf("%d of %d syncs failed: %s", sum.Failed, sum.Total, strings.Join(failedMsgs, "; ")))
 	case busy:
-		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.StalledCondition)
 		msg := fmt.Sprintf("%d of %d syncs ready", sum.Ready, sum.Total)
 		if len(removing) > 0 {
 			msg += "; removing " + strings.Join(removing, ", ")
 		}
-		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonProgressing, msg)
+		status.MarkProgressing(asm, fleeetv1.ReasonProgressing, msg)
 	default:
-		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.StalledCondition)
-		setCondition(asm, fleeetv1.ReadyCondition, metav1.ConditionTrue, fleeetv1.ReasonSucceeded,
-			fmt.Sprintf("%d of %d syncs ready", sum.Ready, sum.Total))
+		status.MarkReady(asm, fleeetv1.ReasonSucceeded, fmt.Sprintf("%d of %d syncs ready", sum.Ready, sum.Total))
 	}
+	// Syncs under way keep the Assemblage Reconciling even when another
+	// failed or a cycle stalls the rest.
 	if busy {
-		setCondition(asm, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, fleeetv1.ReasonProgressing,
+		status.SetCondition(&asm.Status.Conditions, asm.Generation, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, fleeetv1.ReasonProgressing,
 			fmt.Sprintf("%d progressing, %d blocked, %d being removed", sum.Progressing, sum.Blocked, len(removing)))
-	} else {
-		apimeta.RemoveStatusCondition(&asm.Status.Conditions, fleeetv1.ReconcilingCondition)
 	}
-}
-
-func setCondition(asm *fleeetv1.Assemblage, typ string, cs metav1.ConditionStatus, reason, msg string) {
-	status.SetCondition(&asm.Status.Conditions, asm.Generation, typ, cs, reason, msg)
 }
 
 func annotation(obj client.Object, key string) string {

@@ -19,8 +19,6 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -113,8 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		remote := &remotes.Items[i]
 		ok, err := compile.Selects(bm.Spec.Selector, remote)
 		if err != nil {
-			r.set(bm, fleeetv1.StalledCondition, metav1.ConditionTrue, fleeetv1.ReasonInvalidSelector, err.Error())
-			r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonInvalidSelector, err.Error())
+			status.MarkStalled(bm, fleeetv1.ReasonInvalidSelector, err.Error())
 			bm.Status.ObservedGeneration = bm.Generation
 			return ctrl.Result{}, nil
 		}
@@ -265,31 +262,21 @@ func (r *Reconciler) reconcileStatus(bm *fleeetv1.BootstrapModule, sum fleeetv1.
 	bm.Status.Summary = sum
 	bm.Status.Version = compile.Version(&bm.Spec.Sync)
 	bm.Status.ObservedGeneration = bm.Generation
-	apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.StalledCondition)
 	progress := fmt.Sprintf("%d of %d push Remotes ready at %s", sum.Ready, sum.Total, bm.Status.Version)
 	switch {
 	case len(probs.bindings) > 0:
-		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonBindingFailed, strings.Join(probs.bindings, "; "))
-		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
+		status.MarkFailed(bm, fleeetv1.ReasonBindingFailed, strings.Join(probs.bindings, "; "))
 	case len(probs.kubeconfigs) > 0:
 		reason := fleeetv1.ReasonKubeconfigInvalid
 		if probs.refused {
 			reason = fleeetv1.ReasonKubeconfigRefused
 		}
-		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, reason, strings.Join(probs.kubeconfigs, "; "))
-		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
+		status.MarkFailed(bm, reason, strings.Join(probs.kubeconfigs, "; "))
 	case len(probs.failures) > 0:
-		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonRemoteFailed, strings.Join(probs.failures, "; "))
-		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
+		status.MarkFailed(bm, fleeetv1.ReasonRemoteFailed, strings.Join(probs.failures, "; "))
 	case sum.Ready+sum.Offline >= sum.Total:
-		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionTrue, fleeetv1.ReasonSucceeded, progress)
-		apimeta.RemoveStatusCondition(&bm.Status.Conditions, fleeetv1.ReconcilingCondition)
+		status.MarkReady(bm, fleeetv1.ReasonSucceeded, progress)
 	default:
-		r.set(bm, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonProgressing, progress)
-		r.set(bm, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, fleeetv1.ReasonProgressing, progress)
+		status.MarkProgressing(bm, fleeetv1.ReasonProgressing, progress)
 	}
-}
-
-func (r *Reconciler) set(bm *fleeetv1.BootstrapModule, typ string, cs metav1.ConditionStatus, reason, msg string) {
-	status.SetCondition(&bm.Status.Conditions, bm.Generation, typ, cs, reason, msg)
 }

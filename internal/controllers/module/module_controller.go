@@ -80,7 +80,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		var invalid *invalidSelectorError
 		if errors.As(err, &invalid) {
-			r.setStalled(m, fleeetv1.ReasonInvalidSelector, err.Error())
+			m.Status.ObservedGeneration = m.Generation
+			status.MarkStalled(m, fleeetv1.ReasonInvalidSelector, err.Error())
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -189,7 +190,6 @@ func repaired(m *fleeetv1.Module, targets []target, name string, now time.Time) 
 func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []string) {
 	m.Status.Summary = p.summary
 	m.Status.ObservedGeneration = m.Generation
-	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.StalledCondition)
 	s := p.summary
 	progress := fmt.Sprintf("%d of %d Remotes ready at %s (%d updated, %d offline)", s.Ready, s.Total, m.Status.Version, s.Updated, s.Offline)
 	if s.Suspended > 0 {
@@ -208,41 +208,23 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []s
 			msg += "; workloads: " + p.pausedBy.health.Summary()
 		}
 		msg += "; repair it (then fleetctl retry " + ro.PausedBy + " if Flux gave up) or change the Module's spec to resume"
-		r.set(m, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, fleeetv1.ReasonRemoteFailed, msg)
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonRemoteFailed, msg)
-		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
+		status.SetCondition(&m.Status.Conditions, m.Generation, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, fleeetv1.ReasonRemoteFailed, msg)
+		status.MarkFailed(m, fleeetv1.ReasonRemoteFailed, msg)
 		return
 	}
 	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.RolloutPausedCondition)
 	switch {
 	case m.Spec.Suspend:
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonSuspended, "suspended; "+progress)
-		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
+		status.MarkFailed(m, fleeetv1.ReasonSuspended, "suspended; "+progress)
 	case len(bindingErrs) > 0:
-		msg := firstFew(bindingErrs)
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonBindingFailed, msg)
-		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
+		status.MarkFailed(m, fleeetv1.ReasonBindingFailed, firstFew(bindingErrs))
 	case s.Failed > 0:
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonRemoteFailed, progress)
-		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
+		status.MarkFailed(m, fleeetv1.ReasonRemoteFailed, progress)
 	case p.waiting == 0:
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionTrue, fleeetv1.ReasonSucceeded, progress)
-		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
+		status.MarkReady(m, fleeetv1.ReasonSucceeded, progress)
 	default:
-		r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonProgressing, progress)
-		r.set(m, fleeetv1.ReconcilingCondition, metav1.ConditionTrue, fleeetv1.ReasonProgressing, progress)
+		status.MarkProgressing(m, fleeetv1.ReasonProgressing, progress)
 	}
-}
-
-func (r *Reconciler) setStalled(m *fleeetv1.Module, reason, msg string) {
-	m.Status.ObservedGeneration = m.Generation
-	r.set(m, fleeetv1.StalledCondition, metav1.ConditionTrue, reason, msg)
-	r.set(m, fleeetv1.ReadyCondition, metav1.ConditionFalse, reason, msg)
-	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.ReconcilingCondition)
-}
-
-func (r *Reconciler) set(m *fleeetv1.Module, typ string, cs metav1.ConditionStatus, reason, msg string) {
-	status.SetCondition(&m.Status.Conditions, m.Generation, typ, cs, reason, msg)
 }
 
 func firstFew(msgs []string) string {
