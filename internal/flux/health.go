@@ -105,8 +105,12 @@ func NewWorkload(kind string) client.Object {
 }
 
 // WorkloadPods reads how many pods a workload wants and has ready, and the
-// selector of its pods. Ready is capped at desired: surge pods of a rollout
-// are not extra health.
+// selector of its pods. Ready counts pods of the current template only: the
+// ready pods less the pods of older templates (their controllers count
+// updated pods whether ready or not, and ready pods of any template), so a
+// rollout stuck on new pods that never become ready is short of ready pods
+// even while the old ones still serve. It is capped at desired: surge pods
+// of a rollout are not extra health.
 func WorkloadPods(obj client.Object) (ready, desired int32, selector *metav1.LabelSelector) {
 	replicas := func(r *int32) int32 {
 		if r == nil {
@@ -116,11 +120,11 @@ func WorkloadPods(obj client.Object) (ready, desired int32, selector *metav1.Lab
 	}
 	switch w := obj.(type) {
 	case *appsv1.Deployment:
-		ready, desired, selector = w.Status.ReadyReplicas, replicas(w.Spec.Replicas), w.Spec.Selector
+		ready, desired, selector = w.Status.ReadyReplicas-(w.Status.Replicas-w.Status.UpdatedReplicas), replicas(w.Spec.Replicas), w.Spec.Selector
 	case *appsv1.StatefulSet:
-		ready, desired, selector = w.Status.ReadyReplicas, replicas(w.Spec.Replicas), w.Spec.Selector
+		ready, desired, selector = w.Status.ReadyReplicas-(w.Status.Replicas-w.Status.UpdatedReplicas), replicas(w.Spec.Replicas), w.Spec.Selector
 	case *appsv1.DaemonSet:
-		ready, desired, selector = w.Status.NumberReady, w.Status.DesiredNumberScheduled, w.Spec.Selector
+		ready, desired, selector = w.Status.NumberReady-(w.Status.CurrentNumberScheduled-w.Status.UpdatedNumberScheduled), w.Status.DesiredNumberScheduled, w.Spec.Selector
 	}
 	return min(max(ready, 0), max(desired, 0)), max(desired, 0), selector
 }

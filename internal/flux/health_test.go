@@ -54,13 +54,19 @@ func TestWorkloadPodsCountsReadyAgainstWanted(t *testing.T) {
 	}{
 		{"deployment defaults to one replica", &appsv1.Deployment{}, 0, 1},
 		{"deployment", &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(3))},
-			Status: appsv1.DeploymentStatus{ReadyReplicas: 2}}, 2, 3},
+			Status: appsv1.DeploymentStatus{Replicas: 3, ReadyReplicas: 2, UpdatedReplicas: 3}}, 2, 3},
 		{"surge pods are no extra health", &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(2))},
-			Status: appsv1.DeploymentStatus{ReadyReplicas: 3}}, 2, 2},
+			Status: appsv1.DeploymentStatus{Replicas: 3, ReadyReplicas: 3, UpdatedReplicas: 3}}, 2, 2},
+		{"the old pod serving a stuck rollout is not its health", &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(1))},
+			Status: appsv1.DeploymentStatus{Replicas: 2, ReadyReplicas: 1, UpdatedReplicas: 1}}, 0, 1},
+		{"a rollout half done", &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(4))},
+			Status: appsv1.DeploymentStatus{Replicas: 5, ReadyReplicas: 4, UpdatedReplicas: 3}}, 2, 4},
 		{"scaled to zero", &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(0))}}, 0, 0},
 		{"statefulset", &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(2))},
-			Status: appsv1.StatefulSetStatus{ReadyReplicas: 2}}, 2, 2},
-		{"daemonset", &appsv1.DaemonSet{Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 4, NumberReady: 1}}, 1, 4},
+			Status: appsv1.StatefulSetStatus{Replicas: 2, ReadyReplicas: 2, UpdatedReplicas: 2}}, 2, 2},
+		{"statefulset mid-update", &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(2))},
+			Status: appsv1.StatefulSetStatus{Replicas: 2, ReadyReplicas: 2, UpdatedReplicas: 1}}, 1, 2},
+		{"daemonset", &appsv1.DaemonSet{Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 4, CurrentNumberScheduled: 4, NumberReady: 3, UpdatedNumberScheduled: 2}}, 1, 4},
 	}
 	for _, tc := range cases {
 		ready, desired, _ := WorkloadPods(tc.obj)
@@ -136,7 +142,7 @@ func TestReadHealthSumsPodsAndSaysWhyTheFirstShortWorkloadIsShort(t *testing.T) 
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "apps"},
 			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas),
 				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}},
-			Status: appsv1.DeploymentStatus{ReadyReplicas: ready},
+			Status: appsv1.DeploymentStatus{Replicas: replicas, ReadyReplicas: ready, UpdatedReplicas: replicas},
 		}
 	}
 	applier := func(names ...string) *kustomizev1.Kustomization {

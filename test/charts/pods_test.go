@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,7 +31,8 @@ import (
 // probes and security context. The agent Pod dials the management
 // apiserver; the management apiserver calls the manager's webhook through
 // its Service; the app is podinfo, whose Pods must be Ready for the Module
-// to be.
+// to be, and a version of it whose Pods never become ready fails, holds
+// its dependent and pauses the rollout until the next version repairs it.
 func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the images and runs real nodes")
@@ -97,6 +100,9 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"services", "configmaps"}, Verbs: []string{"*"}},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}},
+			// Flux's health check (wait) reads a Deployment's ReplicaSets and Pods as the tenant.
+			{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"*"}},
 		},
 	})).To(Succeed())
@@ -122,6 +128,92 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 		_ = mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, pa)
 		return fmt.Sprintf("plan status: %+v\nmanager:\n%s\nagent:\n%s", pa.Status, managerLog(), agentLog())
 	})
+	explain := func() string {
+		pa := &fleeetv1.ProxyAssemblage{}
+		_ = mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, pa)
+		m := &fleeetv1.Module{}
+		_ = mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), m)
+		return fmt.Sprintf("plan status: %+v\nmodule status: %+v", pa.Status, m.Status)
+	}
+
+	// v2's pods never pass their readiness probe. Its sync fails Flux's
+	// health check with the pod's reason while v1's pods go on serving, a
+	// Module depending on it waits, and the rollout pauses.
+	git.Commit(t, "podinfo", podinfo.Kustomize(t, "deploy", func(name string, content []byte) []byte {
+		if name != "deployment.yaml" {
+			return content
+		}
+		return bytes.Replace(content, []byte("localhost:9898/readyz"), []byte("localhost:9898/never-ready"), 1)
+	}), "v2")
+	git.Commit(t, "podinfo", map[string]string{"frontend/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: frontend}\ndata: {backend: podinfo}\n"}, "v2-frontend")
+	g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
+	module.Spec.Sync.Source.Git.Tag = "v2"
+	module.Spec.Sync.Package.Kustomize.Timeout = &metav1.Duration{Duration: 30 * time.Second}
+	module.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy}
+	g.Expect(mgmt.Client.Update(ctx, module)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		pa := &fleeetv1.ProxyAssemblage{}
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, pa)).To(Succeed())
+		backend := syncReport(pa, module.Name)
+		g.Expect(backend).NotTo(BeNil())
+		g.Expect(backend.State).To(Equal(fleeetv1.SyncFailed))
+		g.Expect(backend.Message).To(ContainSubstring("health check failed"))
+		g.Expect(backend.Health).NotTo(BeNil())
+		g.Expect(backend.Health.Reason).To(Equal("ReadinessProbeFailing"))
+		g.Expect(backend.Health.Message).To(HavePrefix("Deployment podinfo: pod podinfo-"))
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
+		paused := apimeta.FindStatusCondition(module.Status.Conditions, fleeetv1.RolloutPausedCondition)
+		g.Expect(paused).NotTo(BeNil())
+		g.Expect(paused.Message).To(ContainSubstring("workloads: "))
+		g.Expect(paused.Message).To(ContainSubstring("ReadinessProbeFailing"))
+	}, 3*timeout, poll).Should(Succeed(), explain)
+
+	// A Module that depends on it now waits.
+	frontend := podinfoModule(repo, "v2-frontend")
+	frontend.Name = "frontend"
+	frontend.Spec.Sync.Package.Kustomize.Path = "./frontend"
+	frontend.Spec.Sync.DependsOn = []fleeetv1.Dependency{{Name: module.Name}}
+	g.Expect(mgmt.Client.Create(ctx, frontend)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		pa := &fleeetv1.ProxyAssemblage{}
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, pa)).To(Succeed())
+		dependent := syncReport(pa, frontend.Name)
+		g.Expect(dependent).NotTo(BeNil())
+		g.Expect(dependent.State).To(Equal(fleeetv1.SyncBlocked))
+		g.Expect(dependent.Message).To(ContainSubstring("podinfo is Failed"))
+	}, 3*timeout, poll).Should(Succeed(), explain)
+	g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "frontend"}, &corev1.ConfigMap{})).NotTo(Succeed(),
+		"the dependent is not applied while what it depends on is not running")
+
+	// v3 repairs it: the rollout resumes and the dependent follows, with
+	// nobody asking Flux to retry.
+	git.Commit(t, "podinfo", podinfo.Kustomize(t, "deploy", nil), "v3")
+	g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
+	module.Spec.Sync.Source.Git.Tag = "v3"
+	g.Expect(mgmt.Client.Update(ctx, module)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
+		g.Expect(module.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}))
+		g.Expect(apimeta.FindStatusCondition(module.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
+		g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "frontend"}, &corev1.ConfigMap{})).To(Succeed())
+		d := &appsv1.Deployment{}
+		g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "podinfo"}, d)).To(Succeed())
+		g.Expect(d.Status.UpdatedReplicas).To(Equal(*d.Spec.Replicas))
+		g.Expect(d.Status.ReadyReplicas).To(Equal(*d.Spec.Replicas))
+	}, 3*timeout, poll).Should(Succeed(), explain)
+	remote := &fleeetv1.Remote{}
+	g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, remote)).To(Succeed())
+	g.Expect(remote.Annotations).NotTo(HaveKey(fleeetv1.RetryAnnotation), "no fleetctl retry was needed")
+}
+
+// syncReport returns the cluster's report on one sync of its plan, or nil.
+func syncReport(pa *fleeetv1.ProxyAssemblage, name string) *fleeetv1.SyncStatus {
+	for i := range pa.Status.Syncs {
+		if pa.Status.Syncs[i].Name == name {
+			return &pa.Status.Syncs[i]
+		}
+	}
+	return nil
 }
 
 // makeImages runs `make images`' command into a temporary directory and
