@@ -509,13 +509,13 @@ func registrantAttacks(ctx context.Context, f *fleet, registrant client.Client, 
 		{"mint-a-token", id, "create RegistrationToken team-a/more", func(t *testing.T, g Gomega) string {
 			return refusedByRBAC(g, registrant.Create(ctx, &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "more"}}))
 		}},
-		{"relabel-an-registered-cluster", id, "update Remote team-a/edge labels", func(t *testing.T, g Gomega) string {
+		{"relabel-a-registered-cluster", id, "update Remote team-a/edge labels", func(t *testing.T, g Gomega) string {
 			r := &fleeetv1.Remote{}
 			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "edge"}, r)).To(Succeed())
 			r.Labels["env"] = "prod"
 			return refusedByRBAC(g, registrant.Update(ctx, r))
 		}},
-		{"delete-an-registered-cluster", id, "delete Remote team-a/edge", func(t *testing.T, g Gomega) string {
+		{"delete-a-registered-cluster", id, "delete Remote team-a/edge", func(t *testing.T, g Gomega) string {
 			return refusedByRBAC(g, registrant.Delete(ctx, remote("edge", nil)))
 		}},
 		{"register-in-another-tenant", id, "create Remote in team-b", func(t *testing.T, g Gomega) string {
