@@ -82,11 +82,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&module.Reconciler{Client: mgr.GetClient(), Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	tokens := &registration.Tokens{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}
+	tokens := &registration.Tokens{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}
 	if err := tokens.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	remotes := &registration.Remotes{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}
+	remotes := &registration.Remotes{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}
 	if err := remotes.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}

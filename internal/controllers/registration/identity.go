@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,11 +31,24 @@ type identity struct {
 // ensure creates or updates the ServiceAccount, Role and RoleBinding. It
 // refuses to adopt a ServiceAccount someone else created under the name,
 // since tokens of that account would then carry the identity's rights.
-func (id identity) ensure(ctx context.Context, c client.Client) error {
+// Reads go through c's cache; an object the cache has not seen yet although
+// the apiserver holds it (AlreadyExists) is read again through live, so a
+// lagging cache does not hold a registration back under the controller's
+// error backoff. A nil live leaves the error to the next reconcile.
+func (id identity) ensure(ctx context.Context, c client.Client, live client.Reader) error {
+	// fresh empties the object mutate works on before each try, so nothing
+	// the first try set survives into what the second one reads.
+	createOrUpdate := func(fresh func() client.Object, mutate controllerutil.MutateFn) error {
+		_, err := controllerutil.CreateOrUpdate(ctx, c, fresh(), mutate)
+		if apierrors.IsAlreadyExists(err) && live != nil {
+			_, err = controllerutil.CreateOrUpdate(ctx, liveReads{Client: c, live: live}, fresh(), mutate)
+		}
+		return err
+	}
 	ns := id.owner.GetNamespace()
 	meta := func() metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: id.name} }
-	sa := &corev1.ServiceAccount{ObjectMeta: meta()}
-	if _, err := controllerutil.CreateOrUpdate(ctx, c, sa, func() error {
+	sa := &corev1.ServiceAccount{}
+	if err := createOrUpdate(func() client.Object { *sa = corev1.ServiceAccount{ObjectMeta: meta()}; return sa }, func() error {
 		if sa.CreationTimestamp.IsZero() {
 			sa.Labels = id.labels
 			return controllerutil.SetControllerReference(id.owner, sa, c.Scheme())
@@ -47,16 +61,16 @@ func (id identity) ensure(ctx context.Context, c client.Client) error {
 	}); err != nil {
 		return err
 	}
-	role := &rbacv1.Role{ObjectMeta: meta()}
-	if _, err := controllerutil.CreateOrUpdate(ctx, c, role, func() error {
+	role := &rbacv1.Role{}
+	if err := createOrUpdate(func() client.Object { *role = rbacv1.Role{ObjectMeta: meta()}; return role }, func() error {
 		role.Labels = id.labels
 		role.Rules = id.rules
 		return controllerutil.SetControllerReference(id.owner, role, c.Scheme())
 	}); err != nil {
 		return fmt.Errorf("writing Role %s/%s: %w", ns, id.name, err)
 	}
-	binding := &rbacv1.RoleBinding{ObjectMeta: meta()}
-	if _, err := controllerutil.CreateOrUpdate(ctx, c, binding, func() error {
+	binding := &rbacv1.RoleBinding{}
+	if err := createOrUpdate(func() client.Object { *binding = rbacv1.RoleBinding{ObjectMeta: meta()}; return binding }, func() error {
 		binding.Labels = id.labels
 		binding.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: id.name}
 		binding.Subjects = []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: id.name}}
@@ -65,6 +79,16 @@ func (id identity) ensure(ctx context.Context, c client.Client) error {
 		return fmt.Errorf("writing RoleBinding %s/%s: %w", ns, id.name, err)
 	}
 	return nil
+}
+
+// liveReads is a client whose Get reads from the apiserver.
+type liveReads struct {
+	client.Client
+	live client.Reader
+}
+
+func (l liveReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return l.live.Get(ctx, key, obj, opts...)
 }
 
 // remove deletes the ServiceAccount first, which invalidates every token

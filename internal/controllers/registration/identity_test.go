@@ -1,6 +1,7 @@
 package registration_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,4 +76,53 @@ func TestRemovingAnIdentityLeavesWhatItDoesNotControl(t *testing.T) {
 	}
 	g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(foreign), foreign)).To(Succeed(), "not the Remote's to delete")
 	g.Expect(recorder.Events).To(Receive(HavePrefix("Normal Revoked Deleted cluster identity fleeet-remote-edge-1")))
+}
+
+// staleCache is a client whose reads miss the identity's ServiceAccount,
+// Role and RoleBinding, as a cache that has not caught up with the
+// apiserver does.
+type staleCache struct {
+	client.Client
+	hidden string
+}
+
+func (s staleCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, secret := obj.(*corev1.Secret); key.Name == s.hidden && !secret {
+		return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+	}
+	return s.Client.Get(ctx, key, obj, opts...)
+}
+
+// An identity the cache has not seen yet is brought in line through the
+// apiserver at once, not after the controller's error backoff; and a
+// ServiceAccount someone else made is still refused when read that way.
+func TestAnIdentityTheCacheHasNotSeenIsWrittenThroughTheAPIServer(t *testing.T) {
+	g := NewWithT(t)
+	r, tok := recorded()
+	sa := &corev1.ServiceAccount{ObjectMeta: identityOf(r)}
+	sa.OwnerReferences = controlledBy(r)
+	role := &rbacv1.Role{ObjectMeta: identityOf(r), Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}
+	role.OwnerReferences = controlledBy(r)
+	live, recorder := stored(r, tok, sa, role)
+	remotes := &registration.Remotes{Client: staleCache{Client: live, hidden: identityOf(r).Name}, APIReader: live, Recorder: recorder}
+
+	_, err := remotes.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(live.Get(t.Context(), client.ObjectKeyFromObject(role), role)).To(Succeed())
+	g.Expect(role.Rules).To(Equal(registration.RemoteRules(r.Name)))
+
+	remotes.APIReader = nil
+	role.Rules = nil
+	g.Expect(live.Update(t.Context(), role)).To(Succeed())
+	_, err = remotes.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+	g.Expect(apierrors.IsAlreadyExists(err)).To(BeTrue(), "without an API reader the next reconcile has to: %v", err)
+
+	planted := &corev1.ServiceAccount{ObjectMeta: identityOf(r)}
+	planted.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
+	live, recorder = stored(r, tok, planted)
+	remotes = &registration.Remotes{Client: staleCache{Client: live, hidden: identityOf(r).Name}, APIReader: live, Recorder: recorder}
+	_, err = remotes.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+	g.Expect(err).To(MatchError(ContainSubstring("exists and was not created for edge-1")))
+	g.Expect(live.Get(t.Context(), client.ObjectKeyFromObject(planted), planted)).To(Succeed())
+	g.Expect(planted.OwnerReferences).To(BeEmpty(), "nothing of the first try leaks into the second")
 }

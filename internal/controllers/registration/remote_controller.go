@@ -42,6 +42,9 @@ import (
 type Remotes struct {
 	// Client reads from the cache and writes identities, Secrets and status.
 	Client client.Client
+	// APIReader reads, uncached, an identity object the cache has not seen
+	// yet; nil leaves it to the next reconcile.
+	APIReader client.Reader
 	// Recorder records credential hand-overs and revocations on Remotes.
 	Recorder events.EventRecorder
 	// Concurrent is how many Remotes reconcile at once.
@@ -137,7 +140,7 @@ func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 			lease.Namespace, lease.Name))
 		return ctrl.Result{}, r.applyStatus(ctx, remote, before)
 	}
-	if err := id.ensure(ctx, r.Client); err != nil {
+	if err := id.ensure(ctx, r.Client, r.APIReader); err != nil {
 		return ctrl.Result{}, err
 	}
 	result, err := r.deliver(ctx, remote, tok, reg, lease.Spec.RenewTime != nil)

@@ -52,6 +52,9 @@ import (
 type Tokens struct {
 	// Client reads from the cache and writes identities, Secrets and status.
 	Client client.Client
+	// APIReader reads, uncached, an identity object the cache has not seen
+	// yet; nil leaves it to the next reconcile.
+	APIReader client.Reader
 	// Recorder records identity retirements on tokens.
 	Recorder events.EventRecorder
 	// Management is the API URL and CA bundle written into agent values;
@@ -135,7 +138,7 @@ func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.R
 	}
 
 	id.rules = registrationRules(true, pending)
-	if err := id.ensure(ctx, t.Client); err != nil {
+	if err := id.ensure(ctx, t.Client, t.APIReader); err != nil {
 		t.setReady(tok, metav1.ConditionFalse, fleeetv1.ReasonIdentityFailed, err.Error())
 		return ctrl.Result{}, err
 	}
@@ -210,7 +213,7 @@ func (t *Tokens) retire(ctx context.Context, tok *fleeetv1.RegistrationToken, id
 	tok.Status.SecretName = ""
 	if len(pending) > 0 {
 		id.rules = registrationRules(false, pending)
-		if err := id.ensure(ctx, t.Client); err != nil {
+		if err := id.ensure(ctx, t.Client, t.APIReader); err != nil {
 			return ctrl.Result{}, err
 		}
 		if err := client.IgnoreNotFound(t.Client.Delete(ctx, t.secret(tok))); err != nil {
