@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -197,6 +199,9 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 	}
 	if len(env.WebhookInstallOptions.Paths) > 0 {
 		c.Webhooks = &env.WebhookInstallOptions
+		// The webhook server listens only once a manager runs: until then
+		// FreeAddr must not hand its port out again.
+		handedOut.Store(net.JoinHostPort(c.Webhooks.LocalServingHost, strconv.Itoa(c.Webhooks.LocalServingPort)), true)
 	}
 	if c.Client, err = client.New(cfg, client.Options{Scheme: Scheme}); err != nil {
 		return c, err

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -142,13 +143,23 @@ func (p *Process) WaitHTTP(ctx context.Context, url string) error {
 // FreeAddr returns a loopback address with a port that was free a moment ago.
 func FreeAddr(t TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+// handedOut holds the addresses FreeAddr returned, and the webhook ports of
+// clusters, in this test process: a port free now may be one handed out
+// but not listened on yet.
+var handedOut sync.Map
 
 // Tail returns the last n lines of the file at path, for failure messages.
 func Tail(path string, n int) string {

@@ -151,11 +151,16 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	module.Spec.Sync.Package.Kustomize.Timeout = &metav1.Duration{Duration: 30 * time.Second}
 	module.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy}
 	g.Expect(mgmt.Client.Update(ctx, module)).To(Succeed())
-	g.Eventually(func(g Gomega) {
+	// reported is the cluster's report on one sync of its current plan.
+	reported := func(g Gomega, sync string) *fleeetv1.SyncStatus {
 		pa := &fleeetv1.ProxyAssemblage{}
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, pa)).To(Succeed())
-		backend := syncReport(pa, module.Name)
-		g.Expect(backend).NotTo(BeNil())
+		st := pa.ReportedSync(sync)
+		g.Expect(st).NotTo(BeNil(), "no report on %s for the current plan", sync)
+		return st
+	}
+	g.Eventually(func(g Gomega) {
+		backend := reported(g, module.Name)
 		g.Expect(backend.State).To(Equal(fleeetv1.SyncFailed))
 		g.Expect(backend.Message).To(ContainSubstring("health check failed"))
 		g.Expect(backend.Health).NotTo(BeNil())
@@ -175,10 +180,7 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	frontend.Spec.Sync.DependsOn = []fleeetv1.Dependency{{Name: module.Name}}
 	g.Expect(mgmt.Client.Create(ctx, frontend)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		pa := &fleeetv1.ProxyAssemblage{}
-		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, pa)).To(Succeed())
-		dependent := syncReport(pa, frontend.Name)
-		g.Expect(dependent).NotTo(BeNil())
+		dependent := reported(g, frontend.Name)
 		g.Expect(dependent.State).To(Equal(fleeetv1.SyncBlocked))
 		g.Expect(dependent.Message).To(ContainSubstring("podinfo is Failed"))
 	}, 3*timeout, poll).Should(Succeed(), explain)
@@ -204,16 +206,6 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	remote := &fleeetv1.Remote{}
 	g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, remote)).To(Succeed())
 	g.Expect(remote.Annotations).NotTo(HaveKey(fleeetv1.RetryAnnotation), "no fleetctl retry was needed")
-}
-
-// syncReport returns the cluster's report on one sync of its plan, or nil.
-func syncReport(pa *fleeetv1.ProxyAssemblage, name string) *fleeetv1.SyncStatus {
-	for i := range pa.Status.Syncs {
-		if pa.Status.Syncs[i].Name == name {
-			return &pa.Status.Syncs[i]
-		}
-	}
-	return nil
 }
 
 // makeImages runs `make images`' command into a temporary directory and
