@@ -94,7 +94,13 @@ func (l liveReads) Get(ctx context.Context, key client.ObjectKey, obj client.Obj
 // remove deletes the ServiceAccount first, which invalidates every token
 // minted for it at once, then its Role and RoleBinding and any extra
 // objects. Objects already gone, or not controlled by the owner, are skipped.
-func (id identity) remove(ctx context.Context, c client.Client, extra ...client.Object) error {
+// They are read through live when it is set: a cache that has not seen the
+// ServiceAccount yet must not let a revoked cluster's tokens live on.
+func (id identity) remove(ctx context.Context, c client.Client, live client.Reader, extra ...client.Object) error {
+	var reader client.Reader = c
+	if live != nil {
+		reader = live
+	}
 	ns := id.owner.GetNamespace()
 	meta := metav1.ObjectMeta{Namespace: ns, Name: id.name}
 	objs := append([]client.Object{
@@ -102,7 +108,7 @@ func (id identity) remove(ctx context.Context, c client.Client, extra ...client.
 	}, extra...)
 	var errs []error
 	for _, obj := range objs {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		if err := reader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			errs = append(errs, client.IgnoreNotFound(err))
 			continue
 		}

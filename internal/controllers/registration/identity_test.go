@@ -126,3 +126,20 @@ func TestAnIdentityTheCacheHasNotSeenIsWrittenThroughTheAPIServer(t *testing.T) 
 	g.Expect(live.Get(t.Context(), client.ObjectKeyFromObject(planted), planted)).To(Succeed())
 	g.Expect(planted.OwnerReferences).To(BeEmpty(), "nothing of the first try leaks into the second")
 }
+
+// A revoked cluster's ServiceAccount is deleted even when the cache has not
+// seen it yet: its tokens must stop authenticating at once.
+func TestRevokingDeletesAServiceAccountTheCacheHasNotSeen(t *testing.T) {
+	g := NewWithT(t)
+	r, tok := recorded()
+	r.Finalizers = []string{fleeetv1.RemoteIdentityFinalizer}
+	r.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	sa := &corev1.ServiceAccount{ObjectMeta: identityOf(r)}
+	sa.OwnerReferences = controlledBy(r)
+	live, recorder := stored(r, tok, sa)
+	remotes := &registration.Remotes{Client: staleCache{Client: live, hidden: identityOf(r).Name}, APIReader: live, Recorder: recorder}
+
+	_, err := remotes.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(apierrors.IsNotFound(live.Get(t.Context(), client.ObjectKeyFromObject(sa), sa))).To(BeTrue(), "the ServiceAccount is gone")
+}

@@ -42,8 +42,9 @@ import (
 type Remotes struct {
 	// Client reads from the cache and writes identities, Secrets and status.
 	Client client.Client
-	// APIReader reads, uncached, an identity object the cache has not seen
-	// yet; nil leaves it to the next reconcile.
+	// APIReader reads identity objects uncached where a lagging cache would
+	// hold a registration back or leave a revoked identity behind; nil
+	// reads through Client only.
 	APIReader client.Reader
 	// Recorder records credential hand-overs and revocations on Remotes.
 	Recorder events.EventRecorder
@@ -94,7 +95,7 @@ func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		if !controllerutil.ContainsFinalizer(remote, fleeetv1.RemoteIdentityFinalizer) {
 			return ctrl.Result{}, nil
 		}
-		if err := id.remove(ctx, r.Client, r.credentialSecret(remote), r.lease(remote)); err != nil {
+		if err := id.remove(ctx, r.Client, r.APIReader, r.credentialSecret(remote), r.lease(remote)); err != nil {
 			return ctrl.Result{}, err
 		}
 		r.Recorder.Eventf(remote, nil, corev1.EventTypeNormal, "Revoked", "Revoke",

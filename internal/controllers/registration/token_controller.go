@@ -52,8 +52,9 @@ import (
 type Tokens struct {
 	// Client reads from the cache and writes identities, Secrets and status.
 	Client client.Client
-	// APIReader reads, uncached, an identity object the cache has not seen
-	// yet; nil leaves it to the next reconcile.
+	// APIReader reads identity objects uncached where a lagging cache would
+	// hold a registration back or leave a revoked identity behind; nil
+	// reads through Client only.
 	APIReader client.Reader
 	// Recorder records identity retirements on tokens.
 	Recorder events.EventRecorder
@@ -99,7 +100,7 @@ func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.R
 	id := identity{owner: tok, name: fleeetv1.RegistrationIdentityName(tok.Name),
 		labels: map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}}
 	if !tok.DeletionTimestamp.IsZero() {
-		if err := id.remove(ctx, t.Client, t.secret(tok)); err != nil {
+		if err := id.remove(ctx, t.Client, t.APIReader, t.secret(tok)); err != nil {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, finalizer.Release(ctx, t.Client, tok, fleeetv1.RegistrationTokenFinalizer)
@@ -224,7 +225,7 @@ func (t *Tokens) retire(ctx context.Context, tok *fleeetv1.RegistrationToken, id
 	}
 	var sa corev1.ServiceAccount
 	existed := t.Client.Get(ctx, client.ObjectKey{Namespace: tok.Namespace, Name: id.name}, &sa) == nil
-	if err := id.remove(ctx, t.Client, t.secret(tok)); err != nil {
+	if err := id.remove(ctx, t.Client, t.APIReader, t.secret(tok)); err != nil {
 		return ctrl.Result{}, err
 	}
 	if existed {
