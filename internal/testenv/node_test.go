@@ -135,11 +135,14 @@ func TestPodsOnTwoNodesReachEachOtherThroughAClusterIP(t *testing.T) {
 		g.Expect(deploy.Status.ReadyReplicas).To(Equal(int32(1)), "%s", podStates(t, c, ns))
 	}).WithTimeout(2 * time.Minute).WithPolling(100 * time.Millisecond).Should(Succeed())
 
+	// kube-proxy on node-2 programs the Service once it sees the ready
+	// endpoint, which may be just after the Pod first asks: the kubelet
+	// restarts a failed try.
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "get", Namespace: ns},
 		Spec: corev1.PodSpec{
 			NodeName:      nodes[1].Name,
-			RestartPolicy: corev1.RestartPolicyNever,
+			RestartPolicy: corev1.RestartPolicyOnFailure,
 			Containers: []corev1.Container{{Name: "get", Image: probeImage,
 				Args: []string{"get", "http://" + svc.Spec.ClusterIP + "/hello"}}},
 		},
