@@ -1,14 +1,9 @@
 package testenv_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -225,42 +220,20 @@ func probeWebhook(ns string, caPEM []byte) *admissionregistrationv1.ValidatingWe
 	}
 }
 
-// servingSecret is a self-signed certificate for dnsName, as the probe-tls
+// servingSecret is testenv.ServingCertificate for dnsName as the probe-tls
 // Secret, and the certificate's PEM as a caBundle.
 func servingSecret(t *testing.T, dnsName string) ([]byte, *corev1.Secret) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	dir, certPEM := testenv.ServingCertificate(t, dnsName)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "probe-tls"}, Type: corev1.SecretTypeTLS, Data: map[string][]byte{}}
+	for _, key := range []string{"tls.crt", "tls.key"} {
+		data, err := os.ReadFile(filepath.Join(dir, key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret.Data[key] = data
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: dnsName},
-		DNSNames:              []string{dnsName},
-		NotBefore:             time.Now().Add(-time.Minute),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	return certPEM, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe-tls"},
-		Type:       corev1.SecretTypeTLS,
-		Data: map[string][]byte{
-			"tls.crt": certPEM,
-			"tls.key": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		},
-	}
+	return certPEM, secret
 }
 
 // podStates describes the Pods of ns, for a failed wait's message.
