@@ -49,7 +49,7 @@ const frozenPolicy = "package fleeet.frozen\n\n" +
 	"  msg := \"metadata.labels.frozen: frozen objects are refused\"\n}\n"
 
 func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
-	g := NewWithT(t)
+	g := testenv.Assertions(t)
 	ctx := t.Context()
 	certManagerCRDs, err := testenv.CertManagerCRDDirectory()
 	g.Expect(err).NotTo(HaveOccurred())

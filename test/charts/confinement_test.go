@@ -33,7 +33,7 @@ const otherTenant = "team-b"
 // by the downstream apiserver, and a binding is read as the tenant's
 // ServiceAccount, which the agent may only impersonate.
 func TestAgentChartConfinesEachTenantDownstream(t *testing.T) {
-	g := NewWithT(t)
+	g := testenv.Assertions(t)
 	ctx := t.Context()
 	certManagerCRDs, err := testenv.CertManagerCRDDirectory()
 	g.Expect(err).NotTo(HaveOccurred())

@@ -37,7 +37,7 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the images and runs real nodes")
 	}
-	g := NewWithT(t)
+	g := testenv.Assertions(t)
 	ctx := t.Context()
 	mgmt := testenv.StartCluster(t, "management", testenv.WithNodes(), testenv.WithoutFleeetCRDs())
 	down := testenv.StartCluster(t, "downstream", testenv.WithNodes(), testenv.WithoutFleeetCRDs())

@@ -32,21 +32,24 @@ import (
 // new app version out under maxUnavailable=1, stops the management
 // apiserver for a minute, and revokes one cluster.
 func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
-	g := NewWithT(t)
+	g := testenv.Assertions(t)
 	ctx := t.Context()
 	var progress bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("what the demo fleet did:\n%s", progress.String())
+		}
+	})
 	fleet := demo.Start(t, &progress)
 	if err := fleet.WaitConverged(ctx, 5*time.Minute); err != nil {
-		t.Fatalf("%v\n%s", err, progress.String())
+		t.Fatal(err)
 	}
-	status, err := fleet.Fleetctl(ctx, "status")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(strings.Split(strings.TrimSpace(status), "\n")).To(Equal([]string{
-		"REMOTE  app@0.1.0    platform@v1.0.0",
-		"edge-1  ready 0.1.0  ready v1.0.0",
-		"edge-2  ready 0.1.0  ready v1.0.0",
-		"edge-3  ready 0.1.0  ready v1.0.0",
-	}))
+	g.Consistently(func(g Gomega) [][]string { return statusCells(ctx, g, fleet) }, 5*time.Second, time.Second).Should(Equal([][]string{
+		{"REMOTE", "app@0.1.0", "platform@v1.0.0"},
+		{"edge-1", "ready", "0.1.0", "ready", "v1.0.0"},
+		{"edge-2", "ready", "0.1.0", "ready", "v1.0.0"},
+		{"edge-3", "ready", "0.1.0", "ready", "v1.0.0"},
+	}), "a converged fleet stays converged")
 	for _, name := range demo.Names {
 		g.Expect(widget(t, fleet.Downstream[name])).To(Equal("small"), "the app's Widget runs on %s", name)
 	}
@@ -165,7 +168,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	err = revoked.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "edge-3"}, &fleeetv1.ProxyAssemblage{})
 	g.Expect(apierrors.IsUnauthorized(err)).To(BeTrue(), "the revoked cluster's credential no longer authenticates: %v", err)
-	status, err = fleet.Fleetctl(ctx, "status")
+	status, err := fleet.Fleetctl(ctx, "status")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(strings.Split(strings.TrimSpace(status), "\n")).To(Equal([]string{
 		"REMOTE  app@0.2.0    platform@v1.0.0",
