@@ -54,7 +54,7 @@ func run(ctx context.Context, dir string, exit bool, timeout time.Duration) int 
 	if exit {
 		return 0
 	}
-	fleet.Guide(os.Stdout, dir)
+	fleet.Guide(ctx, os.Stdout, dir)
 	fmt.Println("\nPress Ctrl-C to stop.")
 	<-ctx.Done()
 	return 0

@@ -1,26 +1,35 @@
 // Package demo builds a whole fleet on one machine from real parts: a
 // management kube-apiserver running fleet-manager with its webhooks, three
-// downstream ones each with Flux's controllers and a fleet-agent installed
-// from its chart and registered through a RegistrationToken, a git server and
-// a chart repository, one tenant and two Modules — platform CRDs through a
-// Kustomization and an app through a HelmRelease that depends on them.
+// downstream ones each with a real node (containerd, kubelet, kube-proxy),
+// Flux's controllers and a fleet-agent installed from its chart and
+// registered through a RegistrationToken, a git server and a chart
+// repository, one tenant and two Modules of podinfo — a backend through a
+// Kustomization and a frontend through a HelmRelease that waits for it, with
+// per-cluster values bound from each Remote.
 // `make demo` runs it; test/e2e runs it and then exercises the fleet.
 package demo
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -35,11 +44,36 @@ const Tenant = "team-a"
 // AgentNamespace is where the agent chart is installed downstream.
 const AgentNamespace = "fleeet-system"
 
+// The demo's Modules, and what they run downstream.
+const (
+	// Backend is podinfo's kustomize directory from git, as Deployment
+	// "podinfo" and its Service.
+	Backend = "backend"
+	// BackendVersion is the git tag the backend Module starts at.
+	BackendVersion = "v1.0.0"
+	// Frontend is podinfo's Helm chart, released as "frontend" (Deployment
+	// frontend-podinfo), waiting for every Module labelled tier=backend.
+	Frontend = "frontend"
+	// FrontendDeployment is the frontend's Deployment downstream.
+	FrontendDeployment = "frontend-podinfo"
+	// tenantRole is the ClusterRole the agent chart binds in the tenant
+	// namespace for Flux to apply the tenant's syncs as.
+	tenantRole = "team-a-apps"
+)
+
 // Fleet is the running demo; its processes stop with the harness.
 type Fleet struct {
 	Management *testenv.Cluster
 	// Downstream clusters by name: edge-1, edge-2, edge-3.
 	Downstream map[string]*testenv.Cluster
+	// Podinfo is the workload, built from its Go module.
+	Podinfo *testenv.Podinfo
+	// Git serves the backend's repository, BackendRepo.
+	Git         *testenv.GitServer
+	BackendRepo string
+	// FrontendChartVersion is the version of podinfo's chart the frontend
+	// Module installs.
+	FrontendChartVersion string
 
 	out   io.Writer
 	start time.Time
@@ -49,32 +83,36 @@ type Fleet struct {
 var Names = []string{"edge-1", "edge-2", "edge-3"}
 
 // Start brings the fleet up and registers every cluster, telling out what it
-// does; component logs go to files under t's directories.
+// does; component logs go to files under t's directories. On a machine that
+// cannot run containers it stops t, saying why.
 func Start(t testenv.TB, out io.Writer) *Fleet {
 	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, out: out, start: time.Now()}
-	f.say("building fleet-manager, fleet-agent and the pinned tools (cached after the first run)")
+	f.say("building fleet-manager, fleet-agent, podinfo and the pinned tools (cached after the first run)")
 	// One after the other: a failed build stops t, which only the calling
 	// goroutine may do.
 	managerBin := testenv.BuildCommand(t, "fleet-manager", "demo")
 	agentBin := testenv.BuildCommand(t, "fleet-agent", "demo")
+	f.Podinfo = testenv.GetPodinfo(t)
 
-	f.say("starting the management control plane and %d downstream ones (kube-apiserver + etcd each)", len(Names))
+	f.say("starting the management control plane and %d downstream ones (kube-apiserver + etcd each; downstream with kube-controller-manager and kube-scheduler)", len(Names))
 	f.Management = testenv.StartCluster(t, "management", testenv.WithWebhooks())
-	for i, c := range testenv.StartClusters(t, Names...) {
+	for i, c := range testenv.StartClusters(t, Names, testenv.WithNodes()) {
 		f.Downstream[Names[i]] = c
 	}
 	for _, name := range Names {
-		testenv.StartFlux(t, f.Downstream[name], testenv.SourceController, testenv.KustomizeController, testenv.HelmController)
+		down := f.Downstream[name]
+		down.StartNode(t, name).ImportImage(t, f.Podinfo.Archive)
+		testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController, testenv.HelmController)
 	}
-	f.say("Flux source-, kustomize- and helm-controller running for each downstream cluster")
+	f.say("each downstream cluster has a Ready node (containerd, kubelet, kube-proxy) holding podinfo's image, and Flux source-, kustomize- and helm-controller")
 	if err := f.Management.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleeet-system"}}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.StartManagerProcess(t, managerBin, f.Management, "--namespace=fleeet-system", "--offline-grace=20s")
 	f.say("fleet-manager running, its admission webhooks registered")
 
-	platform, charts := f.serveSources(t)
-	f.createTenant(t, platform, charts)
+	charts := f.serveSources(t)
+	f.createTenant(t, charts)
 	for _, name := range Names {
 		f.register(t, name, agentBin)
 	}
@@ -85,25 +123,47 @@ func (f *Fleet) say(format string, args ...any) {
 	fmt.Fprintf(f.out, "[%5.1fs] %s\n", time.Since(f.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-// serveSources serves the platform repository (a CRD) over git and the app
-// chart (a Widget, which needs that CRD) from a chart repository, and
-// returns their URLs.
-func (f *Fleet) serveSources(t testenv.TB) (platform, charts string) {
-	crd, err := os.ReadFile(filepath.Join(testenv.RepoRoot, "internal", "controllers", "assemblage", "testdata", "crds", "widget.yaml"))
+// serveSources serves podinfo's kustomize directory over git (tag
+// BackendVersion) and its chart from a chart repository, whose URL it
+// returns.
+func (f *Fleet) serveSources(t testenv.TB) (charts string) {
+	f.Git = testenv.NewGitServer(t)
+	f.BackendRepo = f.CommitBackend(t, BackendVersion, nil)
+	chartYAML, err := os.ReadFile(filepath.Join(f.Podinfo.ChartDir(), "Chart.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	platform, _ = testenv.NewGitServer(t).Commit(t, "platform", map[string]string{
-		"crds/kustomization.yaml": "resources: [widget.yaml]\n",
-		"crds/widget.yaml":        string(crd),
-	}, "v1.0.0")
-	charts = testenv.NewChartRepo(t, testenv.ChartDir("widget")).URL
-	f.say("serving git repository platform (tag v1.0.0) and chart repository with widget 0.1.0")
-	return platform, charts
+	var chart struct{ Version string }
+	if err := yaml.Unmarshal(chartYAML, &chart); err != nil {
+		t.Fatal(err)
+	}
+	f.FrontendChartVersion = chart.Version
+	charts = testenv.NewChartRepo(t, f.Podinfo.ChartDir()).URL
+	f.say("serving git repository podinfo (kustomize directory ./backend, tag %s) and a chart repository with podinfo %s", BackendVersion, chart.Version)
+	return charts
+}
+
+// CommitBackend commits podinfo's kustomize directory, changed by edit (see
+// testenv.Podinfo.Kustomize) when not nil, as ./backend of the backend's
+// repository, tags it and returns the repository's URL. The backend runs one
+// pod: its HorizontalPodAutoscaler is left out, as no cluster here serves
+// resource metrics.
+func (f *Fleet) CommitBackend(t testenv.TB, tag string, edit func(name string, content []byte) []byte) string {
+	files := f.Podinfo.Kustomize(t, "backend", func(name string, content []byte) []byte {
+		if name == "kustomization.yaml" {
+			content = bytes.Replace(content, []byte("  - hpa.yaml\n"), nil, 1)
+		}
+		if edit != nil {
+			content = edit(name, content)
+		}
+		return content
+	})
+	url, _ := f.Git.Commit(t, "podinfo", files, tag)
+	return url
 }
 
 // createTenant makes the tenant namespace and its two Modules.
-func (f *Fleet) createTenant(t testenv.TB, platformURL, chartsURL string) {
+func (f *Fleet) createTenant(t testenv.TB, chartsURL string) {
 	ctx := t.Context()
 	c := f.Management.Client
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -114,47 +174,88 @@ func (f *Fleet) createTenant(t testenv.TB, platformURL, chartsURL string) {
 		t.Fatal(err)
 	}
 	all := &metav1.LabelSelector{}
-	platform := &fleeetv1.Module{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Tenant, Name: "platform", Labels: map[string]string{"tier": "platform"}},
-		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
-			Selector: all,
-			Sync: fleeetv1.SyncSpec{
-				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: platformURL, Tag: "v1.0.0"}},
-				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./crds"}},
-			},
-		}},
-	}
-	app := &fleeetv1.Module{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Tenant, Name: "app"},
+	oneAtATime := fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	backend := &fleeetv1.Module{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Tenant, Name: Backend, Labels: map[string]string{"tier": "backend"}},
 		Spec: fleeetv1.ModuleSpec{
 			SyncPlacement: fleeetv1.SyncPlacement{
 				Selector: all,
 				Sync: fleeetv1.SyncSpec{
-					Source: fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: chartsURL, Chart: "widget", Version: "0.1.0"}},
-					Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{
-						ReleaseName: "app", TargetNamespace: Tenant,
+					Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: f.BackendRepo, Tag: BackendVersion}},
+					Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{
+						Path: "./backend", TargetNamespace: Tenant,
+						// Ready means podinfo's pods are (Flux's wait); a
+						// version whose pods never get there fails after a
+						// minute.
+						Timeout: &metav1.Duration{Duration: time.Minute},
 					}},
-					DependsOn: []fleeetv1.Dependency{{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "platform"}}}},
 				},
 			},
-			Rollout: fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: ptr.To(intstr.FromInt32(1))},
+			Rollout: oneAtATime,
 		},
 	}
-	for _, m := range []*fleeetv1.Module{platform, app} {
+	values, err := json.Marshal(map[string]any{
+		"ui": map[string]any{"message": "frontend on $(CLUSTER) in $(REGION)"},
+		// The frontend's /echo calls the backend's Service.
+		"backend": "http://podinfo:9898/echo",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remoteField := func(name, path string) fleeetv1.ControlPlaneBinding {
+		return fleeetv1.ControlPlaneBinding{Name: name, ObjectFieldRef: &fleeetv1.ControlPlaneFieldRef{Kind: "Remote", FieldPath: path}}
+	}
+	frontend := &fleeetv1.Module{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Tenant, Name: Frontend},
+		Spec: fleeetv1.ModuleSpec{
+			SyncPlacement: fleeetv1.SyncPlacement{
+				Selector: all,
+				Sync: fleeetv1.SyncSpec{
+					Source: fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: chartsURL, Chart: "podinfo", Version: f.FrontendChartVersion}},
+					Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{
+						ReleaseName: Frontend, TargetNamespace: Tenant, Values: &apiextensionsv1.JSON{Raw: values},
+					}},
+					DependsOn: []fleeetv1.Dependency{{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "backend"}}}},
+				},
+				ControlPlaneBindings: []fleeetv1.ControlPlaneBinding{
+					remoteField("CLUSTER", "/metadata/name"),
+					remoteField("REGION", "/metadata/labels/region"),
+				},
+			},
+			Rollout: oneAtATime,
+		},
+	}
+	for _, m := range []*fleeetv1.Module{backend, frontend} {
 		if err := c.Create(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	f.say("tenant %s: Module platform (Kustomization, CRDs) and Module app (HelmRelease, depends on tier=platform, rolling update maxUnavailable=1)", Tenant)
+	f.say("tenant %s: Module backend (podinfo through a Kustomization) and Module frontend (podinfo's chart through a HelmRelease, waits for tier=backend, message bound from each Remote), both rolled out one cluster at a time", Tenant)
 }
 
-// register does what a platform engineer does for one cluster: create a
-// RegistrationToken, take the values its Secret holds, install the agent
-// chart with them — and here, run the agent as the chart's ServiceAccount.
+// register does what a platform engineer does for one cluster: give the
+// tenant a role there, create a RegistrationToken, take the values its
+// Secret holds, install the agent chart with them — and here, run the agent
+// as the chart's ServiceAccount.
 func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	ctx := t.Context()
+	down := f.Downstream[name]
+	// What the tenant's syncs may do in their namespace: podinfo's objects,
+	// Helm's release Secrets, and reading what Flux's health checks read.
+	if err := down.Client.Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: tenantRole},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"services", "configmaps", "secrets", "serviceaccounts"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"*"}},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
 	valuesFile := filepath.Join(t.TempDir(), name+"-values.yaml")
-	if out, err := f.Fleetctl(ctx, "token", "create", name, "--labels", "region="+region(name), "--values-file", valuesFile); err != nil {
+	if out, err := f.Fleetctl(ctx, "token", "create", name, "--labels", "region="+Region(name), "--values-file", valuesFile); err != nil {
 		t.Fatalf("fleetctl token create %s: %v\n%s", name, err, out)
 	}
 	data, err := os.ReadFile(valuesFile)
@@ -167,21 +268,66 @@ func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	}
 	values["clusterName"] = name
 	values["heartbeatInterval"] = "5s"
-	// The platform Module installs CRDs, so the tenant's ServiceAccount
-	// needs cluster-wide rights on these clusters.
-	values["tenantServiceAccount"] = map[string]any{"clusterRole": "cluster-admin", "clusterWide": true}
+	values["tenantServiceAccount"] = map[string]any{"clusterRole": tenantRole}
 
-	down := f.Downstream[name]
 	rel := testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, AgentNamespace), "fleet-agent", AgentNamespace, values)
 	testenv.RunRelease(t, down, rel, agentBin, nil)
 	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)
 }
 
-func region(name string) string {
+// Region is the region label a demo cluster registers with.
+func Region(name string) string {
 	if name == "edge-3" {
 		return "us"
 	}
 	return "eu"
+}
+
+// FrontendURL is the address of one Ready frontend Pod of a cluster, which
+// this host reaches.
+func (f *Fleet) FrontendURL(ctx context.Context, cluster string) (string, error) {
+	c := f.Downstream[cluster].Client
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: Tenant, Name: FrontendDeployment}, d); err != nil {
+		return "", err
+	}
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(Tenant), client.MatchingLabels(d.Spec.Selector.MatchLabels)); err != nil {
+		return "", err
+	}
+	for _, p := range pods.Items {
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.Status.PodIP != "" {
+				return "http://" + p.Status.PodIP + ":9898/", nil
+			}
+		}
+	}
+	return "", fmt.Errorf("no Ready pod of Deployment %s/%s on %s", Tenant, FrontendDeployment, cluster)
+}
+
+// FrontendMessage is what a cluster's frontend says: the message of
+// podinfo's / answer from one of its Pods.
+func (f *Fleet) FrontendMessage(ctx context.Context, cluster string) (string, error) {
+	url, err := f.FrontendURL(ctx, cluster)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var answer struct{ Message string }
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&answer); err != nil {
+		return "", fmt.Errorf("GET %s: %s: %w", url, resp.Status, err)
+	}
+	return answer.Message, nil
 }
 
 // Fleetctl runs fleetctl with args against the tenant's namespace and
@@ -221,20 +367,21 @@ func (f *Fleet) WaitConverged(ctx context.Context, timeout time.Duration) error 
 }
 
 // converged reads a `fleetctl status` grid: a row per cluster, and in it a
-// "ready VERSION" cell per Module, at the Module's current version (no *).
+// cell per Module that says "ready" at the Module's current version (no *).
 func converged(grid string) bool {
 	lines := strings.Split(strings.TrimSpace(grid), "\n")
 	if len(lines) != len(Names)+1 {
 		return false
 	}
-	modules := len(strings.Fields(lines[0])) - 1
+	modules := len(Cells(lines[0])) - 1
 	for _, row := range lines[1:] {
-		cells := strings.Fields(row)[1:]
-		if len(cells) != 2*modules {
+		cells := Cells(row)[1:]
+		if len(cells) != modules {
 			return false
 		}
-		for i := 0; i < len(cells); i += 2 {
-			if cells[i] != "ready" || strings.HasSuffix(cells[i+1], "*") {
+		for _, cell := range cells {
+			words := strings.Fields(cell)
+			if len(words) < 2 || words[0] != "ready" || strings.HasSuffix(words[1], "*") {
 				return false
 			}
 		}
@@ -242,19 +389,30 @@ func converged(grid string) bool {
 	return true
 }
 
+// cellGap separates the columns of a `fleetctl status` row.
+var cellGap = regexp.MustCompile(`\s{2,}`)
+
+// Cells splits a `fleetctl status` row into its columns.
+func Cells(row string) []string { return cellGap.Split(strings.TrimSpace(row), -1) }
+
 func indent(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
 }
 
 // Guide prints where to look once the fleet runs.
-func (f *Fleet) Guide(w io.Writer, logs string) {
+func (f *Fleet) Guide(ctx context.Context, w io.Writer, logs string) {
 	fmt.Fprintf(w, "\nThe fleet is running. Look around:\n")
 	fmt.Fprintf(w, "  %-20s export KUBECONFIG=%s\n", "management cluster:", f.Management.Kubeconfig)
 	for _, name := range Names {
 		fmt.Fprintf(w, "  %-20s export KUBECONFIG=%s\n", name+" cluster:", f.Downstream[name].Kubeconfig)
 	}
 	fmt.Fprintf(w, "  fleetctl:            go run ./cmd/fleetctl --kubeconfig %s -n %s status\n", f.Management.Kubeconfig, Tenant)
-	fmt.Fprintf(w, "                       go run ./cmd/fleetctl --kubeconfig %s -n %s why app --remote edge-1\n", f.Management.Kubeconfig, Tenant)
+	fmt.Fprintf(w, "                       go run ./cmd/fleetctl --kubeconfig %s -n %s why %s --remote edge-1\n", f.Management.Kubeconfig, Tenant, Frontend)
+	if url, err := f.FrontendURL(ctx, Names[0]); err == nil {
+		fmt.Fprintf(w, "  %-20s curl %s   (podinfo, frontend Pod on %s)\n", "the app:", url, Names[0])
+	} else {
+		fmt.Fprintf(w, "  %-20s %v\n", "the app:", err)
+	}
 	paths, _ := filepath.Glob(filepath.Join(logs, "*", "*.log"))
 	fmt.Fprintf(w, "  component logs:\n")
 	for _, p := range paths {

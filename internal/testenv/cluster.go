@@ -132,16 +132,17 @@ func stopAtEnd(t TB, name string, c *Cluster, err error) {
 	}
 }
 
-// StartClusters starts one apiserver per name, concurrently, and stops them
-// when the test ends. Two names give a management and a downstream cluster.
-func StartClusters(t TB, names ...string) []*Cluster {
+// StartClusters starts one apiserver per name, concurrently, each with opts,
+// and stops them when the test ends. Two names give a management and a
+// downstream cluster.
+func StartClusters(t TB, names []string, opts ...ClusterOption) []*Cluster {
 	t.Helper()
 	clusters := make([]*Cluster, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		dir := t.TempDir()
-		wg.Go(func() { clusters[i], errs[i] = startCluster(name, dir) })
+		wg.Go(func() { clusters[i], errs[i] = startCluster(name, dir, opts...) })
 	}
 	wg.Wait()
 	for i, c := range clusters {

@@ -21,7 +21,7 @@ import (
 
 func TestTwoClustersAreSeparateAndServeFleeetAndFluxKinds(t *testing.T) {
 	g := NewWithT(t)
-	clusters := testenv.StartClusters(t, "management", "downstream")
+	clusters := testenv.StartClusters(t, []string{"management", "downstream"})
 	mgmt, down := clusters[0], clusters[1]
 
 	for _, c := range clusters {

@@ -3,35 +3,38 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/gomega"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/demo"
+	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
-// TestTheDemoFleetRollsOutAndRevokes runs `make demo`'s fleet, then rolls a
-// new app version out under maxUnavailable=1, stops the management
-// apiserver for a minute, and revokes one cluster.
+// TestTheDemoFleetRollsOutAndRevokes runs `make demo`'s fleet (podinfo on
+// three clusters with real nodes), rolls out a backend version whose pods
+// never get ready and then its repair under maxUnavailable=1, stops the
+// management apiserver for a minute, and revokes one cluster.
 func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three clusters with real nodes")
+	}
 	g := testenv.Assertions(t)
 	ctx := t.Context()
 	var progress bytes.Buffer
@@ -41,87 +44,100 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		}
 	})
 	fleet := demo.Start(t, &progress)
-	if err := fleet.WaitConverged(ctx, 5*time.Minute); err != nil {
+	if err := fleet.WaitConverged(ctx, 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	frontend := fleet.FrontendChartVersion
 	g.Consistently(func(g Gomega) [][]string { return statusCells(ctx, g, fleet) }, 5*time.Second, time.Second).Should(Equal([][]string{
-		{"REMOTE", "app@0.1.0", "platform@v1.0.0"},
-		{"edge-1", "ready", "0.1.0", "ready", "v1.0.0"},
-		{"edge-2", "ready", "0.1.0", "ready", "v1.0.0"},
-		{"edge-3", "ready", "0.1.0", "ready", "v1.0.0"},
-	}), "a converged fleet stays converged")
+		{"REMOTE", "backend@v1.0.0", "frontend@" + frontend},
+		{"edge-1", "ready v1.0.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
+		{"edge-2", "ready v1.0.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
+		{"edge-3", "ready v1.0.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
+	}), "a converged fleet stays converged, every pod Ready")
 	for _, name := range demo.Names {
-		g.Expect(widget(t, fleet.Downstream[name])).To(Equal("small"), "the app's Widget runs on %s", name)
+		g.Eventually(func() (string, error) { return fleet.FrontendMessage(ctx, name) }, time.Minute, time.Second).
+			Should(Equal("frontend on "+name+" in "+demo.Region(name)), "each cluster's frontend Pod answers with the values bound from its Remote")
 	}
 
-	// A new app version, rolled out one cluster at a time. Its Widget is
-	// large, which a ValidatingAdmissionPolicy on edge-2 forbids, so Helm
-	// cannot upgrade there: the rollout pauses at edge-2 and edge-3 keeps
-	// 0.1.0 until edge-2 is repaired.
-	chart := filepath.Join(t.TempDir(), "widget")
-	g.Expect(os.CopyFS(chart, os.DirFS(testenv.ChartDir("widget")))).To(Succeed())
-	chartYAML, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(os.WriteFile(filepath.Join(chart, "Chart.yaml"), bytes.Replace(chartYAML, []byte("version: 0.1.0"), []byte("version: 0.2.0"), 1), 0o644)).To(Succeed())
-	g.Expect(os.WriteFile(filepath.Join(chart, "values.yaml"), []byte("size: large\n"), 0o644)).To(Succeed())
-	repo := testenv.NewChartRepo(t, chart)
-	edge2 := fleet.Downstream["edge-2"]
-	binding := smallWidgetsOnly(t, edge2)
-
-	app := &fleeetv1.Module{}
+	// Backend v1.1.0's pods never pass their readiness probe, rolled out one
+	// cluster at a time: the first cluster reports it Failed with the pods'
+	// reason while v1.0.0's pods go on serving, its frontend waits, and the
+	// rollout pauses there.
+	fleet.CommitBackend(t, "v1.1.0", func(name string, content []byte) []byte {
+		if name != "deployment.yaml" {
+			return content
+		}
+		return bytes.Replace(content, []byte("localhost:9898/readyz"), []byte("localhost:9898/never-ready"), 1)
+	})
+	setBackend(t, fleet, "v1.1.0", 30*time.Second)
+	broken := &rollout{syncName: demo.Backend, version: "v1.1.0"}
+	testenv.WatchUntil(t, fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, 5*time.Minute, "backend v1.1.0 failed on a cluster", func(ev watch.Event) bool {
+		return broken.see(ev) && broken.count(fleeetv1.SyncFailed) == 1
+	})
+	first := broken.in(fleeetv1.SyncFailed)
 	c := fleet.Management.Client
-	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "app"}, app)).To(Succeed())
-	app.Spec.Sync.Source.Helm.URL, app.Spec.Sync.Source.Helm.Version = repo.URL, "0.2.0"
-	g.Expect(c.Update(ctx, app)).To(Succeed())
-
-	ro := &rollout{syncName: "app", version: "0.2.0"}
-	testenv.WatchUntil(t, fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, 5*time.Minute, "app 0.2.0 failed on edge-2", func(ev watch.Event) bool {
-		return ro.see(ev) && ro.state["edge-2"] == fleeetv1.SyncFailed
-	})
 	g.Eventually(func(g Gomega) {
-		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "app"}, app)).To(Succeed())
-		paused := apimeta.FindStatusCondition(app.Status.Conditions, fleeetv1.RolloutPausedCondition)
+		m := &fleeetv1.Module{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: demo.Backend}, m)).To(Succeed())
+		paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
 		g.Expect(paused).NotTo(BeNil())
-		g.Expect(paused.Message).To(And(HavePrefix("Remote edge-2 failed on generation"), ContainSubstring("this cluster runs small Widgets only")))
+		g.Expect(paused.Message).To(And(HavePrefix("Remote "+first+" failed on generation"), ContainSubstring("ReadinessProbeFailing")))
 	}, time.Minute, time.Second).Should(Succeed())
-	g.Consistently(func(g Gomega) string {
-		pa := &fleeetv1.ProxyAssemblage{}
-		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "edge-3"}, pa)).To(Succeed())
-		return compile.Find(pa.Spec.Assemblage.Syncs, "app").Source.Helm.Version
-	}, 10*time.Second, time.Second).Should(Equal("0.1.0"), "edge-3 waits while the rollout is paused")
-	// helm-controller retries the upgrade (rolling each failure back) before
-	// it gives up; edge-2 shows failed for good once it has.
-	g.Eventually(func(g Gomega) [][]string { return statusCells(ctx, g, fleet) }, 2*time.Minute, time.Second).Should(Equal([][]string{
-		{"REMOTE", "app@0.2.0", "platform@v1.0.0"},
-		{"edge-1", "ready", "0.2.0", "ready", "v1.0.0"},
-		{"edge-2", "failed", "0.2.0", "ready", "v1.0.0"},
-		{"edge-3", "ready", "0.1.0*", "ready", "v1.0.0"},
-	}))
-	out, err := fleet.Fleetctl(ctx, "why", "app", "--remote", "edge-2")
+	g.Consistently(func(g Gomega) {
+		for _, name := range demo.Names {
+			if name == first {
+				continue
+			}
+			pa := &fleeetv1.ProxyAssemblage{}
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: name}, pa)).To(Succeed())
+			g.Expect(compile.Find(pa.Spec.Assemblage.Syncs, demo.Backend).Source.Git.Tag).To(Equal(demo.BackendVersion), "%s waits while the rollout is paused", name)
+		}
+	}, 10*time.Second, time.Second).Should(Succeed())
+	out, err := fleet.Fleetctl(ctx, "why", demo.Backend, "--remote", first)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out).To(And(ContainSubstring("Module team-a/app at 0.2.0 on Remote edge-2: failed"), ContainSubstring("this cluster runs small Widgets only")))
-	out, err = fleet.Fleetctl(ctx, "why", "app", "--remote", "edge-3")
+	g.Expect(out).To(And(ContainSubstring("Module team-a/backend at v1.1.0 on Remote "+first+": failed"), ContainSubstring("ReadinessProbeFailing")))
+	out, err = fleet.Fleetctl(ctx, "why", demo.Frontend, "--remote", first)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out).To(ContainSubstring("rolling update paused by Remote edge-2"))
-
-	// Repaired: the policy binding goes and, once the apiserver has stopped
-	// enforcing it, the platform engineer asks edge-2 to retry from the
-	// management cluster (helm-controller gave up after one attempt).
-	g.Expect(edge2.Client.Delete(ctx, binding)).To(Succeed())
-	g.Eventually(func() error { return createLargeWidget(ctx, edge2) }, time.Minute, time.Second).Should(Succeed())
-	out, err = fleet.Fleetctl(ctx, "retry", "edge-2")
-	g.Expect(err).NotTo(HaveOccurred(), out)
-	testenv.WatchUntil(t, fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, 5*time.Minute, "app 0.2.0 Ready everywhere", func(ev watch.Event) bool {
-		return ro.see(ev) && ro.count(fleeetv1.SyncReady) == len(demo.Names)
-	})
-	g.Expect(ro.maxMoving).To(Equal(1), "at most one cluster was moving at any moment, and one was")
+	g.Expect(out).To(ContainSubstring("Module team-a/frontend at "+frontend+" on Remote "+first+": ready"), "the running frontend is left as it is")
 	for _, name := range demo.Names {
-		g.Eventually(func() string { return widget(t, fleet.Downstream[name]) }, time.Minute, time.Second).Should(Equal("large"))
+		if name != first {
+			out, err = fleet.Fleetctl(ctx, "why", demo.Backend, "--remote", name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(out).To(ContainSubstring("rolling update paused by Remote " + first))
+		}
 	}
-	out, err = fleet.Fleetctl(ctx, "why", "app", "--remote", "edge-2")
+	g.Expect(fleet.FrontendMessage(ctx, first)).To(Equal("frontend on "+first+" in "+demo.Region(first)), "what ran before keeps serving")
+	g.Expect(readyReplicas(t, fleet.Downstream[first], "podinfo")).To(BeNumerically(">=", 1), "v1.0.0's backend pods keep serving")
+
+	// A retry asked for from the management cluster reaches Flux on that
+	// cluster (the version is still broken, so it fails again).
+	out, err = fleet.Fleetctl(ctx, "retry", first)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	token, ok := strings.CutPrefix(strings.TrimSpace(out), "remote/"+first+": retry requested at ")
+	g.Expect(ok).To(BeTrue(), out)
+	g.Eventually(func(g Gomega) {
+		ks := &kustomizev1.Kustomization{}
+		g.Expect(fleet.Downstream[first].Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: flux.ObjectName(demo.Tenant, demo.Backend)}, ks)).To(Succeed())
+		g.Expect(ks.Annotations).To(HaveKeyWithValue(meta.ReconcileRequestAnnotation, token))
+		g.Expect(ks.Status.LastHandledReconcileAt).To(Equal(token), "Flux handled the request")
+	}, time.Minute, time.Second).Should(Succeed())
+
+	// v1.2.0 repairs it: the rollout goes on one cluster at a time, with
+	// nobody asking Flux to retry.
+	fleet.CommitBackend(t, "v1.2.0", nil)
+	setBackend(t, fleet, "v1.2.0", 0)
+	repaired := &rollout{syncName: demo.Backend, version: "v1.2.0"}
+	testenv.WatchUntil(t, fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, 10*time.Minute, "backend v1.2.0 Ready everywhere", func(ev watch.Event) bool {
+		return repaired.see(ev) && repaired.count(fleeetv1.SyncReady) == len(demo.Names)
+	})
+	g.Expect(broken.maxMoving).To(Equal(1), "one cluster at most moved to v1.1.0, and one did")
+	g.Expect(repaired.maxMoving).To(Equal(1), "one cluster at most was moving to v1.2.0 at any moment, and one was")
+	if err := fleet.WaitConverged(ctx, 5*time.Minute); err != nil {
+		t.Fatalf("after the repair: %v", err)
+	}
+	out, err = fleet.Fleetctl(ctx, "why", demo.Backend, "--remote", first)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out).To(ContainSubstring("Module team-a/app at 0.2.0 on Remote edge-2: ready"))
-	g.Expect(out).To(ContainSubstring("plan:         holds the current version 0.2.0"))
+	g.Expect(out).To(And(ContainSubstring("Module team-a/backend at v1.2.0 on Remote "+first+": ready"), ContainSubstring("plan:         holds the current version v1.2.0")))
 
 	// The management apiserver is down for a minute: every cluster keeps
 	// what it runs and says it cannot reach upstream; then all reconnect.
@@ -135,8 +151,10 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	}
 	g.Consistently(func(g Gomega) {
 		for _, name := range demo.Names {
-			g.Expect(widget(t, fleet.Downstream[name])).To(Equal("large"), "nothing deleted on %s", name)
-			g.Expect(fleet.Downstream[name].Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: demo.Tenant}, &fleeetv1.Assemblage{})).To(Succeed())
+			down := fleet.Downstream[name]
+			g.Expect(readyReplicas(t, down, "podinfo")).To(BeNumerically(">=", 1), "the backend runs on %s", name)
+			g.Expect(readyReplicas(t, down, demo.FrontendDeployment)).To(BeNumerically(">=", 1), "the frontend runs on %s", name)
+			g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: demo.Tenant}, &fleeetv1.Assemblage{})).To(Succeed())
 		}
 	}, time.Until(stopped.Add(time.Minute)), 5*time.Second).Should(Succeed(), "for the rest of the minute")
 	g.Expect(fleet.Management.StartAPIServer()).To(Succeed())
@@ -160,63 +178,44 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(upstreamCondition(g, edge3, fleeetv1.RegisteredCondition).Reason).To(Equal("Revoked"))
 	}, 2*time.Minute, time.Second).Should(Succeed())
-	g.Consistently(func() string { return widget(t, edge3) }, 10*time.Second, time.Second).Should(Equal("large"),
-		"a revoked cluster keeps running what it ran")
+	g.Consistently(func() (string, error) { return fleet.FrontendMessage(ctx, "edge-3") }, 10*time.Second, time.Second).
+		Should(Equal("frontend on edge-3 in us"), "a revoked cluster keeps running what it ran")
 	cfg := rest.AnonymousClientConfig(fleet.Management.Config)
 	cfg.BearerToken = string(stored.Data[credential.TokenKey])
 	revoked, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	err = revoked.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "edge-3"}, &fleeetv1.ProxyAssemblage{})
 	g.Expect(apierrors.IsUnauthorized(err)).To(BeTrue(), "the revoked cluster's credential no longer authenticates: %v", err)
-	status, err := fleet.Fleetctl(ctx, "status")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(strings.Split(strings.TrimSpace(status), "\n")).To(Equal([]string{
-		"REMOTE  app@0.2.0    platform@v1.0.0",
-		"edge-1  ready 0.2.0  ready v1.0.0",
-		"edge-2  ready 0.2.0  ready v1.0.0",
+	g.Eventually(func(g Gomega) [][]string { return statusCells(ctx, g, fleet) }, time.Minute, time.Second).Should(Equal([][]string{
+		{"REMOTE", "backend@v1.2.0", "frontend@" + frontend},
+		{"edge-1", "ready v1.2.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
+		{"edge-2", "ready v1.2.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
 	}))
 }
 
-// smallWidgetsOnly makes a cluster refuse large Widgets with a
-// ValidatingAdmissionPolicy, and returns its binding.
-func smallWidgetsOnly(t *testing.T, c *testenv.Cluster) *admissionregistrationv1.ValidatingAdmissionPolicyBinding {
+// setBackend moves the backend Module to a git tag, with a health-check
+// timeout unless zero.
+func setBackend(t *testing.T, fleet *demo.Fleet, tag string, timeout time.Duration) {
 	g := NewWithT(t)
-	ctx := t.Context()
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "small-widgets-only"},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"example.fleeet.dev"}, APIVersions: []string{"v1"}, Resources: []string{"widgets"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.size != 'large'", Message: "this cluster runs small Widgets only"}},
-		},
+	c := fleet.Management.Client
+	m := &fleeetv1.Module{}
+	g.Expect(c.Get(t.Context(), client.ObjectKey{Namespace: demo.Tenant, Name: demo.Backend}, m)).To(Succeed())
+	m.Spec.Sync.Source.Git.Tag = tag
+	if timeout != 0 {
+		m.Spec.Sync.Package.Kustomize.Timeout = &metav1.Duration{Duration: timeout}
 	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "small-widgets-only"},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: policy.Name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	g.Expect(c.Client.Create(ctx, policy)).To(Succeed())
-	g.Expect(c.Client.Create(ctx, binding)).To(Succeed())
-	// The apiserver loads policies asynchronously.
-	g.Eventually(func() error { return createLargeWidget(ctx, c) }, time.Minute, time.Second).
-		Should(MatchError(ContainSubstring("this cluster runs small Widgets only")))
-	return binding
+	g.Expect(c.Update(t.Context(), m)).To(Succeed())
 }
 
-// createLargeWidget asks a cluster, in a dry run, to create a large Widget.
-func createLargeWidget(ctx context.Context, c *testenv.Cluster) error {
-	large := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "example.fleeet.dev/v1", "kind": "Widget",
-		"metadata": map[string]any{"namespace": demo.Tenant, "name": "probe"},
-		"spec":     map[string]any{"size": "large"},
-	}}
-	return c.Client.Create(ctx, large, client.DryRunAll)
+// readyReplicas is how many Pods of a Deployment in the tenant namespace
+// are Ready, or -1 while the Deployment cannot be read.
+func readyReplicas(t *testing.T, c *testenv.Cluster, name string) int32 {
+	d := &appsv1.Deployment{}
+	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: demo.Tenant, Name: name}, d); err != nil {
+		t.Logf("Deployment %s on %s: %v", name, c.Name, err)
+		return -1
+	}
+	return d.Status.ReadyReplicas
 }
 
 // rollout follows every change of every plan during the rollout of one
@@ -241,8 +240,8 @@ func (r *rollout) see(ev watch.Event) bool {
 		r.versions, r.state = map[string]string{}, map[string]fleeetv1.SyncState{}
 	}
 	r.versions[pa.Name], r.state[pa.Name] = "", ""
-	if held := compile.Find(pa.Spec.Assemblage.Syncs, r.syncName); held != nil {
-		r.versions[pa.Name] = held.Source.Helm.Version
+	if held := compile.Find(pa.Spec.Assemblage.Syncs, r.syncName); held != nil && held.Source.Git != nil {
+		r.versions[pa.Name] = held.Source.Git.Tag
 	}
 	if s := pa.ReportedSync(r.syncName); s != nil {
 		r.state[pa.Name] = s.State
@@ -268,13 +267,23 @@ func (r *rollout) count(state fleeetv1.SyncState) int {
 	return n
 }
 
+// in is the first cluster (by name) holding the version in a state.
+func (r *rollout) in(state fleeetv1.SyncState) string {
+	for _, name := range demo.Names {
+		if r.versions[name] == r.version && r.state[name] == state {
+			return name
+		}
+	}
+	return ""
+}
+
 // statusCells is `fleetctl status` split into words, line by line.
 func statusCells(ctx context.Context, g Gomega, fleet *demo.Fleet) [][]string {
 	out, err := fleet.Fleetctl(ctx, "status")
 	g.Expect(err).NotTo(HaveOccurred())
 	var cells [][]string
 	for line := range strings.Lines(strings.TrimSpace(out)) {
-		cells = append(cells, strings.Fields(line))
+		cells = append(cells, demo.Cells(line))
 	}
 	return cells
 }
@@ -286,18 +295,4 @@ func upstreamCondition(g Gomega, c *testenv.Cluster, typ string) *metav1.Conditi
 	cond := apimeta.FindStatusCondition(up.Status.Conditions, typ)
 	g.Expect(cond).NotTo(BeNil(), "Upstream condition %s", typ)
 	return cond
-}
-
-// widget returns the size of the app's Widget in a downstream cluster, or
-// "" while there is none.
-func widget(t *testing.T, c *testenv.Cluster) string {
-	w := &unstructured.Unstructured{}
-	w.SetAPIVersion("example.fleeet.dev/v1")
-	w.SetKind("Widget")
-	if err := c.Client.Get(context.Background(), client.ObjectKey{Namespace: demo.Tenant, Name: "app"}, w); err != nil {
-		t.Logf("Widget on %s: %v", c.Name, err)
-		return ""
-	}
-	size, _, _ := unstructured.NestedString(w.Object, "spec", "size")
-	return size
 }
