@@ -106,7 +106,7 @@ func newWhyCommand(s *session) *cobra.Command {
 func (f *Fleet) why(m *fleeetv1.Module, r *fleeetv1.Remote) WhyView {
 	v := WhyView{Module: m.Name, Remote: r.Name, Version: compile.Version(&m.Spec.Sync), Cell: f.Cell(m, r)}
 	v.Selection = selection(m, r, v.Cell.Selected)
-	v.Rollout = rollout(m, r.Name)
+	v.Rollout = rollout(m, r.Name, v.Cell.Current)
 	v.Connection = "Connected: unknown"
 	if c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition); c != nil {
 		v.Connection = fmt.Sprintf("Connected %s (%s: %s)", c.Status, c.Reason, c.Message)
@@ -149,7 +149,9 @@ func selection(m *fleeetv1.Module, r *fleeetv1.Remote, selected bool) string {
 	return fmt.Sprintf("%s: selector %s against labels [%s]", verdict, sel, strings.Join(labels, ","))
 }
 
-func rollout(m *fleeetv1.Module, remote string) string {
+// rollout says where a rolling update stands for one Remote, which holds the
+// Module's current version or not.
+func rollout(m *fleeetv1.Module, remote string, holdsCurrent bool) string {
 	if m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
 		return "all at once: every selected Remote gets the current version"
 	}
@@ -159,6 +161,9 @@ func rollout(m *fleeetv1.Module, remote string) string {
 	}
 	if ro.PausedBy != "" {
 		return fmt.Sprintf("rolling update paused by Remote %s (its sync failed on the new version) until it is repaired or the spec changes", ro.PausedBy)
+	}
+	if holdsCurrent {
+		return "rolling update: this Remote holds the current version"
 	}
 	if i := slices.Index(ro.Admitted, remote); i >= 0 {
 		return fmt.Sprintf("rolling update: admitted (%d of %d admitted so far)", i+1, len(ro.Admitted))
