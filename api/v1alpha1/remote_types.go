@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"slices"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -128,6 +130,15 @@ func init() {
 func (r *Remote) Offline() bool {
 	c := apimeta.FindStatusCondition(r.Status.Conditions, ConnectedCondition)
 	return c != nil && c.Status == metav1.ConditionFalse
+}
+
+// AwaitingAdoption reports whether the Remote came through a
+// RegistrationToken and the manager has not adopted it yet: until then its
+// labels are the registrant's, not the token's, so nothing is compiled for
+// it.
+func (r *Remote) AwaitingAdoption() bool {
+	_, registered := r.Labels[RegistrationTokenLabel]
+	return registered && !slices.Contains(r.Finalizers, RemoteIdentityFinalizer)
 }
 
 // RemoteIdentityPrefix starts the name of a pull Remote's ServiceAccount,

@@ -130,6 +130,12 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		log.FromContext(ctx).V(1).Info("Remote suspended; plan left as it is")
 		return ctrl.Result{}, nil
 	}
+	if remote.AwaitingAdoption() {
+		// Adoption sets the token's labels, which selectors and bindings
+		// read; it comes back here as an update of the Remote.
+		log.FromContext(ctx).V(1).Info("Remote not adopted from its registration yet; no plan")
+		return ctrl.Result{}, nil
+	}
 
 	pa := &fleeetv1.ProxyAssemblage{}
 	err := c.Client.Get(ctx, req.NamespacedName, pa)

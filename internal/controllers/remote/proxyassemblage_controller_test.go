@@ -207,6 +207,22 @@ func TestSuspensionHoldsThePlansAsTheyAre(t *testing.T) {
 	g.Eventually(tagsOf(ns, "running"), timeout, poll).Should(Equal(map[string]string{"app": "v2.0.0", "marker": "m2"}))
 }
 
+// A Remote that came through a RegistrationToken gets a plan only once the
+// manager has adopted it: until then its labels are the registrant's, not
+// the token's, and selectors and bindings would read the wrong ones.
+func TestARegisteredRemoteGetsAPlanOnlyOnceAdopted(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	newModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, nil)
+	edge := pullRemote(t, ns, "edge", map[string]string{fleeetv1.RegistrationTokenLabel: "edge"})
+	g.Consistently(func() error {
+		return cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(edge), &fleeetv1.ProxyAssemblage{})
+	}, 2*time.Second, poll).Should(Satisfy(apierrors.IsNotFound), "no plan before adoption")
+
+	patch(t, edge, `{"metadata":{"finalizers":["`+fleeetv1.RemoteIdentityFinalizer+`"]}}`)
+	g.Eventually(tagsOf(ns, "edge"), timeout, poll).Should(Equal(map[string]string{"app": "v1.0.0"}))
+}
+
 // The compiler ignores the echo of its own writes, not anyone else's; and
 // a retry requested on the Remote reaches its plan.
 func TestTheCompilerRestoresAPlanEditedByHandAndPassesOnRetries(t *testing.T) {
