@@ -5,5 +5,4 @@ package registration
 var (
 	Refusal           = refusal
 	RegistrationRules = registrationRules
-	RemoteRules       = remoteRules
 )

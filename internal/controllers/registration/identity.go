@@ -123,11 +123,11 @@ func (id identity) remove(ctx context.Context, c client.Client, live client.Read
 	return kerrors.NewAggregate(errs)
 }
 
-// remoteRules are a pull cluster's rights: read its own Remote and
+// RemoteRules are a pull cluster's rights: read its own Remote and
 // ProxyAssemblage, write their status, renew its Lease and mint tokens for
 // itself. Every rule is limited by name; list and watch by name work
 // through a metadata.name field selector.
-func remoteRules(remote string) []rbacv1.PolicyRule {
+func RemoteRules(remote string) []rbacv1.PolicyRule {
 	names := []string{remote}
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"remotes", "proxyassemblages"},

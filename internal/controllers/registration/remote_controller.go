@@ -90,7 +90,7 @@ func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	if err := r.Client.Get(ctx, req.NamespacedName, remote); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	id := identity{owner: remote, name: fleeetv1.RemoteIdentityName(remote.Name), rules: remoteRules(remote.Name)}
+	id := identity{owner: remote, name: fleeetv1.RemoteIdentityName(remote.Name), rules: RemoteRules(remote.Name)}
 	if !remote.DeletionTimestamp.IsZero() {
 		if !controllerutil.ContainsFinalizer(remote, fleeetv1.RemoteIdentityFinalizer) {
 			return ctrl.Result{}, nil

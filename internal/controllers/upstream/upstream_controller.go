@@ -149,7 +149,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonAwaitingPlan, "waiting for the cluster's ProxyAssemblage")
 		return ctrl.Result{}, nil
 	}
-	if err := r.mirror(ctx, up, l, st.pa.DeepCopy()); err != nil {
+	// While the management cluster cannot be reached, the plan is still
+	// mirrored but the status waits: reconnecting wakes this up again.
+	if err := r.mirror(ctx, up, l, st.pa.DeepCopy(), st.err == nil); err != nil {
 		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonMirrorFailed, err.Error())
 		return ctrl.Result{}, err
 	}
@@ -261,9 +263,10 @@ func (r *Reconciler) storeCredential(ctx context.Context, up *fleeetv1.Upstream,
 	return nil
 }
 
-// mirror writes the plan into the local Assemblage and the Assemblage's
-// status, once it describes that plan, back into the ProxyAssemblage.
-func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link, pa *fleeetv1.ProxyAssemblage) error {
+// mirror writes the plan into the local Assemblage and, when report is
+// set, the Assemblage's status, once it describes that plan, back into the
+// ProxyAssemblage.
+func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link, pa *fleeetv1.ProxyAssemblage, report bool) error {
 	asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: assemblageNamespace(up), Name: up.Name}}
 	changed := false
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, asm, func() error {
@@ -276,6 +279,9 @@ func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link,
 	}
 	if changed {
 		up.Status.LastSyncTime = &metav1.Time{Time: time.Now()}
+	}
+	if !report {
+		return nil
 	}
 	st, ok := mirror.Status(pa, asm)
 	if !ok || equality.Semantic.DeepEqual(st, pa.Status) {

@@ -1,0 +1,194 @@
+package upstream_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/agent"
+	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
+	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/version"
+)
+
+// linked is a cluster registered without the registration round trip: in
+// the management cluster its Remote, Lease, ProxyAssemblage and identity,
+// holding exactly the rights the manager grants a pull cluster; downstream
+// its Upstream with the identity's credential stored, and the agent
+// running.
+type linked struct {
+	mgmt, down *testenv.Cluster
+	// ns is the tenant's namespace in the management cluster; tenant is
+	// the namespace the plan is mirrored into downstream.
+	ns, tenant string
+	plan       *fleeetv1.ProxyAssemblage
+	identity   *corev1.ServiceAccount
+	up         *fleeetv1.Upstream
+}
+
+const clusterName = "edge-1"
+
+func link(t *testing.T) *linked {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	clusters := testenv.StartClusters(t, []string{"management", "downstream"})
+	l := &linked{mgmt: clusters[0], down: clusters[1]}
+	l.ns = l.mgmt.Namespace(t, "team", nil)
+	mc := l.mgmt.Client
+
+	g.Expect(mc.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: clusterName}})).To(Succeed())
+	g.Expect(mc.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: clusterName}})).To(Succeed())
+	l.plan = &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: clusterName}}
+	l.plan.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{appSync("v1.0.0")}
+	g.Expect(mc.Create(ctx, l.plan)).To(Succeed())
+	name := fleeetv1.RemoteIdentityName(clusterName)
+	l.identity = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name}}
+	g.Expect(mc.Create(ctx, l.identity)).To(Succeed())
+	g.Expect(mc.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name}, Rules: registration.RemoteRules(clusterName)})).To(Succeed())
+	g.Expect(mc.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: l.ns, Name: name}},
+	})).To(Succeed())
+	token, err := credential.Mint(ctx, mc, l.ns, name, time.Hour, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	dc := l.down.Client
+	agentNS := l.down.Namespace(t, "agent", nil)
+	l.tenant = l.down.Namespace(t, "team", nil)
+	l.up = &fleeetv1.Upstream{
+		ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "team"},
+		Spec: fleeetv1.UpstreamSpec{
+			Management:          fleeetv1.ManagementEndpoint{URL: l.mgmt.Config.Host, CABundle: l.mgmt.Config.CAData, Namespace: l.ns},
+			ClusterName:         clusterName,
+			AssemblageNamespace: l.tenant,
+			ServiceAccountName:  "team",
+		},
+	}
+	g.Expect(dc.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: l.up.Name + "-credential"}, Data: token.SecretData(),
+	})).To(Succeed())
+	g.Expect(dc.Create(ctx, l.up)).To(Succeed())
+	stop, err := testenv.StartManager(l.down, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
+		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 1, Heartbeat: time.Second})
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { stop(t.Failed()) })
+	return l
+}
+
+func appSync(tag string) fleeetv1.NamedSync {
+	return fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: tag}},
+		Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
+	}}
+}
+
+// condition returns one condition of the Upstream as it is now.
+func (l *linked) condition(g Gomega, typ string) metav1.Condition {
+	g.Expect(l.down.Client.Get(context.Background(), client.ObjectKeyFromObject(l.up), l.up)).To(Succeed())
+	c := apimeta.FindStatusCondition(l.up.Status.Conditions, typ)
+	g.Expect(c).NotTo(BeNil(), "condition %s in %+v", typ, l.up.Status)
+	return *c
+}
+
+// mirroredTag is the tag of the app sync in the local Assemblage.
+func (l *linked) mirroredTag(g Gomega) string {
+	asm := &fleeetv1.Assemblage{}
+	g.Expect(l.down.Client.Get(context.Background(), client.ObjectKey{Namespace: l.tenant, Name: l.up.Name}, asm)).To(Succeed())
+	g.Expect(asm.Spec.ServiceAccountName).To(Equal("team"), "the tenant's ServiceAccount applies the plan")
+	g.Expect(asm.Spec.Syncs).To(HaveLen(1))
+	return asm.Spec.Syncs[0].Source.Git.Tag
+}
+
+// With only the rights the manager grants a cluster, the agent mirrors its
+// plan, follows changes as they happen, renews its Lease, reports its
+// versions and the plan's state back.
+func TestALinkMirrorsThePlanAndReportsBack(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	l := link(t)
+	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.0.0"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(l.condition(g, fleeetv1.RegisteredCondition).Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(l.condition(g, fleeetv1.ConnectedCondition).Reason).To(Equal(fleeetv1.ReasonConnected))
+		g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
+	}, timeout, poll).Should(Succeed())
+
+	mc := l.mgmt.Client
+	g.Eventually(func(g Gomega) {
+		remote := &fleeetv1.Remote{}
+		g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
+		g.Expect(remote.Status.AgentVersion).To(Equal(version.Version))
+		g.Expect(remote.Status.KubernetesVersion).NotTo(BeEmpty())
+		pa := &fleeetv1.ProxyAssemblage{}
+		g.Expect(mc.Get(ctx, client.ObjectKeyFromObject(l.plan), pa)).To(Succeed())
+		g.Expect(pa.ReportedSync("app")).NotTo(BeNil(), "the cluster reports on the plan: %+v", pa.Status)
+	}, timeout, poll).Should(Succeed())
+
+	renewed := func(g Gomega) time.Time {
+		lease := &coordinationv1.Lease{}
+		g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, lease)).To(Succeed())
+		g.Expect(lease.Spec.RenewTime).NotTo(BeNil())
+		return lease.Spec.RenewTime.Time
+	}
+	var first time.Time
+	g.Eventually(func(g Gomega) { first = renewed(g) }, timeout, poll).Should(Succeed())
+	g.Eventually(renewed, timeout, poll).Should(BeTemporally(">", first), "the heartbeat goes on")
+
+	g.Expect(mc.Get(ctx, client.ObjectKeyFromObject(l.plan), l.plan)).To(Succeed())
+	l.plan.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{appSync("v1.1.0")}
+	g.Expect(mc.Update(ctx, l.plan)).To(Succeed())
+	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.1.0"))
+}
+
+// While the management cluster cannot be reached the agent says so and
+// keeps the last plan; it reconnects by itself.
+func TestAnUnreachableManagementClusterRemovesNothing(t *testing.T) {
+	g := NewWithT(t)
+	l := link(t)
+	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.0.0"))
+
+	g.Expect(l.mgmt.StopAPIServer()).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(l.condition(g, fleeetv1.ConnectedCondition).Reason).To(Equal(fleeetv1.ReasonUnreachable))
+		g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonUnreachable))
+	}, timeout, poll).Should(Succeed())
+	g.Consistently(l.mirroredTag, 3*time.Second, poll).Should(Equal("v1.0.0"), "the last plan stays")
+
+	g.Expect(l.mgmt.StartAPIServer()).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(l.condition(g, fleeetv1.ConnectedCondition).Reason).To(Equal(fleeetv1.ReasonConnected))
+		g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
+	}, 2*timeout, poll).Should(Succeed())
+}
+
+// A cluster whose identity is deleted upstream (fleetctl revoke) stops
+// talking to the management cluster, says it was revoked, and keeps what it
+// runs.
+func TestARevokedClusterStopsAndKeepsItsPlan(t *testing.T) {
+	g := NewWithT(t)
+	l := link(t)
+	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.0.0"))
+
+	g.Expect(l.mgmt.Client.Delete(t.Context(), l.identity)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		registered := l.condition(g, fleeetv1.RegisteredCondition)
+		g.Expect(registered.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRevoked))
+		g.Expect(registered.Message).To(ContainSubstring("nothing downstream was deleted"))
+	}, timeout, poll).Should(Succeed())
+	g.Consistently(l.mirroredTag, 3*time.Second, poll).Should(Equal("v1.0.0"), "the last plan stays")
+}
