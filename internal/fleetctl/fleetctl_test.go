@@ -196,7 +196,7 @@ func TestWhyExplainsOneCell(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		g.Expect(out).To(ContainSubstring("Module " + ns + "/app at v1.0.0 on Remote edge-1: blocked"))
 		g.Expect(out).To(ContainSubstring("selection:    selected: selector {} (every Remote) against labels [env=edge]"))
-		g.Expect(out).To(ContainSubstring("rollout:      rolling update: this Remote holds the current version"))
+		g.Expect(out).To(ContainSubstring("rollout:      rolling update paused by Remote lab"))
 		g.Expect(out).To(ContainSubstring("plan:         holds the current version v1.0.0"))
 		g.Expect(out).To(ContainSubstring("cluster says: waiting for crds"))
 		g.Expect(out).To(ContainSubstring("waits for:    crds — ready; workloads: 2/2 pods ready"))

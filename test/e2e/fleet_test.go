@@ -137,7 +137,8 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	}
 	out, err = fleet.Fleetctl(ctx, "why", demo.Backend, "--remote", first)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out).To(And(ContainSubstring("Module team-a/backend at v1.2.0 on Remote "+first+": ready"), ContainSubstring("plan:         holds the current version v1.2.0")))
+	g.Expect(out).To(And(ContainSubstring("Module team-a/backend at v1.2.0 on Remote "+first+": ready"), ContainSubstring("plan:         holds the current version v1.2.0"),
+		ContainSubstring("rollout:      rolling update: this Remote holds the current version")))
 
 	// The management apiserver is down for a minute: every cluster keeps
 	// what it runs and says it cannot reach upstream; then all reconnect.
