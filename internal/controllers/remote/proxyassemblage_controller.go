@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -170,6 +171,13 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		err = c.Client.Update(ctx, pa)
 	} else {
 		err = c.Client.Create(ctx, pa)
+	}
+	if !exists && apierrors.IsAlreadyExists(err) {
+		// The cache has not seen the plan this compiler wrote a moment ago
+		// (or another replica did): it will, and the compile after that
+		// compares against it. Not an error, so no error backoff.
+		log.FromContext(ctx).V(1).Info("ProxyAssemblage exists but is not cached yet; compiling again shortly")
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	if err != nil {
 		if msg, denied := policyDenial(err); denied {

@@ -223,6 +223,32 @@ func TestARegisteredRemoteGetsAPlanOnlyOnceAdopted(t *testing.T) {
 	g.Eventually(tagsOf(ns, "edge"), timeout, poll).Should(Equal(map[string]string{"app": "v1.0.0"}))
 }
 
+// missingPlans is a cache that has not seen any ProxyAssemblage yet.
+type missingPlans struct{ client.Client }
+
+func (m missingPlans) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, plan := obj.(*fleeetv1.ProxyAssemblage); plan {
+		return apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("proxyassemblages").GroupResource(), key.Name)
+	}
+	return m.Client.Get(ctx, key, obj, opts...)
+}
+
+// A plan that exists but is not cached yet is compiled again shortly, not
+// put under the controller's error backoff (which, under load, held newly
+// registered clusters back for minutes).
+func TestAPlanTheCacheHasNotSeenIsCompiledAgainShortly(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	edge := pullRemote(t, ns, "edge", nil)
+	newModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, nil)
+	g.Eventually(tagsOf(ns, "edge"), timeout, poll).Should(Equal(map[string]string{"app": "v1.0.0"}))
+
+	lagging := &remote.Compiler{Client: missingPlans{cluster.Client}}
+	result, err := lagging.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(edge)})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(result.RequeueAfter).To(Equal(time.Second))
+}
+
 // The compiler ignores the echo of its own writes, not anyone else's; and
 // a retry requested on the Remote reaches its plan.
 func TestTheCompilerRestoresAPlanEditedByHandAndPassesOnRetries(t *testing.T) {
