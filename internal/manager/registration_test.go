@@ -230,7 +230,9 @@ func TestRegistrationTokenAdmitsExactlyItsRegistrationsAndNothingElse(t *testing
 	g.Expect(cred.Get(ctx, client.ObjectKey{Namespace: ns, Name: winner}, &fleeetv1.Remote{})).To(Succeed())
 	err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: fleeetv1.RemoteIdentityName(loser)}, &corev1.ServiceAccount{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no identity for the surplus Remote, got %v", err)
-	g.Expect(apimeta.FindStatusCondition(tokenStatus(g, ns, "one").Status.Conditions, fleeetv1.ReadyCondition).Reason).To(Equal("UsedUp"))
+	g.Eventually(func(g Gomega) string {
+		return apimeta.FindStatusCondition(tokenStatus(g, ns, "one").Status.Conditions, fleeetv1.ReadyCondition).Reason
+	}, timeout, poll).Should(Equal("UsedUp"))
 
 	// Connecting (the first heartbeat) retires the first credential. The
 	// used-up token's identity stays until the token expires, so a late

@@ -5,4 +5,5 @@ package registration
 var (
 	Refusal           = refusal
 	RegistrationRules = registrationRules
+	Create            = create
 )

@@ -7,6 +7,7 @@ package registration
 import (
 	"context"
 	"fmt"
+	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -78,6 +79,24 @@ func (id identity) ensure(ctx context.Context, c client.Client, live client.Read
 	}); err != nil {
 		return fmt.Errorf("writing RoleBinding %s/%s: %w", ns, id.name, err)
 	}
+	return nil
+}
+
+// create creates obj. When the apiserver already holds it although the
+// cache said it did not, obj becomes what the apiserver holds, read through
+// live, for the caller to judge as if the cache had had it; nothing the
+// caller set on obj survives that read. A nil live leaves the AlreadyExists
+// error to the next reconcile.
+func create(ctx context.Context, c client.Client, live client.Reader, obj client.Object) error {
+	err := c.Create(ctx, obj)
+	if !apierrors.IsAlreadyExists(err) || live == nil {
+		return err
+	}
+	held := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(client.Object)
+	if err := live.Get(ctx, client.ObjectKeyFromObject(obj), held); err != nil {
+		return err
+	}
+	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(held).Elem())
 	return nil
 }
 

@@ -127,6 +127,31 @@ func TestAnIdentityTheCacheHasNotSeenIsWrittenThroughTheAPIServer(t *testing.T) 
 	g.Expect(planted.OwnerReferences).To(BeEmpty(), "nothing of the first try leaks into the second")
 }
 
+// Creating what the cache has not seen but the apiserver holds (the token's
+// Secret, a Remote's Lease and first credential) yields what the apiserver
+// holds, for the caller to judge, and none of what the caller meant to
+// create; without an API reader, the AlreadyExists error.
+func TestCreatingWhatTheCacheHasNotSeenReadsItFromTheAPIServer(t *testing.T) {
+	g := NewWithT(t)
+	r, tok := recorded()
+	held := &corev1.Secret{ObjectMeta: identityOf(r), Data: map[string][]byte{"token": []byte("someone else's")}}
+	live, _ := stored(r, tok, held)
+	mine := func() *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: identityOf(r)}
+		s.OwnerReferences = controlledBy(r)
+		return s
+	}
+
+	got := mine()
+	g.Expect(registration.Create(t.Context(), live, live, got)).To(Succeed())
+	g.Expect(got.Data).To(Equal(held.Data))
+	g.Expect(got.OwnerReferences).To(BeEmpty(), "nothing the caller set survives")
+	g.Expect(metav1.IsControlledBy(got, r)).To(BeFalse())
+
+	err := registration.Create(t.Context(), live, nil, mine())
+	g.Expect(apierrors.IsAlreadyExists(err)).To(BeTrue(), "without an API reader: %v", err)
+}
+
 // A revoked cluster's ServiceAccount is deleted even when the cache has not
 // seen it yet: its tokens must stop authenticating at once.
 func TestRevokingDeletesAServiceAccountTheCacheHasNotSeen(t *testing.T) {

@@ -235,7 +235,7 @@ func (r *Remotes) ensureLease(ctx context.Context, remote *fleeetv1.Remote, labe
 	if err := controllerutil.SetControllerReference(remote, lease, r.Client.Scheme()); err != nil {
 		return nil, err
 	}
-	if err := r.Client.Create(ctx, lease); err != nil {
+	if err := create(ctx, r.Client, r.APIReader, lease); err != nil {
 		return nil, fmt.Errorf("creating Lease: %w", err)
 	}
 	return lease, nil
@@ -266,7 +266,7 @@ func (r *Remotes) deliver(ctx context.Context, remote *fleeetv1.Remote, tok *fle
 		if err := controllerutil.SetControllerReference(remote, secret, r.Client.Scheme()); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.Client.Create(ctx, secret); err != nil {
+		if err := create(ctx, r.Client, r.APIReader, secret); err != nil {
 			return ctrl.Result{}, fmt.Errorf("creating first-credential Secret: %w", err)
 		}
 	case err != nil:

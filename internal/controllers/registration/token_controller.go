@@ -277,17 +277,18 @@ func (t *Tokens) pendingDeliveries(ctx context.Context, tok *fleeetv1.Registrati
 func (t *Tokens) ensureSecret(ctx context.Context, tok *fleeetv1.RegistrationToken, expires time.Time) error {
 	secret := t.secret(tok)
 	err := t.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret)
-	switch {
-	case apierrors.IsNotFound(err):
+	if apierrors.IsNotFound(err) {
 		secret.Labels = map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}
 		secret.Type = corev1.SecretTypeOpaque
 		if err := controllerutil.SetControllerReference(tok, secret, t.Client.Scheme()); err != nil {
 			return err
 		}
-		if err := t.Client.Create(ctx, secret); err != nil {
+		if err := create(ctx, t.Client, t.APIReader, secret); err != nil {
 			return fmt.Errorf("creating Secret %s: %w", secret.Name, err)
 		}
-	case err != nil:
+	}
+	switch {
+	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	case !metav1.IsControlledBy(secret, tok):
 		return fmt.Errorf("secret %s exists and was not created for this token", secret.Name)
