@@ -97,9 +97,14 @@ func (v Verdict) Ready() bool { return v.State == fleeetv1.SyncReady }
 func Judge(o Objects, want Revision) Verdict {
 	var status kstatus
 	var msg string
+	// awaitsArtifact: the applier failed only because its source has no
+	// artifact yet.
+	awaitsArtifact := false
 	switch a := o.Applier.(type) {
 	case *kustomizev1.Kustomization:
 		status, msg = computeKstatus(a.Generation, a.Status.ObservedGeneration, a.Status.Conditions)
+		ready := apimeta.FindStatusCondition(a.Status.Conditions, fleeetv1.ReadyCondition)
+		awaitsArtifact = status == failed && ready != nil && ready.Reason == meta.ArtifactFailedReason
 	case *helmv2.HelmRelease:
 		status, msg = computeKstatus(a.Generation, a.Status.ObservedGeneration, a.Status.Conditions)
 		if status != current {
@@ -109,10 +114,15 @@ func Judge(o Objects, want Revision) Verdict {
 		return Verdict{State: fleeetv1.SyncProgressing, Message: "not applied yet"}
 	}
 	applied := AppliedRevision(o.Applier)
-	if s, sMsg := sourceKstatus(o.Source); s == failed {
+	s, sMsg := sourceKstatus(o.Source)
+	if s == failed {
 		return Verdict{State: fleeetv1.SyncFailed, Revision: applied, Message: "source: " + sMsg}
 	}
 	switch {
+	case awaitsArtifact && s == inProgress:
+		// Kustomize-controller marks a Kustomization failed while its new
+		// source has not fetched yet; that is waiting, not failing.
+		return Verdict{State: fleeetv1.SyncProgressing, Revision: applied, Message: "waiting for the source: " + msg}
 	case status == failed:
 		return Verdict{State: fleeetv1.SyncFailed, Revision: applied, Message: msg}
 	case status == current && want.Matches(applied):

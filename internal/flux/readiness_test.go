@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -79,4 +81,24 @@ func TestARolledBackHelmReleaseSaysWhyItsUpgradeFailed(t *testing.T) {
 	v := Judge(Objects{Applier: hr}, Revision{ChartVersion: "1.0.0"})
 	g.Expect(v.State).To(Equal(fleeetv1.SyncFailed))
 	g.Expect(v.Message).To(Equal("Stalled RetriesExceeded: Ready RollbackSucceeded; the last attempt failed: Released UpgradeFailed"))
+}
+
+// A Kustomization whose source has not fetched yet says "Source artifact not
+// found" with Ready=False: that is waiting while the source is in progress,
+// and a failure once the source is Ready without giving it an artifact.
+func TestAKustomizationWaitingForItsFirstArtifactIsProgressing(t *testing.T) {
+	g := NewWithT(t)
+	ks := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
+	ks.Status.ObservedGeneration = 1
+	ks.Status.Conditions = []metav1.Condition{cond("Ready", metav1.ConditionFalse, "ArtifactFailed", 1)}
+	fetching := &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
+
+	v := Judge(Objects{Source: fetching, Applier: ks}, Revision{})
+	g.Expect(v.State).To(Equal(fleeetv1.SyncProgressing))
+	g.Expect(v.Message).To(Equal("waiting for the source: Ready ArtifactFailed"))
+
+	fetched := fetching.DeepCopy()
+	fetched.Status.ObservedGeneration = 1
+	fetched.Status.Conditions = []metav1.Condition{cond("Ready", metav1.ConditionTrue, "Succeeded", 1)}
+	g.Expect(Judge(Objects{Source: fetched, Applier: ks}, Revision{}).State).To(Equal(fleeetv1.SyncFailed))
 }
