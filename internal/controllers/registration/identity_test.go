@@ -32,6 +32,14 @@ func recorded() (*fleeetv1.Remote, *fleeetv1.RegistrationToken) {
 }
 
 // controlledBy is the owner reference a controller sets.
+// revoked is recorded's Remote being deleted, still held by its finalizer.
+func revoked() (*fleeetv1.Remote, *fleeetv1.RegistrationToken) {
+	r, tok := recorded()
+	r.Finalizers = []string{fleeetv1.RemoteIdentityFinalizer}
+	r.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	return r, tok
+}
+
 func controlledBy(r *fleeetv1.Remote) []metav1.OwnerReference {
 	return []metav1.OwnerReference{{APIVersion: fleeetv1.GroupVersion.String(), Kind: "Remote", Name: r.Name, UID: r.UID, Controller: ptr.To(true)}}
 }
@@ -59,9 +67,7 @@ func TestAnIdentityIsNeverAdoptedFromAServiceAccountSomeoneElseMade(t *testing.T
 // then lets the Remote go.
 func TestRemovingAnIdentityLeavesWhatItDoesNotControl(t *testing.T) {
 	g := NewWithT(t)
-	r, tok := recorded()
-	r.Finalizers = []string{fleeetv1.RemoteIdentityFinalizer}
-	r.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	r, tok := revoked()
 	role := &rbacv1.Role{ObjectMeta: identityOf(r)}
 	role.OwnerReferences = controlledBy(r)
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name, OwnerReferences: controlledBy(r)}}
@@ -156,9 +162,7 @@ func TestCreatingWhatTheCacheHasNotSeenReadsItFromTheAPIServer(t *testing.T) {
 // seen it yet: its tokens must stop authenticating at once.
 func TestRevokingDeletesAServiceAccountTheCacheHasNotSeen(t *testing.T) {
 	g := NewWithT(t)
-	r, tok := recorded()
-	r.Finalizers = []string{fleeetv1.RemoteIdentityFinalizer}
-	r.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	r, tok := revoked()
 	sa := &corev1.ServiceAccount{ObjectMeta: identityOf(r)}
 	sa.OwnerReferences = controlledBy(r)
 	live, recorder := stored(r, tok, sa)

@@ -277,20 +277,22 @@ func (t *Tokens) pendingDeliveries(ctx context.Context, tok *fleeetv1.Registrati
 func (t *Tokens) ensureSecret(ctx context.Context, tok *fleeetv1.RegistrationToken, expires time.Time) error {
 	secret := t.secret(tok)
 	err := t.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret)
-	if apierrors.IsNotFound(err) {
+	switch {
+	case apierrors.IsNotFound(err):
 		secret.Labels = map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}
 		secret.Type = corev1.SecretTypeOpaque
 		if err := controllerutil.SetControllerReference(tok, secret, t.Client.Scheme()); err != nil {
 			return err
 		}
+		// A Secret the cache had not seen comes back as the apiserver
+		// holds it, and is judged below like any other.
 		if err := create(ctx, t.Client, t.APIReader, secret); err != nil {
 			return fmt.Errorf("creating Secret %s: %w", secret.Name, err)
 		}
-	}
-	switch {
-	case err != nil && !apierrors.IsNotFound(err):
+	case err != nil:
 		return err
-	case !metav1.IsControlledBy(secret, tok):
+	}
+	if !metav1.IsControlledBy(secret, tok) {
 		return fmt.Errorf("secret %s exists and was not created for this token", secret.Name)
 	}
 	if current, err := credential.TokenFromSecret(secret); err == nil && !current.ExpiresAt.Before(expires.Add(-time.Minute)) {
