@@ -24,7 +24,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -240,18 +239,7 @@ func (f *Fleet) createTenant(t testenv.TB, chartsURL string) {
 func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	ctx := t.Context()
 	down := f.Downstream[name]
-	// What the tenant's syncs may do in their namespace: podinfo's objects,
-	// Helm's release Secrets, and reading what Flux's health checks read.
-	if err := down.Client.Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: tenantRole},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"services", "configmaps", "secrets", "serviceaccounts"}, Verbs: []string{"*"}},
-			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}},
-			{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"*"}},
-		},
-	}); err != nil {
+	if err := down.Client.Create(ctx, f.Podinfo.TenantRole(tenantRole)); err != nil {
 		t.Fatal(err)
 	}
 	valuesFile := filepath.Join(t.TempDir(), name+"-values.yaml")

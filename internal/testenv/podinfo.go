@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleeet-dev/fleeet/internal/ociimage"
@@ -136,6 +138,23 @@ func toolsCache() (string, error) {
 
 // ChartDir is podinfo's Helm chart, for NewChartRepo.
 func (p *Podinfo) ChartDir() string { return filepath.Join(p.Dir, "charts", "podinfo") }
+
+// TenantRole is what a tenant's ServiceAccount needs, bound in its
+// namespace, for Flux to run podinfo there as that tenant: podinfo's
+// objects, Helm's release Secrets, and the ReplicaSets and Pods that Flux's
+// health checks read.
+func (p *Podinfo) TenantRole(name string) *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"services", "configmaps", "secrets", "serviceaccounts"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"*"}},
+		},
+	}
+}
 
 // Kustomize returns podinfo's kustomize directory as files under dir, for
 // GitServer.Commit; edit (a file name relative to the directory → its

@@ -15,7 +15,6 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -95,17 +94,7 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	agentValues := testenv.IssueToken(t, mgmt, &fleeetv1.RegistrationToken{
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "edge"},
 	}, managerLog)
-	g.Expect(down.Client.Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenant-apps"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"services", "configmaps"}, Verbs: []string{"*"}},
-			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}},
-			// Flux's health check (wait) reads a Deployment's ReplicaSets and Pods as the tenant.
-			{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: []string{"*"}},
-		},
-	})).To(Succeed())
+	g.Expect(down.Client.Create(ctx, podinfo.TenantRole("tenant-apps"))).To(Succeed())
 	agentValues["clusterName"] = "edge"
 	agentValues["tenantServiceAccount"] = map[string]any{"clusterRole": "tenant-apps"}
 	testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, agentNamespace), "fleet-agent", agentNamespace, agentValues)
