@@ -28,6 +28,11 @@ const (
 	// RolloutPausedCondition is True on a Module whose rollout stopped because
 	// a Remote failed on the new version.
 	RolloutPausedCondition = "RolloutPaused"
+
+	// RolledBackCondition is True on a Module whose current revision was
+	// rolled back, automatically or by fleetctl rollout undo; it holds until
+	// the sync's spec changes.
+	RolledBackCondition = "RolledBack"
 )
 
 // Labels and annotations under fleeet.dev/ are reserved for fleeet's own

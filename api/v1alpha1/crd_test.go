@@ -103,6 +103,8 @@ func TestDefaultsAreApplied(t *testing.T) {
 	g.Expect(cluster.Client.Create(t.Context(), mod)).To(Succeed())
 	g.Expect(mod.Spec.Rollout.Strategy).To(Equal(fleeetv1.AllAtOnceStrategy))
 	g.Expect(mod.Spec.Rollout.MaxUnavailable).To(Equal(ptr.To(intstr.FromInt32(1))))
+	g.Expect(mod.Spec.Rollout.OnFailure).To(Equal(fleeetv1.PauseOnFailure))
+	g.Expect(mod.Spec.Rollout.HistoryLimit).To(Equal(int32(5)))
 	g.Expect(mod.Spec.Sync.Package.Kustomize.Path).To(Equal("./"))
 	g.Expect(mod.Spec.Sync.Package.Kustomize.Prune).To(Equal(ptr.To(true)))
 	g.Expect(mod.Spec.Sync.Package.Kustomize.Wait).To(Equal(ptr.To(true)), "a sync waits for its workloads unless told not to")
@@ -213,6 +215,47 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 		name: "unknown rollout strategy",
 		obj:  module(func(m *fleeetv1.Module) { m.Spec.Rollout.Strategy = "Canary" }),
 		want: []string{"spec.rollout.strategy", `Unsupported value: "Canary"`},
+	}, {
+		name: "stages under AllAtOnce",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Rollout.Stages = []fleeetv1.RolloutStage{{Name: "canary"}}
+		}),
+		want: []string{"spec.rollout", "need strategy RollingUpdate"},
+	}, {
+		name: "a stage's maxUnavailable of 0",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
+			m.Spec.Rollout.Stages = []fleeetv1.RolloutStage{{Name: "canary", MaxUnavailable: ptr.To(intstr.FromInt32(0))}}
+		}),
+		want: []string{"spec.rollout.stages[0].maxUnavailable", "at least 1"},
+	}, {
+		name: "a stage's maxUnavailable as a fraction",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
+			m.Spec.Rollout.Stages = []fleeetv1.RolloutStage{{Name: "canary", MaxUnavailable: ptr.To(intstr.FromString("0.5"))}}
+		}),
+		want: []string{"spec.rollout.stages[0].maxUnavailable"},
+	}, {
+		name: "two stages of one name",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
+			m.Spec.Rollout.Stages = []fleeetv1.RolloutStage{{Name: "canary"}, {Name: "canary"}}
+		}),
+		want: []string{"spec.rollout.stages[1]", "Duplicate value"},
+	}, {
+		name: "an unknown failure policy",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
+			m.Spec.Rollout.OnFailure = "Retry"
+		}),
+		want: []string{"spec.rollout.onFailure", `Unsupported value: "Retry"`},
+	}, {
+		name: "maxFailures over 100%",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
+			m.Spec.Rollout.MaxFailures = ptr.To(intstr.FromString("101%"))
+		}),
+		want: []string{"spec.rollout.maxFailures", "percentage from 0% to 100%"},
 	}, {
 		name: "negative maxUnavailable",
 		obj:  module(func(m *fleeetv1.Module) { m.Spec.Rollout.MaxUnavailable = ptr.To(intstr.FromInt32(-1)) }),

@@ -100,9 +100,13 @@ const (
 )
 
 // Rollout says how a new version of a Module's sync reaches its Remotes.
-// Under RollingUpdate a Remote whose sync fails on the new version pauses
-// the rollout (condition RolloutPaused) until that Remote is repaired, Ready
-// at the new version for minReadySeconds, or the spec changes.
+// Under RollingUpdate the Remotes move stage by stage, at most
+// maxUnavailable at a time; a Remote whose sync fails on the new version, or
+// is not available within progressDeadlineSeconds, counts as failed, and
+// once more than maxFailures have failed the rollout pauses (condition
+// RolloutPaused) or rolls back (condition RolledBack), as onFailure says.
+//
+// +kubebuilder:validation:XValidation:rule="self.strategy == 'RollingUpdate' || (!has(self.stages) && !has(self.paused) && !has(self.maxFailures) && !has(self.progressDeadlineSeconds))",message="stages, paused, maxFailures and progressDeadlineSeconds need strategy RollingUpdate"
 type Rollout struct {
 	// Strategy is AllAtOnce or RollingUpdate.
 	// +optional
@@ -111,20 +115,138 @@ type Rollout struct {
 
 	// MaxUnavailable is how many Remotes (an integer of at least 1, or a
 	// percentage of the selected Remotes) may be moving to a new version at
-	// once under RollingUpdate.
+	// once under RollingUpdate; a stage without its own maxUnavailable uses
+	// it too, as a percentage of the stage's Remotes.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="must be an integer of at least 1 or a percentage from 1% to 100%"
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
-	// MinReadySeconds is how long a Remote's sync must stay Ready at the new
-	// version before the Remote counts as updated.
+	// MinReadySeconds is how long a Remote's sync must stay Ready, its pods
+	// all ready, at the new version before the Remote counts as updated.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// Stages split the rollout into ordered steps, each over the Remotes its
+	// selector picks from those the Module selects (a Remote in several
+	// stages belongs to the first; a Remote in none to a last, implicit
+	// stage). A stage starts only once the one before it is complete: every
+	// online Remote of it updated, its bake time over and its approval given.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Stages []RolloutStage `json:"stages,omitempty"`
+
+	// ProgressDeadlineSeconds is how long a Remote may take, from reporting
+	// the new version, to being available on it; past it the Remote counts as
+	// failed. 0 waits for ever.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// OnFailure is what happens once more than maxFailures Remotes failed:
+	// Pause holds the rollout until the failing Remote is repaired or the
+	// spec changes; Rollback puts every Remote on the failed version back on
+	// the last version that was Ready across the fleet (status.history) and
+	// holds there until the sync's spec changes.
+	// +optional
+	// +kubebuilder:default=Pause
+	OnFailure FailurePolicy `json:"onFailure,omitempty"`
+
+	// MaxFailures is how many Remotes (an integer, or a percentage of the
+	// selected Remotes) may fail before onFailure applies; a failed Remote
+	// within it counts as done.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^(100|[1-9]?[0-9])%$')",message="must be an integer of at least 0 or a percentage from 0% to 100%"
+	MaxFailures *intstr.IntOrString `json:"maxFailures,omitempty"`
+
+	// Paused stops Remotes from starting to move; those already moving
+	// finish. It keeps the rollout's place: stages, approvals and admitted
+	// Remotes stay as they are.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// HistoryLimit is how many versions status.history keeps.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	HistoryLimit int32 `json:"historyLimit,omitempty"`
 }
+
+// RolloutStage is one step of a staged rollout.
+type RolloutStage struct {
+	// Name identifies the stage in status, events and fleetctl rollout
+	// approve.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Selector picks the stage's Remotes by label among those the Module
+	// selects; {} picks all that no earlier stage picked.
+	// +required
+	Selector metav1.LabelSelector `json:"selector"`
+
+	// MaxUnavailable is how many of the stage's Remotes (an integer of at
+	// least 1, or a percentage of them) may move at once; the rollout's
+	// maxUnavailable when unset.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Pattern=`^(100|[1-9][0-9]?)%$`
+	// +kubebuilder:validation:XValidation:rule="type(self) != int || self >= 1",message="must be an integer of at least 1 or a percentage from 1% to 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// PauseAfter is how long the stage bakes once every online Remote of it
+	// is updated, before the next stage starts.
+	// +optional
+	PauseAfter *metav1.Duration `json:"pauseAfter,omitempty"`
+
+	// Approval Manual holds the next stage until someone runs fleetctl
+	// rollout approve (or sets the annotation fleeet.dev/approve to
+	// "<revision>/<stage>").
+	// +optional
+	// +kubebuilder:default=Automatic
+	Approval ApprovalPolicy `json:"approval,omitempty"`
+}
+
+// ApprovalPolicy says whether a stage's end waits for a person.
+// +kubebuilder:validation:Enum=Automatic;Manual
+type ApprovalPolicy string
+
+const (
+	// AutomaticApproval ends a stage once it is updated and baked.
+	AutomaticApproval ApprovalPolicy = "Automatic"
+	// ManualApproval also waits for fleetctl rollout approve.
+	ManualApproval ApprovalPolicy = "Manual"
+)
+
+// FailurePolicy says what a rollout does once too many Remotes failed.
+// +kubebuilder:validation:Enum=Pause;Rollback
+type FailurePolicy string
+
+const (
+	// PauseOnFailure holds the rollout where it is.
+	PauseOnFailure FailurePolicy = "Pause"
+	// RollbackOnFailure puts the Remotes that moved back on the last good
+	// version.
+	RollbackOnFailure FailurePolicy = "Rollback"
+)
+
+// Annotations on a Module that fleetctl rollout writes; each names the
+// revision it is meant for, so it never applies to a later version.
+const (
+	// ApproveAnnotation is "<revision>/<stage>": the stage's manual approval.
+	ApproveAnnotation = "fleeet.dev/approve"
+	// UndoAnnotation is "<revision>": roll that revision back now.
+	UndoAnnotation = "fleeet.dev/undo"
+)
 
 // ModuleStatus is the observed state of a Module, aggregated from the
 // ProxyAssemblages of its Remotes.
@@ -134,7 +256,7 @@ type ModuleStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration"`
 
-	// Conditions: Ready, Reconciling, Stalled, RolloutPaused.
+	// Conditions: Ready, Reconciling, Stalled, RolloutPaused, RolledBack.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -148,27 +270,98 @@ type ModuleStatus struct {
 	// +optional
 	Summary ModuleSummary `json:"summary,omitempty"`
 
-	// Rollout is the state of the rollout of the current generation.
+	// Rollout is the state of the rollout of the current revision.
 	// +optional
 	Rollout *RolloutStatus `json:"rollout,omitempty"`
+
+	// History lists the last versions that were Ready across the fleet or
+	// were rolled back, newest first; a rollback returns to the newest
+	// Succeeded one.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	History []RolloutRecord `json:"history,omitempty"`
 }
 
-// RolloutStatus records which Remotes may move to the Module's current
-// generation. Only the Remotes in flight are listed, so the status stays
-// small however many Remotes the Module selects.
+// RolloutStatus records where the rollout of the Module's current revision
+// stands. Only the Remotes in flight are listed, so the status stays small
+// however many Remotes the Module selects.
 type RolloutStatus struct {
-	// Generation of the Module being rolled out.
-	Generation int64 `json:"generation"`
+	// Revision being rolled out: a hash of the sync and its control-plane
+	// bindings, so a change to the rollout's own settings keeps its place.
+	Revision string `json:"revision"`
 
-	// Admitted lists the Remotes allowed to move to this generation that do
+	// Admitted lists the Remotes allowed to move to this revision that do
 	// not hold it yet.
 	// +optional
 	// +listType=set
 	Admitted []string `json:"admitted,omitempty"`
 
+	// Stage is the stage in progress, or holding the next one.
+	// +optional
+	Stage string `json:"stage,omitempty"`
+
+	// Approved lists the stages approved for this revision.
+	// +optional
+	// +listType=set
+	Approved []string `json:"approved,omitempty"`
+
+	// Holding says what keeps further Remotes from moving: a stage baking or
+	// awaiting approval, a pause.
+	// +optional
+	Holding string `json:"holding,omitempty"`
+
 	// PausedBy names the Remote whose failure paused the rollout.
 	// +optional
 	PausedBy string `json:"pausedBy,omitempty"`
+
+	// RolledBack is set once the revision was rolled back.
+	// +optional
+	RolledBack *Rollback `json:"rolledBack,omitempty"`
+}
+
+// Rollback records a rollback of the current revision.
+type Rollback struct {
+	// To is the revision the Remotes went back to.
+	To string `json:"to"`
+	// Version is that revision's git tag, commit or chart version.
+	Version string `json:"version"`
+	// Remote is the failing Remote that started it; empty for fleetctl
+	// rollout undo.
+	// +optional
+	Remote string `json:"remote,omitempty"`
+	// Message is why: the Remote's own message, or the undo.
+	Message string `json:"message"`
+	// Time it started.
+	Time metav1.Time `json:"time"`
+}
+
+// RolloutOutcome is how a revision's rollout ended.
+// +kubebuilder:validation:Enum=Succeeded;RolledBack
+type RolloutOutcome string
+
+const (
+	// RolloutSucceeded: every online selected Remote ran it Ready.
+	RolloutSucceeded RolloutOutcome = "Succeeded"
+	// RolloutRolledBack: it was rolled back.
+	RolloutRolledBack RolloutOutcome = "RolledBack"
+)
+
+// RolloutRecord is one version in a Module's history, with what a rollback
+// needs to compile it again.
+type RolloutRecord struct {
+	// Revision is the hash of the sync and its control-plane bindings.
+	Revision string `json:"revision"`
+	// Version is its git tag, commit or chart version.
+	Version string `json:"version"`
+	// Outcome is Succeeded or RolledBack.
+	Outcome RolloutOutcome `json:"outcome"`
+	// Time of the outcome.
+	Time metav1.Time `json:"time"`
+	// Sync is the sync as it was.
+	Sync SyncSpec `json:"sync"`
+	// ControlPlaneBindings are the bindings as they were.
+	// +optional
+	ControlPlaneBindings []ControlPlaneBinding `json:"controlPlaneBindings,omitempty"`
 }
 
 // ModuleSummary counts a Module's selected Remotes.

@@ -76,6 +76,10 @@ func init() {
 type Compiled struct {
 	// Generation of the Module the sync was last compiled from.
 	Generation int64 `json:"generation"`
+	// Revision the plan was compiled towards: the Module's, or the one its
+	// rollback returns to.
+	// +optional
+	Revision string `json:"revision,omitempty"`
 	// Pending: the plan holds something other than what that generation
 	// compiles to, because the rollout has not admitted the Remote yet, the
 	// Module is suspended, or its bindings could not be resolved.

@@ -22,6 +22,17 @@ const (
 	// ReasonPolicyDenied: admission policy refused a Remote's plan holding
 	// the Module's new sync.
 	ReasonPolicyDenied = "PolicyDenied"
+	// ReasonRolledBack: the Module's revision was rolled back.
+	ReasonRolledBack = "RolledBack"
+	// ReasonNothingToRollBackTo: a rollback was due, but no earlier version
+	// was Ready across the fleet; the rollout pauses instead.
+	ReasonNothingToRollBackTo = "NothingToRollBackTo"
+	// ReasonRemoteAdmitted: a Remote may move to the new version.
+	ReasonRemoteAdmitted = "RemoteAdmitted"
+	// ReasonStageStarted: a rollout stage started.
+	ReasonStageStarted = "StageStarted"
+	// ReasonStageApproved: a stage's manual approval was given.
+	ReasonStageApproved = "StageApproved"
 )
 
 // Reasons of a Remote's Connected and Ready conditions.

@@ -7,6 +7,8 @@ package compile
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -162,18 +164,63 @@ func Same(a, b *fleeetv1.NamedSync) bool {
 	return a != nil && b != nil && equality.Semantic.DeepEqual(a, b)
 }
 
-// Choose picks the sync a Remote holds for a Module: the newly compiled one
-// when the Remote has none yet, already holds it, or the rollout admits the
-// Remote; otherwise it keeps what it holds, so a Remote never moves to a
-// version before its turn and never moves backward.
-func Choose(m *fleeetv1.Module, remote string, current, desired *fleeetv1.NamedSync) *fleeetv1.NamedSync {
+// Choose picks the sync a Remote holds for a Module whose revision compiles
+// to desired: the new one when the Remote has none yet, already holds it, or
+// the rollout admits the Remote; otherwise it keeps what it holds, so a
+// Remote never moves to a version before its turn and never moves backward.
+func Choose(m *fleeetv1.Module, remote, revision string, current, desired *fleeetv1.NamedSync) *fleeetv1.NamedSync {
 	if current == nil || m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy || Same(current, desired) {
 		return desired
 	}
-	if ro := m.Status.Rollout; ro != nil && ro.Generation == m.Generation && slices.Contains(ro.Admitted, remote) {
+	if ro := m.Status.Rollout; ro != nil && ro.Revision == revision && slices.Contains(ro.Admitted, remote) {
 		return desired
 	}
 	return current
+}
+
+// ChooseBack picks the sync a Remote holds while its Module is rolled back:
+// a Remote holding the failed version (failed) or nothing goes to the
+// version rolled back to (back); one holding anything else keeps it, so a
+// rollback never moves a Remote forward.
+func ChooseBack(current, failed, back *fleeetv1.NamedSync) *fleeetv1.NamedSync {
+	if current == nil || Same(current, failed) {
+		return back
+	}
+	return current
+}
+
+// Revision identifies what a Module rolls out, apart from how: a hash of its
+// sync and its control-plane bindings.
+func Revision(sync *fleeetv1.SyncSpec, cpBindings []fleeetv1.ControlPlaneBinding) string {
+	raw, err := json.Marshal(struct {
+		Sync     *fleeetv1.SyncSpec             `json:"sync"`
+		Bindings []fleeetv1.ControlPlaneBinding `json:"bindings,omitempty"`
+	}{sync, cpBindings})
+	if err != nil { // the API types always encode
+		panic(err)
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:5])
+}
+
+// ModuleRevision is the revision of a Module's spec.
+func ModuleRevision(m *fleeetv1.Module) string {
+	return Revision(&m.Spec.Sync, m.Spec.ControlPlaneBindings)
+}
+
+// RolledBackTo returns the record of the version a Module's current
+// revision was rolled back to, or nil when it was not.
+func RolledBackTo(m *fleeetv1.Module, revision string) *fleeetv1.RolloutRecord {
+	ro := m.Status.Rollout
+	if ro == nil || ro.Revision != revision || ro.RolledBack == nil {
+		return nil
+	}
+	for i := range m.Status.History {
+		if h := &m.Status.History[i]; h.Revision == ro.RolledBack.To {
+			return h
+		}
+	}
+	return nil
 }
 
 // Version renders the exact version a sync pins: its git tag or commit, or

@@ -256,14 +256,58 @@ func TestChooseNeverMovesARemoteBeforeItsTurn(t *testing.T) {
 		"AllAtOnce moves every Remote":                  {module("app", "v2.0.0", nil), held, desired},
 		"a Remote already holding it keeps it":          {rolling(nil), named("app", "v2.0.0"), desired},
 		"no rollout admitted anyone yet":                {rolling(nil), held, held},
-		"the rollout admits this Remote":                {rolling(&fleeetv1.RolloutStatus{Generation: 2, Admitted: []string{"edge-2", "edge-1"}}), held, desired},
-		"the rollout admits other Remotes":              {rolling(&fleeetv1.RolloutStatus{Generation: 2, Admitted: []string{"edge-2"}}), held, held},
-		"an admission for an earlier generation":        {rolling(&fleeetv1.RolloutStatus{Generation: 1, Admitted: []string{"edge-1"}}), held, held},
+		"the rollout admits this Remote":                {rolling(&fleeetv1.RolloutStatus{Revision: "r2", Admitted: []string{"edge-2", "edge-1"}}), held, desired},
+		"the rollout admits other Remotes":              {rolling(&fleeetv1.RolloutStatus{Revision: "r2", Admitted: []string{"edge-2"}}), held, held},
+		"an admission for an earlier revision":          {rolling(&fleeetv1.RolloutStatus{Revision: "r1", Admitted: []string{"edge-1"}}), held, held},
 	} {
 		t.Run(name, func(t *testing.T) {
-			NewWithT(t).Expect(compile.Choose(tc.module, "edge-1", tc.current, desired)).To(BeIdenticalTo(tc.want))
+			NewWithT(t).Expect(compile.Choose(tc.module, "edge-1", "r2", tc.current, desired)).To(BeIdenticalTo(tc.want))
 		})
 	}
+}
+
+func TestChooseBackNeverMovesARemoteForward(t *testing.T) {
+	older, good, failed := named("app", "v0.9.0"), named("app", "v1.0.0"), named("app", "v2.0.0")
+	for name, tc := range map[string]struct {
+		current, want *fleeetv1.NamedSync
+	}{
+		"a Remote on the failed version goes back":       {named("app", "v2.0.0"), good},
+		"a Remote holding nothing gets the good version": {nil, good},
+		"a Remote on the good version keeps it":          {named("app", "v1.0.0"), named("app", "v1.0.0")},
+		"a Remote on an older version keeps it":          {older, older},
+	} {
+		t.Run(name, func(t *testing.T) {
+			NewWithT(t).Expect(compile.ChooseBack(tc.current, failed, good)).To(Equal(tc.want))
+		})
+	}
+}
+
+func TestRevisionNamesTheSyncAndItsBindingsOnly(t *testing.T) {
+	g := NewWithT(t)
+	m := module("app", "v1.0.0", nil)
+	r := compile.ModuleRevision(m)
+	g.Expect(r).To(HaveLen(10))
+	m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
+	m.Spec.Rollout.Paused = true
+	m.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}
+	g.Expect(compile.ModuleRevision(m)).To(Equal(r), "how and where it rolls out is not what it rolls out")
+	m.Spec.ControlPlaneBindings = []fleeetv1.ControlPlaneBinding{{Name: "X", Value: ptr.To("1")}}
+	g.Expect(compile.ModuleRevision(m)).NotTo(Equal(r))
+	m.Spec.ControlPlaneBindings = nil
+	m.Spec.Sync.Source.Git.Tag = "v1.0.1"
+	g.Expect(compile.ModuleRevision(m)).NotTo(Equal(r))
+}
+
+func TestRolledBackToFindsTheRecordOfTheCurrentRevision(t *testing.T) {
+	g := NewWithT(t)
+	m := module("app", "v2.0.0", nil)
+	rev := compile.ModuleRevision(m)
+	good := fleeetv1.RolloutRecord{Revision: "good", Version: "v1.0.0", Outcome: fleeetv1.RolloutSucceeded}
+	m.Status.History = []fleeetv1.RolloutRecord{good}
+	g.Expect(compile.RolledBackTo(m, rev)).To(BeNil(), "no rollback recorded")
+	m.Status.Rollout = &fleeetv1.RolloutStatus{Revision: rev, RolledBack: &fleeetv1.Rollback{To: "good"}}
+	g.Expect(compile.RolledBackTo(m, rev)).To(Equal(&good))
+	g.Expect(compile.RolledBackTo(m, "newer")).To(BeNil(), "a rollback holds only for its own revision")
 }
 
 func TestSameAndFindCompareWholeSyncsByName(t *testing.T) {

@@ -346,3 +346,40 @@ func TestRetryPutsANewTokenIntoThePlan(t *testing.T) {
 	_, err := run(t, ns, "retry", "nowhere")
 	g.Expect(err).To(MatchError(ContainSubstring(`remotes.fleeet.dev "nowhere" not found`)))
 }
+
+func TestRolloutCommandsShowAndSteerARollout(t *testing.T) {
+	g := NewWithT(t)
+	ns := fleet(t)
+	g.Eventually(func(g Gomega) {
+		out, err := run(t, ns, "rollout", "status", "app")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("module/app: v1.0.0 (revision "))
+		g.Expect(out).To(ContainSubstring("state:   False RemoteFailed: Remote lab failed on v1.0.0: kustomize build failed"))
+		g.Expect(out).To(MatchRegexp(`\(rest\) \*\s+3\s+2\s+0\s+1\s+\n`), "one implicit stage: 3 Remotes, 2 updated, none ready, 1 offline")
+	}, timeout, poll).Should(Succeed())
+
+	out, err := run(t, ns, "rollout", "history", "app")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(strings.TrimSpace(out)).To(Equal("REVISION  VERSION  OUTCOME  TIME"), "nothing was Ready across the fleet yet")
+
+	_, err = run(t, ns, "rollout", "undo", "app")
+	g.Expect(err).To(MatchError("module app: no earlier version was Ready across the fleet; nothing to roll back to"))
+	_, err = run(t, ns, "rollout", "approve", "app", "canary")
+	g.Expect(err).To(MatchError(`module app has no stage "canary"`))
+	_, err = run(t, ns, "rollout", "pause", "crds")
+	g.Expect(err).To(MatchError("module crds rolls out AllAtOnce: only a RollingUpdate can be paused"))
+
+	paused := func(g Gomega) bool {
+		m := &fleeetv1.Module{}
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "app"}, m)).To(Succeed())
+		return m.Spec.Rollout.Paused
+	}
+	out, err = run(t, ns, "rollout", "pause", "app")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(Equal("module/app paused\n"))
+	g.Expect(paused(g)).To(BeTrue())
+	out, err = run(t, ns, "rollout", "resume", "app")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(Equal("module/app resumed\n"))
+	g.Expect(paused(g)).To(BeFalse())
+}

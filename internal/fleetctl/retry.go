@@ -1,13 +1,10 @@
 package fleetctl
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 )
@@ -28,18 +25,14 @@ mended outside the sync (a Secret created, capacity added) and a HelmRelease has
 retries at the version it still holds.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := s.client()
+			_, ns, err := s.client()
 			if err != nil {
 				return err
 			}
 			token := time.Now().UTC().Format(time.RFC3339Nano)
-			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{fleeetv1.RetryAnnotation: token}}})
-			if err != nil {
-				return err
-			}
 			remote := &fleeetv1.Remote{}
 			remote.Namespace, remote.Name = ns, args[0]
-			if err := c.Patch(cmd.Context(), remote, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			if err := s.patch(cmd, remote, annotation(fleeetv1.RetryAnnotation, token)); err != nil {
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "remote/%s: retry requested at %s\n", args[0], token)

@@ -28,7 +28,7 @@ func NewCommand() *cobra.Command {
 	kube := genericclioptions.NewConfigFlags(true)
 	root := &cobra.Command{
 		Use:           "fleetctl",
-		Short:         "Manage a fleeet fleet: tokens, status, why a sync is where it is, revocation",
+		Short:         "Manage a fleeet fleet: tokens, status, why a sync is where it is, rollouts, revocation",
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
@@ -45,6 +45,7 @@ func NewCommand() *cobra.Command {
 			},
 		},
 		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRetryCommand(s), newRevokeCommand(s),
+		newRolloutCommand(s),
 	)
 	return root
 }

@@ -11,6 +11,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -106,7 +107,7 @@ func newWhyCommand(s *session) *cobra.Command {
 func (f *Fleet) why(m *fleeetv1.Module, r *fleeetv1.Remote) WhyView {
 	v := WhyView{Module: m.Name, Remote: r.Name, Version: compile.Version(&m.Spec.Sync), Cell: f.Cell(m, r)}
 	v.Selection = selection(m, r, v.Cell.Selected)
-	v.Rollout = rollout(m, r.Name, v.Cell.Current)
+	v.Rollout = rollout(m, r, v.Cell.Current)
 	v.Connection = "Connected: unknown"
 	if c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition); c != nil {
 		v.Connection = fmt.Sprintf("Connected %s (%s: %s)", c.Status, c.Reason, c.Message)
@@ -150,14 +151,17 @@ func selection(m *fleeetv1.Module, r *fleeetv1.Remote, selected bool) string {
 }
 
 // rollout says where a rolling update stands for one Remote, which holds the
-// Module's current version or not.
-func rollout(m *fleeetv1.Module, remote string, holdsCurrent bool) string {
+// Module's current version or not: its stage, and what holds it.
+func rollout(m *fleeetv1.Module, r *fleeetv1.Remote, holdsCurrent bool) string {
 	if m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
 		return "all at once: every selected Remote gets the current version"
 	}
 	ro := m.Status.Rollout
-	if ro == nil || ro.Generation != m.Generation {
-		return "rolling update: the manager has not planned this generation yet"
+	if ro == nil || ro.Revision != compile.ModuleRevision(m) {
+		return "rolling update: the manager has not planned this version yet"
+	}
+	if rb := ro.RolledBack; rb != nil {
+		return fmt.Sprintf("rolled back to %s (%s) until the Module's sync changes", rb.Version, rb.Message)
 	}
 	if ro.PausedBy != "" {
 		return fmt.Sprintf("rolling update paused by Remote %s (its sync failed on the new version) until it is repaired or the spec changes", ro.PausedBy)
@@ -165,14 +169,39 @@ func rollout(m *fleeetv1.Module, remote string, holdsCurrent bool) string {
 	if holdsCurrent {
 		return "rolling update: this Remote holds the current version"
 	}
-	if i := slices.Index(ro.Admitted, remote); i >= 0 {
-		return fmt.Sprintf("rolling update: admitted (%d of %d admitted so far)", i+1, len(ro.Admitted))
+	name, staged := stageOf(m, r)
+	stage := ""
+	switch {
+	case staged && name == "":
+		stage = " (the last stage)"
+	case staged:
+		stage = " (stage " + name + ")"
+	}
+	if i := slices.Index(ro.Admitted, r.Name); i >= 0 {
+		return fmt.Sprintf("rolling update: admitted%s (%d of %d admitted so far)", stage, i+1, len(ro.Admitted))
+	}
+	if ro.Holding != "" {
+		return fmt.Sprintf("rolling update: waiting%s; %s", stage, ro.Holding)
+	}
+	if staged && ro.Stage != "" && ro.Stage != name {
+		return fmt.Sprintf("rolling update: waiting%s until stage %s, in progress, is done", stage, ro.Stage)
 	}
 	limit := "100%"
 	if mu := m.Spec.Rollout.MaxUnavailable; mu != nil {
 		limit = mu.String()
 	}
-	return fmt.Sprintf("rolling update: waiting for its turn (%d Remotes admitted, maxUnavailable %s)", len(ro.Admitted), limit)
+	return fmt.Sprintf("rolling update: waiting for its turn%s (%d Remotes admitted, maxUnavailable %s)", stage, len(ro.Admitted), limit)
+}
+
+// stageOf names the rollout stage a Remote belongs to: "" for the implicit
+// last one; staged is false for a rollout without stages.
+func stageOf(m *fleeetv1.Module, r *fleeetv1.Remote) (name string, staged bool) {
+	for _, st := range m.Spec.Rollout.Stages {
+		if sel, err := metav1.LabelSelectorAsSelector(&st.Selector); err == nil && sel.Matches(labels.Set(r.Labels)) {
+			return st.Name, true
+		}
+	}
+	return "", len(m.Spec.Rollout.Stages) > 0
 }
 
 func planLine(c Cell) string {

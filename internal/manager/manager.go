@@ -79,7 +79,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&module.Reconciler{Client: mgr.GetClient(), Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+	if err := (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	tokens := &registration.Tokens{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}

@@ -1,7 +1,9 @@
 # Labels and annotations under fleeet.dev/ are set only by the fleet
 # manager: tenants and registrants may neither add, change nor remove them.
-# Two exceptions: a Remote's retry request, which users write (fleetctl
-# retry) to have the cluster try its syncs again; and the label naming the
+# Three exceptions: a Remote's retry request, which users write (fleetctl
+# retry) to have the cluster try its syncs again; a Module's rollout
+# approval and undo, which users write (fleetctl rollout approve|undo), each
+# naming the revision it is for; and the label naming the
 # RegistrationToken a Remote was created through, which a registration
 # identity sets on the Remote it creates (package registration checks it
 # names the identity's own token) and no one changes afterwards.
@@ -21,6 +23,18 @@ user_settable(field, k) if {
 	lib.kind == "Remote"
 	field == "annotations"
 	k == retry_annotation
+}
+
+# A Module's approval and undo name a revision and a stage (a DNS label).
+rollout_annotations := {"fleeet.dev/approve", "fleeet.dev/undo"}
+
+rollout_max := 128
+
+user_settable(field, k) if {
+	not lib.registrant
+	lib.kind == "Module"
+	field == "annotations"
+	k in rollout_annotations
 }
 
 user_settable(field, k) if {
@@ -52,4 +66,12 @@ deny contains msg if {
 	token := input.object.metadata.annotations[retry_annotation]
 	count(token) > retry_max
 	msg := sprintf("metadata.annotations[%s]: at most %d characters, not %d (fleetctl retry writes the time)", [retry_annotation, retry_max, count(token)])
+}
+
+deny contains msg if {
+	lib.kind == "Module"
+	some k in rollout_annotations
+	v := input.object.metadata.annotations[k]
+	count(v) > rollout_max
+	msg := sprintf("metadata.annotations[%s]: at most %d characters, not %d (fleetctl rollout writes a revision and a stage)", [k, rollout_max, count(v)])
 }

@@ -71,3 +71,18 @@ test_no_one_changes_the_registration_token_label_later if {
 test_a_registrant_sets_no_other_reserved_label if {
 	count(reserved.deny) == 1 with input as create_remote(registrant, {"fleeet.dev/remote": "x"})
 }
+
+module(user, old, new) := object.union(req(user, old, new), {"request": {"kind": {"kind": "Module"}}})
+
+test_tenant_may_approve_and_undo_a_module_rollout if {
+	count(reserved.deny) == 0 with input as module("alice", {}, {"annotations": {"fleeet.dev/approve": "0a1b2c3d4e/canary", "fleeet.dev/undo": "0a1b2c3d4e"}})
+}
+
+test_rollout_annotations_on_other_kinds_are_reserved if {
+	count(reserved.deny) == 1 with input as remote("alice", {}, {"annotations": {"fleeet.dev/undo": "0a1b2c3d4e"}})
+}
+
+test_overlong_rollout_annotation_denied if {
+	v := concat("", ["a" | some _ in numbers.range(1, 129)])
+	reserved.deny == {"metadata.annotations[fleeet.dev/undo]: at most 128 characters, not 129 (fleetctl rollout writes a revision and a stage)"} with input as module("alice", {}, {"annotations": {"fleeet.dev/undo": v}})
+}

@@ -81,7 +81,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: demo.Backend}, m)).To(Succeed())
 		paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
 		g.Expect(paused).NotTo(BeNil())
-		g.Expect(paused.Message).To(And(HavePrefix("Remote "+first+" failed on generation"), ContainSubstring("ReadinessProbeFailing")))
+		g.Expect(paused.Message).To(And(HavePrefix("Remote "+first+" failed on v1.1.0: "), ContainSubstring("ReadinessProbeFailing")))
 	}, time.Minute, time.Second).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		for _, name := range demo.Names {

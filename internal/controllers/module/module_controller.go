@@ -11,10 +11,13 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +37,9 @@ type Reconciler struct {
 	Concurrent int
 	// Client reads from the cache and writes Module status.
 	Client client.Client
+	// Recorder records each stage's start, each Remote's admission and each
+	// rollback on the Module.
+	Recorder events.EventRecorder
 }
 
 // SetupWithManager registers the controller. What clusters report
@@ -55,7 +61,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}}
 	modules := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, "")
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&fleeetv1.Module{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&fleeetv1.Module{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&fleeetv1.ProxyAssemblage{}, modules, builder.WithPredicates(statusChanged)).
 		Watches(&fleeetv1.Remote{}, modules, builder.WithPredicates(selectionChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
@@ -75,8 +81,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}()
 	m.Status.Version = compile.Version(&m.Spec.Sync)
+	revision := compile.ModuleRevision(m)
+	want := revision
+	if record := compile.RolledBackTo(m, revision); record != nil {
+		want = record.Revision
+	}
 
-	targets, bindingErrs, err := r.reconcileSelection(ctx, m)
+	targets, bindingErrs, err := r.reconcileSelection(ctx, m, want)
 	if err != nil {
 		var invalid *invalidSelectorError
 		if errors.As(err, &invalid) {
@@ -86,8 +97,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, err
 	}
-	p := r.reconcileRollout(m, targets, time.Now())
+	p := r.reconcileRollout(m, revision, targets, time.Now())
 	r.reconcileStatus(m, p, bindingErrs)
+	r.recordHistory(m, revision, p, time.Now())
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
 }
 
@@ -96,10 +108,19 @@ type invalidSelectorError struct{ err error }
 func (e *invalidSelectorError) Error() string { return e.err.Error() }
 
 // reconcileSelection lists the Remotes the Module selects and, for each,
-// whether its ProxyAssemblage holds the current version, from the
-// compiler's stamp, and what the cluster reports for it. The binding
-// failures the compiler met are returned per Remote.
-func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module) ([]target, []string, error) {
+// its rollout stage, whether its ProxyAssemblage holds the revision want
+// (the current one, or the one a rollback returns to), from the compiler's
+// stamp, and what the cluster reports for it. The binding failures the
+// compiler met are returned per Remote.
+func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module, want string) ([]target, []string, error) {
+	stages := make([]labels.Selector, len(m.Spec.Rollout.Stages))
+	for i, st := range m.Spec.Rollout.Stages {
+		sel, err := metav1.LabelSelectorAsSelector(&st.Selector)
+		if err != nil {
+			return nil, nil, &invalidSelectorError{fmt.Errorf("spec.rollout.stages[%s].selector: %w", st.Name, err)}
+		}
+		stages[i] = sel
+	}
 	remotes := &fleeetv1.RemoteList{}
 	if err := r.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
@@ -123,21 +144,24 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module)
 		if !ok {
 			continue
 		}
-		t := target{name: remote.Name, offline: remote.Offline(), suspended: remote.Spec.Suspend}
+		t := target{name: remote.Name, offline: remote.Offline(), suspended: remote.Spec.Suspend, stage: len(stages)}
+		if i := slices.IndexFunc(stages, func(sel labels.Selector) bool { return sel.Matches(labels.Set(remote.Labels)) }); i >= 0 {
+			t.stage = i
+		}
 		if pa := byName[remote.Name]; pa != nil {
 			t.holds = compile.Find(pa.Spec.Assemblage.Syncs, m.Name) != nil
 			// The compiler's stamp says whether the plan holds what this
 			// generation compiles to; a stamp of an older one is out of date.
 			stamp, stamped := pa.CompiledSyncs()[m.Name]
 			current := stamped && stamp.Generation == m.Generation
-			t.updated = t.holds && current && !stamp.Pending
+			t.updated = t.holds && current && stamp.Revision == want && !stamp.Pending
 			if current && stamp.BindingError != "" {
 				bindingErrs = append(bindingErrs, fmt.Sprintf("remote %s: %s", remote.Name, stamp.BindingError))
 			}
 			if s := pa.ReportedSync(m.Name); s != nil {
 				t.state, t.message, t.health = s.State, s.Message, s.Health
 				if s.LastTransitionTime != nil {
-					t.readySince = s.LastTransitionTime.Time
+					t.since = s.LastTransitionTime.Time
 				}
 			}
 		}
@@ -147,30 +171,97 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module)
 	return targets, bindingErrs, nil
 }
 
-// reconcileRollout admits the next Remotes to the current generation. A
-// pause recorded for this generation holds until the spec changes or the
-// Remote that caused it is repaired: Ready at the current version for
-// minReadySeconds, or no longer selected.
-func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, targets []target, now time.Time) plan {
-	var previous []string
-	pausedBy := ""
-	if ro := m.Status.Rollout; ro != nil && ro.Generation == m.Generation {
-		previous, pausedBy = ro.Admitted, ro.PausedBy
+// reconcileRollout takes the annotations fleetctl rollout writes, runs one
+// rollout step and records it in status.rollout. A pause for a failure holds
+// until the failing Remote is repaired (available at the current version,
+// or no longer selected) or the revision changes; a rollback holds until the
+// revision changes.
+func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targets []target, now time.Time) plan {
+	previous := &fleeetv1.RolloutStatus{Revision: revision}
+	if ro := m.Status.Rollout; ro != nil && ro.Revision == revision {
+		previous = ro.DeepCopy()
 	}
 	p := step(m, targets, previous, now)
 	if m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
 		m.Status.Rollout = nil
 		return p
 	}
-	status := &fleeetv1.RolloutStatus{Generation: m.Generation, Admitted: p.admitted}
-	switch {
-	case p.pausedBy != nil:
-		status.Admitted, status.PausedBy = nil, p.pausedBy.name
-	case pausedBy != "" && !repaired(m, targets, pausedBy, now):
-		status.Admitted, status.PausedBy = nil, pausedBy
+	next := &fleeetv1.RolloutStatus{Revision: revision, Admitted: p.admitted, Stage: p.stage, Holding: p.holding,
+		Approved: previous.Approved, RolledBack: previous.RolledBack}
+	m.Status.Rollout = next
+	if next.RolledBack == nil && m.Annotations[fleeetv1.UndoAnnotation] == revision &&
+		r.rollBack(m, revision, nil, "fleetctl rollout undo", now) {
+		return p
 	}
-	m.Status.Rollout = status
+	switch {
+	case next.RolledBack != nil:
+		next.Admitted, next.Holding = nil, ""
+		return p
+	case p.failing && m.Spec.Rollout.OnFailure == fleeetv1.RollbackOnFailure:
+		failed := p.failed[0]
+		if r.rollBack(m, revision, failed, fmt.Sprintf("Remote %s failed: %s", failed.name, failed.reason()), now) {
+			return p
+		}
+		next.Admitted, next.PausedBy = nil, failed.name
+		return p
+	case p.failing:
+		next.Admitted, next.PausedBy = nil, p.failed[0].name
+		return p
+	case previous.PausedBy != "" && !repaired(m, targets, previous.PausedBy, now):
+		next.Admitted, next.PausedBy = nil, previous.PausedBy
+		return p
+	}
+	if p.awaiting != "" && m.Annotations[fleeetv1.ApproveAnnotation] == revision+"/"+p.awaiting {
+		next.Approved = append(next.Approved, p.awaiting)
+		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageApproved, "Approve",
+			"stage %s of %s approved; the next stage starts", p.awaiting, m.Status.Version)
+		// The next step starts the next stage, from this status.
+		p = step(m, targets, next, now)
+		next.Admitted, next.Stage, next.Holding = p.admitted, p.stage, p.holding
+	}
+	if next.Stage != previous.Stage && next.Stage != "" {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageStarted, "Rollout",
+			"stage %s of %s started", next.Stage, m.Status.Version)
+	}
+	for _, name := range next.Admitted {
+		if !slices.Contains(previous.Admitted, name) {
+			r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonRemoteAdmitted, "Rollout",
+				"Remote %s moves to %s%s", name, m.Status.Version, inStage(next.Stage))
+		}
+	}
 	return p
+}
+
+func inStage(name string) string {
+	if name == "" {
+		return ""
+	}
+	return " (stage " + name + ")"
+}
+
+// rollBack records a rollback of revision to the newest version that was
+// Ready across the fleet, for the reason given (failed names the Remote
+// whose failure started it). It reports false, and records why, when no such
+// version exists.
+func (r *Reconciler) rollBack(m *fleeetv1.Module, revision string, failed *target, why string, now time.Time) bool {
+	i := slices.IndexFunc(m.Status.History, func(h fleeetv1.RolloutRecord) bool {
+		return h.Outcome == fleeetv1.RolloutSucceeded && h.Revision != revision
+	})
+	if i < 0 {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonNothingToRollBackTo, "Rollback",
+			"%s: no earlier version was Ready across the fleet to roll back to; the rollout is paused", why)
+		return false
+	}
+	to := m.Status.History[i]
+	rb := &fleeetv1.Rollback{To: to.Revision, Version: to.Version, Message: why, Time: metav1.NewTime(now)}
+	if failed != nil {
+		rb.Remote = failed.name
+	}
+	m.Status.Rollout.RolledBack = rb
+	m.Status.Rollout.Admitted, m.Status.Rollout.Holding = nil, ""
+	r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonRolledBack, "Rollback",
+		"%s rolled back to %s: %s", m.Status.Version, to.Version, why)
+	return true
 }
 
 // repaired reports whether the Remote that paused a rollout no longer holds
@@ -184,9 +275,51 @@ func repaired(m *fleeetv1.Module, targets []target, name string, now time.Time) 
 	return t.updated && t.available(now, time.Duration(m.Spec.Rollout.MinReadySeconds)*time.Second)
 }
 
+// recordHistory adds the current revision to status.history once it is
+// Ready across the fleet, or once it is rolled back, newest first, keeping
+// spec.rollout.historyLimit records and always the newest Succeeded one (a
+// rollback may be returning to it).
+func (r *Reconciler) recordHistory(m *fleeetv1.Module, revision string, p plan, now time.Time) {
+	outcome := fleeetv1.RolloutSucceeded
+	switch ro := m.Status.Rollout; {
+	case ro != nil && ro.RolledBack != nil:
+		outcome = fleeetv1.RolloutRolledBack
+	case p.waiting > 0 || len(p.failed) > 0 || p.summary.Ready == 0 || m.Spec.Suspend:
+		return
+	}
+	h := m.Status.History
+	if len(h) > 0 && h[0].Revision == revision && h[0].Outcome == outcome {
+		return
+	}
+	h = slices.DeleteFunc(h, func(rec fleeetv1.RolloutRecord) bool { return rec.Revision == revision })
+	record := fleeetv1.RolloutRecord{Revision: revision, Version: m.Status.Version, Outcome: outcome, Time: metav1.NewTime(now),
+		Sync: *m.Spec.Sync.DeepCopy()}
+	for _, b := range m.Spec.ControlPlaneBindings {
+		record.ControlPlaneBindings = append(record.ControlPlaneBindings, *b.DeepCopy())
+	}
+	h = append([]fleeetv1.RolloutRecord{record}, h...)
+	limit := int(m.Spec.Rollout.HistoryLimit)
+	if limit < 1 {
+		limit = 5
+	}
+	if len(h) > limit {
+		kept := h[:limit]
+		if !slices.ContainsFunc(kept, succeeded) {
+			if i := slices.IndexFunc(h, succeeded); i >= 0 {
+				kept[limit-1] = h[i]
+			}
+		}
+		h = kept
+	}
+	m.Status.History = h
+}
+
+func succeeded(rec fleeetv1.RolloutRecord) bool { return rec.Outcome == fleeetv1.RolloutSucceeded }
+
 // reconcileStatus sets the summary and conditions: Ready once every online
 // selected Remote runs the current version Ready; RolloutPaused while a
-// failure holds a rolling update.
+// failure holds a rolling update; RolledBack, and Stalled, once the
+// revision was rolled back.
 func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []string) {
 	m.Status.Summary = p.summary
 	m.Status.ObservedGeneration = m.Generation
@@ -198,18 +331,34 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []s
 	if t := p.podsNotReady; t != nil {
 		progress += fmt.Sprintf("; pods not ready on %d: Remote %s reports %s", s.PodsNotReady, t.name, t.health.Summary())
 	}
+	ro := m.Status.Rollout
+	if ro != nil && ro.Holding != "" {
+		progress += "; " + ro.Holding
+	}
 
-	if ro := m.Status.Rollout; ro != nil && ro.PausedBy != "" {
-		msg := fmt.Sprintf("Remote %s failed on generation %d", ro.PausedBy, m.Generation)
-		if p.pausedBy != nil && p.pausedBy.message != "" {
-			msg += ": " + p.pausedBy.message
-		}
-		if p.pausedBy != nil && p.pausedBy.health != nil {
-			msg += "; workloads: " + p.pausedBy.health.Summary()
+	if ro != nil && ro.RolledBack != nil {
+		rb := ro.RolledBack
+		msg := fmt.Sprintf("%s rolled back to %s (%d of %d Remotes back and ready): %s; change the Module's sync to go on",
+			m.Status.Version, rb.Version, s.Ready, s.Total, rb.Message)
+		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.RolloutPausedCondition)
+		status.SetCondition(&m.Status.Conditions, m.Generation, fleeetv1.RolledBackCondition, metav1.ConditionTrue, fleeetv1.ReasonRolledBack, msg)
+		status.MarkStalled(m, fleeetv1.ReasonRolledBack, msg)
+		return
+	}
+	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.RolledBackCondition)
+	if ro != nil && ro.PausedBy != "" {
+		msg := fmt.Sprintf("Remote %s failed on %s", ro.PausedBy, m.Status.Version)
+		reason := fleeetv1.ReasonRemoteFailed
+		if i := slices.IndexFunc(p.failed, func(t *target) bool { return t.name == ro.PausedBy }); i >= 0 {
+			msg += ": " + p.failed[i].reason()
 		}
 		msg += "; repair it (then fleetctl retry " + ro.PausedBy + " if Flux gave up) or change the Module's spec to resume"
-		status.SetCondition(&m.Status.Conditions, m.Generation, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, fleeetv1.ReasonRemoteFailed, msg)
-		status.MarkFailed(m, fleeetv1.ReasonRemoteFailed, msg)
+		if m.Spec.Rollout.OnFailure == fleeetv1.RollbackOnFailure {
+			reason = fleeetv1.ReasonNothingToRollBackTo
+			msg += "; no earlier version was Ready across the fleet to roll back to"
+		}
+		status.SetCondition(&m.Status.Conditions, m.Generation, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, reason, msg)
+		status.MarkFailed(m, reason, msg)
 		return
 	}
 	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.RolloutPausedCondition)

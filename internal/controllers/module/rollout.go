@@ -1,7 +1,9 @@
 package module
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -23,8 +25,11 @@ type target struct {
 	// state of the sync the cluster reports for the ProxyAssemblage's
 	// current generation; empty when not reported yet.
 	state fleeetv1.SyncState
-	// readySince is when the sync last became Ready.
-	readySince time.Time
+	// since is when the reported state last changed.
+	since time.Time
+	// stage is the index of the stage in spec.rollout.stages the Remote
+	// belongs to; len(stages) for the implicit last one.
+	stage int
 	// message is the cluster's message for the sync.
 	message string
 	// health is how the sync's workloads are doing, as the cluster reports.
@@ -37,92 +42,206 @@ func (t *target) podsNotReady() bool {
 	return t.health != nil && t.health.ReadyPods < t.health.DesiredPods
 }
 
+// failed reports whether the Remote failed on the version it was compiled
+// towards: its sync Failed, or not Ready past the progress deadline since
+// its state last changed.
+func (t *target) failed(now time.Time, deadline time.Duration) bool {
+	if !t.updated || t.away() {
+		return false
+	}
+	if t.state == fleeetv1.SyncFailed {
+		return true
+	}
+	return deadline > 0 && t.state != "" && t.state != fleeetv1.SyncReady && !t.since.IsZero() && now.Sub(t.since) > deadline
+}
+
+// reason says how a failed Remote failed, in the cluster's words.
+func (t *target) reason() string {
+	msg := t.message
+	if t.state != fleeetv1.SyncFailed {
+		msg = fmt.Sprintf("not available within progressDeadlineSeconds (%s since %s)", strings.ToLower(string(t.state)), t.since.UTC().Format(time.RFC3339))
+		if t.message != "" {
+			msg += ": " + t.message
+		}
+	}
+	if t.health != nil {
+		msg += "; workloads: " + t.health.Summary()
+	}
+	return msg
+}
+
 // plan is the outcome of one rollout step.
 type plan struct {
 	admitted []string
-	// pausedBy is the updated Remote whose failure pauses the rollout.
-	pausedBy *target
+	// failed lists the updated online Remotes that failed.
+	failed []*target
+	// failing: more failed than maxFailures allows; onFailure applies, to
+	// failed[0] first.
+	failing bool
 	// podsNotReady is the first updated Remote whose workloads have fewer
 	// pods ready than they want.
 	podsNotReady *target
-	// requeueAfter is when a Remote's minReadySeconds ends.
+	// stage is the stage in progress, or the one holding the next.
+	stage string
+	// awaiting is the stage whose manual approval holds the next one.
+	awaiting string
+	// holding says what keeps further Remotes from moving.
+	holding string
+	// requeueAfter is when a minReadySeconds, bake time or progress
+	// deadline ends.
 	requeueAfter time.Duration
 	// waiting counts the online Remotes not yet running the current version
-	// Ready for minReadySeconds.
+	// available.
 	waiting int
 	summary fleeetv1.ModuleSummary
+}
+
+// after asks for another step in d.
+func (p *plan) after(d time.Duration) {
+	if d > 0 && (p.requeueAfter == 0 || d < p.requeueAfter) {
+		p.requeueAfter = d
+	}
 }
 
 // away reports whether the Remote cannot take a new version now: it is
 // offline, or suspended. Such Remotes move last and never hold a rollout up.
 func (t *target) away() bool { return t.offline || t.suspended }
 
-// available reports whether a Remote runs the sync Ready for minReady; a
-// Remote that holds nothing yet has nothing to lose and is available.
+// available reports whether a Remote runs the sync Ready, its pods all
+// ready, for minReady; a Remote that holds nothing yet has nothing to lose
+// and is available.
 func (t *target) available(now time.Time, minReady time.Duration) bool {
 	if !t.holds {
 		return true
 	}
-	return t.state == fleeetv1.SyncReady && now.Sub(t.readySince) >= minReady
+	return t.state == fleeetv1.SyncReady && !t.podsNotReady() && now.Sub(t.since) >= minReady
 }
 
-// step decides which Remotes may move to the Module's current generation:
-// at most maxUnavailable online Remotes unavailable at once, counting those
-// already moving; Remotes already unavailable on an older version move at
-// once; offline and suspended Remotes last, never counted; nothing while an
-// updated Remote has failed. previous is the admitted list of the same generation from the
-// last step.
-func step(m *fleeetv1.Module, targets []target, previous []string, now time.Time) plan {
+// step decides which Remotes may move to the Module's current revision.
+// Stages go in order, each starting once the one before is complete: every
+// online Remote of it updated and available (or failed within
+// maxFailures), its bake time over and its approval given. Within a stage
+// at most its maxUnavailable online Remotes are unavailable at once,
+// counting those already moving; Remotes already unavailable on an older
+// version move at once; offline and suspended Remotes move once the rest of
+// their stage is done and are never counted. Nothing moves once more than
+// maxFailures Remotes failed, and nothing new starts while paused. previous
+// is the rollout status of the same revision from the last step, or empty.
+func step(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStatus, now time.Time) plan {
 	ro := m.Spec.Rollout
 	minReady := time.Duration(ro.MinReadySeconds) * time.Second
+	deadline := time.Duration(ro.ProgressDeadlineSeconds) * time.Second
 	p := plan{summary: fleeetv1.ModuleSummary{Total: int32(len(targets))}}
 
-	unavailable := 0
-	var candidates, away []string
 	for i := range targets {
 		t := &targets[i]
-		if t.offline {
-			p.summary.Offline++
+		p.count(t)
+		if t.failed(now, deadline) {
+			p.failed = append(p.failed, t)
 		}
-		if t.suspended {
-			p.summary.Suspended++
+		if t.updated && t.state == fleeetv1.SyncReady {
+			p.after(minReady - now.Sub(t.since))
 		}
-		if t.updated {
-			p.summary.Updated++
-			if t.podsNotReady() {
-				p.summary.PodsNotReady++
-				if p.podsNotReady == nil {
-					p.podsNotReady = t
-				}
-			}
-			switch t.state {
-			case fleeetv1.SyncReady:
-				p.summary.Ready++
-			case fleeetv1.SyncFailed:
-				p.summary.Failed++
-				if !t.away() && p.pausedBy == nil {
-					p.pausedBy = t
-				}
-			case fleeetv1.SyncBlocked:
-				p.summary.Blocked++
-			}
-		}
-		if t.updated && t.state == fleeetv1.SyncReady && now.Sub(t.readySince) < minReady {
-			wait := minReady - now.Sub(t.readySince)
-			if p.requeueAfter == 0 || wait < p.requeueAfter {
-				p.requeueAfter = wait
-			}
+		if deadline > 0 && t.updated && t.state != fleeetv1.SyncReady && !t.since.IsZero() {
+			p.after(deadline - now.Sub(t.since) + time.Second)
 		}
 		if !t.away() && !(t.updated && t.available(now, minReady)) {
 			p.waiting++
 		}
+	}
+	if len(p.failed) > scaled(ro.MaxFailures, len(targets), 0) {
+		p.failing = true
+		return p
+	}
+	stages := byStage(m, targets)
+	for i, st := range stages {
+		p.stage = st.name
+		if !p.admit(st, previous.Admitted, now, minReady, deadline) || i == len(stages)-1 {
+			break
+		}
+		if p.holds(st, previous.Approved, now, minReady) {
+			break
+		}
+	}
+	if ro.Paused {
+		p.admitted = slices.DeleteFunc(p.admitted, func(name string) bool { return !slices.Contains(previous.Admitted, name) })
+		p.holding = "paused (fleetctl rollout resume to go on)"
+	}
+	slices.Sort(p.admitted)
+	return p
+}
+
+// count adds a Remote to the summary.
+func (p *plan) count(t *target) {
+	if t.offline {
+		p.summary.Offline++
+	}
+	if t.suspended {
+		p.summary.Suspended++
+	}
+	if !t.updated {
+		return
+	}
+	p.summary.Updated++
+	if t.podsNotReady() {
+		p.summary.PodsNotReady++
+		if p.podsNotReady == nil {
+			p.podsNotReady = t
+		}
+	}
+	switch t.state {
+	case fleeetv1.SyncReady:
+		p.summary.Ready++
+	case fleeetv1.SyncFailed:
+		p.summary.Failed++
+	case fleeetv1.SyncBlocked:
+		p.summary.Blocked++
+	}
+}
+
+// stage is one step of the rollout and the Remotes it holds.
+type stage struct {
+	name           string
+	spec           *fleeetv1.RolloutStage // nil for the implicit last stage
+	maxUnavailable *intstr.IntOrString
+	targets        []*target
+}
+
+// byStage groups the Remotes by the stage they belong to (target.stage), in
+// order, leaving out stages with no Remote.
+func byStage(m *fleeetv1.Module, targets []target) []stage {
+	specs := m.Spec.Rollout.Stages
+	stages := make([]stage, len(specs)+1)
+	for i := range stages {
+		stages[i].maxUnavailable = m.Spec.Rollout.MaxUnavailable
+		if i < len(specs) {
+			stages[i].name, stages[i].spec = specs[i].Name, &specs[i]
+			if specs[i].MaxUnavailable != nil {
+				stages[i].maxUnavailable = specs[i].MaxUnavailable
+			}
+		}
+	}
+	for i := range targets {
+		st := &stages[targets[i].stage]
+		st.targets = append(st.targets, &targets[i])
+	}
+	return slices.DeleteFunc(stages, func(st stage) bool { return len(st.targets) == 0 })
+}
+
+// admit admits the stage's next Remotes and reports whether the stage is
+// done: every online Remote of it updated and available, or failed within
+// maxFailures.
+func (p *plan) admit(st stage, previous []string, now time.Time, minReady, deadline time.Duration) bool {
+	unavailable := 0
+	var candidates, away []string
+	for _, t := range st.targets {
 		switch {
 		case t.away():
 			if !t.updated {
 				away = append(away, t.name)
 			}
 		case t.updated:
-			if !t.available(now, minReady) {
+			if !t.available(now, minReady) && !t.failed(now, deadline) {
 				unavailable++
 			}
 		case slices.Contains(previous, t.name) || !t.available(now, minReady):
@@ -135,11 +254,7 @@ func step(m *fleeetv1.Module, targets []target, previous []string, now time.Time
 			candidates = append(candidates, t.name)
 		}
 	}
-	if p.pausedBy != nil {
-		p.admitted = nil
-		return p
-	}
-	budget := maxUnavailable(ro.MaxUnavailable, len(targets)) - unavailable
+	budget := max(1, scaled(st.maxUnavailable, len(st.targets), 1)) - unavailable
 	for _, name := range candidates {
 		if budget <= 0 {
 			break
@@ -147,24 +262,52 @@ func step(m *fleeetv1.Module, targets []target, previous []string, now time.Time
 		p.admitted = append(p.admitted, name)
 		budget--
 	}
-	// Offline and suspended Remotes move once every other one has; they apply
-	// the new version whenever they come back, and never hold the rollout up.
-	if len(candidates) == 0 && unavailable == 0 {
-		p.admitted = append(p.admitted, away...)
+	if len(candidates) > 0 || unavailable > 0 {
+		return false
 	}
-	slices.Sort(p.admitted)
-	return p
+	// Offline and suspended Remotes move once the rest of their stage has;
+	// they apply the new version whenever they come back.
+	p.admitted = append(p.admitted, away...)
+	return true
 }
 
-// maxUnavailable scales the Module's maxUnavailable to the number of
-// selected Remotes, rounding down but never below one.
-func maxUnavailable(v *intstr.IntOrString, total int) int {
+// holds reports whether a done stage holds the next one: it bakes for
+// pauseAfter from when its last Remote became available, then waits for its
+// manual approval.
+func (p *plan) holds(st stage, approved []string, now time.Time, minReady time.Duration) bool {
+	if st.spec == nil {
+		return false
+	}
+	if st.spec.PauseAfter != nil {
+		var last time.Time
+		for _, t := range st.targets {
+			if t.updated && t.since.After(last) {
+				last = t.since
+			}
+		}
+		if until := last.Add(minReady + st.spec.PauseAfter.Duration); now.Before(until) {
+			p.holding = fmt.Sprintf("stage %s bakes until %s", st.name, until.UTC().Format(time.RFC3339))
+			p.after(until.Sub(now))
+			return true
+		}
+	}
+	if st.spec.Approval == fleeetv1.ManualApproval && !slices.Contains(approved, st.name) {
+		p.awaiting = st.name
+		p.holding = fmt.Sprintf("stage %s awaits approval (fleetctl rollout approve)", st.name)
+		return true
+	}
+	return false
+}
+
+// scaled scales an integer or percentage to total, rounding down; def when
+// unset or invalid.
+func scaled(v *intstr.IntOrString, total, def int) int {
 	if v == nil {
-		return 1
+		return def
 	}
 	n, err := intstr.GetScaledValueFromIntOrPercent(v, total, false)
-	if err != nil || n < 1 {
-		return 1
+	if err != nil {
+		return def
 	}
 	return n
 }

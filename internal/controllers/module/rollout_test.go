@@ -7,10 +7,13 @@ import (
 	. "github.com/onsi/gomega"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 )
+
+func reconciler() *Reconciler { return &Reconciler{Recorder: events.NewFakeRecorder(100)} }
 
 func rolling(maxUnavailable intstr.IntOrString, minReady int32) *fleeetv1.Module {
 	return &fleeetv1.Module{Spec: fleeetv1.ModuleSpec{Rollout: fleeetv1.Rollout{
@@ -22,7 +25,7 @@ func TestStepAdmitsWithinMaxUnavailable(t *testing.T) {
 	now := time.Now()
 	long := now.Add(-time.Hour)
 	ready := func(name string, updated bool) target {
-		return target{name: name, holds: true, updated: updated, state: fleeetv1.SyncReady, readySince: long}
+		return target{name: name, holds: true, updated: updated, state: fleeetv1.SyncReady, since: long}
 	}
 	cases := []struct {
 		name     string
@@ -55,7 +58,7 @@ func TestStepAdmitsWithinMaxUnavailable(t *testing.T) {
 	}, {
 		name:     "Ready within minReadySeconds is still unavailable",
 		module:   rolling(intstr.FromInt32(1), 60),
-		targets:  []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, readySince: now}, ready("b", false)},
+		targets:  []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, since: now}, ready("b", false)},
 		admitted: nil,
 	}, {
 		name:   "a Remote already unavailable on the old version moves at no cost",
@@ -86,37 +89,66 @@ func TestStepAdmitsWithinMaxUnavailable(t *testing.T) {
 		targets:  []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed}, ready("b", false)},
 		previous: []string{"b"},
 		paused:   "a",
+	}, {
+		name:     "a failure within maxFailures counts as done",
+		module:   withMaxFailures(rolling(intstr.FromInt32(1), 0), intstr.FromInt32(1)),
+		targets:  []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed}, ready("b", false)},
+		admitted: []string{"b"},
+	}, {
+		name:   "past the progress deadline is a failure",
+		module: withDeadline(rolling(intstr.FromInt32(1), 0), 60),
+		targets: []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncProgressing, since: now.Add(-2 * time.Minute)},
+			ready("b", false)},
+		paused: "a",
+	}, {
+		name:   "within the progress deadline is still moving",
+		module: withDeadline(rolling(intstr.FromInt32(1), 0), 60),
+		targets: []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncProgressing, since: now.Add(-30 * time.Second)},
+			ready("b", false)},
+	}, {
+		name:   "Ready with pods not ready is not available",
+		module: rolling(intstr.FromInt32(1), 0),
+		targets: []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, since: long,
+			health: &fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 0, DesiredPods: 1}}, ready("b", false)},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			p := step(tc.module, tc.targets, tc.previous, now)
+			p := step(tc.module, tc.targets, &fleeetv1.RolloutStatus{Admitted: tc.previous}, now)
 			g.Expect(p.admitted).To(Equal(tc.admitted))
-			if tc.paused == "" {
-				g.Expect(p.pausedBy).To(BeNil())
-			} else {
-				g.Expect(p.pausedBy).NotTo(BeNil())
-				g.Expect(p.pausedBy.name).To(Equal(tc.paused))
+			g.Expect(p.failing).To(Equal(tc.paused != ""))
+			if tc.paused != "" {
+				g.Expect(p.failed[0].name).To(Equal(tc.paused))
 			}
 		})
 	}
 }
 
-func TestMaxUnavailableScalesToTheSelection(t *testing.T) {
+func withMaxFailures(m *fleeetv1.Module, v intstr.IntOrString) *fleeetv1.Module {
+	m.Spec.Rollout.MaxFailures = &v
+	return m
+}
+
+func withDeadline(m *fleeetv1.Module, seconds int32) *fleeetv1.Module {
+	m.Spec.Rollout.ProgressDeadlineSeconds = seconds
+	return m
+}
+
+func TestScaledRoundsDown(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(maxUnavailable(nil, 10)).To(Equal(1))
-	g.Expect(maxUnavailable(ptr.To(intstr.FromInt32(3)), 10)).To(Equal(3))
-	g.Expect(maxUnavailable(ptr.To(intstr.FromString("25%")), 10)).To(Equal(2))
-	g.Expect(maxUnavailable(ptr.To(intstr.FromString("1%")), 10)).To(Equal(1))
-	g.Expect(maxUnavailable(ptr.To(intstr.FromString("100%")), 7)).To(Equal(7))
+	g.Expect(scaled(nil, 10, 1)).To(Equal(1))
+	g.Expect(scaled(ptr.To(intstr.FromInt32(3)), 10, 1)).To(Equal(3))
+	g.Expect(scaled(ptr.To(intstr.FromString("25%")), 10, 1)).To(Equal(2))
+	g.Expect(scaled(ptr.To(intstr.FromString("1%")), 10, 1)).To(Equal(0))
+	g.Expect(scaled(ptr.To(intstr.FromString("100%")), 7, 1)).To(Equal(7))
+	g.Expect(scaled(ptr.To(intstr.FromString("x%")), 7, 2)).To(Equal(2))
 }
 
 func TestAPauseHoldsUntilTheRemoteIsRepaired(t *testing.T) {
 	now := time.Now()
 	m := rolling(intstr.FromInt32(1), 30)
-	m.Generation = 3
-	m.Status.Rollout = &fleeetv1.RolloutStatus{Generation: 3, PausedBy: "a"}
-	waiting := target{name: "b", holds: true, state: fleeetv1.SyncReady, readySince: now.Add(-time.Hour)}
+	m.Status.Rollout = &fleeetv1.RolloutStatus{Revision: "r3", PausedBy: "a"}
+	waiting := target{name: "b", holds: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}
 	cases := []struct {
 		name   string
 		a      []target
@@ -124,15 +156,15 @@ func TestAPauseHoldsUntilTheRemoteIsRepaired(t *testing.T) {
 	}{
 		{"still progressing after the failure", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncProgressing}}, "a"},
 		{"offline, so nobody knows", []target{{name: "a", offline: true, holds: true, updated: true, state: fleeetv1.SyncFailed}}, "a"},
-		{"Ready but not for minReadySeconds yet", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, readySince: now.Add(-10 * time.Second)}}, "a"},
-		{"Ready for minReadySeconds", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, readySince: now.Add(-time.Minute)}}, ""},
+		{"Ready but not for minReadySeconds yet", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, since: now.Add(-10 * time.Second)}}, "a"},
+		{"Ready for minReadySeconds", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, since: now.Add(-time.Minute)}}, ""},
 		{"no longer selected", nil, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			m := m.DeepCopy()
-			(&Reconciler{}).reconcileRollout(m, append(tc.a, waiting), now)
+			reconciler().reconcileRollout(m, "r3", append(tc.a, waiting), now)
 			g.Expect(m.Status.Rollout.PausedBy).To(Equal(tc.paused))
 			if tc.paused == "" {
 				g.Expect(m.Status.Rollout.Admitted).To(ContainElement("b"), "the rollout goes on")
@@ -158,25 +190,25 @@ func TestWorkloadHealthReachesTheModuleSummary(t *testing.T) {
 	m := rolling(intstr.FromInt32(1), 0)
 	m.Generation, m.Status.Version = 2, "v2"
 	targets := []target{
-		{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, readySince: long, health: healthy},
-		{name: "b", holds: true, updated: true, state: fleeetv1.SyncReady, readySince: long, health: short},
-		{name: "c", holds: true, updated: false, state: fleeetv1.SyncReady, readySince: long, health: crashing},
+		{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, since: long, health: healthy},
+		{name: "b", holds: true, updated: true, state: fleeetv1.SyncReady, since: long, health: short},
+		{name: "c", holds: true, updated: false, state: fleeetv1.SyncReady, since: long, health: crashing},
 	}
-	p := step(m, targets, nil, now)
+	p := step(m, targets, &fleeetv1.RolloutStatus{}, now)
 	g.Expect(p.summary.PodsNotReady).To(Equal(int32(1)), "only Remotes at the current version count")
-	r := &Reconciler{}
+	r := reconciler()
 	r.reconcileStatus(m, p, nil)
 	ready := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition)
 	g.Expect(ready.Message).To(HaveSuffix("; pods not ready on 1: Remote b reports 1/2 pods ready: " +
 		"ReadinessProbeFailing (Deployment web: pod web-2: container app)"))
 
 	targets[2].updated, targets[2].state, targets[2].message = true, fleeetv1.SyncFailed, "health check failed"
-	m.Status.Rollout = &fleeetv1.RolloutStatus{Generation: 2}
-	p = r.reconcileRollout(m, targets, now)
+	m.Status.Rollout = &fleeetv1.RolloutStatus{Revision: "r2"}
+	p = r.reconcileRollout(m, "r2", targets, now)
 	r.reconcileStatus(m, p, nil)
 	g.Expect(m.Status.Summary.PodsNotReady).To(Equal(int32(2)))
 	paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
 	g.Expect(paused).NotTo(BeNil())
-	g.Expect(paused.Message).To(HavePrefix("Remote c failed on generation 2: health check failed; workloads: " +
+	g.Expect(paused.Message).To(HavePrefix("Remote c failed on v2: health check failed; workloads: " +
 		"0/2 pods ready: CrashLoopBackOff (Deployment web: pod web-1: container app); repair it"))
 }

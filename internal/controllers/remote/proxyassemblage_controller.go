@@ -253,11 +253,10 @@ func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current
 			continue // the Module controller reports an invalid selector
 		}
 		held := compile.Find(current, m.Name)
-		chosen := held
-		stamp := fleeetv1.Compiled{Generation: m.Generation}
-		desired, err := compile.Sync(ctx, c.Client, m, &m.Spec.SyncPlacement, remote)
-		switch {
-		case err != nil:
+		revision := compile.ModuleRevision(m)
+		stamp := fleeetv1.Compiled{Generation: m.Generation, Revision: revision}
+		desired, chosen, err := c.choose(ctx, m, revision, remote, held, &stamp)
+		if err != nil {
 			var be *compile.BindingError
 			if !errors.As(err, &be) {
 				errs = append(errs, err)
@@ -265,10 +264,8 @@ func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current
 			stamp.BindingError = err.Error()
 			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonBindingFailed, "Compile",
 				"Remote %s: %v", remote.Name, err)
-		case !m.Spec.Suspend:
-			chosen = compile.Choose(m, remote.Name, held, &desired)
 		}
-		stamp.Pending = err != nil || !compile.Same(chosen, &desired)
+		stamp.Pending = err != nil || !compile.Same(chosen, desired)
 		stamps[m.Name] = stamp
 		if chosen != nil {
 			syncs = append(syncs, *chosen)
@@ -276,6 +273,31 @@ func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current
 	}
 	slices.SortFunc(syncs, func(a, b fleeetv1.NamedSync) int { return strings.Compare(a.Name, b.Name) })
 	return syncs, stamps, errors.Join(errs...)
+}
+
+// choose compiles what a Module's revision, or the version a rollback
+// returns to, places on a Remote (desired, with stamp.Revision naming it) and
+// picks what the Remote holds: held while the Module is suspended or cannot
+// be compiled, else what the rollout allows.
+func (c *Compiler) choose(ctx context.Context, m *fleeetv1.Module, revision string, remote *fleeetv1.Remote,
+	held *fleeetv1.NamedSync, stamp *fleeetv1.Compiled) (desired, chosen *fleeetv1.NamedSync, err error) {
+	next, err := compile.Sync(ctx, c.Client, m, &m.Spec.SyncPlacement, remote)
+	if err != nil {
+		return nil, held, err
+	}
+	desired, chosen = &next, compile.Choose(m, remote.Name, revision, held, &next)
+	if record := compile.RolledBackTo(m, revision); record != nil {
+		back, err := compile.Sync(ctx, c.Client, m, &fleeetv1.SyncPlacement{Sync: record.Sync, ControlPlaneBindings: record.ControlPlaneBindings}, remote)
+		if err != nil {
+			return nil, held, fmt.Errorf("compiling %s to roll back to: %w", record.Version, err)
+		}
+		stamp.Revision = record.Revision
+		desired, chosen = &back, compile.ChooseBack(held, &next, &back)
+	}
+	if m.Spec.Suspend {
+		chosen = held
+	}
+	return desired, chosen, nil
 }
 
 // remotesOfModule maps a Module to the Remotes it selects now and those whose

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
@@ -133,7 +134,7 @@ func TestTheCompilerMovesARemoteOnlyOnceTheRolloutAdmitsIt(t *testing.T) {
 
 	admit := func(remotes ...string) {
 		get(g, app)
-		app.Status.Rollout = &fleeetv1.RolloutStatus{Generation: app.Generation, Admitted: remotes}
+		app.Status.Rollout = &fleeetv1.RolloutStatus{Revision: compile.ModuleRevision(app), Admitted: remotes}
 		g.Expect(cluster.Client.Status().Update(t.Context(), app)).To(Succeed())
 	}
 	retag(t, app, "v2.0.0")
@@ -145,6 +146,49 @@ func TestTheCompilerMovesARemoteOnlyOnceTheRolloutAdmitsIt(t *testing.T) {
 
 	admit("edge-2")
 	g.Eventually(tagsOf(ns, "edge-2"), timeout, poll).Should(Equal(map[string]string{"app": "v2.0.0", "marker": "m2"}))
+}
+
+// A rollback puts the version it returns to on every Remote holding the
+// failed one or nothing, and stamps the plan with that version's revision;
+// a Remote on any other version keeps it.
+func TestTheCompilerRollsBackOnlyTheRemotesOnTheFailedVersion(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	pullRemote(t, ns, "edge-1", nil)
+	pullRemote(t, ns, "edge-2", nil)
+	app := newModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, func(m *fleeetv1.Module) {
+		m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
+	})
+	g.Eventually(tagsOf(ns, "edge-2"), timeout, poll).Should(Equal(map[string]string{"app": "v1.0.0"}))
+	get(g, app)
+	good := fleeetv1.RolloutRecord{Revision: compile.ModuleRevision(app), Version: "v1.0.0", Outcome: fleeetv1.RolloutSucceeded,
+		Time: metav1.Now(), Sync: app.Spec.Sync}
+	good.Sync.Source.Git.Tag = "v0.9.0" // what v1.0.0 was called when it was Ready: the record is what is compiled
+	good.Revision = compile.Revision(&good.Sync, nil)
+
+	retag(t, app, "v2.0.0")
+	g.Eventually(func(g Gomega) {
+		get(g, app)
+		app.Status.Rollout = &fleeetv1.RolloutStatus{Revision: compile.ModuleRevision(app), Admitted: []string{"edge-1"}}
+		g.Expect(cluster.Client.Status().Update(t.Context(), app)).To(Succeed())
+	}, timeout, poll).Should(Succeed())
+	g.Eventually(tagsOf(ns, "edge-1"), timeout, poll).Should(Equal(map[string]string{"app": "v2.0.0"}))
+
+	g.Eventually(func(g Gomega) {
+		get(g, app)
+		app.Status.History = []fleeetv1.RolloutRecord{good}
+		app.Status.Rollout.RolledBack = &fleeetv1.Rollback{To: good.Revision, Version: "v0.9.0", Message: "test", Time: metav1.Now()}
+		g.Expect(cluster.Client.Status().Update(t.Context(), app)).To(Succeed())
+	}, timeout, poll).Should(Succeed())
+	g.Eventually(tagsOf(ns, "edge-1"), timeout, poll).Should(Equal(map[string]string{"app": "v0.9.0"}), "back from the failed version")
+	g.Consistently(tagsOf(ns, "edge-2"), 2*time.Second, poll).Should(Equal(map[string]string{"app": "v1.0.0"}),
+		"a Remote that never moved keeps what it holds")
+	for name, pending := range map[string]bool{"edge-1": false, "edge-2": true} {
+		pa, _ := held(g, cluster.Client, ns, name)
+		stamp := pa.CompiledSyncs()["app"]
+		g.Expect(stamp.Revision).To(Equal(good.Revision), "Remote %s", name)
+		g.Expect(stamp.Pending).To(Equal(pending), "Remote %s", name)
+	}
 }
 
 // A binding the compiler cannot resolve for a Remote is reported on the

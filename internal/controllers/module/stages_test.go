@@ -1,0 +1,331 @@
+package module
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// staged is a rolling update in the given stages, one Remote at a time.
+func staged(stages ...fleeetv1.RolloutStage) *fleeetv1.Module {
+	m := rolling(intstr.FromInt32(1), 0)
+	m.Spec.Rollout.Stages = stages
+	return m
+}
+
+func TestStagesGoInOrder(t *testing.T) {
+	now := time.Now()
+	long := now.Add(-time.Hour)
+	old := func(name string, stage int) target {
+		return target{name: name, stage: stage, holds: true, state: fleeetv1.SyncReady, since: long}
+	}
+	done := func(name string, stage int, since time.Time) target {
+		return target{name: name, stage: stage, holds: true, updated: true, state: fleeetv1.SyncReady, since: since}
+	}
+	canary := fleeetv1.RolloutStage{Name: "canary"}
+	baking := fleeetv1.RolloutStage{Name: "canary", PauseAfter: &metav1.Duration{Duration: 10 * time.Minute}}
+	manual := fleeetv1.RolloutStage{Name: "canary", Approval: fleeetv1.ManualApproval}
+	wide := fleeetv1.RolloutStage{Name: "wide", MaxUnavailable: ptr.To(intstr.FromString("100%"))}
+	cases := []struct {
+		name     string
+		module   *fleeetv1.Module
+		targets  []target
+		previous fleeetv1.RolloutStatus
+		admitted []string
+		stage    string
+		holding  string
+	}{{
+		name:     "the first stage moves first, whatever the names",
+		module:   staged(canary),
+		targets:  []target{old("a", 1), old("z", 0)},
+		admitted: []string{"z"},
+		stage:    "canary",
+	}, {
+		name:     "the next stage waits while the stage has a Remote moving",
+		module:   staged(canary),
+		targets:  []target{old("a", 1), {name: "y", stage: 0, holds: true, updated: true, state: fleeetv1.SyncProgressing}, old("z", 0)},
+		stage:    "canary",
+		admitted: nil,
+	}, {
+		name:     "a done stage starts the next, with its own maxUnavailable",
+		module:   staged(canary, wide),
+		targets:  []target{old("a", 1), old("b", 1), old("c", 2), done("z", 0, long)},
+		admitted: []string{"a", "b"},
+		stage:    "wide",
+	}, {
+		name:     "an offline Remote never holds its stage up and moves with it",
+		module:   staged(canary),
+		targets:  []target{old("a", 1), done("y", 0, long), {name: "z", stage: 0, offline: true, holds: true}},
+		admitted: []string{"a", "z"},
+		stage:    "",
+	}, {
+		name:    "a done stage bakes for pauseAfter from its last Ready",
+		module:  staged(baking),
+		targets: []target{old("a", 1), done("y", 0, long), done("z", 0, now.Add(-time.Minute))},
+		stage:   "canary",
+		holding: "stage canary bakes until " + now.Add(9*time.Minute).UTC().Format(time.RFC3339),
+	}, {
+		name:     "a baked stage starts the next",
+		module:   staged(baking),
+		targets:  []target{old("a", 1), done("z", 0, now.Add(-11*time.Minute))},
+		admitted: []string{"a"},
+	}, {
+		name:    "a manual stage holds the next until approved",
+		module:  staged(manual),
+		targets: []target{old("a", 1), done("z", 0, long)},
+		stage:   "canary",
+		holding: "stage canary awaits approval (fleetctl rollout approve)",
+	}, {
+		name:     "an approved stage starts the next",
+		module:   staged(manual),
+		targets:  []target{old("a", 1), done("z", 0, long)},
+		previous: fleeetv1.RolloutStatus{Approved: []string{"canary"}},
+		admitted: []string{"a"},
+	}, {
+		name:     "the last stage needs no approval",
+		module:   staged(canary, fleeetv1.RolloutStage{Name: "last", Approval: fleeetv1.ManualApproval}),
+		targets:  []target{done("z", 0, long), done("y", 1, long)},
+		stage:    "last",
+		admitted: nil,
+	}, {
+		name:     "an empty stage is skipped",
+		module:   staged(canary, manual), // both named canary in spirit: the first has no Remote
+		targets:  []target{old("a", 2)},
+		admitted: []string{"a"},
+	}, {
+		name:     "paused admits nothing new, and what moves goes on",
+		module:   func() *fleeetv1.Module { m := staged(wide); m.Spec.Rollout.Paused = true; return m }(),
+		targets:  []target{old("a", 0), old("b", 0), old("c", 0)},
+		previous: fleeetv1.RolloutStatus{Admitted: []string{"b"}},
+		admitted: []string{"b"},
+		stage:    "wide",
+		holding:  "paused (fleetctl rollout resume to go on)",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := step(tc.module, tc.targets, &tc.previous, now)
+			g.Expect(p.admitted).To(Equal(tc.admitted))
+			if tc.stage != "" {
+				g.Expect(p.stage).To(Equal(tc.stage))
+			}
+			g.Expect(p.holding).To(Equal(tc.holding))
+		})
+	}
+}
+
+// TestRolloutPropertiesOverRandomFleets drives random fleets through random
+// staged rollouts, admitted Remotes moving and becoming Ready or failing at
+// random, and checks at every step: no stage has more Remotes moving than
+// its bound, no Remote moves before every earlier stage is done, and nothing
+// moves once the rollout is failing.
+func TestRolloutPropertiesOverRandomFleets(t *testing.T) {
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		m := rolling(intstr.FromInt32(int32(1+rng.IntN(3))), int32(rng.IntN(3)))
+		for i := range rng.IntN(4) {
+			st := fleeetv1.RolloutStage{Name: fmt.Sprintf("s%d", i)}
+			if rng.IntN(2) == 0 {
+				st.MaxUnavailable = ptr.To(intstr.FromString(fmt.Sprintf("%d%%", 1+rng.IntN(100))))
+			}
+			if rng.IntN(3) == 0 {
+				st.PauseAfter = &metav1.Duration{Duration: time.Duration(rng.IntN(10)) * time.Second}
+			}
+			if rng.IntN(3) == 0 {
+				st.Approval = fleeetv1.ManualApproval
+			}
+			m.Spec.Rollout.Stages = append(m.Spec.Rollout.Stages, st)
+		}
+		if rng.IntN(2) == 0 {
+			m.Spec.Rollout.MaxFailures = ptr.To(intstr.FromInt32(int32(rng.IntN(3))))
+		}
+		now := time.Unix(1_000_000, 0)
+		targets := make([]target, 1+rng.IntN(40))
+		failsOnNew := map[string]bool{}
+		for i := range targets {
+			name := fmt.Sprintf("r%02d", i)
+			targets[i] = target{name: name, stage: rng.IntN(len(m.Spec.Rollout.Stages) + 1), offline: rng.IntN(10) == 0,
+				holds: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}
+			failsOnNew[name] = rng.IntN(15) == 0
+		}
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			g := NewWithT(t)
+			status := &fleeetv1.RolloutStatus{}
+			for tick := 0; ; tick++ {
+				g.Expect(tick).To(BeNumerically("<", 2000), "the rollout ends")
+				p := step(m, targets, status, now)
+				checkBounds(g, m, targets, p, now)
+				if p.failing {
+					g.Expect(p.admitted).To(BeEmpty(), "nothing moves once the rollout is failing")
+					return
+				}
+				if p.waiting == len(p.failed) {
+					for _, t := range targets {
+						g.Expect(t.updated || t.offline).To(BeTrue(), "Remote %s ends updated", t.name)
+					}
+					return
+				}
+				if p.awaiting != "" {
+					status.Approved = append(status.Approved, p.awaiting)
+				}
+				status.Admitted = p.admitted
+				now = now.Add(time.Second)
+				for i := range targets {
+					t := &targets[i]
+					switch {
+					case t.offline:
+					case !t.updated && slices.Contains(p.admitted, t.name):
+						t.updated, t.state, t.since = true, fleeetv1.SyncProgressing, now
+					case t.updated && t.state == fleeetv1.SyncProgressing && rng.IntN(2) == 0:
+						t.state, t.since = fleeetv1.SyncReady, now
+						if failsOnNew[t.name] {
+							t.state = fleeetv1.SyncFailed
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// checkBounds checks one step's admissions against the stages' bounds and
+// order.
+func checkBounds(g Gomega, m *fleeetv1.Module, targets []target, p plan, now time.Time) {
+	minReady := time.Duration(m.Spec.Rollout.MinReadySeconds) * time.Second
+	moving := map[int]int{}
+	sizes := map[int]int{}
+	for _, t := range targets {
+		sizes[t.stage]++
+		if t.away() {
+			continue
+		}
+		if (t.updated && !t.available(now, minReady) && !t.failed(now, 0)) || (!t.updated && slices.Contains(p.admitted, t.name)) {
+			moving[t.stage]++
+		}
+	}
+	for stage, n := range moving {
+		limit := m.Spec.Rollout.MaxUnavailable
+		if stage < len(m.Spec.Rollout.Stages) && m.Spec.Rollout.Stages[stage].MaxUnavailable != nil {
+			limit = m.Spec.Rollout.Stages[stage].MaxUnavailable
+		}
+		g.Expect(n).To(BeNumerically("<=", max(1, scaled(limit, sizes[stage], 1))), "Remotes moving in stage %d", stage)
+	}
+	for _, name := range p.admitted {
+		i := slices.IndexFunc(targets, func(t target) bool { return t.name == name })
+		for _, earlier := range targets {
+			if earlier.stage < targets[i].stage && !earlier.away() {
+				g.Expect(earlier.updated && (earlier.available(now, minReady) || earlier.failed(now, 0))).To(BeTrue(),
+					"%s (stage %d) admitted before %s (stage %d) is done", name, targets[i].stage, earlier.name, earlier.stage)
+			}
+		}
+	}
+}
+
+func TestARollbackReturnsToTheLastGoodVersionAndHolds(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Now()
+	m := rolling(intstr.FromInt32(1), 0)
+	m.Spec.Rollout.OnFailure = fleeetv1.RollbackOnFailure
+	m.Status.Version = "v3"
+	m.Status.History = []fleeetv1.RolloutRecord{
+		{Revision: "r2", Version: "v2", Outcome: fleeetv1.RolloutRolledBack},
+		{Revision: "r1", Version: "v1", Outcome: fleeetv1.RolloutSucceeded},
+	}
+	failing := []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed, message: "health check failed"},
+		{name: "b", holds: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}}
+	r := reconciler()
+	p := r.reconcileRollout(m, "r3", failing, now)
+	r.reconcileStatus(m, p, nil)
+	r.recordHistory(m, "r3", p, now)
+	g.Expect(m.Status.Rollout.RolledBack).To(Equal(&fleeetv1.Rollback{To: "r1", Version: "v1", Remote: "a",
+		Message: "Remote a failed: health check failed", Time: metav1.NewTime(now)}))
+	g.Expect(m.Status.Rollout.Admitted).To(BeEmpty())
+	rolledBack := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolledBackCondition)
+	g.Expect(rolledBack).NotTo(BeNil())
+	g.Expect(rolledBack.Message).To(HavePrefix("v3 rolled back to v1 ("))
+	g.Expect(apimeta.IsStatusConditionTrue(m.Status.Conditions, fleeetv1.StalledCondition)).To(BeTrue())
+	g.Expect(m.Status.History[0].Revision).To(Equal("r3"))
+	g.Expect(m.Status.History[0].Outcome).To(Equal(fleeetv1.RolloutRolledBack))
+
+	// Repaired or not, it holds until the revision changes.
+	healthy := []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)},
+		{name: "b", holds: true, updated: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}}
+	r.reconcileRollout(m, "r3", healthy, now)
+	g.Expect(m.Status.Rollout.RolledBack).NotTo(BeNil())
+	r.reconcileRollout(m, "r4", failing[1:], now)
+	g.Expect(m.Status.Rollout.RolledBack).To(BeNil(), "a new revision rolls out afresh")
+	g.Expect(m.Status.Rollout.Admitted).To(Equal([]string{"b"}))
+}
+
+func TestAFailureWithNothingToRollBackToPauses(t *testing.T) {
+	g := NewWithT(t)
+	m := rolling(intstr.FromInt32(1), 0)
+	m.Spec.Rollout.OnFailure = fleeetv1.RollbackOnFailure
+	r := reconciler()
+	p := r.reconcileRollout(m, "r1", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed}}, time.Now())
+	r.reconcileStatus(m, p, nil)
+	g.Expect(m.Status.Rollout.RolledBack).To(BeNil())
+	g.Expect(m.Status.Rollout.PausedBy).To(Equal("a"))
+	paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
+	g.Expect(paused.Reason).To(Equal(fleeetv1.ReasonNothingToRollBackTo))
+}
+
+func TestUndoAndApproveApplyOnlyToTheirRevision(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Now()
+	long := now.Add(-time.Hour)
+	m := staged(fleeetv1.RolloutStage{Name: "canary", Approval: fleeetv1.ManualApproval})
+	m.Status.History = []fleeetv1.RolloutRecord{{Revision: "r1", Version: "v1", Outcome: fleeetv1.RolloutSucceeded}}
+	targets := []target{{name: "a", stage: 1, holds: true, state: fleeetv1.SyncReady, since: long},
+		{name: "z", stage: 0, holds: true, updated: true, state: fleeetv1.SyncReady, since: long}}
+	r := reconciler()
+	m.Annotations = map[string]string{fleeetv1.ApproveAnnotation: "r1/canary", fleeetv1.UndoAnnotation: "r1"}
+	r.reconcileRollout(m, "r2", targets, now)
+	g.Expect(m.Status.Rollout.Holding).To(ContainSubstring("awaits approval"), "an approval of another revision")
+	g.Expect(m.Status.Rollout.RolledBack).To(BeNil(), "an undo of another revision")
+
+	m.Annotations[fleeetv1.ApproveAnnotation] = "r2/canary"
+	r.reconcileRollout(m, "r2", targets, now)
+	g.Expect(m.Status.Rollout.Approved).To(Equal([]string{"canary"}))
+	g.Expect(m.Status.Rollout.Admitted).To(Equal([]string{"a"}), "the next stage starts at once")
+
+	m.Annotations[fleeetv1.UndoAnnotation] = "r2"
+	r.reconcileRollout(m, "r2", targets, now)
+	g.Expect(m.Status.Rollout.RolledBack).NotTo(BeNil())
+	g.Expect(m.Status.Rollout.RolledBack.Message).To(Equal("fleetctl rollout undo"))
+	g.Expect(m.Status.Rollout.RolledBack.To).To(Equal("r1"))
+}
+
+func TestHistoryKeepsItsLimitAndTheNewestGoodVersion(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Now()
+	m := rolling(intstr.FromInt32(1), 0)
+	m.Spec.Rollout.HistoryLimit = 2
+	m.Status.History = []fleeetv1.RolloutRecord{
+		{Revision: "r3", Outcome: fleeetv1.RolloutRolledBack},
+		{Revision: "r1", Outcome: fleeetv1.RolloutSucceeded},
+	}
+	m.Status.Rollout = &fleeetv1.RolloutStatus{Revision: "r4", RolledBack: &fleeetv1.Rollback{To: "r1"}}
+	reconciler().recordHistory(m, "r4", plan{}, now)
+	g.Expect(m.Status.History).To(HaveLen(2))
+	g.Expect(m.Status.History[0].Revision).To(Equal("r4"))
+	g.Expect(m.Status.History[1].Revision).To(Equal("r1"), "the version rolled back to stays")
+
+	m.Status.Rollout = nil
+	ready := plan{summary: fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}}
+	reconciler().recordHistory(m, "r5", ready, now)
+	g.Expect(m.Status.History[0].Revision).To(Equal("r5"))
+	g.Expect(m.Status.History[0].Outcome).To(Equal(fleeetv1.RolloutSucceeded))
+	reconciler().recordHistory(m, "r6", plan{waiting: 1, summary: ready.summary}, now)
+	g.Expect(m.Status.History[0].Revision).To(Equal("r5"), "a version still rolling out is not history yet")
+}

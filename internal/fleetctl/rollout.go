@@ -1,0 +1,316 @@
+package fleetctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
+)
+
+func newRolloutCommand(s *session) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rollout",
+		Short: "See and steer a Module's rollout: status, history, pause, resume, approve, undo",
+		Long: `Like kubectl rollout, for a Module across the fleet. pause and resume set spec.rollout.paused;
+approve and undo write an annotation naming the Module's current revision, so neither can apply to
+a later version by accident. kubectl wait --for=condition=Ready (or RolledBack, RolloutPaused)
+waits on the same conditions these commands report.`,
+	}
+	cmd.AddCommand(newRolloutStatusCommand(s), newRolloutHistoryCommand(s),
+		newRolloutPauseCommand(s, "pause", true), newRolloutPauseCommand(s, "resume", false),
+		newRolloutApproveCommand(s), newRolloutUndoCommand(s))
+	return cmd
+}
+
+// RolloutView is what fleetctl rollout status shows.
+type RolloutView struct {
+	Module   string `json:"module"`
+	Version  string `json:"version"`
+	Revision string `json:"revision"`
+	Strategy string `json:"strategy"`
+	// Stages lists each stage's Remotes and how many of them hold the
+	// current version; the implicit last stage is named "(rest)".
+	Stages []StageView `json:"stages,omitempty"`
+	// State is the Module's Ready condition, reason and message.
+	State string `json:"state"`
+	// Holding says what keeps further Remotes from moving.
+	Holding string `json:"holding,omitempty"`
+	Paused  bool   `json:"paused,omitempty"`
+}
+
+// StageView is one stage's progress.
+type StageView struct {
+	Name     string `json:"name"`
+	Remotes  int    `json:"remotes"`
+	Updated  int    `json:"updated"`
+	Ready    int    `json:"ready"`
+	Offline  int    `json:"offline"`
+	Approval string `json:"approval,omitempty"`
+	Current  bool   `json:"current,omitempty"`
+}
+
+func newRolloutStatusCommand(s *session) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "status MODULE",
+		Short: "Where a Module's rollout stands, stage by stage",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_, f, err := s.fleet(cmd.Context())
+			if err != nil {
+				return err
+			}
+			i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == args[0] })
+			if i < 0 {
+				return fmt.Errorf("module %s not found in namespace %s", args[0], f.Namespace)
+			}
+			view := f.rolloutView(&f.Modules[i])
+			if done, err := printStructured(cmd.OutOrStdout(), output, view); done {
+				return err
+			}
+			return view.print(cmd.OutOrStdout())
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func (f *Fleet) rolloutView(m *fleeetv1.Module) RolloutView {
+	v := RolloutView{Module: m.Name, Version: compile.Version(&m.Spec.Sync), Revision: compile.ModuleRevision(m),
+		Strategy: string(m.Spec.Rollout.Strategy), Paused: m.Spec.Rollout.Paused, State: "not reconciled yet"}
+	if c := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition); c != nil {
+		v.State = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+	}
+	ro := m.Status.Rollout
+	if ro != nil && ro.Revision == v.Revision {
+		v.Holding = ro.Holding
+	}
+	stages := make([]StageView, len(m.Spec.Rollout.Stages)+1)
+	for i, st := range m.Spec.Rollout.Stages {
+		stages[i] = StageView{Name: st.Name, Approval: string(st.Approval)}
+	}
+	stages[len(stages)-1].Name = "(rest)"
+	for i := range f.Remotes {
+		r := &f.Remotes[i]
+		cell := f.Cell(m, r)
+		if !cell.Selected {
+			continue
+		}
+		name, _ := stageOf(m, r)
+		k := slices.IndexFunc(m.Spec.Rollout.Stages, func(st fleeetv1.RolloutStage) bool { return st.Name == name })
+		if k < 0 {
+			k = len(stages) - 1
+		}
+		st := &stages[k]
+		st.Remotes++
+		switch {
+		case r.Offline():
+			st.Offline++
+		case cell.Current:
+			st.Updated++
+			if cell.State == StateReady {
+				st.Ready++
+			}
+		}
+	}
+	if ro != nil && ro.Revision == v.Revision && ro.RolledBack == nil {
+		k := slices.IndexFunc(m.Spec.Rollout.Stages, func(st fleeetv1.RolloutStage) bool { return st.Name == ro.Stage })
+		if k < 0 {
+			k = len(stages) - 1
+		}
+		stages[k].Current = true
+	}
+	v.Stages = slices.DeleteFunc(stages, func(st StageView) bool { return st.Remotes == 0 })
+	return v
+}
+
+func (v RolloutView) print(out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "module/%s: %s (revision %s), %s\n", v.Module, v.Version, v.Revision, v.Strategy)
+	fmt.Fprintf(w, "  state:   %s\n", v.State)
+	if v.Paused {
+		fmt.Fprintf(w, "  paused:  spec.rollout.paused (fleetctl rollout resume %s)\n", v.Module)
+	}
+	if v.Holding != "" {
+		fmt.Fprintf(w, "  holding: %s\n", v.Holding)
+	}
+	fmt.Fprintln(w, "STAGE\tREMOTES\tUPDATED\tREADY\tOFFLINE\tAPPROVAL\t")
+	for _, st := range v.Stages {
+		name := st.Name
+		if st.Current {
+			name += " *"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%s\t\n", name, st.Remotes, st.Updated, st.Ready, st.Offline, st.Approval)
+	}
+	return w.Flush()
+}
+
+func newRolloutHistoryCommand(s *session) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "history MODULE",
+		Short: "The versions that were Ready across the fleet or rolled back, newest first",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := s.module(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			if done, err := printStructured(cmd.OutOrStdout(), output, m.Status.History); done {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "REVISION\tVERSION\tOUTCOME\tTIME\t")
+			for _, h := range m.Status.History {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", h.Revision, h.Version, h.Outcome, h.Time.UTC().Format(time.RFC3339))
+			}
+			return w.Flush()
+		},
+	}
+	addOutputFlag(cmd, &output)
+	return cmd
+}
+
+func newRolloutPauseCommand(s *session, verb string, paused bool) *cobra.Command {
+	short := "Stop Remotes from starting to move to a new version; those moving finish"
+	if !paused {
+		short = "Let a paused rollout go on"
+	}
+	return &cobra.Command{
+		Use:   verb + " MODULE",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := s.rollingModule(cmd, args[0], "paused")
+			if err != nil {
+				return err
+			}
+			value := any(nil) // resume removes the field
+			if paused {
+				value = true
+			}
+			if err := s.patch(cmd, m, map[string]any{"spec": map[string]any{"rollout": map[string]any{"paused": value}}}); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "module/%s %sd\n", m.Name, verb)
+			return err
+		},
+	}
+}
+
+func newRolloutApproveCommand(s *session) *cobra.Command {
+	return &cobra.Command{
+		Use:   "approve MODULE [STAGE]",
+		Short: "Give a stage's manual approval, so the next stage starts (the stage holding now by default)",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := s.module(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			revision := compile.ModuleRevision(m)
+			ro := m.Status.Rollout
+			if ro == nil || ro.Revision != revision {
+				return fmt.Errorf("module %s: the manager has not planned revision %s yet; try again shortly", m.Name, revision)
+			}
+			stage := ro.Stage
+			if len(args) == 2 {
+				stage = args[1]
+			}
+			i := slices.IndexFunc(m.Spec.Rollout.Stages, func(st fleeetv1.RolloutStage) bool { return st.Name == stage })
+			switch {
+			case i < 0:
+				return fmt.Errorf("module %s has no stage %q", m.Name, stage)
+			case m.Spec.Rollout.Stages[i].Approval != fleeetv1.ManualApproval:
+				return fmt.Errorf("stage %s of module %s needs no approval", stage, m.Name)
+			case slices.Contains(ro.Approved, stage):
+				return fmt.Errorf("stage %s of module %s is approved already", stage, m.Name)
+			}
+			if err := s.patch(cmd, m, annotation(fleeetv1.ApproveAnnotation, revision+"/"+stage)); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "module/%s: stage %s of %s approved\n", m.Name, stage, compile.Version(&m.Spec.Sync))
+			return err
+		},
+	}
+}
+
+func newRolloutUndoCommand(s *session) *cobra.Command {
+	return &cobra.Command{
+		Use:   "undo MODULE",
+		Short: "Roll the current version back now to the last version that was Ready across the fleet",
+		Long: `Every Remote on the current version goes back to the newest Succeeded version of
+fleetctl rollout history, at once, and the Module holds there (condition RolledBack) until its sync
+changes. Remotes that never moved keep what they hold.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m, err := s.rollingModule(cmd, args[0], "undone; set the sync back instead")
+			if err != nil {
+				return err
+			}
+			revision := compile.ModuleRevision(m)
+			i := slices.IndexFunc(m.Status.History, func(h fleeetv1.RolloutRecord) bool {
+				return h.Outcome == fleeetv1.RolloutSucceeded && h.Revision != revision
+			})
+			if i < 0 {
+				return fmt.Errorf("module %s: no earlier version was Ready across the fleet; nothing to roll back to", m.Name)
+			}
+			if err := s.patch(cmd, m, annotation(fleeetv1.UndoAnnotation, revision)); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "module/%s: rolling %s back to %s\n", m.Name,
+				compile.Version(&m.Spec.Sync), m.Status.History[i].Version)
+			return err
+		},
+	}
+}
+
+func annotation(key, value string) map[string]any {
+	return map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}}
+}
+
+// module reads the named Module of the session's namespace.
+func (s *session) module(cmd *cobra.Command, name string) (*fleeetv1.Module, error) {
+	c, ns, err := s.client()
+	if err != nil {
+		return nil, err
+	}
+	m := &fleeetv1.Module{}
+	if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// rollingModule reads the named Module, refusing one that does not roll out
+// with RollingUpdate: it cannot be what the caller is doing.
+func (s *session) rollingModule(cmd *cobra.Command, name, doing string) (*fleeetv1.Module, error) {
+	m, err := s.module(cmd, name)
+	if err == nil && m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
+		err = fmt.Errorf("module %s rolls out %s: only a RollingUpdate can be %s", m.Name, m.Spec.Rollout.Strategy, doing)
+	}
+	return m, err
+}
+
+// patch merge-patches obj.
+func (s *session) patch(cmd *cobra.Command, obj client.Object, patch map[string]any) error {
+	c, _, err := s.client()
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	return c.Patch(cmd.Context(), obj, client.RawPatch(types.MergePatchType, raw))
+}
