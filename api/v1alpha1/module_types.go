@@ -106,7 +106,7 @@ const (
 // once more than maxFailures have failed the rollout pauses (condition
 // RolloutPaused) or rolls back (condition RolledBack), as onFailure says.
 //
-// +kubebuilder:validation:XValidation:rule="self.strategy == 'RollingUpdate' || (!has(self.stages) && !has(self.paused) && !has(self.maxFailures) && !has(self.progressDeadlineSeconds))",message="stages, paused, maxFailures and progressDeadlineSeconds need strategy RollingUpdate"
+// +kubebuilder:validation:XValidation:rule="self.strategy == 'RollingUpdate' || (!has(self.stages) && !has(self.paused) && !has(self.maxFailures) && !has(self.progressDeadlineSeconds) && !has(self.windows))",message="stages, paused, maxFailures, progressDeadlineSeconds and windows need strategy RollingUpdate"
 type Rollout struct {
 	// Strategy is AllAtOnce or RollingUpdate.
 	// +optional
@@ -172,6 +172,12 @@ type Rollout struct {
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 
+	// Windows are when Remotes may start to move: outside every window
+	// nothing new starts, and what is moving finishes. None means always.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	Windows []RolloutWindow `json:"windows,omitempty"`
+
 	// HistoryLimit is how many versions status.history keeps.
 	// +optional
 	// +kubebuilder:default=5
@@ -216,6 +222,28 @@ type RolloutStage struct {
 	Approval ApprovalPolicy `json:"approval,omitempty"`
 }
 
+// RolloutWindow is a recurring span of time in which a rollout may move
+// Remotes: it opens at each time of its cron schedule and stays open for
+// its duration.
+type RolloutWindow struct {
+	// Schedule is a standard five-field cron expression (minute hour
+	// day-of-month month day-of-week), such as "0 9 * * 1-5".
+	// +required
+	// +kubebuilder:validation:MinLength=9
+	// +kubebuilder:validation:MaxLength=128
+	Schedule string `json:"schedule"`
+
+	// Duration is how long the window stays open.
+	// +required
+	Duration metav1.Duration `json:"duration"`
+
+	// TimeZone is an IANA time zone name, such as Europe/Berlin; UTC when
+	// unset.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
 // ApprovalPolicy says whether a stage's end waits for a person.
 // +kubebuilder:validation:Enum=Automatic;Manual
 type ApprovalPolicy string
@@ -246,6 +274,10 @@ const (
 	ApproveAnnotation = "fleeet.dev/approve"
 	// UndoAnnotation is "<revision>": roll that revision back now.
 	UndoAnnotation = "fleeet.dev/undo"
+	// MaxMovingAnnotation on a tenant namespace caps how many Remotes its
+	// Modules' rollouts may have moving at once, all together; set by the
+	// platform team, which tenants cannot overrule.
+	MaxMovingAnnotation = "fleeet.dev/max-moving"
 )
 
 // ModuleStatus is the observed state of a Module, aggregated from the
@@ -313,6 +345,12 @@ type RolloutStatus struct {
 	// PausedBy names the Remote whose failure paused the rollout.
 	// +optional
 	PausedBy string `json:"pausedBy,omitempty"`
+
+	// Moving counts the Remotes moving to this revision now: admitted, or
+	// holding it but not available yet. It is what this Module takes of its
+	// namespace's and the manager's budget.
+	// +optional
+	Moving int32 `json:"moving,omitempty"`
 
 	// RolledBack is set once the revision was rolled back.
 	// +optional

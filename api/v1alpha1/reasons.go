@@ -17,6 +17,12 @@ const (
 	ReasonBindingFailed = "BindingFailed"
 	// ReasonInvalidSelector: the cluster selector does not parse.
 	ReasonInvalidSelector = "InvalidSelector"
+	// ReasonInvalidWindow: a rollout window's schedule or time zone does not
+	// parse.
+	ReasonInvalidWindow = "InvalidWindow"
+	// ReasonInvalidBudget: a namespace's fleeet.dev/max-moving annotation is
+	// not a positive integer.
+	ReasonInvalidBudget = "InvalidBudget"
 	// ReasonSuspended: spec.suspend stops the Module's rollout.
 	ReasonSuspended = "Suspended"
 	// ReasonPolicyDenied: admission policy refused a Remote's plan holding

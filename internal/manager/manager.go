@@ -51,6 +51,9 @@ type Options struct {
 	// MaxPlanBytes bounds the size of a compiled ProxyAssemblage's spec;
 	// zero means DefaultMaxPlanBytes.
 	MaxPlanBytes int
+	// MaxMoving caps the Remotes moving at once across every rollout; zero
+	// for no cap.
+	MaxMoving int
 }
 
 // DefaultMaxPlanBytes is the plan size limit when Options leaves it zero.
@@ -79,7 +82,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+	if err := (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	tokens := &registration.Tokens{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -144,7 +145,11 @@ func TestAStagedRolloutWaitsForApprovalAndRollsBackByItself(t *testing.T) {
 }
 
 func patchModule(g Gomega, ns, patch string) {
-	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
+	patchNamed(g, ns, "app", patch)
+}
+
+func patchNamed(g Gomega, ns, name, patch string) {
+	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	g.Expect(cluster.Client.Patch(context.Background(), m, client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
 }
 
@@ -153,4 +158,131 @@ func patchModule(g Gomega, ns, patch string) {
 func approve(g Gomega, ns, stage string) {
 	revision := moduleStatus(g, ns).Status.Rollout.Revision
 	patchModule(g, ns, fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, fleeetv1.ApproveAnnotation, revision+"/"+stage))
+}
+
+// Two Modules' rolling updates in a namespace capped at one Remote moving
+// at once: each alone could move two Remotes, together they never have more
+// than one moving, as a watch over every plan counts. (A Remote whose plan
+// changed for one Module is unavailable to the other too, which may move it
+// at no cost: moving Remotes, not syncs, are what the cap bounds.)
+func TestANamespaceBudgetHoldsEveryRolloutInItToItsBound(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	patchNamespace(g, ns, fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, fleeetv1.MaxMovingAnnotation))
+	online := []string{"r1", "r2", "r3"}
+	for _, name := range online {
+		newRemote(t, ns, name, nil, true)
+	}
+	for _, name := range []string{"app", "web"} {
+		m := newModule("v1", &metav1.LabelSelector{})
+		m.Namespace, m.Name = ns, name
+		m.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: ptr.To(intstr.FromInt32(2))}
+		g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
+	}
+	ready := func(string, string) fleeetv1.SyncState { return fleeetv1.SyncReady }
+	holdAll := func(tag string) func(Gomega) {
+		return func(g Gomega) {
+			for _, name := range online {
+				pa := proxy(g, ns, name)
+				g.Expect(pa.Spec.Assemblage.Syncs).To(HaveLen(2))
+				for _, s := range pa.Spec.Assemblage.Syncs {
+					g.Expect(s.Source.Git.Tag).To(Equal(tag), "Remote %s, sync %s", name, s.Name)
+				}
+				g.Expect(pa.Status.ObservedGeneration).To(Equal(pa.Generation))
+			}
+		}
+	}
+	driveUntil(g, ns, online, ready, holdAll("v1"))
+
+	var mu sync.Mutex
+	peak := 0
+	moving := map[string]bool{} // Remote → holds a v2 sync not reported Ready
+	onPlans(t, ns, func(pa *fleeetv1.ProxyAssemblage) {
+		mu.Lock()
+		defer mu.Unlock()
+		moving[pa.Name] = slices.ContainsFunc(pa.Spec.Assemblage.Syncs, func(s fleeetv1.NamedSync) bool {
+			reported := pa.Status.ObservedGeneration == pa.Generation && slices.ContainsFunc(pa.Status.Syncs,
+				func(st fleeetv1.SyncStatus) bool { return st.Name == s.Name && st.State == fleeetv1.SyncReady })
+			return s.Source.Git.Tag == "v2" && !reported
+		})
+		n := 0
+		for _, m := range moving {
+			if m {
+				n++
+			}
+		}
+		peak = max(peak, n)
+	})
+	for _, name := range []string{"app", "web"} {
+		patchNamed(g, ns, name, `{"spec":{"sync":{"source":{"git":{"tag":"v2"}}}}}`)
+	}
+	driveUntil(g, ns, online, ready, holdAll("v2"))
+	mu.Lock()
+	defer mu.Unlock()
+	g.Expect(peak).To(Equal(1), "never more than the namespace's one Remote moving, across both Modules")
+}
+
+func patchNamespace(g Gomega, ns, patch string) {
+	g.Expect(cluster.Client.Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
+}
+
+// A deployment window closing mid-rollout: the Remote already moving
+// finishes, no other starts until the window opens again. The windows are
+// edited here, as a clock would move through them; the rollout keeps its
+// place across the edits.
+func TestAClosedWindowLetsWhatMovesFinishAndStartsNothing(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	online := []string{"r1", "r2", "r3"}
+	for _, name := range online {
+		newRemote(t, ns, name, nil, true)
+	}
+	m := newModule("v1", &metav1.LabelSelector{})
+	m.Namespace = ns
+	m.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy}
+	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
+	ready := func(string, string) fleeetv1.SyncState { return fleeetv1.SyncReady }
+	driveUntil(g, ns, online, ready, func(g Gomega) { g.Expect(moduleStatus(g, ns).Status.Summary.Ready).To(Equal(int32(3))) })
+
+	// v2 starts on one Remote, which the agent does not report yet.
+	patchModule(g, ns, `{"spec":{"sync":{"source":{"git":{"tag":"v2"}}}}}`)
+	var first string
+	g.Eventually(func(g Gomega) {
+		moved := 0
+		for _, name := range online {
+			if heldTag(proxy(g, ns, name)) == "v2" {
+				first, moved = name, moved+1
+			}
+		}
+		g.Expect(moved).To(Equal(1))
+	}, timeout, poll).Should(Succeed())
+
+	// The window closes: only on New Year's Day.
+	patchModule(g, ns, `{"spec":{"rollout":{"windows":[{"schedule":"0 0 1 1 *","duration":"1h","timeZone":"Europe/Berlin"}]}}}`)
+	g.Eventually(func(g Gomega) {
+		g.Expect(moduleStatus(g, ns).Status.Rollout.Holding).To(HavePrefix("outside its deployment windows until "))
+	}, timeout, poll).Should(Succeed())
+	driveUntil(g, ns, online, ready, func(g Gomega) {
+		g.Expect(proxy(g, ns, first).Status.Syncs).To(ConsistOf(HaveField("State", fleeetv1.SyncReady)))
+		g.Expect(heldTag(proxy(g, ns, first))).To(Equal("v2"), "what was moving finished")
+	})
+	g.Consistently(func(g Gomega) int {
+		moved := 0
+		for _, name := range online {
+			if heldTag(proxy(g, ns, name)) == "v2" {
+				moved++
+			}
+		}
+		return moved
+	}, "3s", poll).Should(Equal(1), "nothing new starts while the window is closed")
+
+	// It opens again (every minute, for a day): the rollout goes on.
+	patchModule(g, ns, `{"spec":{"rollout":{"windows":[{"schedule":"* * * * *","duration":"24h"}]}}}`)
+	driveUntil(g, ns, online, ready, func(g Gomega) {
+		for _, name := range online {
+			g.Expect(heldTag(proxy(g, ns, name))).To(Equal("v2"))
+		}
+		g.Expect(apimeta.IsStatusConditionTrue(moduleStatus(g, ns).Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
+	})
 }

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -40,6 +41,12 @@ type Reconciler struct {
 	// Recorder records each stage's start, each Remote's admission and each
 	// rollback on the Module.
 	Recorder events.EventRecorder
+	// MaxMoving caps the Remotes moving at once across every rollout of the
+	// manager; 0 for no cap. A namespace's own cap is its
+	// fleeet.dev/max-moving annotation.
+	MaxMoving int
+
+	budget budget
 }
 
 // SetupWithManager registers the controller. What clusters report
@@ -72,6 +79,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	m := &fleeetv1.Module{}
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.budget.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := m.Status.DeepCopy()
@@ -87,6 +97,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		want = record.Revision
 	}
 
+	windows, err := parseWindows(m.Spec.Rollout.Windows)
+	if err != nil {
+		m.Status.ObservedGeneration = m.Generation
+		status.MarkStalled(m, fleeetv1.ReasonInvalidWindow, err.Error())
+		return ctrl.Result{}, nil
+	}
 	targets, bindingErrs, err := r.reconcileSelection(ctx, m, want)
 	if err != nil {
 		var invalid *invalidSelectorError
@@ -97,7 +113,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, err
 	}
-	p := r.reconcileRollout(m, revision, targets, time.Now())
+	p, err := r.step(ctx, m, revision, targets, windows)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	r.reconcileStatus(m, p, bindingErrs)
 	r.recordHistory(m, revision, p, time.Now())
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
@@ -171,17 +190,39 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 	return targets, bindingErrs, nil
 }
 
+// step runs one rollout step within the rollout's windows and the budget
+// it shares with other Modules, and records what it has moving.
+func (r *Reconciler) step(ctx context.Context, m *fleeetv1.Module, revision string, targets []target, windows []window) (plan, error) {
+	r.budget.mu.Lock()
+	defer r.budget.mu.Unlock()
+	lim, warning, err := r.budget.limits(ctx, r.Client, m, r.MaxMoving)
+	if err != nil {
+		return plan{}, err
+	}
+	if warning != "" {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonInvalidBudget, "Rollout", "%s", warning)
+	}
+	lim.windows = windows
+	p := r.reconcileRollout(m, revision, targets, lim, time.Now())
+	moving := 0
+	if m.Status.Rollout != nil {
+		moving = int(m.Status.Rollout.Moving)
+	}
+	r.budget.record(client.ObjectKeyFromObject(m), moving)
+	return p, nil
+}
+
 // reconcileRollout takes the annotations fleetctl rollout writes, runs one
 // rollout step and records it in status.rollout. A pause for a failure holds
 // until the failing Remote is repaired (available at the current version,
 // or no longer selected) or the revision changes; a rollback holds until the
 // revision changes.
-func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targets []target, now time.Time) plan {
+func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targets []target, lim limits, now time.Time) plan {
 	previous := &fleeetv1.RolloutStatus{Revision: revision}
 	if ro := m.Status.Rollout; ro != nil && ro.Revision == revision {
 		previous = ro.DeepCopy()
 	}
-	p := step(m, targets, previous, now)
+	p := step(m, targets, previous, lim, now)
 	if m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
 		m.Status.Rollout = nil
 		return p
@@ -216,9 +257,10 @@ func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targe
 		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageApproved, "Approve",
 			"stage %s of %s approved; the next stage starts", p.awaiting, m.Status.Version)
 		// The next step starts the next stage, from this status.
-		p = step(m, targets, next, now)
+		p = step(m, targets, next, lim, now)
 		next.Admitted, next.Stage, next.Holding = p.admitted, p.stage, p.holding
 	}
+	next.Moving = int32(p.moving)
 	if next.Stage != previous.Stage && next.Stage != "" {
 		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageStarted, "Rollout",
 			"stage %s of %s started", next.Stage, m.Status.Version)

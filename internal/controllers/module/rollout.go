@@ -93,6 +93,10 @@ type plan struct {
 	// waiting counts the online Remotes not yet running the current version
 	// available.
 	waiting int
+	// moving counts the online Remotes of the stage in progress that are
+	// admitted or updated but not available: what the rollout takes of the
+	// fleet-wide budget.
+	moving  int
 	summary fleeetv1.ModuleSummary
 }
 
@@ -117,6 +121,20 @@ func (t *target) available(now time.Time, minReady time.Duration) bool {
 	return t.state == fleeetv1.SyncReady && !t.podsNotReady() && now.Sub(t.since) >= minReady
 }
 
+// limits are what holds a rollout besides its own Remotes and stages.
+type limits struct {
+	// windows are the rollout's parsed deployment windows.
+	windows []window
+	// budget is how many Remotes this rollout may have moving, given what
+	// the other rollouts sharing its namespace's or the manager's cap have
+	// moving; negative for no cap.
+	budget int
+	// budgetCap is the cap the budget comes from, and budgetOf whose it is
+	// ("the namespace's", "the manager's").
+	budgetCap int
+	budgetOf  string
+}
+
 // step decides which Remotes may move to the Module's current revision.
 // Stages go in order, each starting once the one before is complete: every
 // online Remote of it updated and available (or failed within
@@ -125,9 +143,10 @@ func (t *target) available(now time.Time, minReady time.Duration) bool {
 // counting those already moving; Remotes already unavailable on an older
 // version move at once; offline and suspended Remotes move once the rest of
 // their stage is done and are never counted. Nothing moves once more than
-// maxFailures Remotes failed, and nothing new starts while paused. previous
-// is the rollout status of the same revision from the last step, or empty.
-func step(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStatus, now time.Time) plan {
+// maxFailures Remotes failed, and nothing new starts while paused, outside
+// the deployment windows, or beyond the fleet-wide budget. previous is the
+// rollout status of the same revision from the last step, or empty.
+func step(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStatus, lim limits, now time.Time) plan {
 	ro := m.Spec.Rollout
 	minReady := time.Duration(ro.MinReadySeconds) * time.Second
 	deadline := time.Duration(ro.ProgressDeadlineSeconds) * time.Second
@@ -156,17 +175,28 @@ func step(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStatus
 	stages := byStage(m, targets)
 	for i, st := range stages {
 		p.stage = st.name
-		if !p.admit(st, previous.Admitted, now, minReady, deadline) || i == len(stages)-1 {
+		if !p.admit(st, previous.Admitted, lim, now, minReady, deadline) || i == len(stages)-1 {
 			break
 		}
 		if p.holds(st, previous.Approved, now, minReady) {
 			break
 		}
 	}
-	if ro.Paused {
-		p.admitted = slices.DeleteFunc(p.admitted, func(name string) bool { return !slices.Contains(previous.Admitted, name) })
+	open, next := windowsOpen(lim.windows, now)
+	switch {
+	case ro.Paused:
 		p.holding = "paused (fleetctl rollout resume to go on)"
+	case !open:
+		p.holding = "outside its deployment windows until " + next.UTC().Format(time.RFC3339)
+		p.after(next.Sub(now))
+	default:
+		slices.Sort(p.admitted)
+		return p
 	}
+	// Nothing new starts; what was admitted goes on.
+	kept := slices.DeleteFunc(slices.Clone(p.admitted), func(name string) bool { return !slices.Contains(previous.Admitted, name) })
+	p.moving -= len(p.admitted) - len(kept)
+	p.admitted = kept
 	slices.Sort(p.admitted)
 	return p
 }
@@ -231,7 +261,7 @@ func byStage(m *fleeetv1.Module, targets []target) []stage {
 // admit admits the stage's next Remotes and reports whether the stage is
 // done: every online Remote of it updated and available, or failed within
 // maxFailures.
-func (p *plan) admit(st stage, previous []string, now time.Time, minReady, deadline time.Duration) bool {
+func (p *plan) admit(st stage, previous []string, lim limits, now time.Time, minReady, deadline time.Duration) bool {
 	unavailable := 0
 	var candidates, away []string
 	for _, t := range st.targets {
@@ -255,11 +285,21 @@ func (p *plan) admit(st stage, previous []string, now time.Time, minReady, deadl
 		}
 	}
 	budget := max(1, scaled(st.maxUnavailable, len(st.targets), 1)) - unavailable
+	if lim.budget >= 0 && lim.budget-unavailable < budget {
+		budget = lim.budget - unavailable
+		if budget <= 0 && len(candidates) > 0 {
+			p.holding = fmt.Sprintf("%s budget is used up: %d Remotes moving at most, %d of them for other Modules",
+				lim.budgetOf, lim.budgetCap, lim.budgetCap-lim.budget)
+			p.after(budgetRetry)
+		}
+	}
+	p.moving = unavailable
 	for _, name := range candidates {
 		if budget <= 0 {
 			break
 		}
 		p.admitted = append(p.admitted, name)
+		p.moving++
 		budget--
 	}
 	if len(candidates) > 0 || unavailable > 0 {
@@ -298,6 +338,10 @@ func (p *plan) holds(st stage, approved []string, now time.Time, minReady time.D
 	}
 	return false
 }
+
+// budgetRetry is how soon a rollout held by the fleet-wide budget looks
+// again: other Modules' Remotes free it, which its own watches do not see.
+const budgetRetry = 5 * time.Second
 
 // scaled scales an integer or percentage to total, rounding down; def when
 // unset or invalid.

@@ -114,7 +114,7 @@ func TestStepAdmitsWithinMaxUnavailable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			p := step(tc.module, tc.targets, &fleeetv1.RolloutStatus{Admitted: tc.previous}, now)
+			p := step(tc.module, tc.targets, &fleeetv1.RolloutStatus{Admitted: tc.previous}, unlimited, now)
 			g.Expect(p.admitted).To(Equal(tc.admitted))
 			g.Expect(p.failing).To(Equal(tc.paused != ""))
 			if tc.paused != "" {
@@ -164,7 +164,7 @@ func TestAPauseHoldsUntilTheRemoteIsRepaired(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			m := m.DeepCopy()
-			reconciler().reconcileRollout(m, "r3", append(tc.a, waiting), now)
+			reconciler().reconcileRollout(m, "r3", append(tc.a, waiting), unlimited, now)
 			g.Expect(m.Status.Rollout.PausedBy).To(Equal(tc.paused))
 			if tc.paused == "" {
 				g.Expect(m.Status.Rollout.Admitted).To(ContainElement("b"), "the rollout goes on")
@@ -194,7 +194,7 @@ func TestWorkloadHealthReachesTheModuleSummary(t *testing.T) {
 		{name: "b", holds: true, updated: true, state: fleeetv1.SyncReady, since: long, health: short},
 		{name: "c", holds: true, updated: false, state: fleeetv1.SyncReady, since: long, health: crashing},
 	}
-	p := step(m, targets, &fleeetv1.RolloutStatus{}, now)
+	p := step(m, targets, &fleeetv1.RolloutStatus{}, unlimited, now)
 	g.Expect(p.summary.PodsNotReady).To(Equal(int32(1)), "only Remotes at the current version count")
 	r := reconciler()
 	r.reconcileStatus(m, p, nil)
@@ -204,7 +204,7 @@ func TestWorkloadHealthReachesTheModuleSummary(t *testing.T) {
 
 	targets[2].updated, targets[2].state, targets[2].message = true, fleeetv1.SyncFailed, "health check failed"
 	m.Status.Rollout = &fleeetv1.RolloutStatus{Revision: "r2"}
-	p = r.reconcileRollout(m, "r2", targets, now)
+	p = r.reconcileRollout(m, "r2", targets, unlimited, now)
 	r.reconcileStatus(m, p, nil)
 	g.Expect(m.Status.Summary.PodsNotReady).To(Equal(int32(2)))
 	paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)

@@ -114,7 +114,7 @@ func TestStagesGoInOrder(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			p := step(tc.module, tc.targets, &tc.previous, now)
+			p := step(tc.module, tc.targets, &tc.previous, unlimited, now)
 			g.Expect(p.admitted).To(Equal(tc.admitted))
 			if tc.stage != "" {
 				g.Expect(p.stage).To(Equal(tc.stage))
@@ -127,8 +127,9 @@ func TestStagesGoInOrder(t *testing.T) {
 // TestRolloutPropertiesOverRandomFleets drives random fleets through random
 // staged rollouts, admitted Remotes moving and becoming Ready or failing at
 // random, and checks at every step: no stage has more Remotes moving than
-// its bound, no Remote moves before every earlier stage is done, and nothing
-// moves once the rollout is failing.
+// its bound nor more than the fleet-wide budget, no Remote moves before
+// every earlier stage is done, and nothing moves once the rollout is
+// failing.
 func TestRolloutPropertiesOverRandomFleets(t *testing.T) {
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 1))
@@ -149,6 +150,10 @@ func TestRolloutPropertiesOverRandomFleets(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			m.Spec.Rollout.MaxFailures = ptr.To(intstr.FromInt32(int32(rng.IntN(3))))
 		}
+		lim := unlimited
+		if rng.IntN(2) == 0 {
+			lim = limits{budget: 1 + rng.IntN(3), budgetCap: 5, budgetOf: "the namespace's"}
+		}
 		now := time.Unix(1_000_000, 0)
 		targets := make([]target, 1+rng.IntN(40))
 		failsOnNew := map[string]bool{}
@@ -163,8 +168,11 @@ func TestRolloutPropertiesOverRandomFleets(t *testing.T) {
 			status := &fleeetv1.RolloutStatus{}
 			for tick := 0; ; tick++ {
 				g.Expect(tick).To(BeNumerically("<", 2000), "the rollout ends")
-				p := step(m, targets, status, now)
+				p := step(m, targets, status, lim, now)
 				checkBounds(g, m, targets, p, now)
+				if lim.budget >= 0 {
+					g.Expect(p.moving).To(BeNumerically("<=", lim.budget), "never more moving than the budget")
+				}
 				if p.failing {
 					g.Expect(p.admitted).To(BeEmpty(), "nothing moves once the rollout is failing")
 					return
@@ -244,7 +252,7 @@ func TestARollbackReturnsToTheLastGoodVersionAndHolds(t *testing.T) {
 	failing := []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed, message: "health check failed"},
 		{name: "b", holds: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}}
 	r := reconciler()
-	p := r.reconcileRollout(m, "r3", failing, now)
+	p := r.reconcileRollout(m, "r3", failing, unlimited, now)
 	r.reconcileStatus(m, p, nil)
 	r.recordHistory(m, "r3", p, now)
 	g.Expect(m.Status.Rollout.RolledBack).To(Equal(&fleeetv1.Rollback{To: "r1", Version: "v1", Remote: "a",
@@ -260,9 +268,9 @@ func TestARollbackReturnsToTheLastGoodVersionAndHolds(t *testing.T) {
 	// Repaired or not, it holds until the revision changes.
 	healthy := []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)},
 		{name: "b", holds: true, updated: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}}
-	r.reconcileRollout(m, "r3", healthy, now)
+	r.reconcileRollout(m, "r3", healthy, unlimited, now)
 	g.Expect(m.Status.Rollout.RolledBack).NotTo(BeNil())
-	r.reconcileRollout(m, "r4", failing[1:], now)
+	r.reconcileRollout(m, "r4", failing[1:], unlimited, now)
 	g.Expect(m.Status.Rollout.RolledBack).To(BeNil(), "a new revision rolls out afresh")
 	g.Expect(m.Status.Rollout.Admitted).To(Equal([]string{"b"}))
 }
@@ -272,7 +280,7 @@ func TestAFailureWithNothingToRollBackToPauses(t *testing.T) {
 	m := rolling(intstr.FromInt32(1), 0)
 	m.Spec.Rollout.OnFailure = fleeetv1.RollbackOnFailure
 	r := reconciler()
-	p := r.reconcileRollout(m, "r1", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed}}, time.Now())
+	p := r.reconcileRollout(m, "r1", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed}}, unlimited, time.Now())
 	r.reconcileStatus(m, p, nil)
 	g.Expect(m.Status.Rollout.RolledBack).To(BeNil())
 	g.Expect(m.Status.Rollout.PausedBy).To(Equal("a"))
@@ -290,17 +298,17 @@ func TestUndoAndApproveApplyOnlyToTheirRevision(t *testing.T) {
 		{name: "z", stage: 0, holds: true, updated: true, state: fleeetv1.SyncReady, since: long}}
 	r := reconciler()
 	m.Annotations = map[string]string{fleeetv1.ApproveAnnotation: "r1/canary", fleeetv1.UndoAnnotation: "r1"}
-	r.reconcileRollout(m, "r2", targets, now)
+	r.reconcileRollout(m, "r2", targets, unlimited, now)
 	g.Expect(m.Status.Rollout.Holding).To(ContainSubstring("awaits approval"), "an approval of another revision")
 	g.Expect(m.Status.Rollout.RolledBack).To(BeNil(), "an undo of another revision")
 
 	m.Annotations[fleeetv1.ApproveAnnotation] = "r2/canary"
-	r.reconcileRollout(m, "r2", targets, now)
+	r.reconcileRollout(m, "r2", targets, unlimited, now)
 	g.Expect(m.Status.Rollout.Approved).To(Equal([]string{"canary"}))
 	g.Expect(m.Status.Rollout.Admitted).To(Equal([]string{"a"}), "the next stage starts at once")
 
 	m.Annotations[fleeetv1.UndoAnnotation] = "r2"
-	r.reconcileRollout(m, "r2", targets, now)
+	r.reconcileRollout(m, "r2", targets, unlimited, now)
 	g.Expect(m.Status.Rollout.RolledBack).NotTo(BeNil())
 	g.Expect(m.Status.Rollout.RolledBack.Message).To(Equal("fleetctl rollout undo"))
 	g.Expect(m.Status.Rollout.RolledBack.To).To(Equal("r1"))
@@ -328,4 +336,56 @@ func TestHistoryKeepsItsLimitAndTheNewestGoodVersion(t *testing.T) {
 	g.Expect(m.Status.History[0].Outcome).To(Equal(fleeetv1.RolloutSucceeded))
 	reconciler().recordHistory(m, "r6", plan{waiting: 1, summary: ready.summary}, now)
 	g.Expect(m.Status.History[0].Revision).To(Equal("r5"), "a version still rolling out is not history yet")
+}
+
+// unlimited is a rollout with no windows and no budget.
+var unlimited = limits{budget: -1}
+
+func TestWindowsAndTheBudgetHoldOnlyWhatHasNotStarted(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	long := now.Add(-time.Hour)
+	old := func(name string) target {
+		return target{name: name, holds: true, state: fleeetv1.SyncReady, since: long}
+	}
+	nightly, err := parseWindows([]fleeetv1.RolloutWindow{{Schedule: "0 22 * * *", Duration: metav1.Duration{Duration: 4 * time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := rolling(intstr.FromInt32(3), 0)
+	cases := []struct {
+		name     string
+		lim      limits
+		previous []string
+		admitted []string
+		moving   int
+		holding  string
+	}{{
+		name:     "outside its windows nothing new starts; what was admitted goes on",
+		lim:      limits{windows: nightly, budget: -1},
+		previous: []string{"a"},
+		admitted: []string{"a"},
+		moving:   1,
+		holding:  "outside its deployment windows until 2026-11-23T22:00:00Z",
+	}, {
+		name:     "the budget caps what starts",
+		lim:      limits{budget: 2, budgetCap: 5, budgetOf: "the namespace's"},
+		admitted: []string{"a", "b"},
+		moving:   2,
+	}, {
+		name:     "a used-up budget holds the rollout and says whose it is",
+		lim:      limits{budget: 1, budgetCap: 5, budgetOf: "the manager's"},
+		previous: []string{"a"},
+		admitted: []string{"a"},
+		moving:   1,
+		holding:  "the manager's budget is used up: 5 Remotes moving at most, 4 of them for other Modules",
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			p := step(three, []target{old("a"), old("b"), old("c")}, &fleeetv1.RolloutStatus{Admitted: tc.previous}, tc.lim, now)
+			g.Expect(p.admitted).To(Equal(tc.admitted))
+			g.Expect(p.moving).To(Equal(tc.moving))
+			g.Expect(p.holding).To(Equal(tc.holding))
+		})
+	}
 }
