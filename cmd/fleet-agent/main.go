@@ -20,6 +20,9 @@ func main() {
 	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of Assemblages and Upstreams reconciled at once.")
 	pflag.DurationVar(&o.Heartbeat, "heartbeat-interval", agent.DefaultHeartbeat,
 		"How often the agent renews its Lease in the management cluster; keep it under the manager's --offline-grace.")
+	pflag.DurationVar(&o.FetchJitter, "fetch-jitter", 0,
+		"Apply each new version of a sync, and so fetch it, after a delay of up to this long drawn per agent, "+
+			"so a fleet's clusters do not all hit the git or chart server at once; 0 applies at once.")
 	pflag.BoolVar(&o.AllowUnconfined, "allow-unconfined-syncs", false,
 		"Run Upstreams and Assemblages that name no spec.serviceAccountName: Flux applies their syncs with its own identity "+
 			"(usually cluster-admin) and bindings are read as the agent. Only for a cluster whose every tenant is fully trusted; "+

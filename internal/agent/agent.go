@@ -41,6 +41,10 @@ type Options struct {
 	// read as the agent. Off (the default), they are refused: a tenant's
 	// syncs and bindings are confined by its ServiceAccount only.
 	AllowUnconfined bool
+	// FetchJitter delays each new version's apply, and so its fetch, by up
+	// to this long, drawn per agent: a fleet's clusters do not all hit the
+	// git or chart server in the same second.
+	FetchJitter time.Duration
 }
 
 // CacheOptions confine what the agent reads to its own namespace, for
@@ -96,6 +100,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		Recorder:                mgr.GetEventRecorder(Name),
 		FieldOwner:              Name,
 		MaxConcurrentReconciles: o.Concurrent,
+		FetchJitter:             o.FetchJitter,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,6 +59,12 @@ type Reconciler struct {
 	FieldOwner string
 	// MaxConcurrentReconciles bounds how many Assemblages reconcile at once.
 	MaxConcurrentReconciles int
+	// FetchJitter spreads the fetches a new version causes across a fleet:
+	// a sync's new spec is applied after a delay of up to this long, drawn
+	// per agent and spec. Zero applies at once.
+	FetchJitter time.Duration
+
+	jitter *jitter
 }
 
 // SetupWithManager registers the controller. Changes to the Flux objects an
@@ -64,6 +72,7 @@ type Reconciler struct {
 // to the pod counts of the workloads Flux applied for it: readiness and
 // health arrive by watch, never by polling.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.jitter = newJitter(r.FetchJitter, rand.Uint64())
 	b := flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.Assemblage{}))
 	for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet"} {
 		b = b.Watches(flux.NewWorkload(kind), handler.EnqueueRequestsFromMapFunc(r.assemblageOfWorkload),
@@ -102,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	g := buildGraph(asm.Spec.Syncs)
-	statuses, err := r.reconcileSyncs(ctx, asm, g, objs)
+	statuses, wait, err := r.reconcileSyncs(ctx, asm, g, objs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -111,7 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	r.reconcileStatus(asm, statuses, g, removing)
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: wait}, nil
 }
 
 // reconcileDelete removes every sync in reverse dependency order and lets the
@@ -171,12 +180,13 @@ type planned struct {
 }
 
 // reconcileSyncs applies every sync whose dependencies are all Ready and
-// returns each sync's status. A sync is never removed or rolled back here:
-// one whose dependencies are not ready keeps what it runs.
-func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblage, g *graph, objs map[string]flux.Objects) ([]fleeetv1.SyncStatus, error) {
+// whose fetch jitter is over, and returns each sync's status and how soon
+// the next jitter ends. A sync is never removed or rolled back here: one
+// whose dependencies are not ready keeps what it runs.
+func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblage, g *graph, objs map[string]flux.Objects) ([]fleeetv1.SyncStatus, time.Duration, error) {
 	reader, err := r.bindingReader(asm)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	plans := map[string]planned{}
 	for i := range asm.Spec.Syncs {
@@ -212,6 +222,7 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 
 	statuses := make([]fleeetv1.SyncStatus, 0, len(asm.Spec.Syncs))
 	var errs []error
+	var soonest time.Duration
 	for i := range asm.Spec.Syncs {
 		s := &asm.Spec.Syncs[i]
 		st := fleeetv1.SyncStatus{Name: s.Name}
@@ -239,6 +250,16 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 		case p.err != nil:
 			st.State, st.Message = fleeetv1.SyncFailed, p.err.Error()
 		case !upToDate:
+			key := asm.Namespace + "/" + asm.Name + "/" + s.Name
+			if wait := r.jitter.wait(key, annotation(p.x.Applier, fleeetv1.SpecHashAnnotation), time.Now()); wait > 0 {
+				st.State = fleeetv1.SyncProgressing
+				st.Message = fmt.Sprintf("applying %s in %s (fetch jitter spreads the fleet's fetches)", p.x.Want.String(), wait.Round(time.Second))
+				if soonest == 0 || wait < soonest {
+					soonest = wait
+				}
+				break
+			}
+			r.jitter.done(key)
 			if err := r.applySync(ctx, asm, s.Name, p.x); err != nil {
 				errs = append(errs, err)
 				st.State, st.Message = fleeetv1.SyncProgressing, err.Error()
@@ -257,7 +278,7 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 		}
 		statuses = append(statuses, st)
 	}
-	return statuses, errors.Join(errs...)
+	return statuses, soonest, errors.Join(errs...)
 }
 
 // target places a sync's Flux objects in the Assemblage's namespace,
