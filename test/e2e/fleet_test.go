@@ -29,8 +29,10 @@ import (
 
 // TestTheDemoFleetRollsOutAndRevokes runs `make demo`'s fleet (podinfo on
 // three clusters with real nodes), rolls out a backend version whose pods
-// never get ready and then its repair under maxUnavailable=1, stops the
-// management apiserver for a minute, and revokes one cluster.
+// never get ready and then its repair under maxUnavailable=1, then versions
+// through three stages with an approval, an automatic rollback and an
+// undo, stops the management apiserver for a minute, and revokes one
+// cluster.
 func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three clusters with real nodes")
@@ -140,6 +142,8 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	g.Expect(out).To(And(ContainSubstring("Module team-a/backend at v1.2.0 on Remote "+first+": ready"), ContainSubstring("plan:         holds the current version v1.2.0"),
 		ContainSubstring("rollout:      rolling update: this Remote holds the current version")))
 
+	stagedRollout(t, fleet)
+
 	// The management apiserver is down for a minute: every cluster keeps
 	// what it runs and says it cannot reach upstream; then all reconnect.
 	stopped := time.Now()
@@ -188,9 +192,9 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	err = revoked.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "edge-3"}, &fleeetv1.ProxyAssemblage{})
 	g.Expect(apierrors.IsUnauthorized(err)).To(BeTrue(), "the revoked cluster's credential no longer authenticates: %v", err)
 	g.Eventually(func(g Gomega) [][]string { return statusCells(ctx, g, fleet) }, time.Minute, time.Second).Should(Equal([][]string{
-		{"REMOTE", "backend@v1.2.0", "frontend@" + frontend},
-		{"edge-1", "ready v1.2.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
-		{"edge-2", "ready v1.2.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
+		{"REMOTE", "backend@v1.4.0", "frontend@" + frontend},
+		{"edge-1", "ready v1.4.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
+		{"edge-2", "ready v1.4.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
 	}))
 }
 
