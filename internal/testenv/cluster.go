@@ -38,6 +38,10 @@ var Scheme = func() *runtime.Scheme {
 	return s
 }()
 
+// AdminUser is the cluster admin that processes started with a Cluster's
+// Kubeconfig act as; the tests' own Client is another admin.
+const AdminUser = "fleeet-test-admin"
+
 // Cluster is a real kube-apiserver backed by its own etcd, with fleeet's and
 // Flux's CRDs installed. It plays a management or a downstream cluster.
 type Cluster struct {
@@ -47,7 +51,8 @@ type Cluster struct {
 	Config *rest.Config
 	// Client is an uncached client authenticated as a cluster administrator.
 	Client client.Client
-	// Kubeconfig is the path of a kubeconfig file for Config, for processes.
+	// Kubeconfig is the path of a kubeconfig file for processes, as
+	// AdminUser.
 	Kubeconfig string
 	// Webhooks, for a cluster started WithWebhooks, is where the apiserver
 	// expects fleet-manager's admission webhooks (config/webhook) and the
@@ -207,7 +212,7 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 	if c.Client, err = client.New(cfg, client.Options{Scheme: Scheme}); err != nil {
 		return c, err
 	}
-	admin, err := env.AddUser(envtest.User{Name: "fleeet-test-admin", Groups: []string{"system:masters"}}, nil)
+	admin, err := env.AddUser(envtest.User{Name: AdminUser, Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return c, err
 	}
