@@ -10,9 +10,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -235,4 +237,66 @@ func Version(s *fleeetv1.SyncSpec) string {
 		return s.Source.Helm.Version
 	}
 	return ""
+}
+
+// Plan computes the syncs of one Remote from modules (those of its
+// namespace; the ones not selecting it are skipped), given what its plan
+// holds now, and stamps each selecting Module's sync with what it compiled
+// to (see fleeetv1.Compiled). A Module that is suspended, or whose bindings
+// cannot be resolved for this Remote, keeps what the Remote holds (the
+// stamp says why); otherwise the rollout decides (Choose, ChooseBack).
+// modules are only read. The error joins failures other than bindings'.
+func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, remote *fleeetv1.Remote, current []fleeetv1.NamedSync) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
+	var syncs []fleeetv1.NamedSync
+	stamps := map[string]fleeetv1.Compiled{}
+	var errs []error
+	for i := range modules {
+		m := &modules[i]
+		selected, err := Selects(m.Spec.Selector, remote)
+		if err != nil || !selected {
+			continue // the Module controller reports an invalid selector
+		}
+		held := Find(current, m.Name)
+		revision := ModuleRevision(m)
+		stamp := fleeetv1.Compiled{Generation: m.Generation, Revision: revision}
+		desired, chosen, err := choose(ctx, reader, m, revision, remote, held, &stamp)
+		if err != nil {
+			if be := (*BindingError)(nil); !errors.As(err, &be) {
+				errs = append(errs, err)
+			}
+			stamp.BindingError = err.Error()
+		}
+		stamp.Pending = err != nil || !Same(chosen, desired)
+		stamps[m.Name] = stamp
+		if chosen != nil {
+			syncs = append(syncs, *chosen)
+		}
+	}
+	slices.SortFunc(syncs, func(a, b fleeetv1.NamedSync) int { return strings.Compare(a.Name, b.Name) })
+	return syncs, stamps, errors.Join(errs...)
+}
+
+// choose compiles what a Module's revision, or the version a rollback
+// returns to, places on a Remote (desired, with stamp.Revision naming it) and
+// picks what the Remote holds: held while the Module is suspended or cannot
+// be compiled, else what the rollout allows.
+func choose(ctx context.Context, reader client.Reader, m *fleeetv1.Module, revision string, remote *fleeetv1.Remote,
+	held *fleeetv1.NamedSync, stamp *fleeetv1.Compiled) (desired, chosen *fleeetv1.NamedSync, err error) {
+	next, err := Sync(ctx, reader, m, &m.Spec.SyncPlacement, remote)
+	if err != nil {
+		return nil, held, err
+	}
+	desired, chosen = &next, Choose(m, remote.Name, revision, held, &next)
+	if record := RolledBackTo(m, revision); record != nil {
+		back, err := Sync(ctx, reader, m, &fleeetv1.SyncPlacement{Sync: record.Sync, ControlPlaneBindings: record.ControlPlaneBindings}, remote)
+		if err != nil {
+			return nil, held, fmt.Errorf("compiling %s to roll back to: %w", record.Version, err)
+		}
+		stamp.Revision = record.Revision
+		desired, chosen = &back, ChooseBack(held, &next, &back)
+	}
+	if m.Spec.Suspend {
+		chosen = held
+	}
+	return desired, chosen, nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/status"
+	"github.com/fleeet-dev/fleeet/internal/syncgraph"
 )
 
 // unconfinedMessage says why an Assemblage without a ServiceAccount is refused.
@@ -110,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	g := buildGraph(asm.Spec.Syncs)
+	g := syncgraph.Build(asm.Spec.Syncs)
 	statuses, wait, err := r.reconcileSyncs(ctx, asm, g, objs)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -154,7 +155,7 @@ func (r *Reconciler) reconcileConfinement(asm *fleeetv1.Assemblage) bool {
 		statuses = append(statuses, fleeetv1.SyncStatus{Name: s.Name, State: fleeetv1.SyncFailed,
 			Message: "not applied: the Assemblage has no spec.serviceAccountName"})
 	}
-	r.reconcileStatus(asm, statuses, buildGraph(nil), nil)
+	r.reconcileStatus(asm, statuses, syncgraph.Build(nil), nil)
 	status.MarkStalled(asm, fleeetv1.ReasonServiceAccountNameUnset, unconfinedMessage)
 	return false
 }
@@ -183,7 +184,7 @@ type planned struct {
 // whose fetch jitter is over, and returns each sync's status and how soon
 // the next jitter ends. A sync is never removed or rolled back here: one
 // whose dependencies are not ready keeps what it runs.
-func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblage, g *graph, objs map[string]flux.Objects) ([]fleeetv1.SyncStatus, time.Duration, error) {
+func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblage, g *syncgraph.Graph, objs map[string]flux.Objects) ([]fleeetv1.SyncStatus, time.Duration, error) {
 	reader, err := r.bindingReader(asm)
 	if err != nil {
 		return nil, 0, err
@@ -196,7 +197,7 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 			plans[s.Name] = planned{err: err}
 			continue
 		}
-		x, err := flux.Expand(target(asm, s.Name), s, values, g.deps[s.Name])
+		x, err := flux.Expand(target(asm, s.Name), s, values, g.Deps[s.Name])
 		plans[s.Name] = planned{x: x, err: err}
 	}
 
@@ -227,11 +228,11 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 		s := &asm.Spec.Syncs[i]
 		st := fleeetv1.SyncStatus{Name: s.Name}
 		p, o := plans[s.Name], objs[s.Name]
-		blockedBy, reasons := g.missing[s.Name], []string{}
-		for _, m := range g.missing[s.Name] {
+		blockedBy, reasons := g.Missing[s.Name], []string{}
+		for _, m := range g.Missing[s.Name] {
 			reasons = append(reasons, fmt.Sprintf("%s is not in this assemblage", m))
 		}
-		for _, d := range g.deps[s.Name] {
+		for _, d := range g.Deps[s.Name] {
 			if ok, why := depReady(d); !ok {
 				blockedBy = append(blockedBy, d)
 				reasons = append(reasons, fmt.Sprintf("%s is %s", d, why))
@@ -240,10 +241,10 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 		upToDate := p.err == nil && o.Exists() && o.SpecHash() == annotation(p.x.Applier, fleeetv1.SpecHashAnnotation)
 
 		switch {
-		case g.invalid[s.Name] != "":
-			st.State, st.Message = fleeetv1.SyncFailed, g.invalid[s.Name]
-		case len(g.cycles[s.Name]) > 0:
-			st.State, st.Message = fleeetv1.SyncFailed, "dependency cycle: "+cycleString(g.cycles[s.Name])
+		case g.Invalid[s.Name] != "":
+			st.State, st.Message = fleeetv1.SyncFailed, g.Invalid[s.Name]
+		case len(g.Cycles[s.Name]) > 0:
+			st.State, st.Message = fleeetv1.SyncFailed, "dependency cycle: "+syncgraph.CycleString(g.Cycles[s.Name])
 		case len(blockedBy) > 0 && !upToDate:
 			st.State, st.BlockedBy = fleeetv1.SyncBlocked, blockedBy
 			st.Message = "waiting for dependencies: " + strings.Join(reasons, "; ")
@@ -365,7 +366,7 @@ func dependentsOf(name string, objs map[string]flux.Objects) []string {
 // reconcileStatus records the syncs' states, the summary and the conditions:
 // Ready when every sync is Ready and nothing is being removed; Stalled when
 // the dependency graph has a cycle, which only a spec change can fix.
-func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeetv1.SyncStatus, g *graph, removing []string) {
+func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeetv1.SyncStatus, g *syncgraph.Graph, removing []string) {
 	previous := map[string]fleeetv1.SyncStatus{}
 	for _, s := range asm.Status.Syncs {
 		previous[s.Name] = s
@@ -400,10 +401,10 @@ func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeet
 	asm.Status.ObservedGeneration = asm.Generation
 
 	var cycles []string
-	for _, name := range slices.Sorted(maps.Keys(g.cycles)) {
+	for _, name := range slices.Sorted(maps.Keys(g.Cycles)) {
 		// Name each cycle once, from its alphabetically first member.
-		if name == slices.Min(g.cycles[name]) {
-			cycles = append(cycles, cycleString(g.cycles[name]))
+		if name == slices.Min(g.Cycles[name]) {
+			cycles = append(cycles, syncgraph.CycleString(g.Cycles[name]))
 		}
 	}
 	busy := sum.Progressing+sum.Blocked > 0 || len(removing) > 0

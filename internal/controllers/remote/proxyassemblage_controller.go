@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -232,72 +231,24 @@ func (c *Compiler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, he
 	}
 }
 
-// compile computes the syncs of one Remote from every Module selecting it,
-// and stamps each Module's sync with what it compiled to (see
-// fleeetv1.Compiled). A Module that is suspended, or whose bindings cannot
-// be resolved for this Remote, keeps what the Remote already holds. Modules
-// come from the cache uncopied (this runs once per Remote per change) and
-// are only read.
+// compile computes the syncs of one Remote from every Module of its
+// namespace (compile.Plan) and reports each binding failure on its Module.
+// Modules come from the cache uncopied (this runs once per Remote per
+// change) and are only read.
 func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current []fleeetv1.NamedSync) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
 	modules := &fleeetv1.ModuleList{}
 	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
 	}
-	var syncs []fleeetv1.NamedSync
-	stamps := map[string]fleeetv1.Compiled{}
-	var errs []error
+	syncs, stamps, err := compile.Plan(ctx, c.Client, modules.Items, remote, current)
 	for i := range modules.Items {
 		m := &modules.Items[i]
-		selected, err := compile.Selects(m.Spec.Selector, remote)
-		if err != nil || !selected {
-			continue // the Module controller reports an invalid selector
-		}
-		held := compile.Find(current, m.Name)
-		revision := compile.ModuleRevision(m)
-		stamp := fleeetv1.Compiled{Generation: m.Generation, Revision: revision}
-		desired, chosen, err := c.choose(ctx, m, revision, remote, held, &stamp)
-		if err != nil {
-			var be *compile.BindingError
-			if !errors.As(err, &be) {
-				errs = append(errs, err)
-			}
-			stamp.BindingError = err.Error()
+		if stamp, ok := stamps[m.Name]; ok && stamp.BindingError != "" {
 			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonBindingFailed, "Compile",
-				"Remote %s: %v", remote.Name, err)
-		}
-		stamp.Pending = err != nil || !compile.Same(chosen, desired)
-		stamps[m.Name] = stamp
-		if chosen != nil {
-			syncs = append(syncs, *chosen)
+				"Remote %s: %s", remote.Name, stamp.BindingError)
 		}
 	}
-	slices.SortFunc(syncs, func(a, b fleeetv1.NamedSync) int { return strings.Compare(a.Name, b.Name) })
-	return syncs, stamps, errors.Join(errs...)
-}
-
-// choose compiles what a Module's revision, or the version a rollback
-// returns to, places on a Remote (desired, with stamp.Revision naming it) and
-// picks what the Remote holds: held while the Module is suspended or cannot
-// be compiled, else what the rollout allows.
-func (c *Compiler) choose(ctx context.Context, m *fleeetv1.Module, revision string, remote *fleeetv1.Remote,
-	held *fleeetv1.NamedSync, stamp *fleeetv1.Compiled) (desired, chosen *fleeetv1.NamedSync, err error) {
-	next, err := compile.Sync(ctx, c.Client, m, &m.Spec.SyncPlacement, remote)
-	if err != nil {
-		return nil, held, err
-	}
-	desired, chosen = &next, compile.Choose(m, remote.Name, revision, held, &next)
-	if record := compile.RolledBackTo(m, revision); record != nil {
-		back, err := compile.Sync(ctx, c.Client, m, &fleeetv1.SyncPlacement{Sync: record.Sync, ControlPlaneBindings: record.ControlPlaneBindings}, remote)
-		if err != nil {
-			return nil, held, fmt.Errorf("compiling %s to roll back to: %w", record.Version, err)
-		}
-		stamp.Revision = record.Revision
-		desired, chosen = &back, compile.ChooseBack(held, &next, &back)
-	}
-	if m.Spec.Suspend {
-		chosen = held
-	}
-	return desired, chosen, nil
+	return syncs, stamps, err
 }
 
 // remotesOfModule maps a Module to the Remotes it selects now and those whose

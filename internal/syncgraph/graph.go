@@ -1,4 +1,8 @@
-package assemblage
+// Package syncgraph resolves the dependencies between the syncs of one
+// plan — by name or by label selector, whatever their kinds — and finds
+// dependency cycles. The agent orders its syncs by it; fleetctl diff uses it
+// to say which dependents a change would hold.
+package syncgraph
 
 import (
 	"fmt"
@@ -11,27 +15,27 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 )
 
-// graph is the dependency graph of an assemblage's syncs.
-type graph struct {
-	// deps maps each sync to the syncs it depends on, sorted.
-	deps map[string][]string
-	// missing maps a sync to dependencies it names that are not in the assemblage.
-	missing map[string][]string
-	// invalid maps a sync to why its dependsOn cannot be evaluated.
-	invalid map[string]string
-	// cycles maps each sync on a dependency cycle to that cycle, as a path
+// Graph is the dependency graph of a plan's syncs.
+type Graph struct {
+	// Deps maps each sync to the syncs it depends on, sorted.
+	Deps map[string][]string
+	// Missing maps a sync to dependencies it names that are not in the plan.
+	Missing map[string][]string
+	// Invalid maps a sync to why its dependsOn cannot be evaluated.
+	Invalid map[string]string
+	// Cycles maps each sync on a dependency cycle to that cycle, as a path
 	// that starts and ends at the same sync.
-	cycles map[string][]string
+	Cycles map[string][]string
 }
 
-// buildGraph resolves every sync's dependsOn, by name or by label selector
+// Build resolves every sync's dependsOn, by name or by label selector
 // over the other syncs, and finds dependency cycles.
-func buildGraph(syncs []fleeetv1.NamedSync) *graph {
-	g := &graph{
-		deps:    map[string][]string{},
-		missing: map[string][]string{},
-		invalid: map[string]string{},
-		cycles:  map[string][]string{},
+func Build(syncs []fleeetv1.NamedSync) *Graph {
+	g := &Graph{
+		Deps:    map[string][]string{},
+		Missing: map[string][]string{},
+		Invalid: map[string]string{},
+		Cycles:  map[string][]string{},
 	}
 	names := map[string]bool{}
 	for _, s := range syncs {
@@ -44,13 +48,13 @@ func buildGraph(syncs []fleeetv1.NamedSync) *graph {
 				if names[d.Name] {
 					set[d.Name] = true
 				} else {
-					g.missing[s.Name] = append(g.missing[s.Name], d.Name)
+					g.Missing[s.Name] = append(g.Missing[s.Name], d.Name)
 				}
 				continue
 			}
 			sel, err := metav1.LabelSelectorAsSelector(d.Selector)
 			if err != nil {
-				g.invalid[s.Name] = fmt.Sprintf("dependsOn[%d].selector: %v", i, err)
+				g.Invalid[s.Name] = fmt.Sprintf("dependsOn[%d].selector: %v", i, err)
 				continue
 			}
 			for _, other := range syncs {
@@ -60,9 +64,9 @@ func buildGraph(syncs []fleeetv1.NamedSync) *graph {
 			}
 		}
 		for name := range set {
-			g.deps[s.Name] = append(g.deps[s.Name], name)
+			g.Deps[s.Name] = append(g.Deps[s.Name], name)
 		}
-		slices.Sort(g.deps[s.Name])
+		slices.Sort(g.Deps[s.Name])
 	}
 	g.findCycles(syncs)
 	return g
@@ -70,7 +74,7 @@ func buildGraph(syncs []fleeetv1.NamedSync) *graph {
 
 // findCycles marks every sync that lies on a cycle (Tarjan's strongly
 // connected components) with one concrete cycle through it.
-func (g *graph) findCycles(syncs []fleeetv1.NamedSync) {
+func (g *Graph) findCycles(syncs []fleeetv1.NamedSync) {
 	index := map[string]int{}
 	low := map[string]int{}
 	onStack := map[string]bool{}
@@ -80,7 +84,7 @@ func (g *graph) findCycles(syncs []fleeetv1.NamedSync) {
 		index[v], low[v] = len(index), len(index)
 		stack = append(stack, v)
 		onStack[v] = true
-		for _, w := range g.deps[v] {
+		for _, w := range g.Deps[v] {
 			if _, seen := index[w]; !seen {
 				visit(w)
 				low[v] = min(low[v], low[w])
@@ -101,9 +105,9 @@ func (g *graph) findCycles(syncs []fleeetv1.NamedSync) {
 				break
 			}
 		}
-		if len(component) > 1 || slices.Contains(g.deps[v], v) {
+		if len(component) > 1 || slices.Contains(g.Deps[v], v) {
 			for _, m := range component {
-				g.cycles[m] = g.cycleThrough(m, component)
+				g.Cycles[m] = g.cycleThrough(m, component)
 			}
 		}
 	}
@@ -116,13 +120,13 @@ func (g *graph) findCycles(syncs []fleeetv1.NamedSync) {
 
 // cycleThrough returns a path from start back to start within component,
 // which is strongly connected, so such a path exists.
-func (g *graph) cycleThrough(start string, component []string) []string {
+func (g *Graph) cycleThrough(start string, component []string) []string {
 	visited := map[string]bool{}
 	var path []string
 	var walk func(string) bool
 	walk = func(v string) bool {
 		path = append(path, v)
-		for _, w := range g.deps[v] {
+		for _, w := range g.Deps[v] {
 			if w == start {
 				path = append(path, w)
 				return true
@@ -141,7 +145,7 @@ func (g *graph) cycleThrough(start string, component []string) []string {
 	return path
 }
 
-// cycleString renders a cycle as "a → b → a".
-func cycleString(cycle []string) string {
+// CycleString renders a cycle as "a → b → a".
+func CycleString(cycle []string) string {
 	return strings.Join(cycle, " → ")
 }

@@ -1,4 +1,4 @@
-package assemblage
+package syncgraph
 
 import (
 	"testing"
@@ -22,16 +22,16 @@ func onLabels(l map[string]string) fleeetv1.Dependency {
 func TestBuildGraphResolvesNamesAndSelectors(t *testing.T) {
 	g := NewWithT(t)
 	platform := map[string]string{"tier": "platform"}
-	gr := buildGraph([]fleeetv1.NamedSync{
+	gr := Build([]fleeetv1.NamedSync{
 		sync("crds", platform),
 		sync("cni", platform, on("crds")),
 		sync("app", nil, onLabels(platform), on("crds"), on("ghost")),
 		sync("self-selecting", platform, onLabels(platform)),
 	})
-	g.Expect(gr.deps["app"]).To(Equal([]string{"cni", "crds", "self-selecting"}))
-	g.Expect(gr.missing["app"]).To(Equal([]string{"ghost"}))
-	g.Expect(gr.deps["self-selecting"]).To(Equal([]string{"cni", "crds"}), "a selector never selects its own sync")
-	g.Expect(gr.cycles).To(BeEmpty())
+	g.Expect(gr.Deps["app"]).To(Equal([]string{"cni", "crds", "self-selecting"}))
+	g.Expect(gr.Missing["app"]).To(Equal([]string{"ghost"}))
+	g.Expect(gr.Deps["self-selecting"]).To(Equal([]string{"cni", "crds"}), "a selector never selects its own sync")
+	g.Expect(gr.Cycles).To(BeEmpty())
 }
 
 func TestBuildGraphNamesEveryCycle(t *testing.T) {
@@ -58,10 +58,10 @@ func TestBuildGraphNamesEveryCycle(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			gr := buildGraph(tc.syncs)
+			gr := Build(tc.syncs)
 			got := map[string]string{}
-			for name, c := range gr.cycles {
-				got[name] = cycleString(c)
+			for name, c := range gr.Cycles {
+				got[name] = CycleString(c)
 			}
 			g.Expect(got).To(Equal(tc.cycles))
 		})
@@ -72,6 +72,6 @@ func TestBuildGraphReportsAnInvalidSelector(t *testing.T) {
 	g := NewWithT(t)
 	bad := fleeetv1.Dependency{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 		{Key: "tier", Operator: "Near"}}}}
-	gr := buildGraph([]fleeetv1.NamedSync{sync("a", nil, bad)})
-	g.Expect(gr.invalid["a"]).To(HavePrefix("dependsOn[0].selector: "))
+	gr := Build([]fleeetv1.NamedSync{sync("a", nil, bad)})
+	g.Expect(gr.Invalid["a"]).To(HavePrefix("dependsOn[0].selector: "))
 }
