@@ -10,6 +10,6 @@ import (
 
 func main() {
 	if err := fleetctl.NewCommand().Execute(); err != nil {
-		os.Exit(1)
+		os.Exit(fleetctl.ExitCode(err))
 	}
 }

@@ -14,7 +14,9 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -53,7 +55,7 @@ func TestMain(m *testing.M) {
 }
 
 // run runs the command line in-process against the test cluster.
-func run(t *testing.T, ns string, args ...string) (string, error) {
+func run(t testing.TB, ns string, args ...string) (string, error) {
 	t.Helper()
 	cmd := fleetctl.NewCommand()
 	var out bytes.Buffer
@@ -382,4 +384,97 @@ func TestRolloutCommandsShowAndSteerARollout(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(Equal("module/app resumed\n"))
 	g.Expect(paused(g)).To(BeFalse())
+}
+
+// resourceVersions maps every Module, Remote and ProxyAssemblage of a
+// namespace to its resourceVersion.
+func resourceVersions(g Gomega, ns string) map[string]string {
+	rvs := map[string]string{}
+	for _, list := range []client.ObjectList{&fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}} {
+		g.Expect(cluster.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+		g.Expect(apimeta.EachListItem(list, func(o runtime.Object) error {
+			obj := o.(client.Object)
+			rvs[fmt.Sprintf("%T/%s", obj, obj.GetName())] = obj.GetResourceVersion()
+			return nil
+		})).To(Succeed())
+	}
+	return rvs
+}
+
+// manifest writes a Module manifest for fleetctl diff -f: the stored
+// Module, edited.
+func manifest(t testing.TB, ns, name string, edit func(*fleeetv1.Module)) string {
+	m := &fleeetv1.Module{}
+	NewWithT(t).Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, m)).To(Succeed())
+	m.TypeMeta = metav1.TypeMeta{APIVersion: fleeetv1.GroupVersion.String(), Kind: "Module"}
+	m.ObjectMeta = metav1.ObjectMeta{Name: name, Labels: m.Labels}
+	m.Status = fleeetv1.ModuleStatus{}
+	edit(m)
+	raw, err := yaml.Marshal(m)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	file := filepath.Join(t.TempDir(), name+".yaml")
+	NewWithT(t).Expect(os.WriteFile(file, raw, 0o600)).To(Succeed())
+	return file
+}
+
+func TestDiffPreviewsAChangeOnEveryPlanAndWritesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ns := fleet(t)
+	g.Eventually(func(g Gomega) {
+		out, err := run(t, ns, "status", "-o", "json")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring(`"blocked"`))
+	}, timeout, poll).Should(Succeed())
+	before := resourceVersions(g, ns)
+	differs := func(err error) { g.ExpectWithOffset(1, fleetctl.ExitCode(err)).To(Equal(1), "%v", err) }
+
+	// A version bump: both edge Remotes change crds, and app waits for it.
+	out, err := run(t, ns, "diff", "-f", manifest(t, ns, "crds", func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = "v1.1.0" }))
+	differs(err)
+	g.Expect(out).To(Equal("update Module " + ns + "/crds\n  admitted (server-side dry run)\n" +
+		"Remote edge-1:\n  ~ crds\n      source.git.tag: \"v1.0.0\" → \"v1.1.0\"\n  held: app (waits for crds)\n" +
+		"Remote edge-2:\n  ~ crds\n      source.git.tag: \"v1.0.0\" → \"v1.1.0\"\n  held: app (waits for crds)\n"))
+
+	// A selector change: lab comes to hold crds.
+	out, err = run(t, ns, "diff", "-o", "json", "-f", manifest(t, ns, "crds", func(m *fleeetv1.Module) { m.Spec.Selector = &metav1.LabelSelector{} }))
+	differs(err)
+	var view fleetctl.DiffView
+	g.Expect(json.Unmarshal([]byte(out), &view)).To(Succeed(), out)
+	g.Expect(view.Selected).To(Equal([]string{"lab"}))
+	g.Expect(view.Remotes).To(Equal([]fleetctl.RemoteDiff{{Remote: "lab", Added: []string{"crds v1.0.0"}, Held: []string{"app (waits for crds)"}}}))
+
+	// A binding: each Remote's sync gets its own value.
+	out, err = run(t, ns, "diff", "-f", manifest(t, ns, "crds", func(m *fleeetv1.Module) {
+		m.Spec.ControlPlaneBindings = []fleeetv1.ControlPlaneBinding{{Name: "ENV",
+			ObjectFieldRef: &fleeetv1.ControlPlaneFieldRef{Kind: "Remote", FieldPath: "/metadata/labels/env"}}}
+		m.Spec.Sync.Package.Kustomize.Substitute = map[string]string{"env": "$(ENV)"}
+	}))
+	differs(err)
+	g.Expect(out).To(ContainSubstring("Remote edge-2:\n  ~ crds\n      package.kustomize.substitute.env: (none) → \"edge\"\n"))
+
+	// A change admission refuses: nothing would change.
+	out, err = run(t, ns, "diff", "-f", manifest(t, ns, "crds", func(m *fleeetv1.Module) {
+		m.Spec.Sync.Source.Git.URL = "http://git.example.com/crds.git"
+	}))
+	differs(err)
+	g.Expect(out).To(And(ContainSubstring("refused by the apiserver: "), ContainSubstring(`scheme "http" is not allowed`),
+		HaveSuffix("nothing would change\n")))
+
+	// A deletion, and a Remote's new labels.
+	out, err = run(t, ns, "diff", "--delete", "crds")
+	differs(err)
+	g.Expect(out).To(ContainSubstring("Remote edge-1:\n  - crds\n"))
+	out, err = run(t, ns, "diff", "--remote", "lab", "--labels", "env=edge")
+	differs(err)
+	g.Expect(out).To(And(ContainSubstring("  selects crds → lab\n"), ContainSubstring("Remote lab:\n  + crds v1.0.0\n")))
+
+	// No change, no difference; bad input is an error (exit status 2).
+	out, err = run(t, ns, "diff", "-f", manifest(t, ns, "crds", func(*fleeetv1.Module) {}))
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("no plan changes"))
+	_, err = run(t, ns, "diff", "--remote", "lab", "--labels", "env")
+	g.Expect(fleetctl.ExitCode(err)).To(Equal(2))
+	g.Expect(err).To(MatchError(ContainSubstring(`--labels "env": want k=v to set or k- to remove`)))
+
+	g.Expect(resourceVersions(g, ns)).To(Equal(before), "a preview writes nothing")
 }

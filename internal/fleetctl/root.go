@@ -45,7 +45,7 @@ func NewCommand() *cobra.Command {
 			},
 		},
 		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRetryCommand(s), newRevokeCommand(s),
-		newRolloutCommand(s),
+		newRolloutCommand(s), newDiffCommand(s),
 	)
 	return root
 }
