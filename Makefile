@@ -1,7 +1,7 @@
 # fleeet — every command CI runs goes through this Makefile.
 #
 #   make setup     install Debian packages the tests need, build the pinned tools
-#   make test      everything CI runs: vet, gofmt, verify, Go tests, opa check/test, ct lint
+#   make test      everything CI runs: vet, gofmt, verify, Go tests, opa check/test, promtool, ct lint
 #   make generate  regenerate deepcopy code, CRDs, the charts' CRDs and READMEs, the webhook config
 #   make verify    fail when generated files are stale
 #   make bench     benchmarks against real apiservers and Flux; figures go to BENCHMARKS.md
@@ -83,13 +83,18 @@ opa-test: ## Strict check and unit tests of every policy, failing under 90% cove
 	$(call tool,opa) test --v1-compatible --ignore samples policies/
 	$(call tool,opa) test --v1-compatible --coverage --threshold 90 --ignore samples policies/ > /dev/null
 
+.PHONY: rules-test
+rules-test: ## promtool check and unit tests of the manager chart's alerting rules.
+	$(call tool,promtool) check rules charts/fleet-manager/files/alerts.yaml
+	$(call tool,promtool) test rules charts/fleet-manager/rules-tests/alerts_test.yaml
+
 .PHONY: chart-lint
 chart-lint: ## ct lint over both charts: helm lint --strict per ci/*-values.yaml, yamllint, helm-unittest.
 	PATH="$(dir $(call tool,helm)):$(dir $(call tool,helm-unittest)):$$PATH" \
 		$(call tool,ct) lint --config ct.yaml --all
 
 .PHONY: test
-test: setup vet fmt-check verify go-test opa-test chart-lint ## Everything CI runs.
+test: setup vet fmt-check verify go-test opa-test rules-test chart-lint ## Everything CI runs.
 
 DEMO_FLAGS ?=
 .PHONY: demo

@@ -9,14 +9,14 @@
 # Usage: hack/tools/build.sh [tool...]   tools: kube-apiserver kubelet
 #        kube-controller-manager kube-scheduler kube-proxy etcd source-controller
 #        kustomize-controller helm-controller helm ct helm-unittest helm-docs
-#        controller-gen opa
+#        controller-gen opa promtool
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${FLEEET_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fleeet/tools}
 export GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOFLAGS=${GOFLAGS:--buildvcs=false}
 
-# name  package  module (its version keys the cache)
+# name  package  module (its version keys the cache)  [directory of its go.mod, if not this one]
 tools=(
 	"kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes"
 	"kubelet k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes"
@@ -33,6 +33,7 @@ tools=(
 	"helm-docs github.com/norwoodj/helm-docs/cmd/helm-docs github.com/norwoodj/helm-docs"
 	"controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen sigs.k8s.io/controller-tools"
 	"opa github.com/open-policy-agent/opa github.com/open-policy-agent/opa"
+	"promtool github.com/prometheus/prometheus/cmd/promtool github.com/prometheus/prometheus promtool"
 )
 
 want=("$@")
@@ -43,10 +44,10 @@ selected() {
 	return 1
 }
 
-cd "$here"
 for entry in "${tools[@]}"; do
-	read -r name pkg mod <<<"$entry"
+	read -r name pkg mod moddir <<<"$entry"
 	selected "$name" || continue
+	cd "$here/${moddir:-.}"
 	version=$(go list -m -f '{{.Version}}' "$mod")
 	dir="$cache/$name/$version"
 	if [ ! -x "$dir/$name" ]; then

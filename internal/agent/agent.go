@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleeet-dev/fleeet/internal/controllers/assemblage"
 	"github.com/fleeet-dev/fleeet/internal/controllers/upstream"
+	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 	"github.com/fleeet-dev/fleeet/internal/version"
 )
 
@@ -91,6 +92,7 @@ func stripPodTemplate(obj any) (any, error) {
 
 // Setup registers every fleet-agent controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	fleetmetrics.RegisterAgent()
 	readers := assemblage.NewServiceAccountReaders(mgr.GetConfig(), mgr.GetScheme(), mgr.GetRESTMapper())
 	if err := (&assemblage.Reconciler{
 		Client:                  mgr.GetClient(),

@@ -73,6 +73,8 @@ type Fleet struct {
 	// FrontendChartVersion is the version of podinfo's chart the frontend
 	// Module installs.
 	FrontendChartVersion string
+	// ManagerMetrics is the address of fleet-manager's metrics endpoint.
+	ManagerMetrics string
 
 	out   io.Writer
 	start time.Time
@@ -107,7 +109,9 @@ func Start(t testenv.TB, out io.Writer) *Fleet {
 	if err := f.Management.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleeet-system"}}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.StartManagerProcess(t, managerBin, f.Management, "--namespace=fleeet-system", "--offline-grace=20s")
+	f.ManagerMetrics = testenv.FreeAddr(t)
+	testenv.StartManagerProcess(t, managerBin, f.Management, "--namespace=fleeet-system", "--offline-grace=20s",
+		"--metrics-bind-address="+f.ManagerMetrics)
 	f.say("fleet-manager running, its admission webhooks registered")
 
 	charts := f.serveSources(t)

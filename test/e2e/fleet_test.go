@@ -56,6 +56,13 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		{"edge-2", "ready v1.0.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
 		{"edge-3", "ready v1.0.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
 	}), "a converged fleet stays converged, every pod Ready")
+	// The manager's metrics endpoint shows the same fleet.
+	g.Eventually(func() string { return get(t, "http://"+fleet.ManagerMetrics+"/metrics") }, time.Minute, time.Second).Should(And(
+		ContainSubstring(`fleeet_module_rollout_state{module="backend",namespace="team-a",state="ready"} 1`),
+		ContainSubstring(`fleeet_module_remotes{module="frontend",namespace="team-a",state="ready"} 3`),
+		ContainSubstring(`fleeet_remote_connected{namespace="team-a",remote="edge-1"} 1`),
+		MatchRegexp(`fleeet_plan_write_duration_seconds_count [1-9]`),
+		MatchRegexp(`fleeet_rollout_duration_seconds_count [1-9]`)))
 	for _, name := range demo.Names {
 		g.Eventually(func() (string, error) { return fleet.FrontendMessage(ctx, name) }, time.Minute, time.Second).
 			Should(Equal("frontend on "+name+" in "+demo.Region(name)), "each cluster's frontend Pod answers with the values bound from its Remote")

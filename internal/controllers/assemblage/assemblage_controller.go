@@ -27,6 +27,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/finalizer"
+	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/syncgraph"
@@ -139,6 +140,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, asm *fleeetv1.Assembla
 		status.MarkProgressing(asm, fleeetv1.ReasonProgressing, "removing "+strings.Join(removing, ", "))
 		return nil
 	}
+	fleetmetrics.SetSyncs(asm.Namespace, asm.Name, nil)
 	return finalizer.Release(ctx, r.Client, asm, fleeetv1.AssemblageFinalizer)
 }
 
@@ -297,6 +299,7 @@ func target(asm *fleeetv1.Assemblage, sync string) flux.Target {
 
 // applySync server-side applies a sync's source, then its applier.
 func (r *Reconciler) applySync(ctx context.Context, asm *fleeetv1.Assemblage, name string, x *flux.Expansion) error {
+	defer func(started time.Time) { fleetmetrics.ApplyDuration.Observe(time.Since(started).Seconds()) }(time.Now())
 	for _, obj := range []client.Object{x.Source, x.Applier} {
 		if err := flux.Apply(ctx, r.Client, asm, obj, r.FieldOwner); err != nil {
 			return fmt.Errorf("applying sync %s: %w", name, err)
@@ -367,6 +370,7 @@ func dependentsOf(name string, objs map[string]flux.Objects) []string {
 // Ready when every sync is Ready and nothing is being removed; Stalled when
 // the dependency graph has a cycle, which only a spec change can fix.
 func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeetv1.SyncStatus, g *syncgraph.Graph, removing []string) {
+	fleetmetrics.SetSyncs(asm.Namespace, asm.Name, statuses)
 	previous := map[string]fleeetv1.SyncStatus{}
 	for _, s := range asm.Status.Syncs {
 		previous[s.Name] = s

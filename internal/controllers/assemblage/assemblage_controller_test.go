@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/agent"
@@ -306,6 +307,38 @@ func (e *env) testChain(t *testing.T) {
 	var cm corev1.ConfigMap
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "s5"}, &cm)).To(Succeed())
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "s4-hello"}, &cm)).To(Succeed())
+
+	// The agent's metrics say the same: five syncs Ready, each applied once.
+	g.Expect(agentMetric(g, "fleeet_agent_syncs", map[string]string{"namespace": ns, "assemblage": asm.Name, "state": "Ready"})).To(Equal(5.0))
+	g.Expect(agentMetric(g, "fleeet_agent_syncs", map[string]string{"namespace": ns, "assemblage": asm.Name, "state": "Blocked"})).To(Equal(0.0))
+	g.Expect(agentMetric(g, "fleeet_agent_apply_duration_seconds", nil)).To(BeNumerically(">=", 5), "observations")
+}
+
+// agentMetric reads one sample of the agent's metrics from the process's
+// registry (the agent runs in-process): a gauge's value, or a histogram's
+// count.
+func agentMetric(g Gomega, name string, labels map[string]string) float64 {
+	families, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+					continue metrics
+				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	g.Expect(name).To(BeEmpty(), "no sample of %s with %v", name, labels)
+	return 0
 }
 
 func (e *env) testSelectorDependency(t *testing.T) {

@@ -46,7 +46,8 @@ type Reconciler struct {
 	// fleeet.dev/max-moving annotation.
 	MaxMoving int
 
-	budget budget
+	budget    budget
+	durations durations
 }
 
 // SetupWithManager registers the controller. What clusters report
@@ -81,6 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.budget.forget(req.NamespacedName)
+			r.durations.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -119,6 +121,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	r.reconcileStatus(m, p, bindingErrs)
 	r.recordHistory(m, revision, p, time.Now())
+	r.durations.observe(req.NamespacedName, revision, m.Status.History, time.Now())
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
 }
 

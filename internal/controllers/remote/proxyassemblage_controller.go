@@ -31,6 +31,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 )
 
 // Field indexes the compiler looks objects up by.
@@ -144,7 +145,9 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	}
 	exists := err == nil
 
+	started := time.Now()
 	syncs, stamps, err := c.compile(ctx, remote, pa.Spec.Assemblage.Syncs)
+	fleetmetrics.CompileDuration.Observe(time.Since(started).Seconds())
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -166,11 +169,16 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	}
 	pa.Spec.Assemblage.Syncs, pa.Spec.Assemblage.RetryRequestedAt = syncs, retry
 	metav1.SetMetaDataAnnotation(&pa.ObjectMeta, fleeetv1.CompiledAnnotation, string(compiled))
+	if raw, err := json.Marshal(pa.Spec); err == nil {
+		fleetmetrics.PlanBytes.Observe(float64(len(raw)))
+	}
+	started = time.Now()
 	if exists {
 		err = c.Client.Update(ctx, pa)
 	} else {
 		err = c.Client.Create(ctx, pa)
 	}
+	fleetmetrics.PlanWriteDuration.Observe(time.Since(started).Seconds())
 	if !exists && apierrors.IsAlreadyExists(err) {
 		// The cache has not seen the plan this compiler wrote a moment ago
 		// (or another replica did): it will, and the compile after that

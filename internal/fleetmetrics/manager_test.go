@@ -1,0 +1,58 @@
+package fleetmetrics
+
+import (
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+func TestRolloutStateReadsTheConditions(t *testing.T) {
+	cond := func(typ string, status metav1.ConditionStatus) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: status}
+	}
+	for want, conds := range map[string][]metav1.Condition{
+		StateRolledBack:  {cond(fleeetv1.RolledBackCondition, metav1.ConditionTrue), cond(fleeetv1.StalledCondition, metav1.ConditionTrue)},
+		StatePaused:      {cond(fleeetv1.RolloutPausedCondition, metav1.ConditionTrue), cond(fleeetv1.ReadyCondition, metav1.ConditionFalse)},
+		StateStalled:     {cond(fleeetv1.StalledCondition, metav1.ConditionTrue)},
+		StateReady:       {cond(fleeetv1.ReadyCondition, metav1.ConditionTrue)},
+		StateProgressing: {cond(fleeetv1.ReadyCondition, metav1.ConditionFalse), cond(fleeetv1.ReconcilingCondition, metav1.ConditionTrue)},
+		StateFailed:      {cond(fleeetv1.ReadyCondition, metav1.ConditionFalse)},
+	} {
+		m := &fleeetv1.Module{Status: fleeetv1.ModuleStatus{Conditions: conds}}
+		NewWithT(t).Expect(RolloutState(m)).To(Equal(want))
+	}
+	NewWithT(t).Expect(RolloutState(&fleeetv1.Module{})).To(Equal(StateProgressing), "not reconciled yet")
+}
+
+func TestTheFleetCollectorReportsRemotesAndModules(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := fleeetv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	online := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "edge-1"},
+		Status: fleeetv1.RemoteStatus{Conditions: []metav1.Condition{{Type: fleeetv1.ConnectedCondition, Status: metav1.ConditionTrue}}}}
+	lab := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "lab"}, Spec: fleeetv1.RemoteSpec{Suspend: true},
+		Status: fleeetv1.RemoteStatus{Conditions: []metav1.Condition{{Type: fleeetv1.ConnectedCondition, Status: metav1.ConditionFalse}}}}
+	app := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "app"},
+		Status: fleeetv1.ModuleStatus{Summary: fleeetv1.ModuleSummary{Total: 2, Updated: 1, Ready: 1, Offline: 1},
+			Conditions: []metav1.Condition{{Type: fleeetv1.RolloutPausedCondition, Status: metav1.ConditionTrue}}}}
+	f := &Fleet{reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(online, lab, app).Build()}
+	want := `
+# HELP fleeet_remote_connected 1 while the Remote's cluster is Connected, 0 when it is not.
+# TYPE fleeet_remote_connected gauge
+fleeet_remote_connected{namespace="team-a",remote="edge-1"} 1
+fleeet_remote_connected{namespace="team-a",remote="lab"} 0
+# HELP fleeet_module_rollout_state 1 for the state the Module's rollout is in (ready, progressing, paused, rolled_back, failed, stalled).
+# TYPE fleeet_module_rollout_state gauge
+fleeet_module_rollout_state{module="app",namespace="team-a",state="paused"} 1
+`
+	NewWithT(t).Expect(testutil.CollectAndCompare(f, strings.NewReader(want), "fleeet_remote_connected", "fleeet_module_rollout_state")).To(Succeed())
+	NewWithT(t).Expect(testutil.CollectAndCount(f, "fleeet_module_remotes")).To(Equal(8), "one series per state")
+}
