@@ -45,7 +45,7 @@ func NewCommand() *cobra.Command {
 			},
 		},
 		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRetryCommand(s), newRevokeCommand(s),
-		newRolloutCommand(s), newDiffCommand(s),
+		newRolloutCommand(s), newDiffCommand(s), newDashboardCommand(s),
 	)
 	return root
 }
@@ -66,12 +66,6 @@ func (s *session) client() (client.Client, string, error) {
 	ns, _, err := s.kube.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, "", err
-	}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fleeetv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, "", err
-		}
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	return c, ns, err
@@ -109,3 +103,14 @@ func colourful(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && os.Getenv("NO_COLOR") == "" && term.IsTerminal(int(f.Fd()))
 }
+
+// scheme holds the kinds fleetctl reads and writes.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fleeetv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}()

@@ -1,7 +1,9 @@
 package fleetctl
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -62,39 +64,13 @@ func newWhyCommand(s *session) *cobra.Command {
 				return fmt.Errorf("no Remote %q in namespace %s (--remote)", remote, ns)
 			}
 			view := f.why(&f.Modules[i], &f.Remotes[j])
-			if view.Warning, view.PolicyDenial, err = lastWarnings(cmd, c, &f.Modules[i], remote); err != nil {
+			if view.Warning, view.PolicyDenial, err = lastWarnings(cmd.Context(), c, &f.Modules[i], remote); err != nil {
 				return err
 			}
 			if done, err := printStructured(cmd.OutOrStdout(), output, view); done {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			state := view.Cell.State
-			if state == "" {
-				state = "not selected, not held"
-			}
-			fmt.Fprintf(w, "Module %s/%s at %s on Remote %s: %s\n", ns, view.Module, view.Version, view.Remote, state)
-			fmt.Fprintf(w, "  selection:    %s\n", view.Selection)
-			fmt.Fprintf(w, "  rollout:      %s\n", view.Rollout)
-			fmt.Fprintf(w, "  plan:         %s\n", planLine(view.Cell))
-			fmt.Fprintf(w, "  connection:   %s\n", view.Connection)
-			if view.Cell.Message != "" {
-				fmt.Fprintf(w, "  cluster says: %s\n", view.Cell.Message)
-			}
-			if view.Cell.Health != nil {
-				fmt.Fprintf(w, "  workloads:    %s\n", view.Cell.Health.Summary())
-			}
-			for _, d := range view.Dependencies {
-				fmt.Fprintf(w, "  waits for:    %s\n", d)
-			}
-			if view.Warning != "" {
-				fmt.Fprintf(w, "  last warning: %s\n", view.Warning)
-			}
-			denial := view.PolicyDenial
-			if denial == "" {
-				denial = "none recorded"
-			}
-			fmt.Fprintf(w, "  policy:       %s\n", denial)
+			view.print(cmd.OutOrStdout(), ns)
 			return nil
 		},
 	}
@@ -102,6 +78,36 @@ func newWhyCommand(s *session) *cobra.Command {
 	_ = cmd.MarkFlagRequired("remote")
 	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+// print writes the explanation as fleetctl why shows it.
+func (v WhyView) print(w io.Writer, ns string) {
+	state := v.Cell.State
+	if state == "" {
+		state = "not selected, not held"
+	}
+	fmt.Fprintf(w, "Module %s/%s at %s on Remote %s: %s\n", ns, v.Module, v.Version, v.Remote, state)
+	fmt.Fprintf(w, "  selection:    %s\n", v.Selection)
+	fmt.Fprintf(w, "  rollout:      %s\n", v.Rollout)
+	fmt.Fprintf(w, "  plan:         %s\n", planLine(v.Cell))
+	fmt.Fprintf(w, "  connection:   %s\n", v.Connection)
+	if v.Cell.Message != "" {
+		fmt.Fprintf(w, "  cluster says: %s\n", v.Cell.Message)
+	}
+	if v.Cell.Health != nil {
+		fmt.Fprintf(w, "  workloads:    %s\n", v.Cell.Health.Summary())
+	}
+	for _, d := range v.Dependencies {
+		fmt.Fprintf(w, "  waits for:    %s\n", d)
+	}
+	if v.Warning != "" {
+		fmt.Fprintf(w, "  last warning: %s\n", v.Warning)
+	}
+	denial := v.PolicyDenial
+	if denial == "" {
+		denial = "none recorded"
+	}
+	fmt.Fprintf(w, "  policy:       %s\n", denial)
 }
 
 func (f *Fleet) why(m *fleeetv1.Module, r *fleeetv1.Remote) WhyView {
@@ -216,9 +222,9 @@ func planLine(c Cell) string {
 
 // lastWarnings returns the newest warning event about m that names remote,
 // and the newest of those that is a policy denial.
-func lastWarnings(cmd *cobra.Command, c client.Client, m *fleeetv1.Module, remote string) (warning, denial string, err error) {
+func lastWarnings(ctx context.Context, c client.Client, m *fleeetv1.Module, remote string) (warning, denial string, err error) {
 	events := &corev1.EventList{}
-	err = c.List(cmd.Context(), events, client.InNamespace(m.Namespace), client.MatchingFieldsSelector{
+	err = c.List(ctx, events, client.InNamespace(m.Namespace), client.MatchingFieldsSelector{
 		Selector: fields.AndSelectors(
 			fields.OneTermEqualSelector("involvedObject.kind", "Module"),
 			fields.OneTermEqualSelector("involvedObject.name", m.Name),
