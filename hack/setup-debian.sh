@@ -6,7 +6,8 @@
 # real nodes run Pods with: containerd and runc (the container runtime
 # kubelet drives), containernetworking-plugins (the bridge, host-local,
 # portmap and loopback CNI plugins), iptables and conntrack (kube-proxy's
-# Service rules).
+# Service rules); and chromium-headless-shell, the browser the dashboard's
+# tests drive.
 #
 # It also sets the kernel settings kubelet expects, persistently in
 # /etc/sysctl.d: the tests' kubelets run with protectKernelDefaults, so they
@@ -17,7 +18,7 @@ set -euo pipefail
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 
-packages=(git yamllint ca-certificates containerd runc containernetworking-plugins conntrack iptables)
+packages=(git yamllint ca-certificates containerd runc containernetworking-plugins conntrack iptables chromium-headless-shell)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
