@@ -386,15 +386,17 @@ func TestRolloutCommandsShowAndSteerARollout(t *testing.T) {
 	g.Expect(paused(g)).To(BeFalse())
 }
 
-// resourceVersions maps every Module, Remote and ProxyAssemblage of a
-// namespace to its resourceVersion.
-func resourceVersions(g Gomega, ns string) map[string]string {
+// specs maps every Module, Remote and ProxyAssemblage of a namespace to
+// what a write of it would change: its generation (bumped by every spec
+// change), labels and annotations. Not the resourceVersion: the manager
+// keeps writing status meanwhile.
+func specs(g Gomega, ns string) map[string]string {
 	rvs := map[string]string{}
 	for _, list := range []client.ObjectList{&fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}} {
 		g.Expect(cluster.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
 		g.Expect(apimeta.EachListItem(list, func(o runtime.Object) error {
 			obj := o.(client.Object)
-			rvs[fmt.Sprintf("%T/%s", obj, obj.GetName())] = obj.GetResourceVersion()
+			rvs[fmt.Sprintf("%T/%s", obj, obj.GetName())] = fmt.Sprint(obj.GetGeneration(), obj.GetLabels(), obj.GetAnnotations())
 			return nil
 		})).To(Succeed())
 	}
@@ -425,7 +427,12 @@ func TestDiffPreviewsAChangeOnEveryPlanAndWritesNothing(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		g.Expect(out).To(ContainSubstring(`"blocked"`))
 	}, timeout, poll).Should(Succeed())
-	before := resourceVersions(g, ns)
+	g.Eventually(func(g Gomega) { // the manager has compiled every plan
+		settled := specs(g, ns)
+		time.Sleep(time.Second)
+		g.Expect(specs(g, ns)).To(Equal(settled))
+	}, timeout, poll).Should(Succeed())
+	before := specs(g, ns)
 	differs := func(err error) { g.ExpectWithOffset(1, fleetctl.ExitCode(err)).To(Equal(1), "%v", err) }
 
 	// A version bump: both edge Remotes change crds, and app waits for it.
@@ -476,5 +483,5 @@ func TestDiffPreviewsAChangeOnEveryPlanAndWritesNothing(t *testing.T) {
 	g.Expect(fleetctl.ExitCode(err)).To(Equal(2))
 	g.Expect(err).To(MatchError(ContainSubstring(`--labels "env": want k=v to set or k- to remove`)))
 
-	g.Expect(resourceVersions(g, ns)).To(Equal(before), "a preview writes nothing")
+	g.Expect(specs(g, ns)).To(Equal(before), "a preview writes nothing")
 }
