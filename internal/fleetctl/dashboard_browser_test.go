@@ -20,7 +20,7 @@ import (
 
 // browser starts Debian's headless Chromium (make setup installs it) for
 // the test and returns its context.
-func browser(t *testing.T) context.Context {
+func browser(t testing.TB) context.Context {
 	path, err := exec.LookPath("chromium-headless-shell")
 	if err != nil {
 		path, err = exec.LookPath("chromium")
@@ -38,7 +38,7 @@ func browser(t *testing.T) context.Context {
 
 // screenshot writes a page's screenshot to $FLEEET_SCREENSHOTS (the
 // README's images come from there) or the test's temporary directory.
-func screenshot(t *testing.T, ctx context.Context, name string) {
+func screenshot(t testing.TB, ctx context.Context, name string) {
 	dir := os.Getenv("FLEEET_SCREENSHOTS")
 	if dir == "" {
 		dir = t.TempDir()

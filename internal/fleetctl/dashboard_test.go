@@ -40,7 +40,7 @@ func (b *lockedBuffer) String() string {
 
 // startDashboard runs fleetctl dashboard on a free port until the test
 // ends and returns its base URL.
-func startDashboard(t *testing.T, ns string, args ...string) string {
+func startDashboard(t testing.TB, ns string, args ...string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := fleetctl.NewCommand()
 	out := &lockedBuffer{}
