@@ -44,7 +44,7 @@ fetch nothing from elsewhere.`,
 			if err != nil {
 				return err
 			}
-			_, ns, err := s.client()
+			ns, err := s.namespace()
 			if err != nil {
 				return err
 			}
@@ -113,7 +113,7 @@ func (s *session) fleetPage(w http.ResponseWriter, r *http.Request, name string)
 		render(w, "grid", grid)
 		return
 	}
-	_, ns, _ := s.client()
+	ns, _ := s.namespace()
 	q := url.Values{}
 	q.Set("selector", selector)
 	q.Set("state", state)
@@ -177,7 +177,7 @@ func (s *session) detailPage(w http.ResponseWriter, r *http.Request) {
 		render(w, name+"-body", body)
 		return
 	}
-	_, ns, _ := s.client()
+	ns, _ := s.namespace()
 	root := strings.Repeat("../", strings.Count(strings.TrimPrefix(r.URL.Path, "/"), "/"))
 	render(w, name, page{Title: title, Namespace: ns, Root: root, Fragment: root + "fragments" + r.URL.Path, Body: body})
 }
@@ -260,7 +260,7 @@ func (s *session) events(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	_, ns, err := s.client()
+	ns, err := s.namespace()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return

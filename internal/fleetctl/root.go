@@ -56,6 +56,13 @@ type session struct {
 	kube *genericclioptions.ConfigFlags
 }
 
+// namespace returns the namespace the flags or the kubeconfig context
+// select.
+func (s *session) namespace() (string, error) {
+	ns, _, err := s.kube.ToRawKubeConfigLoader().Namespace()
+	return ns, err
+}
+
 // client returns a client of the management cluster and the namespace the
 // flags or the kubeconfig context select.
 func (s *session) client() (client.Client, string, error) {
@@ -63,7 +70,7 @@ func (s *session) client() (client.Client, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	ns, _, err := s.kube.ToRawKubeConfigLoader().Namespace()
+	ns, err := s.namespace()
 	if err != nil {
 		return nil, "", err
 	}
