@@ -3,20 +3,26 @@ package fleetctl
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,70 +34,330 @@ var dashboardFiles embed.FS
 
 var pages = template.Must(template.ParseFS(dashboardFiles, "dashboard/pages.html"))
 
+// gridRows is how many Remotes a page of the grid shows unless ?rows=
+// says otherwise.
+const gridRows = 100
+
 func newDashboardCommand(s *session) *cobra.Command {
-	var address string
+	var address, certFile, keyFile string
+	var inCluster bool
 	cmd := &cobra.Command{
 		Use:   "dashboard",
 		Short: "Serve the fleet's web dashboard on this machine, reading with your own kubeconfig",
 		Long: `Serves the namespace's fleet grid (filter by Remote labels and state), a page per Module
-(rollout by stage, history), per Remote (every sync with the cluster's message) and per cell
-(fleetctl why), updated live from watches. Every read is made with your kubeconfig, so the
-dashboard shows exactly what you may read; nothing is installed in the cluster, and the pages
-fetch nothing from elsewhere.`,
+(rollout by stage, history, events), per Remote (every sync with the cluster's message and the
+dependency graph) and per cell (fleetctl why), updated live from watches. Every read is made
+with your kubeconfig, so the dashboard shows exactly what you may read; nothing is installed in
+the cluster, and the pages fetch nothing from elsewhere.
+
+With --in-cluster (how the fleet-manager chart runs it) the dashboard serves every namespace
+under /namespaces/NAME/ to callers who present a Kubernetes bearer token (an Authorization
+header, or the login form): each request is authenticated with a TokenReview and authorised
+with SubjectAccessReviews — the caller must be allowed to list and watch the namespace's
+Modules, Remotes and ProxyAssemblages — never with the dashboard's own rights.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (certFile == "") != (keyFile == "") {
+				return errors.New("--tls-cert-file and --tls-key-file go together")
+			}
 			ln, err := net.Listen("tcp", address)
 			if err != nil {
 				return err
 			}
-			ns, err := s.namespace()
+			d, err := s.newDashboard(cmd.Context(), inCluster)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "serving namespace %s's fleet on http://%s/ (Ctrl-C stops)\n", ns, ln.Addr())
-			srv := &http.Server{Handler: dashboard(s), ReadHeaderTimeout: 10 * time.Second}
+			scheme := "http"
+			if certFile != "" {
+				scheme = "https"
+			}
+			if inCluster {
+				fmt.Fprintf(cmd.OutOrStdout(), "serving every namespace's fleet on %s://%s/ to callers with a bearer token\n", scheme, ln.Addr())
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "serving namespace %s's fleet on %s://%s/ (Ctrl-C stops)\n", d.namespace, scheme, ln.Addr())
+			}
+			srv := &http.Server{Handler: d.handler(ln.Addr()), ReadHeaderTimeout: 10 * time.Second}
 			go func() {
 				<-cmd.Context().Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
 				_ = srv.Shutdown(ctx)
 			}()
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			if certFile != "" {
+				err = srv.ServeTLS(ln, certFile, keyFile)
+			} else {
+				err = srv.Serve(ln)
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&address, "address", "localhost:8000", "Address to serve on; keep it on localhost: it reads with your credentials")
+	cmd.Flags().StringVar(&address, "address", "localhost:8000", "Address to serve on; keep it on localhost unless --in-cluster: it reads with your credentials")
+	cmd.Flags().BoolVar(&inCluster, "in-cluster", false, "Serve every namespace to callers with a Kubernetes bearer token, authorised per request with SubjectAccessReview")
+	cmd.Flags().StringVar(&certFile, "tls-cert-file", "", "PEM certificate to serve HTTPS with (with --tls-key-file)")
+	cmd.Flags().StringVar(&keyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	return cmd
 }
 
-// dashboard routes the dashboard's pages, fragments, live events and
-// assets.
-func dashboard(s *session) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(mustSub(dashboardFiles, "dashboard"))))
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { s.fleetPage(w, r, "fleet") })
-	mux.HandleFunc("GET /grid", func(w http.ResponseWriter, r *http.Request) { s.fleetPage(w, r, "grid") })
-	mux.HandleFunc("GET /events", s.events)
-	for _, page := range []string{"modules/{module}", "remotes/{remote}", "cells/{module}/{remote}"} {
-		mux.HandleFunc("GET /"+page, s.detailPage)
-		mux.HandleFunc("GET /fragments/"+page, s.detailPage)
+// dashboardServer serves the fleet pages from a watch-fed cache.
+type dashboardServer struct {
+	cache *fleetCache
+	// events reads the Modules' events for their pages.
+	events client.Reader
+	// reviewer authorises callers in-cluster; nil when the dashboard reads
+	// with the user's own credentials.
+	reviewer *reviewer
+	// namespace is the local dashboard's one namespace.
+	namespace string
+}
+
+func (s *session) newDashboard(ctx context.Context, inCluster bool) (*dashboardServer, error) {
+	cfg, err := s.kube.ToRESTConfig()
+	if err != nil {
+		return nil, err
 	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	d := &dashboardServer{events: c}
+	if inCluster {
+		d.reviewer = newReviewer(c)
+	} else if d.namespace, err = s.namespace(); err != nil {
+		return nil, err
+	}
+	d.cache, err = newFleetCache(ctx, cfg, d.namespace)
+	return d, err
+}
+
+// handler routes the dashboard. Locally it serves its one namespace at /
+// and only to requests addressed to the address it listens on, so a web
+// page cannot reach it through a DNS name rebound to this machine.
+// In-cluster it serves a login form at / and each namespace under
+// /namespaces/NAME/, to callers the reviewer lets read it.
+func (d *dashboardServer) handler(addr net.Addr) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", staticFiles())
+	if d.reviewer == nil {
+		mux.Handle("/", d.namespaced(d.namespace))
+		return secured(localOnly(addr, mux))
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := d.cache.synced(ctx); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /{$}", d.index)
+	mux.HandleFunc("POST /login", d.login)
+	mux.HandleFunc("POST /logout", func(w http.ResponseWriter, r *http.Request) {
+		http.SetCookie(w, &http.Cookie{Name: tokenCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
+		http.Redirect(w, r, "./", http.StatusSeeOther)
+	})
+	mux.HandleFunc("/namespaces/{namespace}/{rest...}", func(w http.ResponseWriter, r *http.Request) {
+		ns := r.PathValue("namespace")
+		user, err := d.reviewer.user(r.Context(), bearer(r))
+		if err == nil {
+			err = d.reviewer.mayReadFleet(r.Context(), user, ns)
+		}
+		if err != nil {
+			refuse(w, err)
+			return
+		}
+		r = r.Clone(r.Context())
+		r.URL.Path = "/" + r.PathValue("rest")
+		d.namespaced(ns).ServeHTTP(w, r)
+	})
+	return secured(mux)
+}
+
+// namespaced serves one namespace's pages, live events and assets.
+func (d *dashboardServer) namespaced(ns string) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /static/", staticFiles())
+	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) { d.live(w, r, ns) })
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) { d.page(w, r, ns) })
 	return mux
+}
+
+func staticFiles() http.Handler {
+	sub, err := fs.Sub(dashboardFiles, "dashboard")
+	if err != nil {
+		panic(err)
+	}
+	return http.StripPrefix("/static/", http.FileServerFS(sub))
+}
+
+// secured sets the headers that keep the pages from loading anything from
+// elsewhere, running inline script or being framed.
+func secured(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// localOnly refuses requests addressed to a host other than the one the
+// local dashboard listens on (or localhost).
+func localOnly(addr net.Addr, next http.Handler) http.Handler {
+	host, _, _ := net.SplitHostPort(addr.String())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			h = r.Host
+		}
+		if h != host && h != "localhost" && !(net.ParseIP(host).IsUnspecified() && net.ParseIP(h) != nil) {
+			http.Error(w, "the dashboard answers only requests addressed to "+addr.String(), http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// secure reports whether the request came over HTTPS, here or at a proxy.
+func secure(r *http.Request) bool {
+	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+}
+
+// refuse answers an unauthenticated request with the login form and a
+// forbidden one with what the caller may not do.
+func refuse(w http.ResponseWriter, err error) {
+	status := http.StatusForbidden
+	if errors.Is(err, errUnauthenticated) {
+		status = http.StatusUnauthorized
+		w.Header().Set("WWW-Authenticate", `Bearer realm="fleeet dashboard"`)
+	}
+	var d denied
+	if !errors.As(err, &d) {
+		status = http.StatusBadGateway
+	}
+	render(w, status, "index", indexPage{page: page{Title: "log in", Root: "/"}, Error: err.Error()})
+}
+
+type indexPage struct {
+	page
+	Error string
+}
+
+// index is the in-cluster dashboard's front page: the login form and a
+// namespace to open.
+func (d *dashboardServer) index(w http.ResponseWriter, r *http.Request) {
+	if ns := r.URL.Query().Get("namespace"); ns != "" {
+		http.Redirect(w, r, "namespaces/"+url.PathEscape(ns)+"/", http.StatusSeeOther)
+		return
+	}
+	render(w, http.StatusOK, "index", indexPage{page: page{Title: "log in", Root: "./"}})
+}
+
+// login checks the posted token with a TokenReview and keeps it in an
+// HTTP-only, same-site cookie.
+func (d *dashboardServer) login(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		http.Error(w, "cross-site login refused", http.StatusForbidden)
+		return
+	}
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	if _, err := d.reviewer.user(r.Context(), token); err != nil {
+		refuse(w, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/", MaxAge: 8 * 3600,
+		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "./", http.StatusSeeOther)
 }
 
 // page is what every page template receives.
 type page struct {
-	Title, Namespace, Root, Fragment string
-	Body                             any
+	Title, Namespace, Root string
 }
 
-// gridView is the fleet grid as the dashboard draws it.
-type gridView struct {
-	Error   string
-	Modules []struct{ Name, Version string }
-	Rows    []gridRow
+// view is one page's live region: its body and, for the grid, the parts
+// (the pager, the header and each row) that live updates replace one by
+// one.
+type view struct {
+	Title string
+	Body  template.HTML
+	Parts []part
+}
+
+type part struct {
+	ID   string        `json:"id,omitempty"`
+	HTML template.HTML `json:"html"`
+}
+
+func (v view) hash() string {
+	sum := sha256.Sum256([]byte(v.Body))
+	return hex.EncodeToString(sum[:8])
+}
+
+// page serves a whole page: the fleet grid at /, a Module's, a Remote's
+// or a cell's page.
+func (d *dashboardServer) page(w http.ResponseWriter, r *http.Request, ns string) {
+	v, status := d.view(r.Context(), ns, r.URL.Path, r.URL.Query())
+	depth := strings.Count(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	src := strings.TrimPrefix(r.URL.Path, "/")
+	if r.URL.RawQuery != "" {
+		src += "?" + r.URL.RawQuery
+	}
+	render(w, status, "page", struct {
+		page
+		Src, Shown string
+		Body       template.HTML
+		Filter     *gridFilter
+	}{page{Title: v.Title, Namespace: ns, Root: "./" + strings.Repeat("../", depth)}, src, v.hash(), v.Body, filterOf(r.URL.Path, r.URL.Query())})
+}
+
+// gridFilter is the grid page's filter form.
+type gridFilter struct {
+	Selector, State string
+	States          []string
+}
+
+func filterOf(path string, q url.Values) *gridFilter {
+	if path != "/" {
+		return nil
+	}
+	return &gridFilter{q.Get("selector"), q.Get("state"),
+		[]string{StateReady, StatePending, StateProgressing, StateBlocked, StateFailed, StateOffline}}
+}
+
+// view renders the live region of the page at path, relative to the
+// namespace's root.
+func (d *dashboardServer) view(ctx context.Context, ns, path string, q url.Values) (view, int) {
+	f, err := d.cache.fleet(ctx, ns)
+	if err != nil {
+		return errorView("fleet", err.Error()), http.StatusOK
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case path == "/":
+		return d.gridView(f, q), http.StatusOK
+	case len(parts) == 2 && parts[0] == "modules":
+		return d.moduleView(ctx, f, parts[1])
+	case len(parts) == 2 && parts[0] == "remotes":
+		return remoteView(f, parts[1])
+	case len(parts) == 3 && parts[0] == "cells":
+		return d.cellView(ctx, f, parts[1], parts[2])
+	}
+	return errorView("not found", "no page "+path), http.StatusNotFound
+}
+
+func errorView(title, message string) view {
+	return view{Title: title, Body: execute("error", message)}
+}
+
+func notFound(title, format string, args ...any) (view, int) {
+	return errorView(title, fmt.Sprintf(format, args...)), http.StatusNotFound
 }
 
 type gridRow struct {
@@ -104,228 +370,248 @@ type gridCell struct {
 	Module, Remote, Text string
 }
 
-// fleetPage serves the grid, as a page or as the fragment live updates
-// swap in, filtered by ?selector= (Remote labels) and ?state=.
-func (s *session) fleetPage(w http.ResponseWriter, r *http.Request, name string) {
-	selector, state := r.URL.Query().Get("selector"), r.URL.Query().Get("state")
-	grid := s.grid(r.Context(), selector, state)
-	if name == "grid" {
-		render(w, "grid", grid)
-		return
-	}
-	ns, _ := s.namespace()
-	q := url.Values{}
-	q.Set("selector", selector)
-	q.Set("state", state)
-	render(w, "fleet", struct {
-		page
-		Selector, State, Query string
-		States                 []string
-		Grid                   gridView
-	}{page{Title: "fleet", Namespace: ns, Root: "./"}, selector, state, q.Encode(),
-		[]string{StateReady, StatePending, StateProgressing, StateBlocked, StateFailed, StateOffline}, grid})
-}
-
-func (s *session) grid(ctx context.Context, selector, state string) gridView {
-	_, f, err := s.fleet(ctx)
+// gridView is the fleet grid, filtered by ?selector= (Remote labels) and
+// ?state=, a page of ?rows= Remotes (?page=, from 1) at a time.
+func (d *dashboardServer) gridView(f *Fleet, q url.Values) view {
+	sel, err := labels.Parse(q.Get("selector"))
 	if err != nil {
-		return gridView{Error: err.Error()}
+		return errorView("fleet", "selector: "+err.Error())
 	}
-	sel, err := labels.Parse(selector)
-	if err != nil {
-		return gridView{Error: "selector: " + err.Error()}
+	state := q.Get("state")
+	rows, pageNo := gridRows, 1
+	if n, err := strconv.Atoi(q.Get("rows")); err == nil && n > 0 {
+		rows = min(n, 1000)
 	}
-	var v gridView
-	view := f.statusView()
-	for _, m := range f.Modules {
-		v.Modules = append(v.Modules, struct{ Name, Version string }{m.Name, view.Modules[m.Name]})
+	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 0 {
+		pageNo = n
 	}
-	for i, rv := range view.Remotes {
-		if !sel.Matches(labels.Set(f.Remotes[i].Labels)) {
+	versions := f.statusView().Modules
+	var matching []gridRow
+	for i := range f.Remotes {
+		r := &f.Remotes[i]
+		if !sel.Matches(labels.Set(r.Labels)) {
 			continue
 		}
-		row := gridRow{Name: rv.Name}
+		row := gridRow{Name: r.Name}
 		keep := state == ""
-		for _, m := range f.Modules {
-			c := rv.Cells[m.Name]
-			row.Cells = append(row.Cells, gridCell{Cell: c, Module: m.Name, Remote: rv.Name, Text: c.Text()})
+		for j := range f.Modules {
+			c := f.Cell(&f.Modules[j], r)
+			row.Cells = append(row.Cells, gridCell{Cell: c, Module: f.Modules[j].Name, Remote: r.Name, Text: c.Text()})
 			keep = keep || c.State == state
 		}
 		if keep {
-			v.Rows = append(v.Rows, row)
+			matching = append(matching, row)
 		}
 	}
+	first := min((pageNo-1)*rows, len(matching))
+	last := min(first+rows, len(matching))
+	pager := struct {
+		First, Last, Total int
+		Prev, Next         string
+	}{First: first + 1, Last: last, Total: len(matching)}
+	at := func(n int) string {
+		q := maps.Clone(q)
+		q.Set("page", strconv.Itoa(n))
+		return "?" + q.Encode()
+	}
+	if first > 0 {
+		pager.Prev = at(pageNo - 1)
+	}
+	if last < len(matching) {
+		pager.Next = at(pageNo + 1)
+	}
+	type module struct{ Name, Version string }
+	var modules []module
+	for _, m := range f.Modules {
+		modules = append(modules, module{m.Name, versions[m.Name]})
+	}
+	v := view{Title: "fleet", Parts: []part{{ID: "pager", HTML: execute("pager", pager)}, {ID: "head", HTML: execute("grid-head", modules)}}}
+	for _, row := range matching[first:last] {
+		v.Parts = append(v.Parts, part{ID: "r-" + row.Name, HTML: execute("grid-row", row)})
+	}
+	var body bytes.Buffer
+	body.WriteString(string(v.Parts[0].HTML) + `<table id="grid">`)
+	for _, p := range v.Parts[1:] {
+		body.WriteString(string(p.HTML))
+	}
+	body.WriteString("</table>")
+	v.Body = template.HTML(body.String()) // #nosec G203 -- joined from templates that escaped their data
 	return v
 }
 
-// detailPage serves a Module's, a Remote's or a cell's page, or, under
-// /fragments/, its body for live updates.
-func (s *session) detailPage(w http.ResponseWriter, r *http.Request) {
-	module, remote := r.PathValue("module"), r.PathValue("remote")
-	fragment := strings.HasPrefix(r.URL.Path, "/fragments/")
-	var name, title string
-	var body any
-	switch {
-	case module != "" && remote != "":
-		name, title, body = "cell", module+" on "+remote, s.cellBody(r.Context(), module, remote)
-	case module != "":
-		name, title, body = "module", "Module "+module, s.moduleBody(r.Context(), module)
-	default:
-		name, title, body = "remote", "Remote "+remote, s.remoteBody(r.Context(), remote)
-	}
-	if fragment {
-		render(w, name+"-body", body)
-		return
-	}
-	ns, _ := s.namespace()
-	root := strings.Repeat("../", strings.Count(strings.TrimPrefix(r.URL.Path, "/"), "/"))
-	render(w, name, page{Title: title, Namespace: ns, Root: root, Fragment: root + "fragments" + r.URL.Path, Body: body})
-}
-
-func (s *session) moduleBody(ctx context.Context, name string) any {
-	type body struct {
-		Error   string
-		Rollout RolloutView
-		History []fleeetv1.RolloutRecord
-	}
-	_, f, err := s.fleet(ctx)
-	if err != nil {
-		return body{Error: err.Error()}
-	}
+func (d *dashboardServer) moduleView(ctx context.Context, f *Fleet, name string) (view, int) {
 	i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == name })
 	if i < 0 {
-		return body{Error: fmt.Sprintf("no Module %s in namespace %s", name, f.Namespace)}
+		return notFound("Module "+name, "no Module %s in namespace %s", name, f.Namespace)
 	}
-	return body{Rollout: f.rolloutView(&f.Modules[i]), History: f.Modules[i].Status.History}
+	m := &f.Modules[i]
+	body := struct {
+		Rollout       RolloutView
+		History       []fleeetv1.RolloutRecord
+		Events        []string
+		Denial, Error string
+	}{Rollout: f.rolloutView(m), History: m.Status.History}
+	events := &corev1.EventList{}
+	if err := d.events.List(ctx, events, client.InNamespace(m.Namespace), client.MatchingFieldsSelector{Selector: fields.AndSelectors(
+		fields.OneTermEqualSelector("involvedObject.kind", "Module"), fields.OneTermEqualSelector("involvedObject.name", m.Name))}); err != nil {
+		body.Error = "reading the Module's events: " + err.Error()
+	}
+	slices.SortFunc(events.Items, func(a, b corev1.Event) int { return eventTime(&b).Compare(eventTime(&a)) })
+	for j := range events.Items {
+		e := &events.Items[j]
+		if len(body.Events) < 20 {
+			body.Events = append(body.Events, e.Type+" "+describeEvent(e))
+		}
+		if body.Denial == "" && e.Reason == fleeetv1.ReasonPolicyDenied {
+			body.Denial = describeEvent(e)
+		}
+	}
+	return view{Title: "Module " + name, Body: execute("module", body)}, http.StatusOK
 }
 
-func (s *session) remoteBody(ctx context.Context, name string) any {
+func remoteView(f *Fleet, name string) (view, int) {
+	i := slices.IndexFunc(f.Remotes, func(r fleeetv1.Remote) bool { return r.Name == name })
+	if i < 0 {
+		return notFound("Remote "+name, "no Remote %s in namespace %s", name, f.Namespace)
+	}
+	r := &f.Remotes[i]
 	type sync struct {
 		Cell
 		Module, Text string
 	}
-	type body struct {
-		Error, Name, Connection string
-		Syncs                   []sync
+	body := struct {
+		Name, Connection, Heartbeat, Agent string
+		Syncs                              []sync
+		Graph                              template.HTML
+	}{Name: name, Connection: conditionMessage(r.Status.Conditions, fleeetv1.ConnectedCondition),
+		Agent: strings.TrimSpace(r.Status.AgentVersion + " on Kubernetes " + r.Status.KubernetesVersion)}
+	if hb := r.Status.LastHeartbeatTime; hb != nil {
+		body.Heartbeat = hb.UTC().Format(time.RFC3339)
 	}
-	_, f, err := s.fleet(ctx)
-	if err != nil {
-		return body{Error: err.Error()}
-	}
-	i := slices.IndexFunc(f.Remotes, func(r fleeetv1.Remote) bool { return r.Name == name })
-	if i < 0 {
-		return body{Error: fmt.Sprintf("no Remote %s in namespace %s", name, f.Namespace)}
-	}
-	b := body{Name: name, Connection: "Connected " + conditionMessage(f.Remotes[i].Status.Conditions, fleeetv1.ConnectedCondition)}
+	cells := map[string]Cell{}
 	for j := range f.Modules {
-		if c := f.Cell(&f.Modules[j], &f.Remotes[i]); c.State != "" {
-			b.Syncs = append(b.Syncs, sync{Cell: c, Module: f.Modules[j].Name, Text: c.Text()})
+		if c := f.Cell(&f.Modules[j], r); c.State != "" {
+			body.Syncs = append(body.Syncs, sync{Cell: c, Module: f.Modules[j].Name, Text: c.Text()})
+			cells[f.Modules[j].Name] = c
 		}
 	}
-	return b
+	if pa := f.plans[name]; pa != nil {
+		body.Graph = dependencyGraph(pa.Spec.Assemblage.Syncs, cells)
+	}
+	return view{Title: "Remote " + name, Body: execute("remote", body)}, http.StatusOK
 }
 
-// cellBody is fleetctl why's explanation, from the same code.
-func (s *session) cellBody(ctx context.Context, module, remote string) any {
-	type body struct{ Error, Why string }
-	c, f, err := s.fleet(ctx)
-	if err != nil {
-		return body{Error: err.Error()}
-	}
+// cellView is fleetctl why's explanation, from the same code.
+func (d *dashboardServer) cellView(ctx context.Context, f *Fleet, module, remote string) (view, int) {
+	title := module + " on " + remote
 	i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == module })
 	j := slices.IndexFunc(f.Remotes, func(r fleeetv1.Remote) bool { return r.Name == remote })
 	if i < 0 || j < 0 {
-		return body{Error: fmt.Sprintf("no Module %s or no Remote %s in namespace %s", module, remote, f.Namespace)}
+		return notFound(title, "no Module %s or no Remote %s in namespace %s", module, remote, f.Namespace)
 	}
-	view := f.why(&f.Modules[i], &f.Remotes[j])
-	if view.Warning, view.PolicyDenial, err = lastWarnings(ctx, c, &f.Modules[i], remote); err != nil {
-		return body{Error: err.Error()}
+	why := f.why(&f.Modules[i], &f.Remotes[j])
+	var err error
+	if why.Warning, why.PolicyDenial, err = lastWarnings(ctx, d.events, &f.Modules[i], remote); err != nil {
+		return errorView(title, err.Error()), http.StatusOK
 	}
 	var out bytes.Buffer
-	view.print(&out, f.Namespace)
-	return body{Why: out.String()}
+	why.print(&out, f.Namespace)
+	return view{Title: title, Body: execute("cell", out.String())}, http.StatusOK
 }
 
-// events streams a server-sent event whenever a Module, Remote or plan of
-// the namespace changes, from watches made with the user's credentials;
-// changes within 200 ms make one event.
-func (s *session) events(w http.ResponseWriter, r *http.Request) {
+// live streams the page's updates as server-sent events, from the cache's
+// watches: each event carries the parts of the page that changed (or its
+// whole body), as JSON. ?src= names the page, ?shown= the hash of the body
+// it shows. Changes within 100 ms make one event. In-cluster the caller's
+// rights are checked again before every event.
+func (d *dashboardServer) live(w http.ResponseWriter, r *http.Request, ns string) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
 		return
 	}
-	cfg, err := s.kube.ToRESTConfig()
+	src, err := url.Parse(r.URL.Query().Get("src"))
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		http.Error(w, "src: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	ns, err := s.namespace()
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	ctx := r.Context()
+	if err := d.cache.synced(ctx); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
 		return
 	}
-	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	changed := make(chan struct{}, 1)
-	for _, list := range []client.ObjectList{&fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}} {
-		// Listed first, watched from there: only changes are events.
-		if err := wc.List(r.Context(), list, client.InNamespace(ns)); err != nil {
-			http.Error(w, err.Error(), http.StatusForbidden)
-			return
-		}
-		watcher, err := wc.Watch(r.Context(), list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.GetResourceVersion()}})
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusForbidden)
-			return
-		}
-		defer watcher.Stop()
-		go func() {
-			for range watcher.ResultChan() {
-				select {
-				case changed <- struct{}{}:
-				default:
-				}
-			}
-		}()
-	}
+	changed, stop := d.cache.subscribe(ns)
+	defer stop()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	fmt.Fprint(w, ": watching\n\n")
 	flusher.Flush()
+	shown, _ := d.view(ctx, ns, "/"+src.Path, src.Query())
+	if shown.hash() != r.URL.Query().Get("shown") {
+		shown = view{} // the page is behind already
+	}
+	recheck := time.NewTicker(reviewTTL)
+	defer recheck.Stop()
 	for {
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
+		case <-recheck.C:
 		case <-changed:
-			time.Sleep(200 * time.Millisecond)
-			select {
-			case <-changed:
-			default:
+			time.Sleep(100 * time.Millisecond)
+		}
+		if d.reviewer != nil {
+			user, err := d.reviewer.user(ctx, bearer(r))
+			if err == nil {
+				err = d.reviewer.mayReadFleet(ctx, user, ns)
 			}
-			fmt.Fprint(w, "data: changed\n\n")
+			if err != nil {
+				return
+			}
+		}
+		now, _ := d.view(ctx, ns, "/"+src.Path, src.Query())
+		if update := changes(shown, now); len(update) > 0 {
+			data, _ := json.Marshal(map[string][]part{"parts": update})
+			fmt.Fprintf(w, "data: %s\n\n", data)
 			flusher.Flush()
 		}
+		shown = now
 	}
 }
 
-func render(w http.ResponseWriter, name string, data any) {
+// changes returns the parts of now that differ from shown, or the whole
+// body when the parts themselves differ (rows came or went).
+func changes(shown, now view) []part {
+	if shown.Body == now.Body {
+		return nil
+	}
+	same := len(shown.Parts) == len(now.Parts) && len(now.Parts) > 0
+	for i := 0; same && i < len(now.Parts); i++ {
+		same = shown.Parts[i].ID == now.Parts[i].ID
+	}
+	if !same {
+		return []part{{HTML: now.Body}}
+	}
+	var out []part
+	for i, p := range now.Parts {
+		if p.HTML != shown.Parts[i].HTML {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// execute renders a template that escapes what it is given.
+func execute(name string, data any) template.HTML {
 	var out bytes.Buffer
 	if err := pages.ExecuteTemplate(&out, name, data); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
+		return template.HTML(template.HTMLEscapeString(err.Error())) // #nosec G203 -- escaped
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_, _ = w.Write(out.Bytes())
+	return template.HTML(out.String()) // #nosec G203 -- the template escaped its data
 }
 
-func mustSub(fsys embed.FS, dir string) fs.FS {
-	sub, err := fs.Sub(fsys, dir)
-	if err != nil {
-		panic(err)
-	}
-	return sub
+func render(w http.ResponseWriter, status int, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(execute(name, data)))
 }

@@ -4,20 +4,25 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/fleetctl"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
 // lockedBuffer is a bytes.Buffer safe for one writer and one reader.
@@ -59,7 +64,7 @@ func startDashboard(t testing.TB, ns string, args ...string) string {
 		base, _, _ = strings.Cut(rest, " ")
 		return base
 	}, timeout, poll).Should(HavePrefix("http://127.0.0.1:"))
-	return base
+	return strings.TrimSuffix(base, "/")
 }
 
 func fetch(g Gomega, url string) string {
@@ -108,8 +113,11 @@ func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 			"lab failed v1.0.0 0/2 pods CrashLoopBackOff -",
 		}), "the rows of fleetctl status")
 	}, timeout, poll).Should(Succeed())
-	g.Expect(rows(fetch(g, base+"/grid?state=failed&selector="))).To(HaveLen(2), "the header and lab")
-	g.Expect(rows(fetch(g, base+"/grid?selector=env%3Dedge"))).To(HaveLen(3), "the header and two edge Remotes")
+	g.Expect(rows(fetch(g, base+"/?state=failed&selector="))).To(HaveLen(2), "the header and lab")
+	g.Expect(rows(fetch(g, base+"/?selector=env%3Dedge"))).To(HaveLen(3), "the header and two edge Remotes")
+	g.Expect(rows(fetch(g, base+"/?rows=2&page=2"))).To(Equal([]string{"Remote app @v1.0.0 crds @v1.0.0", "lab failed v1.0.0 0/2 pods CrashLoopBackOff -"}),
+		"the second page of two Remotes a page")
+	g.Expect(fetch(g, base+"/?rows=2")).To(And(ContainSubstring("Remotes 1–2 of 3"), ContainSubstring(`href="?page=2&amp;rows=2"`)))
 	g.Expect(fetch(g, base+"/")).To(And(ContainSubstring(`<script src="./static/app.js">`), Not(ContainSubstring("http"+"s://"))),
 		"its script is served by the dashboard itself")
 	g.Expect(fetch(g, base+"/static/app.js")).To(ContainSubstring("EventSource"))
@@ -119,10 +127,18 @@ func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 	g.Expect(fetch(g, base+"/cells/app/lab")).To(ContainSubstring(strings.ReplaceAll(strings.TrimSpace(why), "'", "&#39;")[:60]),
 		"a cell's page is fleetctl why")
 	g.Expect(rows(fetch(g, base+"/modules/app"))).To(ContainElement("(rest) 3 2 0 1"))
-	g.Expect(rows(fetch(g, base+"/remotes/edge-1"))).To(ContainElement(HavePrefix("crds ready v1.0.0 2/2 pods")))
+	edge1 := fetch(g, base+"/remotes/edge-1")
+	g.Expect(rows(edge1)).To(ContainElement(HavePrefix("crds ready v1.0.0 2/2 pods")))
+	g.Expect(edge1).To(ContainSubstring(`<line class="edge blocking"`), "the graph highlights what app waits for")
+	g.Expect(edge1).To(ContainSubstring("<title>app waits for crds</title>"))
+	g.Expect(edge1).To(MatchRegexp(`<g class="node blocked"><rect [^>]*/><text [^>]*>app</text>`))
 
-	// A change arrives as an event, and the grid fragment shows it.
-	resp, err := http.Get(base + "/events")
+	// A change arrives as an event that carries the changed parts: the
+	// header row with the new version, not the rows that stayed.
+	page := fetch(g, base+"/")
+	_, shown, _ := strings.Cut(page, `data-shown="`)
+	shown, _, _ = strings.Cut(shown, `"`)
+	resp, err := http.Get(base + "/events?src=&shown=" + shown)
 	g.Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	g.Expect(resp.Header.Get("Content-Type")).To(Equal("text/event-stream"))
@@ -142,16 +158,116 @@ func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 			}
 		}
 	}()
-	g.Eventually(received, 10*time.Second).Should(Receive(Equal("data: changed\n")))
-	g.Expect(rows(fetch(g, base+"/grid"))[0]).To(Equal("Remote app @v1.0.0 crds @v1.1.0"))
+	var event string
+	g.Eventually(received, 10*time.Second).Should(Receive(&event))
+	var update struct{ Parts []struct{ ID, HTML string } }
+	g.Expect(json.Unmarshal([]byte(strings.TrimPrefix(event, "data: ")), &update)).To(Succeed(), event)
+	g.Expect(update.Parts).NotTo(BeEmpty())
+	g.Expect(update.Parts[0].ID).To(Equal("head"), "the first change is the header's version")
+	g.Expect(rows(update.Parts[0].HTML)).To(Equal([]string{"Remote app @v1.0.0 crds @v1.1.0"}))
+	g.Expect(rows(fetch(g, base+"/"))[0]).To(Equal("Remote app @v1.0.0 crds @v1.1.0"))
 
 	// Someone without rights to the namespace sees nothing of it.
 	nobody := startDashboard(t, ns, "--as", "nobody")
-	page := fetch(g, nobody+"/")
-	g.Expect(page).To(ContainSubstring("forbidden"))
-	g.Expect(page).NotTo(ContainSubstring("edge-1"))
-	resp2, err := http.Get(nobody + "/events")
+	denied := fetch(g, nobody+"/")
+	g.Expect(denied).To(ContainSubstring("forbidden"))
+	g.Expect(denied).NotTo(ContainSubstring("edge-1"))
+	resp2, err := http.Get(nobody + "/events?src=")
 	g.Expect(err).NotTo(HaveOccurred())
 	resp2.Body.Close()
 	g.Expect(resp2.StatusCode).To(Equal(http.StatusForbidden))
+}
+
+func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := fleet(t)
+	// The dashboard runs as the cluster's administrator here: whatever a
+	// caller sees comes from the caller's own rights.
+	base := startDashboard(t, "default", "--in-cluster")
+
+	for _, name := range []string{"reader", "stranger"} {
+		g.Expect(cluster.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+	}
+	g.Expect(cluster.Client.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-reader"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"modules", "remotes", "proxyassemblages"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list"}},
+		},
+	})).To(Succeed())
+	g.Expect(cluster.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "fleet-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "reader"}},
+	})).To(Succeed())
+	reader, stranger := testenv.ServiceAccountToken(t, cluster, ns, "reader"), testenv.ServiceAccountToken(t, cluster, ns, "stranger")
+
+	get := func(g Gomega, path string, header ...string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		return resp.StatusCode, string(body)
+	}
+	grid := "/namespaces/" + ns + "/"
+
+	status, body := get(g, grid)
+	g.Expect(status).To(Equal(http.StatusUnauthorized), "no token")
+	g.Expect(body).To(And(ContainSubstring(`name="token"`), Not(ContainSubstring("edge-1"))))
+	status, _ = get(g, grid+"events?src=")
+	g.Expect(status).To(Equal(http.StatusUnauthorized), "no token, live events")
+	status, body = get(g, grid, "Authorization", "Bearer not-a-token")
+	g.Expect(status).To(Equal(http.StatusUnauthorized), "a token the apiserver does not know")
+	g.Expect(body).NotTo(ContainSubstring("not-a-token"), "the token is not echoed")
+
+	status, body = get(g, grid, "Authorization", "Bearer "+stranger)
+	g.Expect(status).To(Equal(http.StatusForbidden), "a token without rights to the namespace")
+	g.Expect(body).To(And(ContainSubstring("system:serviceaccount:"+ns+":stranger may not list modules in namespace "+ns), Not(ContainSubstring("edge-1"))))
+	status, _ = get(g, grid+"cells/app/lab", "Authorization", "Bearer "+stranger)
+	g.Expect(status).To(Equal(http.StatusForbidden))
+
+	g.Eventually(func(g Gomega) {
+		status, body := get(g, grid, "Authorization", "Bearer "+reader)
+		g.Expect(status).To(Equal(http.StatusOK))
+		g.Expect(rows(body)).To(Equal([]string{
+			"Remote app @v1.0.0 crds @v1.0.0",
+			"edge-1 blocked v1.0.0 ready v1.0.0 2/2 pods",
+			"edge-2 offline v1.0.0 offline v1.0.0",
+			"lab failed v1.0.0 0/2 pods CrashLoopBackOff -",
+		}), "the reader sees the namespace's grid")
+	}, timeout, poll).Should(Succeed())
+	status, body = get(g, "/namespaces/default/", "Authorization", "Bearer "+reader)
+	g.Expect(status).To(Equal(http.StatusForbidden), "the reader's rights end at its namespace: %s", body)
+
+	// A browser logs in with the form; the token lives in an HTTP-only,
+	// same-site cookie. A login posted from another site is refused.
+	form := url.Values{"token": {reader}}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.PostForm(base+"/login", form)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusSeeOther))
+	cookies := resp.Cookies()
+	g.Expect(cookies).To(HaveLen(1))
+	g.Expect(cookies[0].HttpOnly).To(BeTrue())
+	g.Expect(cookies[0].SameSite).To(Equal(http.SameSiteStrictMode))
+	status, body = get(g, grid+"remotes/edge-1", "Cookie", cookies[0].Name+"="+cookies[0].Value)
+	g.Expect(status).To(Equal(http.StatusOK))
+	g.Expect(body).To(ContainSubstring("<title>app waits for crds</title>"))
+	req, err := http.NewRequest(http.MethodPost, base+"/login", strings.NewReader(form.Encode()))
+	g.Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err = noRedirect.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
+	g.Expect(resp.Cookies()).To(BeEmpty())
 }

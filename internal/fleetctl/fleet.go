@@ -82,11 +82,17 @@ func (s *session) fleet(ctx context.Context) (client.Client, *Fleet, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	f, err := readFleet(ctx, c, namespace)
+	return c, f, err
+}
+
+// readFleet reads namespace's Modules, Remotes and ProxyAssemblages.
+func readFleet(ctx context.Context, c client.Reader, namespace string, opts ...client.ListOption) (*Fleet, error) {
 	f := &Fleet{Namespace: namespace, plans: map[string]*fleeetv1.ProxyAssemblage{}}
 	modules, remotes, plans := &fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}
 	for _, list := range []client.ObjectList{modules, remotes, plans} {
-		if err := c.List(ctx, list, client.InNamespace(namespace)); err != nil {
-			return nil, nil, err
+		if err := c.List(ctx, list, append(opts, client.InNamespace(namespace))...); err != nil {
+			return nil, err
 		}
 	}
 	f.Modules, f.Remotes = modules.Items, remotes.Items
@@ -95,7 +101,7 @@ func (s *session) fleet(ctx context.Context) (client.Client, *Fleet, error) {
 	for i := range plans.Items {
 		f.plans[plans.Items[i].Name] = &plans.Items[i]
 	}
-	return c, f, nil
+	return f, nil
 }
 
 // Cell works out what remote runs of m.

@@ -222,7 +222,7 @@ func planLine(c Cell) string {
 
 // lastWarnings returns the newest warning event about m that names remote,
 // and the newest of those that is a policy denial.
-func lastWarnings(ctx context.Context, c client.Client, m *fleeetv1.Module, remote string) (warning, denial string, err error) {
+func lastWarnings(ctx context.Context, c client.Reader, m *fleeetv1.Module, remote string) (warning, denial string, err error) {
 	events := &corev1.EventList{}
 	err = c.List(ctx, events, client.InNamespace(m.Namespace), client.MatchingFieldsSelector{
 		Selector: fields.AndSelectors(

@@ -192,6 +192,20 @@ func CommandLine(t TB, rel *release.Release, set map[string]string) []string {
 // API — what the kubelet would mount into the pod.
 func ServiceAccountKubeconfig(t TB, c *Cluster, namespace, name string) string {
 	t.Helper()
+	token := ServiceAccountToken(t, c, namespace, name)
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	data := Kubeconfig(t, clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData},
+		clientcmdapi.AuthInfo{Token: token})
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// ServiceAccountToken returns an hour's token of the ServiceAccount
+// namespace/name from the TokenRequest API.
+func ServiceAccountToken(t TB, c *Cluster, namespace, name string) string {
+	t.Helper()
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -202,11 +216,5 @@ func ServiceAccountKubeconfig(t TB, c *Cluster, namespace, name string) string {
 	if err != nil {
 		t.Fatalf("token for ServiceAccount %s/%s: %v", namespace, name, err)
 	}
-	path := filepath.Join(t.TempDir(), name+".kubeconfig")
-	data := Kubeconfig(t, clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData},
-		clientcmdapi.AuthInfo{Token: tr.Status.Token})
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return tr.Status.Token
 }
