@@ -2,6 +2,9 @@
 // into ProxyAssemblages, rolls out new versions, pushes plans to push-mode
 // Remotes, registers pull-mode clusters through RegistrationTokens and tracks
 // Remote health. It serves the admission webhooks that guard registrations.
+//
+// `fleet-manager dashboard --in-cluster` runs the web dashboard instead —
+// fleetctl's, shipped in this image for the chart's dashboard Deployment.
 package main
 
 import (
@@ -14,11 +17,20 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/fleeet-dev/fleeet/internal/fleetctl"
 	"github.com/fleeet-dev/fleeet/internal/manager"
 	"github.com/fleeet-dev/fleeet/internal/runner"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "dashboard" {
+		cmd := fleetctl.NewCommand()
+		cmd.SetArgs(os.Args[1:])
+		if err := cmd.ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
 	var o manager.Options
 	var caFile string
 	var hook webhook.Options

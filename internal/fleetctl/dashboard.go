@@ -171,7 +171,7 @@ func (d *dashboardServer) handler(addr net.Addr) http.Handler {
 			refuse(w, err)
 			return
 		}
-		r = r.Clone(r.Context())
+		r = r.Clone(context.WithValue(r.Context(), callerKey{}, user))
 		r.URL.Path = "/" + r.PathValue("rest")
 		d.namespaced(ns).ServeHTTP(w, r)
 	})
@@ -452,7 +452,7 @@ func (d *dashboardServer) moduleView(ctx context.Context, f *Fleet, name string)
 		Denial, Error string
 	}{Rollout: f.rolloutView(m), History: m.Status.History}
 	events := &corev1.EventList{}
-	if err := d.events.List(ctx, events, client.InNamespace(m.Namespace), client.MatchingFieldsSelector{Selector: fields.AndSelectors(
+	if err := d.eventReader(ctx).List(ctx, events, client.InNamespace(m.Namespace), client.MatchingFieldsSelector{Selector: fields.AndSelectors(
 		fields.OneTermEqualSelector("involvedObject.kind", "Module"), fields.OneTermEqualSelector("involvedObject.name", m.Name))}); err != nil {
 		body.Error = "reading the Module's events: " + err.Error()
 	}
@@ -511,7 +511,7 @@ func (d *dashboardServer) cellView(ctx context.Context, f *Fleet, module, remote
 	}
 	why := f.why(&f.Modules[i], &f.Remotes[j])
 	var err error
-	if why.Warning, why.PolicyDenial, err = lastWarnings(ctx, d.events, &f.Modules[i], remote); err != nil {
+	if why.Warning, why.PolicyDenial, err = lastWarnings(ctx, d.eventReader(ctx), &f.Modules[i], remote); err != nil {
 		return errorView(title, err.Error()), http.StatusOK
 	}
 	var out bytes.Buffer

@@ -148,3 +148,41 @@ func cached[K comparable, T any](a *reviewer, m map[K]review[T], key K, compute 
 	m[key] = review[T]{value: v, err: err, expires: now.Add(reviewTTL)}
 	return v, err
 }
+
+// callerKey holds, in an in-cluster request's context, the caller the
+// TokenReview named.
+type callerKey struct{}
+
+// eventReader reads events for the request in ctx: locally with the
+// user's own credentials, in-cluster only in namespaces a
+// SubjectAccessReview says the caller may list events in.
+func (d *dashboardServer) eventReader(ctx context.Context) client.Reader {
+	if d.reviewer == nil {
+		return d.events
+	}
+	user, _ := ctx.Value(callerKey{}).(authenticationv1.UserInfo)
+	return callerReader{Reader: d.events, may: func(namespace string) error {
+		return d.reviewer.may(ctx, user, "list", "", "events", namespace)
+	}}
+}
+
+// callerReader lists with the dashboard's client what the caller may list.
+type callerReader struct {
+	client.Reader
+	may func(namespace string) error
+}
+
+func (c callerReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	if err := c.may(o.Namespace); err != nil {
+		return err
+	}
+	return c.Reader.List(ctx, list, opts...)
+}
+
+func (c callerReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.may(key.Namespace); err != nil {
+		return err
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}

@@ -100,58 +100,42 @@ func Objects(t TB, rel *release.Release) []*unstructured.Unstructured {
 	return out
 }
 
-// deployment returns the Deployment the release rendered.
-func deployment(t TB, rel *release.Release) *unstructured.Unstructured {
+// deployment returns the release's Deployment name.
+func deployment(t TB, rel *release.Release, name string) *unstructured.Unstructured {
 	t.Helper()
 	for _, o := range Objects(t, rel) {
-		if o.GetKind() == "Deployment" {
+		if o.GetKind() == "Deployment" && o.GetName() == name {
 			return o
 		}
 	}
-	t.Fatalf("release %s renders no Deployment", rel.Name)
+	t.Fatalf("release %s renders no Deployment %s", rel.Name, name)
 	return nil
 }
 
-// container returns the first container of the Deployment the release
-// rendered, as the kubelet would see it.
-func container(t TB, rel *release.Release) map[string]any {
+// container returns the first container of the release's Deployment name,
+// as the kubelet would see it.
+func container(t TB, rel *release.Release, name string) map[string]any {
 	t.Helper()
-	cs, _, _ := unstructured.NestedSlice(deployment(t, rel).Object, "spec", "template", "spec", "containers")
+	cs, _, _ := unstructured.NestedSlice(deployment(t, rel, name).Object, "spec", "template", "spec", "containers")
 	if len(cs) == 0 {
-		t.Fatalf("the %s Deployment has no container", rel.Name)
+		t.Fatalf("the %s Deployment has no container", name)
 	}
 	return cs[0].(map[string]any)
 }
 
-// RunRelease runs bin on c as the release's Deployment would run it in a
-// pod: as the ServiceAccount the Deployment names, with its arguments (set
-// gives some flags new values, extra are appended), its environment
-// (POD_NAMESPACE-style field references resolved to the release
-// namespace), its health probe on a free local address and metrics off. It
-// returns once the process is ready.
+// RunRelease runs bin on c as the release's Deployment (named after the
+// release) would run it in a pod — see RunDeployment — with its health probe
+// on a free local address and metrics off. It returns once the process is
+// ready.
 func RunRelease(t TB, c *Cluster, rel *release.Release, bin string, set map[string]string, extra ...string) *Process {
 	t.Helper()
-	sa, _, _ := unstructured.NestedString(deployment(t, rel).Object, "spec", "template", "spec", "serviceAccountName")
-	if sa == "" {
-		t.Fatalf("the %s Deployment names no ServiceAccount", rel.Name)
-	}
-	env := []string{"KUBECONFIG=" + ServiceAccountKubeconfig(t, c, rel.Namespace, sa)}
-	vars, _, _ := unstructured.NestedSlice(container(t, rel), "env")
-	for _, v := range vars {
-		name, _, _ := unstructured.NestedString(v.(map[string]any), "name")
-		value, _, _ := unstructured.NestedString(v.(map[string]any), "value")
-		if field, _, _ := unstructured.NestedString(v.(map[string]any), "valueFrom", "fieldRef", "fieldPath"); field == "metadata.namespace" {
-			value = rel.Namespace
-		}
-		env = append(env, name+"="+value)
-	}
 	health := FreeAddr(t)
 	set = maps.Clone(set)
 	if set == nil {
 		set = map[string]string{}
 	}
 	set["health-probe-bind-address"], set["metrics-bind-address"] = health, "0"
-	p := StartProcess(t, c.Name+"-"+rel.Name, bin, env, append(CommandLine(t, rel, set), extra...)...)
+	p := RunDeployment(t, c, rel, rel.Name, bin, set, extra...)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
@@ -160,29 +144,55 @@ func RunRelease(t TB, c *Cluster, rel *release.Release, bin string, set map[stri
 	return p
 }
 
-// CommandLine returns the arguments of the release's Deployment with the
-// flags in set given new values — addresses and paths that differ outside a
-// pod. A flag in set that the Deployment does not pass fails the test, so a
-// renamed flag cannot slip by.
+// RunDeployment starts bin on c as the release's Deployment name would run
+// it in a pod: as the ServiceAccount the Deployment names, with its
+// arguments (set gives some flags new values, extra are appended) and its
+// environment (POD_NAMESPACE-style field references resolved to the
+// release namespace).
+func RunDeployment(t TB, c *Cluster, rel *release.Release, name, bin string, set map[string]string, extra ...string) *Process {
+	t.Helper()
+	sa, _, _ := unstructured.NestedString(deployment(t, rel, name).Object, "spec", "template", "spec", "serviceAccountName")
+	if sa == "" {
+		t.Fatalf("the %s Deployment names no ServiceAccount", name)
+	}
+	env := []string{"KUBECONFIG=" + ServiceAccountKubeconfig(t, c, rel.Namespace, sa)}
+	vars, _, _ := unstructured.NestedSlice(container(t, rel, name), "env")
+	for _, v := range vars {
+		key, _, _ := unstructured.NestedString(v.(map[string]any), "name")
+		value, _, _ := unstructured.NestedString(v.(map[string]any), "value")
+		if field, _, _ := unstructured.NestedString(v.(map[string]any), "valueFrom", "fieldRef", "fieldPath"); field == "metadata.namespace" {
+			value = rel.Namespace
+		}
+		env = append(env, key+"="+value)
+	}
+	return StartProcess(t, c.Name+"-"+name, bin, env, append(deploymentCommandLine(t, rel, name, set), extra...)...)
+}
+
+// CommandLine returns the arguments of the release's Deployment (named
+// after the release) with the flags in set given new values — addresses
+// and paths that differ outside a pod. A flag in set that the Deployment
+// does not pass fails the test, so a renamed flag cannot slip by.
 func CommandLine(t TB, rel *release.Release, set map[string]string) []string {
 	t.Helper()
-	raw, _ := container(t, rel)["args"].([]any)
-	left := map[string]string{}
-	for k, v := range set {
-		left[k] = v
-	}
+	return deploymentCommandLine(t, rel, rel.Name, set)
+}
+
+func deploymentCommandLine(t TB, rel *release.Release, name string, set map[string]string) []string {
+	t.Helper()
+	raw, _ := container(t, rel, name)["args"].([]any)
+	left := maps.Clone(set)
 	var args []string
 	for _, a := range raw {
 		arg := a.(string)
-		name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
-		if v, ok := left[name]; ok {
-			arg = "--" + name + "=" + v
-			delete(left, name)
+		flag, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+		if v, ok := left[flag]; ok {
+			arg = "--" + flag + "=" + v
+			delete(left, flag)
 		}
 		args = append(args, arg)
 	}
-	for name := range left {
-		t.Fatalf("the %s Deployment does not pass --%s", rel.Name, name)
+	for flag := range left {
+		t.Fatalf("the %s Deployment does not pass --%s", name, flag)
 	}
 	return args
 }

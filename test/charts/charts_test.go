@@ -9,6 +9,7 @@ package charts_test
 import (
 	"cmp"
 	"context"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -67,6 +68,7 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	managerValues := map[string]any{
 		"management": map[string]any{"url": mgmt.Config.Host, "caBundle": string(mgmt.Config.CAData)},
 		"policies":   map[string]any{"frozen": frozenPolicy},
+		"dashboard":  map[string]any{"enabled": true},
 	}
 	managerRelease := managerChart.Install(t, managerHelm, "fleet-manager", managerNamespace, managerValues)
 	certificate := &unstructured.Unstructured{}
@@ -89,7 +91,8 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 
 	managementCA := filepath.Join(t.TempDir(), "ca.crt")
 	g.Expect(os.WriteFile(managementCA, mgmt.Config.CAData, 0o600)).To(Succeed())
-	manager := testenv.RunRelease(t, mgmt, managerRelease, testenv.BuildCommand(t, "fleet-manager", "v0.0.0-chart"),
+	managerBin := testenv.BuildCommand(t, "fleet-manager", "v0.0.0-chart")
+	manager := testenv.RunRelease(t, mgmt, managerRelease, managerBin,
 		map[string]string{"webhook-port": webhookPort, "webhook-cert-dir": certDir, "management-ca-file": managementCA},
 		"--webhook-host="+webhookHost)
 
@@ -167,6 +170,14 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring("metadata.labels.frozen: frozen objects are refused")))
 	}, timeout, poll).Should(Succeed())
 
+	// The dashboard, as its Deployment runs it, under its own ServiceAccount.
+	dashboardAddr := testenv.FreeAddr(t)
+	dashboard := testenv.RunDeployment(t, mgmt, managerRelease, "fleet-manager-dashboard", managerBin, map[string]string{"address": dashboardAddr})
+	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	g.Expect(dashboard.WaitHTTP(waitCtx, "http://"+dashboardAddr+"/readyz")).To(Succeed(), func() string { return testenv.Tail(dashboard.LogPath, 30) })
+	expectDashboard(t, mgmt, "http://"+dashboardAddr)
+
 	// helm upgrade of both, with changed values, while they run.
 	// The chart's Service reference goes back for the upgrade's three-way
 	// merge, then the test's route again.
@@ -187,6 +198,7 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	// Nothing above was refused to either ServiceAccount.
 	for _, c := range []struct{ log, user string }{
 		{"management.log", "system:serviceaccount:" + managerNamespace + ":fleet-manager"},
+		{"management.log", "system:serviceaccount:" + managerNamespace + ":fleet-manager-dashboard"},
 		{"downstream.log", "system:serviceaccount:" + agentNamespace + ":fleet-agent"},
 	} {
 		used, refused := permissionsUsed(t, filepath.Join(audit, c.log), c.user)
@@ -198,6 +210,7 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	g.Expect(agent.Stop(30 * time.Second)).To(Succeed())
 	testenv.Uninstall(t, agentHelm, "fleet-agent")
 	expectRemoved(t, down, testenv.Objects(t, agentRelease))
+	g.Expect(dashboard.Stop(30 * time.Second)).To(Succeed())
 	g.Expect(manager.Stop(30 * time.Second)).To(Succeed())
 	testenv.Uninstall(t, managerHelm, "fleet-manager")
 	expectRemoved(t, mgmt, testenv.Objects(t, managerRelease))
@@ -208,6 +221,56 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	cm := &corev1.ConfigMap{}
 	g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "app"}, cm)).To(Succeed(),
 		"what Flux applied stays until the tenant namespace itself is deleted")
+}
+
+// expectDashboard checks the in-cluster dashboard at base shows the
+// tenant's fleet to a ServiceAccount that may read it, and refuses a
+// request without a token and one whose token has no rights to it.
+func expectDashboard(t *testing.T, mgmt *testenv.Cluster, base string) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	for _, name := range []string{"viewer", "outsider"} {
+		g.Expect(mgmt.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: name}})).To(Succeed())
+	}
+	g.Expect(mgmt.Client.Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "fleet-viewer"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{fleeetv1.GroupVersion.Group},
+			Resources: []string{"modules", "remotes", "proxyassemblages"}, Verbs: []string{"list", "watch"}}},
+	})).To(Succeed())
+	g.Expect(mgmt.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "fleet-viewer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "fleet-viewer"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: tenant, Name: "viewer"}},
+	})).To(Succeed())
+	get := func(g Gomega, path, token string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		return resp.StatusCode, string(body)
+	}
+	grid := "/namespaces/" + tenant + "/"
+	status, _ := get(g, grid, "")
+	g.Expect(status).To(Equal(http.StatusUnauthorized), "no token")
+	status, body := get(g, grid, testenv.ServiceAccountToken(t, mgmt, tenant, "outsider"))
+	g.Expect(status).To(Equal(http.StatusForbidden), "a token without rights to the namespace")
+	g.Expect(body).NotTo(ContainSubstring("edge"))
+	viewer := testenv.ServiceAccountToken(t, mgmt, tenant, "viewer")
+	g.Eventually(func(g Gomega) {
+		status, body := get(g, grid, viewer)
+		g.Expect(status).To(Equal(http.StatusOK), body)
+		g.Expect(body).To(MatchRegexp(`<tr id="r-edge"><th><a href="remotes/edge">edge</a></th><td class="ready">`))
+	}, timeout, poll).Should(Succeed())
+	status, body = get(g, grid+"modules/app", viewer)
+	g.Expect(status).To(Equal(http.StatusOK))
+	g.Expect(body).To(ContainSubstring("forbidden: system:serviceaccount:"+tenant+":viewer may not list events in namespace "+tenant),
+		"the Module's events are shown only to who may read them")
 }
 
 // routeWebhook sets the clientConfig of fleet-manager's webhooks and

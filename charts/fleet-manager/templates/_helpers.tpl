@@ -21,3 +21,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ required "webhook.certSecret is required when webhook.certManager.enabled is false" .Values.webhook.certSecret }}
 {{- end -}}
 {{- end }}
+
+{{/* Labels of the dashboard's objects; its pods are not the manager's. */}}
+{{- define "fleet-manager.dashboardLabels" -}}
+{{ include "fleet-manager.dashboardSelectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end }}
+
+{{/* Labels that select the dashboard's pods. */}}
+{{- define "fleet-manager.dashboardSelectorLabels" -}}
+app.kubernetes.io/name: fleet-manager-dashboard
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
