@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
 )
 
 //go:embed dashboard
@@ -361,8 +362,9 @@ func notFound(title, format string, args ...any) (view, int) {
 }
 
 type gridRow struct {
-	Name  string
-	Cells []gridCell
+	Name   string
+	Cells  []gridCell
+	remote *fleeetv1.Remote
 }
 
 type gridCell struct {
@@ -385,23 +387,28 @@ func (d *dashboardServer) gridView(f *Fleet, q url.Values) view {
 	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 0 {
 		pageNo = n
 	}
-	versions := f.statusView().Modules
+	// Without a state to filter by, only the page's own cells are worked out.
 	var matching []gridRow
 	for i := range f.Remotes {
-		r := &f.Remotes[i]
-		if !sel.Matches(labels.Set(r.Labels)) {
-			continue
+		if sel.Matches(labels.Set(f.Remotes[i].Labels)) {
+			matching = append(matching, gridRow{Name: f.Remotes[i].Name, remote: &f.Remotes[i]})
 		}
-		row := gridRow{Name: r.Name}
-		keep := state == ""
+	}
+	fill := func(row *gridRow) {
 		for j := range f.Modules {
-			c := f.Cell(&f.Modules[j], r)
-			row.Cells = append(row.Cells, gridCell{Cell: c, Module: f.Modules[j].Name, Remote: r.Name, Text: c.Text()})
-			keep = keep || c.State == state
+			c := f.Cell(&f.Modules[j], row.remote)
+			row.Cells = append(row.Cells, gridCell{Cell: c, Module: f.Modules[j].Name, Remote: row.Name, Text: c.Text()})
 		}
-		if keep {
-			matching = append(matching, row)
+	}
+	if state != "" {
+		kept := matching[:0]
+		for _, row := range matching {
+			fill(&row)
+			if slices.ContainsFunc(row.Cells, func(c gridCell) bool { return c.State == state }) {
+				kept = append(kept, row)
+			}
 		}
+		matching = kept
 	}
 	first := min((pageNo-1)*rows, len(matching))
 	last := min(first+rows, len(matching))
@@ -422,11 +429,14 @@ func (d *dashboardServer) gridView(f *Fleet, q url.Values) view {
 	}
 	type module struct{ Name, Version string }
 	var modules []module
-	for _, m := range f.Modules {
-		modules = append(modules, module{m.Name, versions[m.Name]})
+	for i := range f.Modules {
+		modules = append(modules, module{f.Modules[i].Name, compile.Version(&f.Modules[i].Spec.Sync)})
 	}
 	v := view{Title: "fleet", Parts: []part{{ID: "pager", HTML: execute("pager", pager)}, {ID: "head", HTML: execute("grid-head", modules)}}}
 	for _, row := range matching[first:last] {
+		if row.Cells == nil {
+			fill(&row)
+		}
 		v.Parts = append(v.Parts, part{ID: "r-" + row.Name, HTML: execute("grid-row", row)})
 	}
 	var body bytes.Buffer
@@ -477,21 +487,23 @@ func remoteView(f *Fleet, name string) (view, int) {
 	r := &f.Remotes[i]
 	type sync struct {
 		Cell
-		Module, Text string
+		Module, Text, WaitsFor string
 	}
 	body := struct {
 		Name, Connection, Heartbeat, Agent string
 		Syncs                              []sync
 		Graph                              template.HTML
-	}{Name: name, Connection: conditionMessage(r.Status.Conditions, fleeetv1.ConnectedCondition),
-		Agent: strings.TrimSpace(r.Status.AgentVersion + " on Kubernetes " + r.Status.KubernetesVersion)}
+	}{Name: name, Connection: conditionMessage(r.Status.Conditions, fleeetv1.ConnectedCondition)}
+	if r.Status.AgentVersion != "" {
+		body.Agent = r.Status.AgentVersion + " on Kubernetes " + r.Status.KubernetesVersion
+	}
 	if hb := r.Status.LastHeartbeatTime; hb != nil {
 		body.Heartbeat = hb.UTC().Format(time.RFC3339)
 	}
 	cells := map[string]Cell{}
 	for j := range f.Modules {
 		if c := f.Cell(&f.Modules[j], r); c.State != "" {
-			body.Syncs = append(body.Syncs, sync{Cell: c, Module: f.Modules[j].Name, Text: c.Text()})
+			body.Syncs = append(body.Syncs, sync{Cell: c, Module: f.Modules[j].Name, Text: c.Text(), WaitsFor: strings.Join(c.BlockedBy, ", ")})
 			cells[f.Modules[j].Name] = c
 		}
 	}

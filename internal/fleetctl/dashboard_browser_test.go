@@ -75,6 +75,17 @@ func TestTheDashboardInABrowserUpdatesWithoutReload(t *testing.T) {
 	}), "the grid as the browser shows it is fleetctl status")
 	screenshot(t, ctx, "dashboard-fleet")
 
+	// The Remote's dependency graph: app's edge to crds, which it waits
+	// for, is the highlighted one, drawn as wide as the browser shows it. (Before
+	// the change below, which makes the reports of edge-1's plan stale.)
+	g.Expect(chromedp.Do(ctx, chromedp.Navigate(base+"/remotes/edge-1"), chromedp.WaitVisible(chromedp.CSS("svg.graph")))).To(Succeed())
+	blocking, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`Array.from(document.querySelectorAll('svg.graph line.blocking')).map(l => l.textContent + ' ' + getComputedStyle(l).strokeWidth)`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(blocking).To(Equal([]string{"app waits for crds 3px"}))
+	screenshot(t, ctx, "dashboard-remote")
+	g.Expect(chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#grid")))).To(Succeed())
+
 	// A Module change reaches the open page by itself.
 	origin := func() float64 {
 		v, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`performance.timeOrigin`))
@@ -87,11 +98,12 @@ func TestTheDashboardInABrowserUpdatesWithoutReload(t *testing.T) {
 	g.Eventually(func() string { return grid()[0] }, 20*time.Second, 200*time.Millisecond).Should(Equal("Remote app@v1.0.0 crds@v1.1.0"))
 	g.Expect(origin()).To(Equal(loaded), "the page was not reloaded")
 
-	for name, path := range map[string]string{"dashboard-module": "/modules/app", "dashboard-remote": "/remotes/edge-1", "dashboard-cell": "/cells/app/lab"} {
+	for name, path := range map[string]string{"dashboard-module": "/modules/app", "dashboard-cell": "/cells/app/lab"} {
 		g.Expect(chromedp.Do(ctx, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.CSS("#live")))).To(Succeed())
 		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#live")))
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(strings.TrimSpace(text)).NotTo(BeEmpty(), path)
 		screenshot(t, ctx, name)
 	}
+
 }
