@@ -203,19 +203,7 @@ func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
 	})).To(Succeed())
 	reader, stranger := testenv.ServiceAccountToken(t, cluster, ns, "reader"), testenv.ServiceAccountToken(t, cluster, ns, "stranger")
 
-	get := func(g Gomega, path string, header ...string) (int, string) {
-		req, err := http.NewRequest(http.MethodGet, base+path, nil)
-		g.Expect(err).NotTo(HaveOccurred())
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		g.Expect(err).NotTo(HaveOccurred())
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		g.Expect(err).NotTo(HaveOccurred())
-		return resp.StatusCode, string(body)
-	}
+	get := func(g Gomega, path string, header ...string) (int, string) { return testenv.Get(g, base+path, header...) }
 	grid := "/namespaces/" + ns + "/"
 
 	status, body := get(g, grid)

@@ -125,8 +125,8 @@ func container(t TB, rel *release.Release, name string) map[string]any {
 
 // RunRelease runs bin on c as the release's Deployment (named after the
 // release) would run it in a pod — see RunDeployment — with its health probe
-// on a free local address and metrics off. It returns once the process is
-// ready.
+// on a free local address and metrics off unless set gives them an address.
+// It returns once the process is ready.
 func RunRelease(t TB, c *Cluster, rel *release.Release, bin string, set map[string]string, extra ...string) *Process {
 	t.Helper()
 	health := FreeAddr(t)
@@ -134,7 +134,10 @@ func RunRelease(t TB, c *Cluster, rel *release.Release, bin string, set map[stri
 	if set == nil {
 		set = map[string]string{}
 	}
-	set["health-probe-bind-address"], set["metrics-bind-address"] = health, "0"
+	set["health-probe-bind-address"] = health
+	if _, ok := set["metrics-bind-address"]; !ok {
+		set["metrics-bind-address"] = "0"
+	}
 	p := RunDeployment(t, c, rel, rel.Name, bin, set, extra...)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

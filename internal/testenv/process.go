@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/onsi/gomega"
 )
 
 // Process is a program the test started; it is stopped with SIGTERM when the
@@ -190,4 +193,20 @@ func BuildCommand(t TB, name, version string) string {
 		t.Fatalf("building %s: %v", name, err)
 	}
 	return out
+}
+
+// Get requests url with the given headers, as name, value pairs, and
+// returns the response's status and body.
+func Get(g gomega.Gomega, url string, header ...string) (int, string) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	return resp.StatusCode, string(body)
 }

@@ -9,7 +9,6 @@ package charts_test
 import (
 	"cmp"
 	"context"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -243,17 +242,10 @@ func expectDashboard(t *testing.T, mgmt *testenv.Cluster, base string) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: tenant, Name: "viewer"}},
 	})).To(Succeed())
 	get := func(g Gomega, path, token string) (int, string) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-		g.Expect(err).NotTo(HaveOccurred())
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
+		if token == "" {
+			return testenv.Get(g, base+path)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		g.Expect(err).NotTo(HaveOccurred())
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		g.Expect(err).NotTo(HaveOccurred())
-		return resp.StatusCode, string(body)
+		return testenv.Get(g, base+path, "Authorization", "Bearer "+token)
 	}
 	grid := "/namespaces/" + tenant + "/"
 	status, _ := get(g, grid, "")
