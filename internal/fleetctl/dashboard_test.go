@@ -203,7 +203,9 @@ func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
 	})).To(Succeed())
 	reader, stranger := testenv.ServiceAccountToken(t, cluster, ns, "reader"), testenv.ServiceAccountToken(t, cluster, ns, "stranger")
 
-	get := func(g Gomega, path string, header ...string) (int, string) { return testenv.Get(g, base+path, header...) }
+	get := func(g Gomega, path string, header ...string) (int, string) {
+		return testenv.Get(g, base+path, header...)
+	}
 	grid := "/namespaces/" + ns + "/"
 
 	status, body := get(g, grid)
