@@ -75,6 +75,9 @@ type Fleet struct {
 	FrontendChartVersion string
 	// ManagerMetrics is the address of fleet-manager's metrics endpoint.
 	ManagerMetrics string
+	// AgentMetrics maps each downstream cluster to its fleet-agent's
+	// metrics endpoint.
+	AgentMetrics map[string]string
 
 	out   io.Writer
 	start time.Time
@@ -87,7 +90,7 @@ var Names = []string{"edge-1", "edge-2", "edge-3"}
 // does; component logs go to files under t's directories. On a machine that
 // cannot run containers it stops t, saying why.
 func Start(t testenv.TB, out io.Writer) *Fleet {
-	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, out: out, start: time.Now()}
+	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, AgentMetrics: map[string]string{}, out: out, start: time.Now()}
 	f.say("building fleet-manager, fleet-agent, podinfo and the pinned tools (cached after the first run)")
 	// One after the other: a failed build stops t, which only the calling
 	// goroutine may do.
@@ -263,7 +266,8 @@ func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	values["tenantServiceAccount"] = map[string]any{"clusterRole": tenantRole}
 
 	rel := testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, AgentNamespace), "fleet-agent", AgentNamespace, values)
-	testenv.RunRelease(t, down, rel, agentBin, nil)
+	f.AgentMetrics[name] = testenv.FreeAddr(t)
+	testenv.RunRelease(t, down, rel, agentBin, map[string]string{"metrics-bind-address": f.AgentMetrics[name]})
 	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)
 }
 

@@ -63,6 +63,13 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		ContainSubstring(`fleeet_remote_connected{namespace="team-a",remote="edge-1"} 1`),
 		MatchRegexp(`fleeet_plan_write_duration_seconds_count [1-9]`),
 		MatchRegexp(`fleeet_rollout_duration_seconds_count [1-9]`)))
+	// And each agent's metrics endpoint, the cluster's own syncs.
+	for _, name := range demo.Names {
+		g.Eventually(func() string { return get(t, "http://"+fleet.AgentMetrics[name]+"/metrics") }, time.Minute, time.Second).Should(And(
+			MatchRegexp(`fleeet_agent_syncs\{[^}]*state="Ready"\} 2\n`),
+			MatchRegexp(`fleeet_agent_syncs\{[^}]*state="Failed"\} 0\n`),
+			MatchRegexp(`fleeet_agent_apply_duration_seconds_count [1-9]`)), name)
+	}
 	for _, name := range demo.Names {
 		g.Eventually(func() (string, error) { return fleet.FrontendMessage(ctx, name) }, time.Minute, time.Second).
 			Should(Equal("frontend on "+name+" in "+demo.Region(name)), "each cluster's frontend Pod answers with the values bound from its Remote")
