@@ -46,7 +46,7 @@ func newDashboardCommand(s *session) *cobra.Command {
 		Use:   "dashboard",
 		Short: "Serve the fleet's web dashboard on this machine, reading with your own kubeconfig",
 		Long: `Serves the namespace's fleet grid (filter by Remote labels and state), a page per Module
-(rollout by stage, history, events), per Remote (every sync with the cluster's message and the
+(rollout by stage, each cluster's state, history, events), per Remote (every sync with the cluster's message and the
 dependency graph) and per cell (fleetctl why), updated live from watches. Every read is made
 with your kubeconfig, so the dashboard shows exactly what you may read; nothing is installed in
 the cluster, and the pages fetch nothing from elsewhere.
@@ -455,16 +455,24 @@ func (d *dashboardServer) moduleView(ctx context.Context, f *Fleet, name string)
 		return notFound("Module "+name, "no Module %s in namespace %s", name, f.Namespace)
 	}
 	m := &f.Modules[i]
+	type cluster struct{ Remote, State, Text, Message string }
 	body := struct {
-		Rollout       RolloutView
-		History       []fleeetv1.RolloutRecord
-		Events        []string
-		Denial, Error string
-	}{Rollout: f.rolloutView(m), History: m.Status.History}
+		Name                string
+		Rollout             RolloutView
+		Clusters            []cluster
+		History             []fleeetv1.RolloutRecord
+		Events              []string
+		Denial, EventsError string
+	}{Name: name, Rollout: f.rolloutView(m), History: m.Status.History}
+	for j := range f.Remotes {
+		if c := f.Cell(m, &f.Remotes[j]); c.State != "" {
+			body.Clusters = append(body.Clusters, cluster{f.Remotes[j].Name, c.State, c.Text(), c.Message})
+		}
+	}
 	events := &corev1.EventList{}
 	if err := d.eventReader(ctx).List(ctx, events, client.InNamespace(m.Namespace), client.MatchingFieldsSelector{Selector: fields.AndSelectors(
 		fields.OneTermEqualSelector("involvedObject.kind", "Module"), fields.OneTermEqualSelector("involvedObject.name", m.Name))}); err != nil {
-		body.Error = "reading the Module's events: " + err.Error()
+		body.EventsError = "reading the Module's events: " + err.Error()
 	}
 	slices.SortFunc(events.Items, func(a, b corev1.Event) int { return eventTime(&b).Compare(eventTime(&a)) })
 	for j := range events.Items {

@@ -126,7 +126,8 @@ func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(fetch(g, base+"/cells/app/lab")).To(ContainSubstring(strings.ReplaceAll(strings.TrimSpace(why), "'", "&#39;")[:60]),
 		"a cell's page is fleetctl why")
-	g.Expect(rows(fetch(g, base+"/modules/app"))).To(ContainElement("(rest) 3 2 0 1"))
+	g.Expect(rows(fetch(g, base+"/modules/app"))).To(And(ContainElement("(rest) 3 2 0 1"),
+		ContainElement("lab failed v1.0.0 0/2 pods CrashLoopBackOff kustomize build failed")), "its stages and each cluster's state")
 	edge1 := fetch(g, base+"/remotes/edge-1")
 	g.Expect(rows(edge1)).To(ContainElement(HavePrefix("crds ready v1.0.0 2/2 pods")))
 	g.Expect(edge1).To(ContainSubstring(`<line class="edge blocking"`), "the graph highlights what app waits for")
