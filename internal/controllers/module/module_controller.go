@@ -17,14 +17,18 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
@@ -48,20 +52,16 @@ type Reconciler struct {
 
 	budget    budget
 	durations durations
+	stamps    stamps
 }
 
 // SetupWithManager registers the controller. What clusters report
-// (ProxyAssemblage status), what the compiler made of a Module (its stamp on
-// the plan) and Remote changes that matter to a rollout (labels,
-// connectivity, suspension) reach the Modules of the namespace; heartbeats
-// do not, and neither do the Module's own
-// status writes, since each Module reconcile reads every Remote it selects.
+// (ProxyAssemblage status) and Remote changes that matter to a rollout
+// (labels, connectivity, suspension) reach the Modules of the namespace,
+// what the compiler made of a Module (its stamp on the plan) that Module;
+// heartbeats do not, and neither do the Module's own status writes, since
+// each Module reconcile reads every Remote it selects.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	statusChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		before, after := e.ObjectOld.(*fleeetv1.ProxyAssemblage), e.ObjectNew.(*fleeetv1.ProxyAssemblage)
-		return !equality.Semantic.DeepEqual(before.Status, after.Status) ||
-			before.Annotations[fleeetv1.CompiledAnnotation] != after.Annotations[fleeetv1.CompiledAnnotation]
-	}}
 	selectionChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		before, after := e.ObjectOld.(*fleeetv1.Remote), e.ObjectNew.(*fleeetv1.Remote)
 		return !equality.Semantic.DeepEqual(before.Labels, after.Labels) || before.Offline() != after.Offline() ||
@@ -70,10 +70,51 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	modules := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, "")
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleeetv1.Module{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&fleeetv1.ProxyAssemblage{}, modules, builder.WithPredicates(statusChanged)).
+		Watches(&fleeetv1.ProxyAssemblage{}, r.planChanged(modules)).
 		Watches(&fleeetv1.Remote{}, modules, builder.WithPredicates(selectionChanged)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
 		Complete(r)
+}
+
+// planChanged reconciles, when a plan's report changes (or the plan comes
+// or goes), every Module of its namespace, and when only the compiler's
+// stamps change, just the Modules whose stamp did: a version change of one
+// Module rewrites every plan of the fleet, and each rewrite would otherwise
+// reconcile every Module, each of which reads every plan.
+func (r *Reconciler) planChanged(modules handler.EventHandler) handler.EventHandler {
+	return handler.Funcs{
+		CreateFunc: modules.Create,
+		DeleteFunc: modules.Delete,
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			before, after := e.ObjectOld.(*fleeetv1.ProxyAssemblage), e.ObjectNew.(*fleeetv1.ProxyAssemblage)
+			if !equality.Semantic.DeepEqual(before.Status, after.Status) {
+				modules.Update(ctx, e, q)
+				return
+			}
+			changed := func(name string) {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: after.Namespace, Name: name}})
+			}
+			was, now := r.stamps.of(before), r.stamps.of(after)
+			for name, stamp := range now {
+				if old, ok := was[name]; !ok || old != stamp {
+					changed(name)
+				}
+			}
+			for name := range was {
+				if _, ok := now[name]; !ok {
+					changed(name)
+				}
+			}
+			// A plan edited by hand: the Modules whose sync came or went.
+			for _, pair := range [][2]*fleeetv1.ProxyAssemblage{{before, after}, {after, before}} {
+				for _, s := range pair[0].Spec.Assemblage.Syncs {
+					if compile.Find(pair[1].Spec.Assemblage.Syncs, s.Name) == nil {
+						changed(s.Name)
+					}
+				}
+			}
+		},
+	}
 }
 
 // Reconcile runs one rollout step and records the Module's status.
@@ -174,7 +215,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 			t.holds = compile.Find(pa.Spec.Assemblage.Syncs, m.Name) != nil
 			// The compiler's stamp says whether the plan holds what this
 			// generation compiles to; a stamp of an older one is out of date.
-			stamp, stamped := pa.CompiledSyncs()[m.Name]
+			stamp, stamped := r.stamps.of(pa)[m.Name]
 			current := stamped && stamp.Generation == m.Generation
 			t.updated = t.holds && current && stamp.Revision == want && !stamp.Pending
 			if current && stamp.BindingError != "" {
@@ -189,6 +230,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 		}
 		targets = append(targets, t)
 	}
+	r.stamps.keep(m.Namespace, byName)
 	slices.SortFunc(targets, func(a, b target) int { return strings.Compare(a.name, b.name) })
 	return targets, bindingErrs, nil
 }
