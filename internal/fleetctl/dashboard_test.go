@@ -168,6 +168,16 @@ func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 	g.Expect(rows(update.Parts[0].HTML)).To(Equal([]string{"Remote app @v1.0.0 crds @v1.1.0"}))
 	g.Expect(rows(fetch(g, base+"/"))[0]).To(Equal("Remote app @v1.0.0 crds @v1.1.0"))
 
+	// A page of another site that reaches the dashboard through a DNS
+	// name rebound to this machine is refused.
+	rebound, err := http.NewRequest(http.MethodGet, base+"/", nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	rebound.Host = "rebound.example.com" + strings.TrimPrefix(base, "http://127.0.0.1")
+	refused, err := http.DefaultClient.Do(rebound)
+	g.Expect(err).NotTo(HaveOccurred())
+	refused.Body.Close()
+	g.Expect(refused.StatusCode).To(Equal(http.StatusMisdirectedRequest))
+
 	// Someone without rights to the namespace sees nothing of it.
 	nobody := startDashboard(t, ns, "--as", "nobody")
 	denied := fetch(g, nobody+"/")
@@ -261,4 +271,11 @@ func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
 	resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
 	g.Expect(resp.Cookies()).To(BeEmpty())
+
+	// Rights taken away stop working within the reviews' 10 s reuse.
+	g.Expect(cluster.Client.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-reader"}})).To(Succeed())
+	g.Eventually(func(g Gomega) int {
+		status, _ := get(g, grid, "Authorization", "Bearer "+reader)
+		return status
+	}, 30*time.Second, time.Second).Should(Equal(http.StatusForbidden))
 }
