@@ -164,10 +164,7 @@ func (d *dashboardServer) handler(addr net.Addr) http.Handler {
 	})
 	mux.HandleFunc("/namespaces/{namespace}/{rest...}", func(w http.ResponseWriter, r *http.Request) {
 		ns := r.PathValue("namespace")
-		user, err := d.reviewer.user(r.Context(), bearer(r))
-		if err == nil {
-			err = d.reviewer.mayReadFleet(r.Context(), user, ns)
-		}
+		user, err := d.reviewer.reader(r.Context(), r, ns)
 		if err != nil {
 			refuse(w, err)
 			return
@@ -581,11 +578,7 @@ func (d *dashboardServer) live(w http.ResponseWriter, r *http.Request, ns string
 			time.Sleep(100 * time.Millisecond)
 		}
 		if d.reviewer != nil {
-			user, err := d.reviewer.user(ctx, bearer(r))
-			if err == nil {
-				err = d.reviewer.mayReadFleet(ctx, user, ns)
-			}
-			if err != nil {
+			if _, err := d.reviewer.reader(ctx, r, ns); err != nil {
 				return
 			}
 		}

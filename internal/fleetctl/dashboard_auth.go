@@ -110,6 +110,16 @@ func (a *reviewer) may(ctx context.Context, user authenticationv1.UserInfo, verb
 	return err
 }
 
+// reader authenticates the request's caller and authorises them to read
+// namespace's fleet.
+func (a *reviewer) reader(ctx context.Context, r *http.Request, namespace string) (authenticationv1.UserInfo, error) {
+	user, err := a.user(ctx, bearer(r))
+	if err == nil {
+		err = a.mayReadFleet(ctx, user, namespace)
+	}
+	return user, err
+}
+
 // mayReadFleet returns nil when user may list and watch namespace's
 // Modules, Remotes and ProxyAssemblages.
 func (a *reviewer) mayReadFleet(ctx context.Context, user authenticationv1.UserInfo, namespace string) error {
