@@ -852,6 +852,34 @@ func downstreamAttacks(ctx context.Context, f *fleet, down client.Client) []atta
 			g.Expect(apierrors.IsNotFound(down.Get(ctx, client.ObjectKey{Name: "team-c-admin"}, &rbacv1.ClusterRoleBinding{}))).To(BeTrue())
 			return "Failed: " + st.Message
 		}},
+		{"no-target-namespace-into-another-tenant", idA, "a Module without targetNamespace whose manifests create a ConfigMap in team-b", func(t *testing.T, g Gomega) string {
+			st := escape(t, g, tenantA, "trespass", map[string]string{
+				"deploy/kustomization.yaml": "resources: [cm.yaml]\n",
+				"deploy/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: trespass\n  namespace: team-b\n",
+			}, func(m *fleeetv1.Module) { m.Spec.Sync.Package.Kustomize.TargetNamespace = "" }, "forbidden", "system:serviceaccount:team-a:fleeet-tenant")
+			g.Expect(apierrors.IsNotFound(down.Get(ctx, client.ObjectKey{Namespace: tenantB, Name: "trespass"}, &corev1.ConfigMap{}))).To(BeTrue())
+			return "Failed: " + st.Message
+		}},
+		{"no-target-namespace-cluster-scoped", idA, "a Module without targetNamespace whose manifests create a ClusterRole", func(t *testing.T, g Gomega) string {
+			st := escape(t, g, tenantA, "widen", map[string]string{
+				"deploy/kustomization.yaml": "resources: [cr.yaml]\n",
+				"deploy/cr.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: team-a-everything\n" +
+					"rules: [{apiGroups: ['*'], resources: ['*'], verbs: ['*']}]\n",
+			}, func(m *fleeetv1.Module) { m.Spec.Sync.Package.Kustomize.TargetNamespace = "" }, "forbidden")
+			g.Expect(apierrors.IsNotFound(down.Get(ctx, client.ObjectKey{Name: "team-a-everything"}, &rbacv1.ClusterRole{}))).To(BeTrue())
+			return "Failed: " + st.Message
+		}},
+		{"push-mode-no-target-namespace", idC, "in push mode, a Module without targetNamespace whose manifests create ConfigMaps in kube-system and team-a", func(t *testing.T, g Gomega) string {
+			st := escape(t, g, tenantC, "sprawl", map[string]string{
+				"deploy/kustomization.yaml": "resources: [system.yaml, neighbour.yaml]\n",
+				"deploy/system.yaml":        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: planted-by-c\n  namespace: kube-system\n",
+				"deploy/neighbour.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: planted-by-c\n  namespace: team-a\n",
+			}, func(m *fleeetv1.Module) { m.Spec.Sync.Package.Kustomize.TargetNamespace = "" }, "forbidden", "system:serviceaccount:team-c:fleeet-tenant")
+			for _, ns := range []string{"kube-system", tenantA} {
+				g.Expect(apierrors.IsNotFound(down.Get(ctx, client.ObjectKey{Namespace: ns, Name: "planted-by-c"}, &corev1.ConfigMap{}))).To(BeTrue(), ns)
+			}
+			return "Failed: " + st.Message
+		}},
 		{"bind-a-secret-the-tenant-cannot-read", idB, "a binding to Secret team-b/db downstream, which the agent may read but team-b's ServiceAccount may not", func(t *testing.T, g Gomega) string {
 			g.Expect(down.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantB, Name: "db"},
 				StringData: map[string]string{"password": "hunter2-downstream"}})).To(Succeed())
