@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,44 @@ var (
 )
 
 func init() { metrics.Registry.MustRegister(requests, evaluation, violations) }
+
+// otherLabel stands for every label value outside its known set.
+const otherLabel = "other"
+
+// knownKinds are the kinds the webhook is registered for (see the chart's
+// ValidatingWebhookConfiguration), and knownOperations the admission
+// operations. Anyone who reaches the webhook port can send any kind and
+// operation, so only these become metric labels: one label value per
+// request value would grow the registry without bound.
+var (
+	knownKinds = map[metav1.GroupKind]bool{
+		{Group: fleeetv1.GroupVersion.Group, Kind: "Module"}:            true,
+		{Group: fleeetv1.GroupVersion.Group, Kind: "BootstrapModule"}:   true,
+		{Group: fleeetv1.GroupVersion.Group, Kind: "Remote"}:            true,
+		{Group: fleeetv1.GroupVersion.Group, Kind: "ProxyAssemblage"}:   true,
+		{Group: fleeetv1.GroupVersion.Group, Kind: "RegistrationToken"}: true,
+		{Group: "authentication.k8s.io", Kind: "TokenRequest"}:          true,
+	}
+	knownOperations = map[admissionv1.Operation]bool{
+		admissionv1.Create: true, admissionv1.Update: true, admissionv1.Delete: true, admissionv1.Connect: true,
+	}
+)
+
+// kindLabel is req's kind as a metric label, from a bounded set.
+func kindLabel(req admission.Request) string {
+	if knownKinds[metav1.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}] {
+		return req.Kind.Kind
+	}
+	return otherLabel
+}
+
+// operationLabel is req's operation as a metric label, from a bounded set.
+func operationLabel(req admission.Request) string {
+	if knownOperations[req.Operation] {
+		return string(req.Operation)
+	}
+	return otherLabel
+}
 
 // Policies judges admission requests with the policy engine.
 type Policies struct {
@@ -84,8 +123,9 @@ func (p *Policies) Handle(ctx context.Context, req admission.Request) admission.
 	case !resp.Allowed:
 		decision = "denied"
 	}
-	requests.WithLabelValues(req.Kind.Kind, string(req.Operation), decision).Inc()
-	evaluation.WithLabelValues(req.Kind.Kind).Observe(time.Since(start).Seconds())
+	kind := kindLabel(req)
+	requests.WithLabelValues(kind, operationLabel(req), decision).Inc()
+	evaluation.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	return resp
 }
 
@@ -93,17 +133,20 @@ func (p *Policies) Handle(ctx context.Context, req admission.Request) admission.
 func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
+	// Serve the webhook through Guard: it refuses objects nested deeper
+	// than MaxDepth before anything decodes them. This second look costs
+	// one byte scan and keeps Handle safe on its own.
+	if path, err := tooDeep(req.Object.Raw, MaxDepth); err != nil {
+		return admission.Response{}, fmt.Errorf("reading the object: %w", err)
+	} else if path != "" {
+		return admission.Denied(depthRefusal(path, MaxDepth)), nil
+	}
 	p.once.Do(func() { p.slots = make(chan struct{}, max(1, p.Concurrency)) })
 	select {
 	case p.slots <- struct{}{}:
 		defer func() { <-p.slots }()
 	case <-ctx.Done():
 		return admission.Response{}, fmt.Errorf("too many admission requests in flight: %w", ctx.Err())
-	}
-	if path, err := tooDeep(req.Object.Raw, MaxDepth); err != nil {
-		return admission.Response{}, fmt.Errorf("reading the object: %w", err)
-	} else if path != "" {
-		return admission.Denied(depthRefusal(path, MaxDepth)), nil
 	}
 	input, err := p.input(ctx, req)
 	if err != nil {
