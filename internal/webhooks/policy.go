@@ -24,6 +24,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/policy"
+	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 )
 
 // Path is where the policy webhook is served.
@@ -254,25 +255,34 @@ func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[s
 			return fmt.Errorf("looking up Remote %s: %w", name, err)
 		}
 	}
-	if req.Kind.Kind == "Module" && req.SubResource == "" {
-		modules, err := p.dependencyGraph(ctx, req)
+	if req.Kind.Kind == "Module" && req.SubResource == "" && len(req.Object.Raw) > 0 {
+		m := &fleeetv1.Module{}
+		if err := json.Unmarshal(req.Object.Raw, m); err != nil {
+			return fmt.Errorf("decoding the Module: %w", err)
+		}
+		modules, err := p.dependencyGraph(ctx, req, m)
 		if err != nil {
 			return err
 		}
 		into["modules"] = modules
+		into["windows"] = windowProblems(m)
 	}
 	return nil
+}
+
+// windowProblems lists, for policies/windows, each field of the Module's
+// rollout windows that would keep a window from ever opening. Rego has no
+// cron parser, so the handler works this out and the policy decides.
+func windowProblems(m *fleeetv1.Module) []window.Problem {
+	_, problems := window.Parse(m.Spec.Rollout.Windows, time.Now())
+	return append([]window.Problem{}, problems...)
 }
 
 // dependencyGraph returns, for a Module that depends on others, the other
 // Modules of its namespace reduced to what a cycle check reads: name,
 // labels and dependsOn. A Module without dependencies cannot close a cycle,
 // so it gets none, and admission cost does not grow with the namespace.
-func (p *Policies) dependencyGraph(ctx context.Context, req admission.Request) ([]fleeetv1.Module, error) {
-	m := &fleeetv1.Module{}
-	if err := json.Unmarshal(req.Object.Raw, m); err != nil {
-		return nil, fmt.Errorf("decoding the Module: %w", err)
-	}
+func (p *Policies) dependencyGraph(ctx context.Context, req admission.Request, m *fleeetv1.Module) ([]fleeetv1.Module, error) {
 	if len(m.Spec.Sync.DependsOn) == 0 {
 		return nil, nil
 	}
