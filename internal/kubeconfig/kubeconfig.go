@@ -46,6 +46,9 @@ type Options struct {
 	// AllowProxy accepts clusters[].cluster.proxy-url, which sends the
 	// manager's connections through a host of the tenant's choosing.
 	AllowProxy bool
+	// DeniedNetworks are the networks no connection to a push Remote's
+	// cluster may reach, checked on each dialled address after DNS.
+	DeniedNetworks Networks
 }
 
 // BindFlags binds the options to the manager's flags.
@@ -58,6 +61,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Accept kubeconfigs of push-mode Remotes that turn off server certificate verification. BootstrapModules also need Flux's --insecure-kubeconfig-tls.")
 	fs.BoolVar(&o.AllowProxy, FlagProxy, false,
 		"Accept kubeconfigs of push-mode Remotes that send requests through a proxy-url.")
+	bindNetworks(fs, o)
 }
 
 // RefusedError says which field of a kubeconfig the manager refuses to use.
@@ -237,6 +241,14 @@ func sanitize(in *rest.Config, o Options) *rest.Config {
 	}
 	if o.AllowProxy {
 		out.Proxy = in.Proxy
+	}
+	// Unset (nil) means the defaults; an operator's empty list denies none.
+	denied := o.DeniedNetworks
+	if denied == nil {
+		denied, _ = ParseNetworks(DefaultDeniedNetworks)
+	}
+	if len(denied) > 0 {
+		out.Dial = dialer(denied)
 	}
 	return out
 }

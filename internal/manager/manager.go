@@ -114,7 +114,7 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
 			return err
 		}
 	}
-	mgr.GetWebhookServer().Register(webhooks.Path, &admission.Webhook{Handler: &webhooks.Policies{
+	mgr.GetWebhookServer().Register(webhooks.Path, webhooks.Guard(&admission.Webhook{Handler: &webhooks.Policies{
 		Engine:          engine,
 		Reader:          mgr.GetClient(),
 		LiveReader:      mgr.GetAPIReader(),
@@ -123,7 +123,7 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		MaxPlanBytes:    cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes),
 		Timeout:         admissionTimeout,
 		Concurrency:     admissionConcurrency,
-	}})
+	}}))
 	return nil
 }
 

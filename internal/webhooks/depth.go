@@ -1,11 +1,8 @@
 package webhooks
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 )
@@ -16,99 +13,142 @@ import (
 // slow every other tenant's admissions.
 const MaxDepth = 64
 
-// tooDeep returns the path at which the JSON document raw first nests deeper
-// than limit, or "" when it never does. It reads the document as a token
-// stream, so the refusal costs no more than the document's size.
-// metadata.managedFields is not judged: the apiserver writes it, mirroring
-// the object's own fields a few levels deeper, so a refusal names the
-// field the user wrote instead.
-func tooDeep(raw []byte, limit int) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	// path holds one entry per open object or array: the key or index that
-	// leads into the current value.
-	type level struct {
-		array bool
-		key   string
-		index int
-	}
-	var path []level
+// managedFieldsDepth is how deeply metadata.managedFields may nest. The
+// apiserver writes it, mirroring the object's own fields a few levels
+// deeper, so it gets room of its own and a refusal names the field the
+// user wrote instead.
+const managedFieldsDepth = 2 * MaxDepth
+
+// errMalformed reports JSON whose brackets or strings do not close.
+var errMalformed = errors.New("malformed JSON: unbalanced brackets or an unterminated string")
+
+// level is one open object or array on the way to the current value: the
+// key or index that leads from it into its child.
+type level struct {
+	array bool
+	key   []byte // raw, as written between the quotes
+	index int
+}
+
+// scanner reads JSON a byte at a time, keeping only the path to the
+// current value. It decodes nothing: a refusal costs one pass over the
+// document and no allocation per level beyond the path it names.
+type scanner struct {
+	path []level
+	// depth counts open containers, path holds only the first cap of them.
+	depth int
+	cap   int
+	// value, when set, sees each string value with the path to it.
+	value func(path []level, raw []byte)
+}
+
+// scan walks raw, calling open before each object or array is entered with
+// the path leading to it. open returns the depth (counted from the root of
+// the part it judges) at which that part is too deep, 0 for no limit, and
+// how many levels of the path belong to the part's root. scan stops at the
+// first container beyond its part's limit and returns the path to it.
+func (s *scanner) scan(raw []byte, open func(path []level) (limit, root int)) ([]level, error) {
 	expectKey := false
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) && len(path) > 0 {
-			return "", io.ErrUnexpectedEOF
-		}
-		if errors.Is(err, io.EOF) {
-			return "", nil
-		}
-		if err != nil {
-			return "", err
-		}
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
-			path = path[:len(path)-1]
-			expectKey = len(path) > 0 && !path[len(path)-1].array
-			continue
-		}
-		if expectKey {
-			path[len(path)-1].key = tok.(string)
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; c {
+		case '"':
+			end, err := stringEnd(raw, i)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case expectKey && s.depth > 0 && s.depth <= s.cap:
+				s.path[s.depth-1].key = raw[i+1 : end]
+			case !expectKey && s.value != nil && s.depth <= s.cap:
+				s.value(s.path[:s.depth], raw[i+1:end])
+			}
+			i = end
+		case ':':
 			expectKey = false
-			continue
-		}
-		// A value: it takes the next index in an array.
-		if n := len(path); n > 0 && path[n-1].array {
-			path[n-1].index++
-		}
-		d, open := tok.(json.Delim)
-		if open && len(path) == 2 && path[0].key == "metadata" && path[1].key == "managedFields" {
-			if err := skip(dec); err != nil {
-				return "", err
+		case ',':
+			if s.depth == 0 {
+				return nil, errMalformed
 			}
-			open = false
-		}
-		if !open {
-			expectKey = len(path) > 0 && !path[len(path)-1].array
-			continue
-		}
-		if len(path) == limit {
-			var b strings.Builder
-			for i, l := range path {
-				switch {
-				case l.array:
-					b.WriteString("[" + strconv.Itoa(l.index-1) + "]")
-				case i > 0:
-					b.WriteString("." + l.key)
-				default:
-					b.WriteString(l.key)
+			if s.depth <= s.cap && s.path[s.depth-1].array {
+				s.path[s.depth-1].index++
+			}
+			expectKey = s.depth > s.cap || !s.path[s.depth-1].array
+		case '{', '[':
+			if s.depth < s.cap {
+				if limit, root := open(s.path[:s.depth]); limit > 0 && s.depth-root >= limit {
+					return s.path[:s.depth], nil
 				}
+				s.path = append(s.path[:s.depth], level{array: c == '['})
 			}
-			return b.String(), nil
+			s.depth++
+			expectKey = c == '{'
+		case '}', ']':
+			if s.depth == 0 {
+				return nil, errMalformed
+			}
+			s.depth--
+			expectKey = false
 		}
-		path = append(path, level{array: d == '['})
-		expectKey = d == '{'
 	}
+	if s.depth != 0 {
+		return nil, errMalformed
+	}
+	return nil, nil
+}
+
+// stringEnd returns the index of the quote closing the string that opens
+// at raw[start], honouring backslash escapes.
+func stringEnd(raw []byte, start int) (int, error) {
+	for i := start + 1; i < len(raw); i++ {
+		switch raw[i] {
+		case '\\':
+			i++
+		case '"':
+			return i, nil
+		}
+	}
+	return 0, errMalformed
+}
+
+// objectLimit is the limit for a container opened at path, where the
+// object's root sits root levels down: MaxDepth, or managedFieldsDepth
+// below metadata.managedFields.
+func objectLimit(path []level, root, limit int) int {
+	if len(path) > root+1 && !path[root].array && string(path[root].key) == "metadata" &&
+		!path[root+1].array && string(path[root+1].key) == "managedFields" {
+		return max(limit, managedFieldsDepth)
+	}
+	return limit
+}
+
+// tooDeep returns the path at which the JSON document raw first nests deeper
+// than limit, or "" when it never does.
+func tooDeep(raw []byte, limit int) (string, error) {
+	s := &scanner{cap: max(limit, managedFieldsDepth) + 1}
+	path, err := s.scan(raw, func(path []level) (int, int) { return objectLimit(path, 0, limit), 0 })
+	if err != nil || path == nil {
+		return "", err
+	}
+	return render(path), nil
+}
+
+// render writes a path as a field path: spec.values.a[2].b.
+func render(path []level) string {
+	var b strings.Builder
+	for i, l := range path {
+		switch {
+		case l.array:
+			b.WriteString("[" + strconv.Itoa(l.index) + "]")
+		case i > 0:
+			b.WriteString("." + string(l.key))
+		default:
+			b.Write(l.key)
+		}
+	}
+	return b.String()
 }
 
 // depthRefusal explains a refusal for an object nested too deeply.
 func depthRefusal(path string, limit int) string {
 	return fmt.Sprintf("%s: nests deeper than %d levels; flatten it (deeply nested values are refused because judging them would slow every tenant's admissions)", path, limit)
-}
-
-// skip reads the rest of a value whose opening delimiter was just read.
-func skip(dec *json.Decoder) error {
-	for depth := 1; depth > 0; {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return io.ErrUnexpectedEOF
-		}
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			depth++
-		case json.Delim('}'), json.Delim(']'):
-			depth--
-		}
-	}
-	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/policy"
+	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 )
 
 // Path is where the policy webhook is served.
@@ -45,6 +47,44 @@ var (
 )
 
 func init() { metrics.Registry.MustRegister(requests, evaluation, violations) }
+
+// otherLabel stands for every label value outside its known set.
+const otherLabel = "other"
+
+// knownKinds are the kinds the webhook is registered for (see the chart's
+// ValidatingWebhookConfiguration), and knownOperations the admission
+// operations. Anyone who reaches the webhook port can send any kind and
+// operation, so only these become metric labels: one label value per
+// request value would grow the registry without bound.
+var (
+	knownKinds = map[metav1.GroupKind]bool{
+		{Group: fleeetv1.GroupVersion.Group, Kind: "Module"}:            true,
+		{Group: fleeetv1.GroupVersion.Group, Kind: "BootstrapModule"}:   true,
+		{Group: fleeetv1.GroupVersion.Group, Kind: "Remote"}:            true,
+		{Group: fleeetv1.GroupVersion.Group, Kind: "ProxyAssemblage"}:   true,
+		{Group: fleeetv1.GroupVersion.Group, Kind: "RegistrationToken"}: true,
+		{Group: "authentication.k8s.io", Kind: "TokenRequest"}:          true,
+	}
+	knownOperations = map[admissionv1.Operation]bool{
+		admissionv1.Create: true, admissionv1.Update: true, admissionv1.Delete: true, admissionv1.Connect: true,
+	}
+)
+
+// kindLabel is req's kind as a metric label, from a bounded set.
+func kindLabel(req admission.Request) string {
+	if knownKinds[metav1.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}] {
+		return req.Kind.Kind
+	}
+	return otherLabel
+}
+
+// operationLabel is req's operation as a metric label, from a bounded set.
+func operationLabel(req admission.Request) string {
+	if knownOperations[req.Operation] {
+		return string(req.Operation)
+	}
+	return otherLabel
+}
 
 // Policies judges admission requests with the policy engine.
 type Policies struct {
@@ -84,8 +124,9 @@ func (p *Policies) Handle(ctx context.Context, req admission.Request) admission.
 	case !resp.Allowed:
 		decision = "denied"
 	}
-	requests.WithLabelValues(req.Kind.Kind, string(req.Operation), decision).Inc()
-	evaluation.WithLabelValues(req.Kind.Kind).Observe(time.Since(start).Seconds())
+	kind := kindLabel(req)
+	requests.WithLabelValues(kind, operationLabel(req), decision).Inc()
+	evaluation.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	return resp
 }
 
@@ -93,17 +134,20 @@ func (p *Policies) Handle(ctx context.Context, req admission.Request) admission.
 func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
+	// Serve the webhook through Guard: it refuses objects nested deeper
+	// than MaxDepth before anything decodes them. This second look costs
+	// one byte scan and keeps Handle safe on its own.
+	if path, err := tooDeep(req.Object.Raw, MaxDepth); err != nil {
+		return admission.Response{}, fmt.Errorf("reading the object: %w", err)
+	} else if path != "" {
+		return admission.Denied(depthRefusal(path, MaxDepth)), nil
+	}
 	p.once.Do(func() { p.slots = make(chan struct{}, max(1, p.Concurrency)) })
 	select {
 	case p.slots <- struct{}{}:
 		defer func() { <-p.slots }()
 	case <-ctx.Done():
 		return admission.Response{}, fmt.Errorf("too many admission requests in flight: %w", ctx.Err())
-	}
-	if path, err := tooDeep(req.Object.Raw, MaxDepth); err != nil {
-		return admission.Response{}, fmt.Errorf("reading the object: %w", err)
-	} else if path != "" {
-		return admission.Denied(depthRefusal(path, MaxDepth)), nil
 	}
 	input, err := p.input(ctx, req)
 	if err != nil {
@@ -211,25 +255,34 @@ func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[s
 			return fmt.Errorf("looking up Remote %s: %w", name, err)
 		}
 	}
-	if req.Kind.Kind == "Module" && req.SubResource == "" {
-		modules, err := p.dependencyGraph(ctx, req)
+	if req.Kind.Kind == "Module" && req.SubResource == "" && len(req.Object.Raw) > 0 {
+		m := &fleeetv1.Module{}
+		if err := json.Unmarshal(req.Object.Raw, m); err != nil {
+			return fmt.Errorf("decoding the Module: %w", err)
+		}
+		modules, err := p.dependencyGraph(ctx, req, m)
 		if err != nil {
 			return err
 		}
 		into["modules"] = modules
+		into["windows"] = windowProblems(m)
 	}
 	return nil
+}
+
+// windowProblems lists, for policies/windows, each field of the Module's
+// rollout windows that would keep a window from ever opening. Rego has no
+// cron parser, so the handler works this out and the policy decides.
+func windowProblems(m *fleeetv1.Module) []window.Problem {
+	_, problems := window.Parse(m.Spec.Rollout.Windows, time.Now())
+	return append([]window.Problem{}, problems...)
 }
 
 // dependencyGraph returns, for a Module that depends on others, the other
 // Modules of its namespace reduced to what a cycle check reads: name,
 // labels and dependsOn. A Module without dependencies cannot close a cycle,
 // so it gets none, and admission cost does not grow with the namespace.
-func (p *Policies) dependencyGraph(ctx context.Context, req admission.Request) ([]fleeetv1.Module, error) {
-	m := &fleeetv1.Module{}
-	if err := json.Unmarshal(req.Object.Raw, m); err != nil {
-		return nil, fmt.Errorf("decoding the Module: %w", err)
-	}
+func (p *Policies) dependencyGraph(ctx context.Context, req admission.Request, m *fleeetv1.Module) ([]fleeetv1.Module, error) {
 	if len(m.Spec.Sync.DependsOn) == 0 {
 		return nil, nil
 	}

@@ -2,7 +2,14 @@ package webhooks
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	admissionv1 "k8s.io/api/admission/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,4 +36,26 @@ func TestANamespaceTheCacheHasNotSeenIsReadLive(t *testing.T) {
 	if _, err := p.namespace(context.Background(), "tenant-gone"); !apierrors.IsNotFound(err) {
 		t.Fatalf("a namespace that does not exist: err = %v, want NotFound", err)
 	}
+}
+
+// Anyone who reaches the webhook port can send any kind and operation:
+// however many distinct values arrive, the metric series stay a bounded
+// set.
+func TestForgedKindsAndOperationsLeaveMetricSeriesBounded(t *testing.T) {
+	g := NewWithT(t)
+	p := &Policies{Reader: fake.NewClientBuilder().Build(), LiveReader: fake.NewClientBuilder().Build(), Timeout: time.Second}
+	send := func(kind, op string) {
+		p.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Kind: metav1.GroupVersionKind{Group: "fleeet.dev", Version: "v1alpha1", Kind: kind}, Operation: admissionv1.Operation(op), Namespace: "nowhere"}})
+	}
+	send("Module", "CREATE")
+	for i := range 200 {
+		send(fmt.Sprintf("Kind%d", i), fmt.Sprintf("OP%d", i))
+	}
+	before := testutil.CollectAndCount(requests) + testutil.CollectAndCount(evaluation)
+	for i := range 500 {
+		send(fmt.Sprintf("Other%d", i), fmt.Sprintf("X%d", i))
+	}
+	g.Expect(testutil.CollectAndCount(requests) + testutil.CollectAndCount(evaluation)).To(Equal(before))
+	g.Expect(testutil.CollectAndCount(requests)).To(BeNumerically("<=", 2*len(knownKinds)*(len(knownOperations)+1)))
 }
