@@ -73,11 +73,15 @@ type Fleet struct {
 	// FrontendChartVersion is the version of podinfo's chart the frontend
 	// Module installs.
 	FrontendChartVersion string
-	// ManagerMetrics is the address of fleet-manager's metrics endpoint.
-	ManagerMetrics string
+	// ManagerMetrics is the address of fleet-manager's metrics endpoint,
+	// served over HTTPS to ManagerMetricsToken's holder.
+	ManagerMetrics      string
+	ManagerMetricsToken string
 	// AgentMetrics maps each downstream cluster to its fleet-agent's
-	// metrics endpoint.
-	AgentMetrics map[string]string
+	// metrics endpoint, served over HTTPS to AgentMetricsTokens' holders:
+	// ServiceAccounts bound to the agent chart's metrics-reader ClusterRole.
+	AgentMetrics       map[string]string
+	AgentMetricsTokens map[string]string
 
 	out   io.Writer
 	start time.Time
@@ -90,7 +94,7 @@ var Names = []string{"edge-1", "edge-2", "edge-3"}
 // does; component logs go to files under t's directories. On a machine that
 // cannot run containers it stops t, saying why.
 func Start(t testenv.TB, out io.Writer) *Fleet {
-	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, AgentMetrics: map[string]string{}, out: out, start: time.Now()}
+	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, AgentMetrics: map[string]string{}, AgentMetricsTokens: map[string]string{}, out: out, start: time.Now()}
 	f.say("building fleet-manager, fleet-agent, podinfo and the pinned tools (cached after the first run)")
 	// One after the other: a failed build stops t, which only the calling
 	// goroutine may do.
@@ -115,6 +119,7 @@ func Start(t testenv.TB, out io.Writer) *Fleet {
 	f.ManagerMetrics = testenv.FreeAddr(t)
 	testenv.StartManagerProcess(t, managerBin, f.Management, "--namespace=fleeet-system", "--offline-grace=20s",
 		"--metrics-bind-address="+f.ManagerMetrics)
+	f.ManagerMetricsToken = testenv.MetricsReaderToken(t, f.Management, "")
 	f.say("fleet-manager running, its admission webhooks registered")
 
 	charts := f.serveSources(t)
@@ -268,6 +273,7 @@ func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	rel := testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, AgentNamespace), "fleet-agent", AgentNamespace, values)
 	f.AgentMetrics[name] = testenv.FreeAddr(t)
 	testenv.RunRelease(t, down, rel, agentBin, map[string]string{"metrics-bind-address": f.AgentMetrics[name]})
+	f.AgentMetricsTokens[name] = testenv.MetricsReaderToken(t, down, rel.Name+"-metrics-reader")
 	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)
 }
 

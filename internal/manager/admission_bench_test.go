@@ -3,8 +3,8 @@ package manager_test
 import (
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +12,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	. "github.com/onsi/gomega"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -31,6 +32,7 @@ func BenchmarkAdmission(b *testing.B) {
 		c := testenv.StartCluster(b, "management", testenv.WithWebhooks())
 		metrics := testenv.FreeAddr(b)
 		testenv.StartManagerProcess(b, bin, c, "--metrics-bind-address="+metrics)
+		token := testenv.MetricsReaderToken(b, c, "")
 		ns := tenantIn(b, c)
 		var seq atomic.Int64
 		measure := func(clients int) (p50, p99 time.Duration) {
@@ -61,7 +63,7 @@ func BenchmarkAdmission(b *testing.B) {
 			out := map[int][2]time.Duration{}
 			for _, clients := range []int{1, 50} {
 				measure(clients) // warm up connections and caches
-				before := webhookHistogram(b, metrics)
+				before := webhookHistogram(b, metrics, token)
 				p50, p99 := measure(clients)
 				out[clients] = [2]time.Duration{p50, p99}
 				b.ReportMetric(float64(p50.Microseconds())/1000, fmt.Sprintf("%s-c%d-p50-ms", label, clients))
@@ -72,7 +74,7 @@ func BenchmarkAdmission(b *testing.B) {
 				// The webhook's own time, from its exported histogram: what
 				// the apiserver waited for the decision, without the
 				// apiserver's own work on the request.
-				served := webhookHistogram(b, metrics).since(before)
+				served := webhookHistogram(b, metrics, token).since(before)
 				if served.count() < admissionCreates {
 					b.Fatalf("the webhook histogram counted %d Module requests, want %d", served.count(), admissionCreates)
 				}
@@ -106,16 +108,12 @@ type histogram struct {
 }
 
 // webhookHistogram scrapes the manager's fleeet_admission_duration_seconds
-// for Modules.
-func webhookHistogram(b *testing.B, addr string) histogram {
+// for Modules, as the holder of token, a metrics reader.
+func webhookHistogram(b *testing.B, addr, token string) histogram {
 	b.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
+	body := testenv.Metrics(NewWithT(b), addr, token)
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -108,13 +109,7 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	if o.Namespace != "" {
-		if err := (&policyconfig.Reconciler{Client: mgr.GetClient(), Engine: engine, Namespace: o.Namespace,
-			Recorder: mgr.GetEventRecorder(Name)}).SetupWithManager(mgr); err != nil {
-			return err
-		}
-	}
-	mgr.GetWebhookServer().Register(webhooks.Path, webhooks.Guard(&admission.Webhook{Handler: &webhooks.Policies{
+	var handler admission.Handler = &webhooks.Policies{
 		Engine:          engine,
 		Reader:          mgr.GetClient(),
 		LiveReader:      mgr.GetAPIReader(),
@@ -123,8 +118,41 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		MaxPlanBytes:    cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes),
 		Timeout:         admissionTimeout,
 		Concurrency:     admissionConcurrency,
-	}}))
+	}
+	if o.Namespace != "" {
+		// Every replica loads the user policies, is unready until those
+		// present at start are in force, and refuses admission until then
+		// rather than judge by the built-in policies alone.
+		policies := &policyconfig.Reconciler{Client: mgr.GetClient(), Engine: engine, Namespace: o.Namespace,
+			Recorder: mgr.GetEventRecorder(Name)}
+		if err := policies.SetupWithManager(mgr); err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("user-policies", policies.Ready); err != nil {
+			return fmt.Errorf("adding readiness check: %w", err)
+		}
+		handler = untilLoaded{loaded: policies.Loaded, Handler: handler}
+	}
+	mgr.GetWebhookServer().Register(webhooks.Path, webhooks.Guard(&admission.Webhook{Handler: handler}))
 	return nil
+}
+
+// untilLoaded refuses every admission request until loaded says the user
+// policies are in force: a replica that has just started must not let
+// through what a user policy denies. The refusal is an error, which the
+// webhook's failurePolicy Fail turns into a denial the caller can retry.
+type untilLoaded struct {
+	loaded func() bool
+	admission.Handler
+}
+
+// Handle refuses the request while the user policies are not loaded, and
+// otherwise passes it on.
+func (h untilLoaded) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if !h.loaded() {
+		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("%w; this replica of the fleet-manager refuses every request until they are", policyconfig.ErrNotLoaded))
+	}
+	return h.Handler.Handle(ctx, req)
 }
 
 // whoAmI asks the apiserver which user the manager is, so policies can tell

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -27,6 +28,14 @@ import (
 type Options struct {
 	// MetricsAddr is where Prometheus metrics are served; "0" disables them.
 	MetricsAddr string
+	// MetricsSecure serves metrics over HTTPS to callers the apiserver
+	// authenticates (TokenReview) and authorises for a GET of /metrics
+	// (SubjectAccessReview). Off, anyone who reaches the port reads every
+	// tenant's namespace, Module and Remote names and rollout states.
+	MetricsSecure bool
+	// MetricsCertDir holds the metrics serving certificate as tls.crt and
+	// tls.key; empty, or without them, a self-signed one is made at start.
+	MetricsCertDir string
 	// HealthAddr is where /healthz and /readyz are served.
 	HealthAddr string
 	// PprofAddr is where Go's pprof profiles are served; empty disables them.
@@ -48,6 +57,11 @@ type Options struct {
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080",
 		`Address the Prometheus metrics endpoint binds to; "0" disables it.`)
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS only to callers the Kubernetes API authenticates and authorises for a GET of /metrics. "+
+			"false serves them over plain HTTP to anyone who reaches the port, tenant names and rollout states included.")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "",
+		"Directory holding the metrics serving certificate as tls.crt and tls.key; empty serves a self-signed one.")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081",
 		"Address the /healthz and /readyz endpoints bind to.")
 	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "",
@@ -90,7 +104,7 @@ func NewManager(name string, o Options, scheme *runtime.Scheme, configure ...fun
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	opts := ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                 MetricsOptions(o),
 		HealthProbeBindAddress:  o.HealthAddr,
 		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
@@ -113,6 +127,20 @@ func NewManager(name string, o Options, scheme *runtime.Scheme, configure ...fun
 		return nil, fmt.Errorf("adding readiness check: %w", err)
 	}
 	return mgr, nil
+}
+
+// MetricsOptions serve metrics as o asks: with MetricsSecure, over HTTPS
+// behind the apiserver's authentication and authorisation, each caller's
+// bearer token checked with a TokenReview and its right to GET /metrics with
+// a SubjectAccessReview (both cached briefly by controller-runtime).
+func MetricsOptions(o Options) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.MetricsAddr}
+	if o.MetricsSecure {
+		m.SecureServing = true
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+		m.CertDir = o.MetricsCertDir
+	}
+	return m
 }
 
 // Main is the whole life of a controller binary: it parses the command line
@@ -151,6 +179,6 @@ func run(name string, o Options, setup func(ctrl.Manager) error, configure []fun
 		}
 	}
 	ctrl.Log.WithName("setup").Info("Starting", "binary", name, "version", version.Version,
-		"metrics-bind-address", o.MetricsAddr, "health-probe-bind-address", o.HealthAddr)
+		"metrics-bind-address", o.MetricsAddr, "metrics-secure", o.MetricsSecure, "health-probe-bind-address", o.HealthAddr)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

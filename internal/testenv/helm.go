@@ -125,16 +125,19 @@ func container(t TB, rel *release.Release, name string) map[string]any {
 
 // RunRelease runs bin on c as the release's Deployment (named after the
 // release) would run it in a pod — see RunDeployment — with its health probe
-// on a free local address and metrics off unless set gives them an address.
+// on a free local address and metrics off unless set gives them addresses.
 // It returns once the process is ready.
 func RunRelease(t TB, c *Cluster, rel *release.Release, bin string, set map[string]string, extra ...string) *Process {
 	t.Helper()
-	health := FreeAddr(t)
 	set = maps.Clone(set)
 	if set == nil {
 		set = map[string]string{}
 	}
-	set["health-probe-bind-address"] = health
+	health, ok := set["health-probe-bind-address"]
+	if !ok {
+		health = FreeAddr(t)
+		set["health-probe-bind-address"] = health
+	}
 	if _, ok := set["metrics-bind-address"]; !ok {
 		set["metrics-bind-address"] = "0"
 	}

@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -10,19 +12,27 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
 // StartManager runs a controller-runtime manager in-process against the
-// cluster, with the controllers setup registers, until stop is called. Its
-// log goes to a file that stop prints when told the tests failed.
+// cluster, with the controllers setup registers, until stop is called, and
+// returns once its readiness checks pass (the fleet-manager's, for one,
+// refuses admission until its user policies are loaded). Its log goes to a
+// file that stop prints when told the tests failed.
 func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Manager) error) (stop func(failed bool), err error) {
 	logFile, err := os.CreateTemp("", name+"-*.log")
 	if err != nil {
 		return nil, err
 	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	health := net.JoinHostPort("127.0.0.1", port)
 	logger := zap.New(zap.WriteTo(logFile), zap.UseDevMode(true))
 	// Some parts (the webhook server's certificate watcher) log through
 	// the global logger only.
@@ -31,7 +41,7 @@ func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Mana
 		Scheme:                 Scheme,
 		Logger:                 logger,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
+		HealthProbeBindAddress: health,
 		// One test binary starts the same controllers once per test (and
 		// again under -count=N), which their metric names would otherwise
 		// refuse.
@@ -44,6 +54,10 @@ func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Mana
 	if err != nil {
 		return nil, err
 	}
+	// Served even when setup adds no check of its own.
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := setup(ctx, mgr); err != nil {
 		cancel()
@@ -51,6 +65,11 @@ func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Mana
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
+	if err := waitReady(ctx, "http://"+health+"/readyz", done); err != nil {
+		cancel()
+		logFile.Close()
+		return nil, fmt.Errorf("%s: %w\n%s", name, err, Tail(logFile.Name(), 40))
+	}
 	return func(failed bool) {
 		cancel()
 		if err := <-done; err != nil {
@@ -97,4 +116,28 @@ func StartManagerProcess(t TB, bin string, c *Cluster, args ...string) *Process 
 		t.Fatal(err)
 	}
 	return p
+}
+
+// waitReady polls url until it answers 200, the manager stops (done) or a
+// minute passes.
+func waitReady(ctx context.Context, url string, done <-chan error) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case err := <-done:
+			return fmt.Errorf("stopped before it was ready: %v", err)
+		case <-ctx.Done():
+			return fmt.Errorf("not ready at %s: %w", url, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }

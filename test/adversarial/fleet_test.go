@@ -58,6 +58,10 @@ type fleet struct {
 	git        *testenv.GitServer
 	// pushKubeconfig reaches the downstream cluster as team-c's pusher.
 	pushKubeconfig string
+	// managerMetrics, managerHealth and agentMetrics are where the manager
+	// and the agent serve metrics and health, reachable by anyone on the
+	// network.
+	managerMetrics, managerHealth, agentMetrics string
 }
 
 func (f *fleet) logs() string {
@@ -86,8 +90,11 @@ func startFleet(t *testing.T) *fleet {
 	testenv.RouteWebhook(t, f.mgmt, "fleet-manager", admissionregistrationv1.WebhookClientConfig{URL: &f.webhookURL, CABundle: caPEM})
 	managementCA := filepath.Join(t.TempDir(), "ca.crt")
 	g.Expect(os.WriteFile(managementCA, f.mgmt.Config.CAData, 0o600)).To(Succeed())
+	// Metrics and health on real addresses, for the serving attacks.
+	f.managerMetrics, f.managerHealth, f.agentMetrics = testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	f.manager = testenv.RunRelease(t, f.mgmt, managerRelease, testenv.BuildCommand(t, "fleet-manager", "v0.0.0-adversarial"),
-		map[string]string{"webhook-port": port, "webhook-cert-dir": certDir, "management-ca-file": managementCA},
+		map[string]string{"webhook-port": port, "webhook-cert-dir": certDir, "management-ca-file": managementCA,
+			"metrics-bind-address": f.managerMetrics, "health-probe-bind-address": f.managerHealth},
 		"--webhook-host="+host)
 
 	for _, ns := range []string{tenantA, tenantB, tenantC} {
@@ -124,7 +131,8 @@ func startFleet(t *testing.T) *fleet {
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: agentNamespace, Name: "fleet-agent"}}})).To(Succeed())
 	f.preparePushTenant(t)
 	f.agent = testenv.RunRelease(t, f.down, agentRelease, testenv.BuildCommand(t, "fleet-agent", "v0.0.0-adversarial"),
-		map[string]string{"heartbeat-interval": "2s", "watch-namespaces": strings.Join([]string{tenantA, tenantB, tenantC}, ",")})
+		map[string]string{"heartbeat-interval": "2s", "watch-namespaces": strings.Join([]string{tenantA, tenantB, tenantC}, ","),
+			"metrics-bind-address": f.agentMetrics})
 	g.Eventually(func(g Gomega) {
 		for _, ns := range []string{tenantA, tenantB} {
 			remote := &fleeetv1.Remote{}

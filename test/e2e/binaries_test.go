@@ -54,8 +54,10 @@ func TestControllerBinariesServeHealthAndMetricsAndStopOnSIGTERM(t *testing.T) {
 			defer cancel()
 			g.Expect(p.WaitHTTP(ctx, "http://"+health+"/readyz")).To(Succeed())
 			g.Expect(get(t, "http://"+health+"/healthz")).To(Equal("ok"))
-			// The leader gauge shows the binary took the Lease and serves metrics.
-			g.Eventually(func() string { return get(t, "http://"+metrics+"/metrics") }, 30*time.Second).
+			// The leader gauge shows the binary took the Lease and serves
+			// metrics, over HTTPS, to a metrics reader.
+			token := testenv.MetricsReaderToken(t, c, "")
+			g.Eventually(func(g Gomega) string { return testenv.Metrics(g, metrics, token) }, 30*time.Second).
 				Should(MatchRegexp(`leader_election_master_status\{name="` + cmd + `.fleeet.dev"\} 1`))
 
 			g.Expect(p.Stop(20*time.Second)).To(Succeed(), "a clean exit with status 0 on SIGTERM")

@@ -57,7 +57,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		{"edge-3", "ready v1.0.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
 	}), "a converged fleet stays converged, every pod Ready")
 	// The manager's metrics endpoint shows the same fleet.
-	g.Eventually(func() string { return get(t, "http://"+fleet.ManagerMetrics+"/metrics") }, time.Minute, time.Second).Should(And(
+	g.Eventually(func(g Gomega) string { return testenv.Metrics(g, fleet.ManagerMetrics, fleet.ManagerMetricsToken) }, time.Minute, time.Second).Should(And(
 		ContainSubstring(`fleeet_module_rollout_state{module="backend",namespace="team-a",state="ready"} 1`),
 		ContainSubstring(`fleeet_module_remotes{module="frontend",namespace="team-a",state="ready"} 3`),
 		ContainSubstring(`fleeet_remote_connected{namespace="team-a",remote="edge-1"} 1`),
@@ -65,7 +65,9 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		MatchRegexp(`fleeet_rollout_duration_seconds_count [1-9]`)))
 	// And each agent's metrics endpoint, the cluster's own syncs.
 	for _, name := range demo.Names {
-		g.Eventually(func() string { return get(t, "http://"+fleet.AgentMetrics[name]+"/metrics") }, time.Minute, time.Second).Should(And(
+		g.Eventually(func(g Gomega) string {
+			return testenv.Metrics(g, fleet.AgentMetrics[name], fleet.AgentMetricsTokens[name])
+		}, time.Minute, time.Second).Should(And(
 			MatchRegexp(`fleeet_agent_syncs\{[^}]*state="Ready"\} 2\n`),
 			MatchRegexp(`fleeet_agent_syncs\{[^}]*state="Failed"\} 0\n`),
 			MatchRegexp(`fleeet_agent_apply_duration_seconds_count [1-9]`)), name)

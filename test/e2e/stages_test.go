@@ -71,7 +71,7 @@ func stagedRollout(t *testing.T, fleet *demo.Fleet) {
 		{"edge-3", "ready v1.2.0* 1/1 pods", "ready " + fleet.FrontendChartVersion + " 1/1 pods"},
 	}), "the canary runs v1.2.0's pods again, Ready")
 	g.Expect(held.of("edge-1")).To(Equal([]string{"v1.2.0", "v1.3.0", "v1.2.0"}))
-	g.Expect(get(t, "http://"+fleet.ManagerMetrics+"/metrics")).To(
+	g.Expect(testenv.Metrics(g, fleet.ManagerMetrics, fleet.ManagerMetricsToken)).To(
 		ContainSubstring(`fleeet_module_rollout_state{module="backend",namespace="team-a",state="rolled_back"} 1`), "what an alert on rollbacks reads")
 
 	// v1.4.0 is good: the canary takes it, then the rollout waits for its

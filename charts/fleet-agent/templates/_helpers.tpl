@@ -51,3 +51,18 @@ tenant's syncs and bindings could reach the other tenants' credentials there.
 {{- end -}}
 {{- $ns | uniq | sortAlpha | join "," -}}
 {{- end }}
+
+{{/* How a ServiceMonitor endpoint reaches the metrics: with metrics.secure,
+https, authenticated by the bearer token of Prometheus's own ServiceAccount,
+the certificate checked as metrics.serviceMonitor.tlsConfig says (skipped when
+that is empty: the default certificate is self-signed, new at each start). */}}
+{{- define "fleet-agent.metricsEndpointAuth" -}}
+{{- if .Values.metrics.secure -}}
+scheme: https
+bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+tlsConfig:
+  {{- toYaml (.Values.metrics.serviceMonitor.tlsConfig | default (dict "insecureSkipVerify" true)) | nindent 2 }}
+{{- else -}}
+scheme: http
+{{- end -}}
+{{- end }}

@@ -35,3 +35,18 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/name: fleet-manager-dashboard
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
+
+{{/* How a ServiceMonitor endpoint reaches the metrics: with metrics.secure,
+https, authenticated by the bearer token of Prometheus's own ServiceAccount,
+the certificate checked as metrics.serviceMonitor.tlsConfig says (skipped when
+that is empty: the default certificate is self-signed, new at each start). */}}
+{{- define "fleet-manager.metricsEndpointAuth" -}}
+{{- if .Values.metrics.secure -}}
+scheme: https
+bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token
+tlsConfig:
+  {{- toYaml (.Values.metrics.serviceMonitor.tlsConfig | default (dict "insecureSkipVerify" true)) | nindent 2 }}
+{{- else -}}
+scheme: http
+{{- end -}}
+{{- end }}

@@ -1,6 +1,7 @@
 package policyconfig_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -8,9 +9,13 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/controllers/policyconfig"
+	"github.com/fleeet-dev/fleeet/internal/policy"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
 // A policy added at runtime is compiled into the engine and said so on its
@@ -101,4 +106,38 @@ func TestConfigMapsElsewhereAreNotPolicies(t *testing.T) {
 	policyConfigMap(t, managerNamespace, configMapName(ours), map[string]string{"policy.rego": probePolicy(ours)})
 	g.Eventually(inForce(ours), timeout, poll).Should(BeTrue())
 	g.Expect(enforced(g, foreign)).To(BeFalse())
+}
+
+// A replica is not ready until the user policies present when it starts
+// are in force — never ready with the built-in policies alone — and a
+// ConfigMap that does not compile does not hold it back: the valid ones are
+// in force, and the invalid one is told why.
+func TestAReplicaIsReadyOnlyOnceThePoliciesPresentAtStartAreInForce(t *testing.T) {
+	g := NewWithT(t)
+	good, bad := unique("present"), unique("broken")
+	policyConfigMap(t, managerNamespace, configMapName(good), map[string]string{"policy.rego": probePolicy(good)})
+	broken := policyConfigMap(t, managerNamespace, configMapName(bad), map[string]string{"policy.rego": "package fleeet." + bad + "\n\ndeny contains msg if {\n"})
+
+	// A second replica, with an engine of its own, started after the
+	// ConfigMaps exist.
+	replica, err := policy.New(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	r := &policyconfig.Reconciler{Engine: replica, Namespace: managerNamespace}
+	g.Expect(r.Ready(nil)).To(MatchError(policyconfig.ErrNotLoaded))
+	testenv.RunManager(t, cluster, "replica", func(_ context.Context, mgr ctrl.Manager) error {
+		r.Client, r.Recorder = mgr.GetClient(), mgr.GetEventRecorder("fleet-manager")
+		return r.SetupWithManager(mgr)
+	})
+	deadline := time.Now().Add(timeout)
+	for r.Ready(nil) != nil {
+		// While it is not ready, its engine may hold the built-in policies
+		// only; the moment it is, the present policy must be in force.
+		g.Expect(time.Now().Before(deadline)).To(BeTrue(), "the replica never became ready")
+		time.Sleep(time.Millisecond)
+	}
+	g.Expect(enforcedBy(g, replica, good)).To(BeTrue(), "ready means the policies present at start are in force")
+	g.Eventually(func(g Gomega) []string {
+		return notes(g, broken.Name, corev1.EventTypeWarning, fleeetv1.ReasonPolicyRejected)
+	}, timeout, poll).Should(ContainElement(And(
+		HavePrefix("Policy rejected and left out of the policies in force: "), ContainSubstring(broken.Name+"/policy.rego:"))))
 }

@@ -83,8 +83,11 @@ func policyConfigMap(t *testing.T, ns, name string, data map[string]string) *cor
 }
 
 // enforced tells whether the probe policy of package pkg is in force.
-func enforced(g Gomega, pkg string) bool {
-	d, err := engine.Evaluate(context.Background(), map[string]any{"probe": pkg})
+func enforced(g Gomega, pkg string) bool { return enforcedBy(g, engine, pkg) }
+
+// enforcedBy tells whether the probe policy of package pkg is in force in e.
+func enforcedBy(g Gomega, e *policy.Engine, pkg string) bool {
+	d, err := e.Evaluate(context.Background(), map[string]any{"probe": pkg})
 	g.ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	for _, v := range d.Deny {
 		if v.Policy == pkg && v.Message == pkg {
