@@ -39,9 +39,23 @@ var pages = template.Must(template.ParseFS(dashboardFiles, "dashboard/pages.html
 // says otherwise.
 const gridRows = 100
 
+// dashboardOptions are the dashboard command's flags.
+type dashboardOptions struct {
+	address, certFile, keyFile string
+	inCluster                  bool
+	// exposeCredentials lets the local dashboard, which reads with the
+	// caller's own credentials, listen beyond loopback.
+	exposeCredentials bool
+	// plainHTTP lets the in-cluster dashboard serve without TLS beyond
+	// loopback.
+	plainHTTP bool
+	// trustForwardedFor names clients by X-Forwarded-For.
+	trustForwardedFor   bool
+	sessionIdle, maxAge time.Duration
+}
+
 func newDashboardCommand(s *session) *cobra.Command {
-	var address, certFile, keyFile string
-	var inCluster bool
+	var o dashboardOptions
 	cmd := &cobra.Command{
 		Use:   "dashboard",
 		Short: "Serve the fleet's web dashboard on this machine, reading with your own kubeconfig",
@@ -49,31 +63,42 @@ func newDashboardCommand(s *session) *cobra.Command {
 (rollout by stage, each cluster's state, history, events), per Remote (every sync with the cluster's message and the
 dependency graph) and per cell (fleetctl why), updated live from watches. Every read is made
 with your kubeconfig, so the dashboard shows exactly what you may read; nothing is installed in
-the cluster, and the pages fetch nothing from elsewhere.
+the cluster, and the pages fetch nothing from elsewhere. It listens on loopback only: anyone who
+reached it would read the fleet as you.
 
 With --in-cluster (how the fleet-manager chart runs it) the dashboard serves every namespace
 under /namespaces/NAME/ to callers who present a Kubernetes bearer token (an Authorization
 header, or the login form): each request is authenticated with a TokenReview and authorised
 with SubjectAccessReviews — the caller must be allowed to list and watch the namespace's
-Modules, Remotes and ProxyAssemblages — never with the dashboard's own rights.`,
+Modules, Remotes and ProxyAssemblages — never with the dashboard's own rights. The login form
+opens a short session whose random identifier is the only thing the browser keeps; the token
+stays in the dashboard's memory. TokenReviews are rate-limited per client address.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (certFile == "") != (keyFile == "") {
+			if (o.certFile == "") != (o.keyFile == "") {
 				return errors.New("--tls-cert-file and --tls-key-file go together")
 			}
-			ln, err := net.Listen("tcp", address)
+			if o.sessionIdle <= 0 || o.maxAge <= 0 {
+				return errors.New("--session-idle-timeout and --session-max-age must be positive")
+			}
+			ln, err := net.Listen("tcp", o.address)
 			if err != nil {
 				return err
 			}
-			d, err := s.newDashboard(cmd.Context(), inCluster)
+			if err := o.mayListenOn(ln.Addr()); err != nil {
+				_ = ln.Close()
+				return err
+			}
+			d, err := s.newDashboard(cmd.Context(), o)
 			if err != nil {
+				_ = ln.Close()
 				return err
 			}
 			scheme := "http"
-			if certFile != "" {
+			if o.certFile != "" {
 				scheme = "https"
 			}
-			if inCluster {
+			if o.inCluster {
 				fmt.Fprintf(cmd.OutOrStdout(), "serving every namespace's fleet on %s://%s/ to callers with a bearer token\n", scheme, ln.Addr())
 			} else {
 				fmt.Fprintf(cmd.OutOrStdout(), "serving namespace %s's fleet on %s://%s/ (Ctrl-C stops)\n", d.namespace, scheme, ln.Addr())
@@ -85,8 +110,8 @@ Modules, Remotes and ProxyAssemblages — never with the dashboard's own rights.
 				defer cancel()
 				_ = srv.Shutdown(ctx)
 			}()
-			if certFile != "" {
-				err = srv.ServeTLS(ln, certFile, keyFile)
+			if o.certFile != "" {
+				err = srv.ServeTLS(ln, o.certFile, o.keyFile)
 			} else {
 				err = srv.Serve(ln)
 			}
@@ -96,11 +121,38 @@ Modules, Remotes and ProxyAssemblages — never with the dashboard's own rights.
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&address, "address", "localhost:8000", "Address to serve on; keep it on localhost unless --in-cluster: it reads with your credentials")
-	cmd.Flags().BoolVar(&inCluster, "in-cluster", false, "Serve every namespace to callers with a Kubernetes bearer token, authorised per request with SubjectAccessReview")
-	cmd.Flags().StringVar(&certFile, "tls-cert-file", "", "PEM certificate to serve HTTPS with (with --tls-key-file)")
-	cmd.Flags().StringVar(&keyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	f := cmd.Flags()
+	f.StringVar(&o.address, "address", "localhost:8000", "Address to serve on: loopback only, unless --in-cluster, for the dashboard reads with your credentials")
+	f.BoolVar(&o.inCluster, "in-cluster", false, "Serve every namespace to callers with a Kubernetes bearer token, authorised per request with SubjectAccessReview")
+	f.StringVar(&o.certFile, "tls-cert-file", "", "PEM certificate to serve HTTPS with (with --tls-key-file)")
+	f.StringVar(&o.keyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	f.BoolVar(&o.exposeCredentials, "insecure-expose-my-credentials", false,
+		"Without --in-cluster, let --address be beyond loopback: ANYONE who reaches it reads the fleet with YOUR credentials")
+	f.BoolVar(&o.plainHTTP, "insecure-plain-http", false,
+		"With --in-cluster, serve without TLS beyond loopback: bearer tokens and session cookies then cross the network in the clear")
+	f.BoolVar(&o.trustForwardedFor, "trust-forwarded-for", false,
+		"With --in-cluster, rate-limit TokenReviews by the last X-Forwarded-For address: only behind a proxy that sets it, for a client can forge it")
+	f.DurationVar(&o.sessionIdle, "session-idle-timeout", defaultSessionIdle, "With --in-cluster, how long a login session lasts unused")
+	f.DurationVar(&o.maxAge, "session-max-age", defaultSessionMaxAge, "With --in-cluster, how long a login session lasts at most")
 	return cmd
+}
+
+// mayListenOn refuses an address beyond loopback unless what is served
+// there is safe to serve to anyone who reaches it, or the caller said they
+// accept the risk.
+func (o *dashboardOptions) mayListenOn(addr net.Addr) error {
+	if ip := addr.(*net.TCPAddr).IP; ip.IsLoopback() {
+		return nil
+	}
+	switch {
+	case !o.inCluster && !o.exposeCredentials:
+		return fmt.Errorf("--address %s is beyond loopback: the dashboard reads the fleet with your credentials and would show it to anyone who reaches it; "+
+			"use a loopback address, --in-cluster (every caller authenticates), or --insecure-expose-my-credentials to accept the risk", o.address)
+	case o.inCluster && o.certFile == "" && !o.plainHTTP:
+		return fmt.Errorf("--address %s is beyond loopback without TLS: bearer tokens would cross the network in the clear; "+
+			"give --tls-cert-file and --tls-key-file, or --insecure-plain-http to accept the risk", o.address)
+	}
+	return nil
 }
 
 // dashboardServer serves the fleet pages from a watch-fed cache.
@@ -115,7 +167,7 @@ type dashboardServer struct {
 	namespace string
 }
 
-func (s *session) newDashboard(ctx context.Context, inCluster bool) (*dashboardServer, error) {
+func (s *session) newDashboard(ctx context.Context, o dashboardOptions) (*dashboardServer, error) {
 	cfg, err := s.kube.ToRESTConfig()
 	if err != nil {
 		return nil, err
@@ -125,8 +177,8 @@ func (s *session) newDashboard(ctx context.Context, inCluster bool) (*dashboardS
 		return nil, err
 	}
 	d := &dashboardServer{events: c}
-	if inCluster {
-		d.reviewer = newReviewer(c)
+	if o.inCluster {
+		d.reviewer = newReviewer(c, newLoginSessions(o.sessionIdle, o.maxAge), o.trustForwardedFor)
 	} else if d.namespace, err = s.namespace(); err != nil {
 		return nil, err
 	}
@@ -158,10 +210,7 @@ func (d *dashboardServer) handler(addr net.Addr) http.Handler {
 	})
 	mux.HandleFunc("GET /{$}", d.index)
 	mux.HandleFunc("POST /login", d.login)
-	mux.HandleFunc("POST /logout", func(w http.ResponseWriter, r *http.Request) {
-		http.SetCookie(w, &http.Cookie{Name: tokenCookie, Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
-		http.Redirect(w, r, "./", http.StatusSeeOther)
-	})
+	mux.HandleFunc("POST /logout", d.logout)
 	mux.HandleFunc("/namespaces/{namespace}/{rest...}", func(w http.ResponseWriter, r *http.Request) {
 		ns := r.PathValue("namespace")
 		user, err := d.reviewer.reader(r.Context(), r, ns)
@@ -227,11 +276,18 @@ func secure(r *http.Request) bool {
 	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
 }
 
-// refuse answers an unauthenticated request with the login form and a
-// forbidden one with what the caller may not do.
+// refuse answers an unauthenticated request with the login form, a
+// forbidden one with what the caller may not do, and one whose client has
+// used up its TokenReviews with when to try again.
 func refuse(w http.ResponseWriter, err error) {
+	var limited rateLimited
+	if errors.As(err, &limited) {
+		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(limited.retryAfter)))
+		http.Error(w, err.Error(), http.StatusTooManyRequests)
+		return
+	}
 	status := http.StatusForbidden
-	if errors.Is(err, errUnauthenticated) {
+	if errors.Is(err, errUnauthenticated) || errors.Is(err, errSessionEnded) {
 		status = http.StatusUnauthorized
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fleeet dashboard"`)
 	}
@@ -257,21 +313,41 @@ func (d *dashboardServer) index(w http.ResponseWriter, r *http.Request) {
 	render(w, http.StatusOK, "index", indexPage{page: page{Title: "log in", Root: "./"}})
 }
 
-// login checks the posted token with a TokenReview and keeps it in an
-// HTTP-only, same-site cookie.
+// login checks the posted token with a TokenReview and opens a session
+// for it: the browser keeps only the session's random identifier, in an
+// HTTP-only, same-site cookie that is Secure over HTTPS.
 func (d *dashboardServer) login(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
 		http.Error(w, "cross-site login refused", http.StatusForbidden)
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
-	if _, err := d.reviewer.user(r.Context(), token); err != nil {
+	if _, err := d.reviewer.user(r.Context(), r, token); err != nil {
 		refuse(w, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: token, Path: "/", MaxAge: 8 * 3600,
-		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode})
+	sessions := d.reviewer.sessions
+	id := sessions.start(token, d.reviewer.now())
+	http.SetCookie(w, sessionCookieOf(r, id, int(sessions.maxAge.Seconds())))
 	http.Redirect(w, r, "./", http.StatusSeeOther)
+}
+
+// logout ends the request's session and has the browser drop its cookie.
+func (d *dashboardServer) logout(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		http.Error(w, "cross-site logout refused", http.StatusForbidden)
+		return
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		d.reviewer.sessions.end(c.Value)
+	}
+	http.SetCookie(w, sessionCookieOf(r, "", -1))
+	http.Redirect(w, r, "./", http.StatusSeeOther)
+}
+
+func sessionCookieOf(r *http.Request, id string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: sessionCookie, Value: id, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, Secure: secure(r), SameSite: http.SameSiteStrictMode}
 }
 
 // page is what every page template receives.

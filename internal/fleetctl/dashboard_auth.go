@@ -17,12 +17,13 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 )
 
-// tokenCookie carries a bearer token a browser logged in with.
-const tokenCookie = "fleeet-dashboard-token"
-
 // reviewTTL is how long a TokenReview's or SubjectAccessReview's answer is
 // reused: a revoked token or right stops working within it.
 const reviewTTL = 10 * time.Second
+
+// maxCachedReviews bounds each cache of review answers; when full, the
+// answer closest to expiry goes first.
+const maxCachedReviews = 4096
 
 // denied is the apiserver's answer that a caller is not who they say or
 // may not do what they ask; other errors are failures to get an answer.
@@ -33,47 +34,68 @@ func (d denied) Error() string { return d.reason }
 // errUnauthenticated answers a request without a valid bearer token.
 var errUnauthenticated = denied{"log in with a Kubernetes bearer token"}
 
+// errSessionEnded answers a session cookie the dashboard no longer knows:
+// logged out, expired, or never issued.
+var errSessionEnded = denied{"your session has ended: log in again"}
+
 // reviewer authenticates the in-cluster dashboard's callers with
 // TokenReview and authorises them with SubjectAccessReview: the dashboard
 // shows a namespace only to those who may list and watch its Modules,
 // Remotes and plans themselves, whatever the dashboard's own rights.
 type reviewer struct {
 	c client.Client
+	// limits bounds the TokenReviews each client can cause.
+	limits *reviewLimits
+	// sessions holds the tokens browsers logged in with.
+	sessions *loginSessions
+	// trustForwardedFor names clients by X-Forwarded-For (see clientOf).
+	trustForwardedFor bool
+	// now is the clock, replaced in tests.
+	now func() time.Time
 
-	mu      sync.Mutex
-	users   map[[32]byte]review[authenticationv1.UserInfo]
-	answers map[string]review[string]
+	// users is keyed by the SHA-256 of the token: the raw token is never
+	// kept as a key.
+	users   *reviewCache[[32]byte, authenticationv1.UserInfo]
+	answers *reviewCache[string, string]
 }
 
-type review[T any] struct {
-	value   T
-	err     error
-	expires time.Time
+func newReviewer(c client.Client, sessions *loginSessions, trustForwardedFor bool) *reviewer {
+	return &reviewer{
+		c: c, limits: newReviewLimits(), sessions: sessions, trustForwardedFor: trustForwardedFor, now: time.Now,
+		users:   newReviewCache[[32]byte, authenticationv1.UserInfo](maxCachedReviews),
+		answers: newReviewCache[string, string](maxCachedReviews),
+	}
 }
 
-func newReviewer(c client.Client) *reviewer {
-	return &reviewer{c: c, users: map[[32]byte]review[authenticationv1.UserInfo]{}, answers: map[string]review[string]{}}
-}
-
-// bearer is the request's token: its Authorization header, or the cookie
-// the login form set.
-func bearer(r *http.Request) string {
+// bearer is the request's token: its Authorization header, or the token
+// of the login session its cookie names.
+func (a *reviewer) bearer(r *http.Request) (string, error) {
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-		return strings.TrimSpace(strings.TrimPrefix(h, "Bearer "))
+		return strings.TrimSpace(strings.TrimPrefix(h, "Bearer ")), nil
 	}
-	if c, err := r.Cookie(tokenCookie); err == nil {
-		return c.Value
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return "", errUnauthenticated
 	}
-	return ""
+	token, ok := a.sessions.token(c.Value, a.now())
+	if !ok {
+		return "", errSessionEnded
+	}
+	return token, nil
 }
 
-// user authenticates the request's bearer token.
-func (a *reviewer) user(ctx context.Context, token string) (authenticationv1.UserInfo, error) {
+// user authenticates token, presented by the client of r. A token without
+// a fresh answer costs a TokenReview, which the client's and everyone's
+// allowance must cover.
+func (a *reviewer) user(ctx context.Context, r *http.Request, token string) (authenticationv1.UserInfo, error) {
 	if token == "" {
 		return authenticationv1.UserInfo{}, errUnauthenticated
 	}
 	key := sha256.Sum256([]byte(token))
-	return cached(a, a.users, key, func() (authenticationv1.UserInfo, error) {
+	return a.users.get(key, a.now(), func() (authenticationv1.UserInfo, error) {
+		if err := a.limits.allow(clientOf(r, a.trustForwardedFor), a.now()); err != nil {
+			return authenticationv1.UserInfo{}, err
+		}
 		tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
 		if err := a.c.Create(ctx, tr); err != nil {
 			return authenticationv1.UserInfo{}, fmt.Errorf("reviewing the token: %w", err)
@@ -90,7 +112,7 @@ func (a *reviewer) user(ctx context.Context, token string) (authenticationv1.Use
 // that says what is missing.
 func (a *reviewer) may(ctx context.Context, user authenticationv1.UserInfo, verb, group, resource, namespace string) error {
 	key := strings.Join([]string{user.Username, user.UID, strings.Join(user.Groups, ","), fmt.Sprint(user.Extra), verb, group, resource, namespace}, "\x00")
-	_, err := cached(a, a.answers, key, func() (string, error) {
+	_, err := a.answers.get(key, a.now(), func() (string, error) {
 		extra := map[string]authorizationv1.ExtraValue{}
 		for k, v := range user.Extra {
 			extra[k] = authorizationv1.ExtraValue(v)
@@ -113,7 +135,11 @@ func (a *reviewer) may(ctx context.Context, user authenticationv1.UserInfo, verb
 // reader authenticates the request's caller and authorises them to read
 // namespace's fleet.
 func (a *reviewer) reader(ctx context.Context, r *http.Request, namespace string) (authenticationv1.UserInfo, error) {
-	user, err := a.user(ctx, bearer(r))
+	token, err := a.bearer(r)
+	if err != nil {
+		return authenticationv1.UserInfo{}, err
+	}
+	user, err := a.user(ctx, r, token)
 	if err == nil {
 		err = a.mayReadFleet(ctx, user, namespace)
 	}
@@ -133,14 +159,31 @@ func (a *reviewer) mayReadFleet(ctx context.Context, user authenticationv1.UserI
 	return nil
 }
 
-// cached returns the unexpired answer under key or computes, stores and
-// returns a new one; a failure to get an answer is not stored. Expired
-// answers are dropped as new ones are stored.
-func cached[K comparable, T any](a *reviewer, m map[K]review[T], key K, compute func() (T, error)) (T, error) {
-	now := time.Now()
-	a.mu.Lock()
-	r, ok := m[key]
-	a.mu.Unlock()
+type review[T any] struct {
+	value   T
+	err     error
+	expires time.Time
+}
+
+// reviewCache keeps review answers for reviewTTL, at most max of them.
+type reviewCache[K comparable, T any] struct {
+	max int
+
+	mu      sync.Mutex
+	entries map[K]review[T]
+}
+
+func newReviewCache[K comparable, T any](max int) *reviewCache[K, T] {
+	return &reviewCache[K, T]{max: max, entries: map[K]review[T]{}}
+}
+
+// get returns the unexpired answer under key or computes, stores and
+// returns a new one. Only the apiserver's answers are stored: a failure
+// to get one, or a refusal to ask (rateLimited), is not.
+func (c *reviewCache[K, T]) get(key K, now time.Time, compute func() (T, error)) (T, error) {
+	c.mu.Lock()
+	r, ok := c.entries[key]
+	c.mu.Unlock()
 	if ok && now.Before(r.expires) {
 		return r.value, r.err
 	}
@@ -148,15 +191,34 @@ func cached[K comparable, T any](a *reviewer, m map[K]review[T], key K, compute 
 	if err != nil && !errors.As(err, new(denied)) {
 		return v, err
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for k, old := range m {
-		if now.After(old.expires) {
-			delete(m, k)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) >= c.max {
+		for k, old := range c.entries {
+			if !now.Before(old.expires) {
+				delete(c.entries, k)
+			}
 		}
 	}
-	m[key] = review[T]{value: v, err: err, expires: now.Add(reviewTTL)}
+	for len(c.entries) >= c.max {
+		var first K
+		var at *review[T]
+		for k, old := range c.entries {
+			if at == nil || old.expires.Before(at.expires) {
+				first, at = k, &old
+			}
+		}
+		delete(c.entries, first)
+	}
+	c.entries[key] = review[T]{value: v, err: err, expires: now.Add(reviewTTL)}
 	return v, err
+}
+
+// len is the number of answers kept.
+func (c *reviewCache[K, T]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
 }
 
 // callerKey holds, in an in-cluster request's context, the caller the

@@ -247,8 +247,9 @@ func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
 	status, body = get(g, "/namespaces/default/", "Authorization", "Bearer "+reader)
 	g.Expect(status).To(Equal(http.StatusForbidden), "the reader's rights end at its namespace: %s", body)
 
-	// A browser logs in with the form; the token lives in an HTTP-only,
-	// same-site cookie. A login posted from another site is refused.
+	// A browser logs in with the form; an HTTP-only, same-site cookie
+	// holds a session's random identifier, never the token. A login posted
+	// from another site is refused.
 	form := url.Values{"token": {reader}}
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noRedirect.PostForm(base+"/login", form)
@@ -259,6 +260,7 @@ func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
 	g.Expect(cookies).To(HaveLen(1))
 	g.Expect(cookies[0].HttpOnly).To(BeTrue())
 	g.Expect(cookies[0].SameSite).To(Equal(http.SameSiteStrictMode))
+	g.Expect(strings.Contains(cookies[0].Value, reader)).To(BeFalse(), "the cookie holds the token")
 	status, body = get(g, grid+"remotes/edge-1", "Cookie", cookies[0].Name+"="+cookies[0].Value)
 	g.Expect(status).To(Equal(http.StatusOK))
 	g.Expect(body).To(ContainSubstring("<title>app waits for crds</title>"))
@@ -272,10 +274,38 @@ func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
 	g.Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
 	g.Expect(resp.Cookies()).To(BeEmpty())
 
+	// Logging out ends the session: the same cookie opens nothing after.
+	req, err = http.NewRequest(http.MethodPost, base+"/logout", nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	req.AddCookie(cookies[0])
+	resp, err = noRedirect.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusSeeOther))
+	status, _ = get(g, grid, "Cookie", cookies[0].Name+"="+cookies[0].Value)
+	g.Expect(status).To(Equal(http.StatusUnauthorized), "the logged-out session's cookie")
+
 	// Rights taken away stop working within the reviews' 10 s reuse.
 	g.Expect(cluster.Client.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-reader"}})).To(Succeed())
 	g.Eventually(func(g Gomega) int {
 		status, _ := get(g, grid, "Authorization", "Bearer "+reader)
 		return status
 	}, 30*time.Second, time.Second).Should(Equal(http.StatusForbidden))
+}
+
+func TestTheLocalDashboardRefusesAnAddressBeyondLoopback(t *testing.T) {
+	g := NewWithT(t)
+	ns := cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	serve := func(args ...string) error {
+		// A dashboard that serves is stopped after a while, and returns nil.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		cmd := fleetctl.NewCommand()
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs(append([]string{"--kubeconfig", cluster.Kubeconfig, "--namespace", ns, "dashboard"}, args...))
+		return cmd.ExecuteContext(ctx)
+	}
+	g.Expect(serve("--address", "0.0.0.0:0")).To(MatchError(And(ContainSubstring("beyond loopback"), ContainSubstring("--insecure-expose-my-credentials"))))
+	g.Expect(serve("--in-cluster", "--address", "0.0.0.0:0")).To(MatchError(ContainSubstring("--insecure-plain-http")), "in-cluster without TLS beyond loopback")
 }

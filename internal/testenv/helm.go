@@ -64,6 +64,19 @@ func (h *Chart) Install(t TB, cfg *action.Configuration, name, namespace string,
 	return rel
 }
 
+// Template renders the chart as release name in namespace without
+// installing it, as helm template does: lookups find nothing.
+func (h *Chart) Template(t TB, name, namespace string, values map[string]any) *release.Release {
+	t.Helper()
+	in := action.NewInstall(&action.Configuration{Log: t.Logf})
+	in.ReleaseName, in.Namespace, in.DryRun, in.ClientOnly, in.Replace = name, namespace, true, true, true
+	rel, err := in.RunWithContext(t.Context(), h.chart, values)
+	if err != nil {
+		t.Fatalf("helm template %s: %v", h.name, err)
+	}
+	return rel
+}
+
 // Upgrade upgrades release name to the chart with values.
 func (h *Chart) Upgrade(t TB, cfg *action.Configuration, name, namespace string, values map[string]any) *release.Release {
 	t.Helper()

@@ -1,0 +1,135 @@
+package fleetctl
+
+import (
+	"container/list"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// The in-cluster dashboard asks the apiserver for a TokenReview whenever it
+// meets a token it has no fresh answer for, so anyone who can reach it
+// could make it flood the apiserver with random tokens. These limits bound
+// the reviews one client, and every client together, can cause; requests
+// answered from the review cache cost nothing.
+const (
+	// reviewsPerClient and reviewBurstPerClient bound one client's reviews:
+	// a browser needs one per token and reviewTTL.
+	reviewsPerClient     = rate.Limit(1)
+	reviewBurstPerClient = 10
+	// reviewsInAll and reviewBurstInAll bound every client's together, so
+	// that many addresses (IPv6 hands out plenty) gain an attacker little.
+	reviewsInAll     = rate.Limit(20)
+	reviewBurstInAll = 50
+	// maxTrackedClients bounds the limiters kept; the least recently seen
+	// client's is dropped first.
+	maxTrackedClients = 10000
+)
+
+// rateLimited answers a request that would cost a TokenReview its client
+// may not have yet.
+type rateLimited struct{ retryAfter time.Duration }
+
+func (r rateLimited) Error() string {
+	return fmt.Sprintf("too many tokens to review from this client: retry in %d s", retrySeconds(r.retryAfter))
+}
+
+// retrySeconds rounds d up to whole seconds, at least one, for Retry-After.
+func retrySeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// reviewLimits holds a token-bucket limiter per client and one for all.
+type reviewLimits struct {
+	mu      sync.Mutex
+	all     *rate.Limiter
+	clients map[string]*list.Element
+	// seen orders clients from the most to the least recently seen.
+	seen *list.List
+	max  int
+	// every and burst are each client's rate.
+	every rate.Limit
+	burst int
+}
+
+type clientLimiter struct {
+	client  string
+	limiter *rate.Limiter
+}
+
+func newReviewLimits() *reviewLimits {
+	return &reviewLimits{
+		all:     rate.NewLimiter(reviewsInAll, reviewBurstInAll),
+		clients: map[string]*list.Element{},
+		seen:    list.New(),
+		max:     maxTrackedClients,
+		every:   reviewsPerClient,
+		burst:   reviewBurstPerClient,
+	}
+}
+
+// allow takes one review from client's allowance and everyone's, or
+// returns rateLimited with how long until it could.
+func (l *reviewLimits) allow(client string, now time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var own *rate.Limiter
+	if e, ok := l.clients[client]; ok {
+		l.seen.MoveToFront(e)
+		own = e.Value.(*clientLimiter).limiter
+	} else {
+		for l.seen.Len() >= l.max {
+			oldest := l.seen.Back()
+			delete(l.clients, oldest.Value.(*clientLimiter).client)
+			l.seen.Remove(oldest)
+		}
+		own = rate.NewLimiter(l.every, l.burst)
+		l.clients[client] = l.seen.PushFront(&clientLimiter{client: client, limiter: own})
+	}
+	r := own.ReserveN(now, 1)
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now)
+		return rateLimited{wait}
+	}
+	all := l.all.ReserveN(now, 1)
+	if wait := all.DelayFrom(now); wait > 0 {
+		all.CancelAt(now)
+		r.CancelAt(now)
+		return rateLimited{wait}
+	}
+	return nil
+}
+
+// tracked is the number of clients whose limiters are kept.
+func (l *reviewLimits) tracked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.clients)
+}
+
+// clientOf names the client a request comes from: the peer's IP address.
+// In a cluster, behind a Service, the peer is the client. Behind a proxy
+// the operator trusts (trustForwardedFor), it is the last address of
+// X-Forwarded-For, the one that proxy appended; a client can write any
+// X-Forwarded-For it likes, so it is never read otherwise.
+func clientOf(r *http.Request, trustForwardedFor bool) string {
+	if trustForwardedFor {
+		if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+			hops := strings.Split(xff[len(xff)-1], ",")
+			if ip := net.ParseIP(strings.TrimSpace(hops[len(hops)-1])); ip != nil {
+				return ip.String()
+			}
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
