@@ -28,6 +28,10 @@ const (
 	// ReasonPolicyDenied: admission policy refused a Remote's plan holding
 	// the Module's new sync.
 	ReasonPolicyDenied = "PolicyDenied"
+	// ReasonPlanTooLarge: the Module's sync was left out of Remotes' plans,
+	// which would pass the manager's --max-plan-bytes with it; the Remotes
+	// keep what they held of it and the other Modules' changes go on.
+	ReasonPlanTooLarge = "PlanTooLarge"
 	// ReasonRolledBack: the Module's revision was rolled back.
 	ReasonRolledBack = "RolledBack"
 	// ReasonNothingToRollBackTo: a rollback was due, but no earlier version

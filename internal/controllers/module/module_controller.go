@@ -146,7 +146,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		status.MarkStalled(m, fleeetv1.ReasonInvalidWindow, err.Error())
 		return ctrl.Result{}, nil
 	}
-	targets, bindingErrs, err := r.reconcileSelection(ctx, m, want)
+	targets, notes, err := r.reconcileSelection(ctx, m, want)
 	if err != nil {
 		var invalid *invalidSelectorError
 		if errors.As(err, &invalid) {
@@ -160,10 +160,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.reconcileStatus(m, p, bindingErrs)
+	r.reconcileStatus(m, p, notes)
 	r.recordHistory(m, revision, p, time.Now())
 	r.durations.observe(req.NamespacedName, revision, m.Status.History, time.Now())
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+}
+
+// compileNotes is what the compiler's stamps say went wrong for a Module,
+// per Remote.
+type compileNotes struct {
+	// bindingErrs are the control-plane bindings that did not resolve.
+	bindingErrs []string
+	// tooLarge are the plans the Module's sync was left out of for their
+	// size (compile.Fit).
+	tooLarge []string
 }
 
 type invalidSelectorError struct{ err error }
@@ -174,35 +184,36 @@ func (e *invalidSelectorError) Error() string { return e.err.Error() }
 // its rollout stage, whether its ProxyAssemblage holds the revision want
 // (the current one, or the one a rollback returns to), from the compiler's
 // stamp, and what the cluster reports for it. The binding failures the
-// compiler met are returned per Remote.
-func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module, want string) ([]target, []string, error) {
+// compiler met, and the plans it left the Module out of for their size, are
+// returned per Remote.
+func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module, want string) ([]target, compileNotes, error) {
+	var notes compileNotes
 	stages := make([]labels.Selector, len(m.Spec.Rollout.Stages))
 	for i, st := range m.Spec.Rollout.Stages {
 		sel, err := metav1.LabelSelectorAsSelector(&st.Selector)
 		if err != nil {
-			return nil, nil, &invalidSelectorError{fmt.Errorf("spec.rollout.stages[%s].selector: %w", st.Name, err)}
+			return nil, notes, &invalidSelectorError{fmt.Errorf("spec.rollout.stages[%s].selector: %w", st.Name, err)}
 		}
 		stages[i] = sel
 	}
 	remotes := &fleeetv1.RemoteList{}
 	if err := r.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, err
+		return nil, notes, err
 	}
 	pas := &fleeetv1.ProxyAssemblageList{}
 	if err := r.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, err
+		return nil, notes, err
 	}
 	byName := map[string]*fleeetv1.ProxyAssemblage{}
 	for i := range pas.Items {
 		byName[pas.Items[i].Name] = &pas.Items[i]
 	}
 	var targets []target
-	var bindingErrs []string
 	for i := range remotes.Items {
 		remote := &remotes.Items[i]
 		ok, err := compile.Selects(m.Spec.Selector, remote)
 		if err != nil {
-			return nil, nil, &invalidSelectorError{err}
+			return nil, notes, &invalidSelectorError{err}
 		}
 		if !ok {
 			continue
@@ -219,7 +230,10 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 			current := stamped && stamp.Generation == m.Generation
 			t.updated = t.holds && current && stamp.Revision == want && !stamp.Pending
 			if current && stamp.BindingError != "" {
-				bindingErrs = append(bindingErrs, fmt.Sprintf("remote %s: %s", remote.Name, stamp.BindingError))
+				notes.bindingErrs = append(notes.bindingErrs, fmt.Sprintf("remote %s: %s", remote.Name, stamp.BindingError))
+			}
+			if current && stamp.TooLarge != "" {
+				notes.tooLarge = append(notes.tooLarge, stamp.TooLarge)
 			}
 			if s := pa.ReportedSync(m.Name); s != nil {
 				t.state, t.message, t.health = s.State, s.Message, s.Health
@@ -232,7 +246,8 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 	}
 	r.stamps.keep(m.Namespace, byName)
 	slices.SortFunc(targets, func(a, b target) int { return strings.Compare(a.name, b.name) })
-	return targets, bindingErrs, nil
+	slices.Sort(notes.tooLarge)
+	return targets, notes, nil
 }
 
 // step runs one rollout step within the rollout's windows and the budget
@@ -407,7 +422,7 @@ func succeeded(rec fleeetv1.RolloutRecord) bool { return rec.Outcome == fleeetv1
 // selected Remote runs the current version Ready; RolloutPaused while a
 // failure holds a rolling update; RolledBack, and Stalled, once the
 // revision was rolled back.
-func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []string) {
+func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, notes compileNotes) {
 	m.Status.Summary = p.summary
 	m.Status.ObservedGeneration = m.Generation
 	s := p.summary
@@ -452,8 +467,12 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []s
 	switch {
 	case m.Spec.Suspend:
 		status.MarkFailed(m, fleeetv1.ReasonSuspended, "suspended; "+progress)
-	case len(bindingErrs) > 0:
-		status.MarkFailed(m, fleeetv1.ReasonBindingFailed, firstFew(bindingErrs))
+	case len(notes.bindingErrs) > 0:
+		status.MarkFailed(m, fleeetv1.ReasonBindingFailed, firstFew(notes.bindingErrs))
+	case len(notes.tooLarge) > 0:
+		status.MarkFailed(m, fleeetv1.ReasonPlanTooLarge, fmt.Sprintf(
+			"left out of the plans of %d Remotes, which would pass --max-plan-bytes with it; they keep what they held of it and the other Modules' changes go on: %s",
+			len(notes.tooLarge), firstFew(notes.tooLarge)))
 	case s.Failed > 0:
 		status.MarkFailed(m, fleeetv1.ReasonRemoteFailed, progress)
 	case p.waiting == 0:

@@ -253,7 +253,7 @@ func TestARollbackReturnsToTheLastGoodVersionAndHolds(t *testing.T) {
 		{name: "b", holds: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}}
 	r := reconciler()
 	p := r.reconcileRollout(m, "r3", failing, unlimited, now)
-	r.reconcileStatus(m, p, nil)
+	r.reconcileStatus(m, p, compileNotes{})
 	r.recordHistory(m, "r3", p, now)
 	g.Expect(m.Status.Rollout.RolledBack).To(Equal(&fleeetv1.Rollback{To: "r1", Version: "v1", Remote: "a",
 		Message: "Remote a failed: health check failed", Time: metav1.NewTime(now)}))
@@ -281,7 +281,7 @@ func TestAFailureWithNothingToRollBackToPauses(t *testing.T) {
 	m.Spec.Rollout.OnFailure = fleeetv1.RollbackOnFailure
 	r := reconciler()
 	p := r.reconcileRollout(m, "r1", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed}}, unlimited, time.Now())
-	r.reconcileStatus(m, p, nil)
+	r.reconcileStatus(m, p, compileNotes{})
 	g.Expect(m.Status.Rollout.RolledBack).To(BeNil())
 	g.Expect(m.Status.Rollout.PausedBy).To(Equal("a"))
 	paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
