@@ -53,6 +53,7 @@ type Reconciler struct {
 	budget    budget
 	durations durations
 	stamps    stamps
+	notices   notices
 }
 
 // SetupWithManager registers the controller. What clusters report
@@ -124,6 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if apierrors.IsNotFound(err) {
 			r.budget.forget(req.NamespacedName)
 			r.durations.forget(req.NamespacedName)
+			r.notices.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -145,6 +147,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		m.Status.ObservedGeneration = m.Generation
 		status.MarkStalled(m, fleeetv1.ReasonInvalidWindow, err.Error())
 		return ctrl.Result{}, nil
+	}
+	if shut := neverOpen(windows, time.Now()); r.notices.first(req.NamespacedName, "windows", strings.Join(shut, "; ")) {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonWindowNeverOpens, "Rollout",
+			"%s; a window that never opens lets no Remote move", strings.Join(shut, "; "))
 	}
 	targets, notes, err := r.reconcileSelection(ctx, m, want)
 	if err != nil {
@@ -312,6 +318,7 @@ func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targe
 		next.Admitted, next.PausedBy = nil, previous.PausedBy
 		return p
 	}
+	r.noteIgnored(m, revision, p.awaiting, next.Approved)
 	if p.awaiting != "" && m.Annotations[fleeetv1.ApproveAnnotation] == revision+"/"+p.awaiting {
 		next.Approved = append(next.Approved, p.awaiting)
 		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageApproved, "Approve",
@@ -467,6 +474,8 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, notes compileNo
 	switch {
 	case m.Spec.Suspend:
 		status.MarkFailed(m, fleeetv1.ReasonSuspended, "suspended; "+progress)
+	case ro != nil && len(p.shut) > 0 && p.waiting > 0:
+		status.MarkStalled(m, fleeetv1.ReasonWindowNeverOpens, progress+"; change spec.rollout.windows to go on")
 	case len(notes.bindingErrs) > 0:
 		status.MarkFailed(m, fleeetv1.ReasonBindingFailed, firstFew(notes.bindingErrs))
 	case len(notes.tooLarge) > 0:
