@@ -258,13 +258,17 @@ func rolloutAttacks(ctx context.Context, f *fleet, alice client.Client, id strin
 				var revision string
 				g.Eventually(func(g Gomega) string { revision = rolloutOf(ctx, f, "gated-quiet")(g).Revision; return revision }).ShouldNot(BeEmpty())
 				annotate(ctx, g, alice, "gated-quiet", fleeetv1.ApproveAnnotation, revision+"/nope")
-				g.Eventually(func(g Gomega) []string { return warningsAbout(ctx, g, f, "gated-quiet", fleeetv1.ReasonApprovalIgnored) }).
+				g.Eventually(func(g Gomega) []string {
+					return warningsAbout(ctx, g, f, "gated-quiet", fleeetv1.ReasonApprovalIgnored)
+				}).
 					Should(HaveLen(1))
 				// Every change of the Module's annotations reconciles it.
 				for i := range 5 {
 					annotate(ctx, g, alice, "gated-quiet", "example.com/poke", fmt.Sprint(i))
 				}
-				g.Consistently(func(g Gomega) []string { return warningsAbout(ctx, g, f, "gated-quiet", fleeetv1.ReasonApprovalIgnored) }, 5*time.Second, poll).
+				g.Consistently(func(g Gomega) []string {
+					return warningsAbout(ctx, g, f, "gated-quiet", fleeetv1.ReasonApprovalIgnored)
+				}, 5*time.Second, poll).
 					Should(ConsistOf(ContainSubstring("names stage nope, which the rollout does not have")))
 				return "one ApprovalIgnored event for five reconciles"
 			}},
