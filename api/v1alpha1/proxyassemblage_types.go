@@ -82,10 +82,15 @@ type Compiled struct {
 	Revision string `json:"revision,omitempty"`
 	// Pending: the plan holds something other than what that generation
 	// compiles to, because the rollout has not admitted the Remote yet, the
-	// Module is suspended, or its bindings could not be resolved.
+	// Module is suspended, its bindings could not be resolved, or the plan
+	// has no room for it (TooLarge).
 	Pending bool `json:"pending,omitempty"`
 	// BindingError says why the bindings could not be resolved.
 	BindingError string `json:"bindingError,omitempty"`
+	// TooLarge says why the sync that generation compiles to was left out
+	// of the plan: with it, the plan would pass the manager's
+	// --max-plan-bytes. The Remote keeps what it held of the Module.
+	TooLarge string `json:"tooLarge,omitempty"`
 }
 
 // CompiledSyncs reads the plan's CompiledAnnotation; a plan without one, or

@@ -23,11 +23,26 @@ const (
 	// ReasonInvalidBudget: a namespace's fleeet.dev/max-moving annotation is
 	// not a positive integer.
 	ReasonInvalidBudget = "InvalidBudget"
+	// ReasonWindowNeverOpens: a rollout window's schedule never fires, so
+	// it never opens; when none of the windows opens, the rollout holds
+	// until the spec changes (windows fail closed).
+	ReasonWindowNeverOpens = "WindowNeverOpens"
+	// ReasonApprovalIgnored: the fleeet.dev/approve annotation names no
+	// stage awaiting approval (another revision, a stage not waiting, or
+	// no stage at all); it approves nothing.
+	ReasonApprovalIgnored = "ApprovalIgnored"
+	// ReasonUndoIgnored: the fleeet.dev/undo annotation names a revision
+	// other than the current one; it rolls nothing back.
+	ReasonUndoIgnored = "UndoIgnored"
 	// ReasonSuspended: spec.suspend stops the Module's rollout.
 	ReasonSuspended = "Suspended"
 	// ReasonPolicyDenied: admission policy refused a Remote's plan holding
 	// the Module's new sync.
 	ReasonPolicyDenied = "PolicyDenied"
+	// ReasonPlanTooLarge: the Module's sync was left out of Remotes' plans,
+	// which would pass the manager's --max-plan-bytes with it; the Remotes
+	// keep what they held of it and the other Modules' changes go on.
+	ReasonPlanTooLarge = "PlanTooLarge"
 	// ReasonRolledBack: the Module's revision was rolled back.
 	ReasonRolledBack = "RolledBack"
 	// ReasonNothingToRollBackTo: a rollback was due, but no earlier version

@@ -239,15 +239,28 @@ func Version(s *fleeetv1.SyncSpec) string {
 	return ""
 }
 
+// Limit is what a plan must fit in: MaxBytes as admission measures a
+// ProxyAssemblage spec (PlanBytes), with RetryRequestedAt the retry token
+// the spec carries beside its syncs. Zero MaxBytes: no limit.
+type Limit struct {
+	MaxBytes         int
+	RetryRequestedAt string
+}
+
 // Plan computes the syncs of one Remote from modules (those of its
 // namespace; the ones not selecting it are skipped), given what its plan
 // holds now, and stamps each selecting Module's sync with what it compiled
 // to (see fleeetv1.Compiled). A Module that is suspended, or whose bindings
 // cannot be resolved for this Remote, keeps what the Remote holds (the
-// stamp says why); otherwise the rollout decides (Choose, ChooseBack).
+// stamp says why); otherwise the rollout decides (Choose, ChooseBack). When
+// the plan would pass limit, the Modules whose changes do not fit (Fit)
+// keep what the Remote holds too, stamped TooLarge, and the rest go
+// through. A sync that depends on a Module left out stays in the plan: the
+// agent holds it back as Blocked, naming the missing dependency, and
+// leaving it out as well would only spread one Module's size to others.
 // modules are only read. The error joins failures other than bindings'.
-func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, remote *fleeetv1.Remote, current []fleeetv1.NamedSync) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
-	var syncs []fleeetv1.NamedSync
+func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, remote *fleeetv1.Remote, current []fleeetv1.NamedSync, limit Limit) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
+	var picks []pick
 	stamps := map[string]fleeetv1.Compiled{}
 	var errs []error
 	for i := range modules {
@@ -268,12 +281,72 @@ func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, 
 		}
 		stamp.Pending = err != nil || !Same(chosen, desired)
 		stamps[m.Name] = stamp
-		if chosen != nil {
-			syncs = append(syncs, *chosen)
+		picks = append(picks, pick{module: m, held: held, chosen: chosen})
+	}
+	for name, size := range limit.fit(picks) {
+		i := slices.IndexFunc(picks, func(p pick) bool { return p.module.Name == name })
+		picks[i].chosen = picks[i].held
+		stamp := stamps[name]
+		stamp.Pending = true
+		stamp.TooLarge = fmt.Sprintf("left out of the plan of Remote %s: with it the plan would be %d bytes, over the %d-byte limit (--max-plan-bytes)",
+			remote.Name, size, limit.MaxBytes)
+		stamps[name] = stamp
+	}
+	var syncs []fleeetv1.NamedSync
+	for _, p := range picks {
+		if p.chosen != nil {
+			syncs = append(syncs, *p.chosen)
 		}
 	}
 	slices.SortFunc(syncs, func(a, b fleeetv1.NamedSync) int { return strings.Compare(a.Name, b.Name) })
 	return syncs, stamps, errors.Join(errs...)
+}
+
+// pick is what Plan chose for one Module: what the Remote holds of it and
+// what it holds next.
+type pick struct {
+	module       *fleeetv1.Module
+	held, chosen *fleeetv1.NamedSync
+}
+
+// fit returns the Modules whose chosen sync the plan of picks leaves out to
+// stay within the limit (Fit), with the size the plan would have with each.
+// A plan within the limit is measured once.
+func (l Limit) fit(picks []pick) map[string]int {
+	if l.MaxBytes <= 0 {
+		return nil
+	}
+	spec := fleeetv1.ProxyAssemblageSpec{Assemblage: fleeetv1.AssemblageSpec{RetryRequestedAt: l.RetryRequestedAt}}
+	for _, p := range picks {
+		if p.chosen != nil {
+			spec.Assemblage.Syncs = append(spec.Assemblage.Syncs, *p.chosen)
+		}
+	}
+	if len(spec.Assemblage.Syncs) == 0 || PlanBytes(&spec) <= l.MaxBytes {
+		return nil
+	}
+	first := spec.Assemblage.Syncs[0]
+	spec.Assemblage.Syncs = nil
+	shape := PlanShape{Empty: PlanBytes(&spec)}
+	spec.Assemblage.Syncs = []fleeetv1.NamedSync{first}
+	shape.Array = PlanBytes(&spec) - shape.Empty - syncBytes(&first) - 1
+	var kept []int
+	var changes []Change
+	sizeOf := func(s *fleeetv1.NamedSync) int {
+		if s == nil {
+			return 0
+		}
+		return syncBytes(s)
+	}
+	for _, p := range picks {
+		if Same(p.held, p.chosen) || (p.held == nil && p.chosen == nil) {
+			kept = append(kept, sizeOf(p.chosen))
+			continue
+		}
+		changes = append(changes, Change{Name: p.module.Name, Created: p.module.CreationTimestamp.Time,
+			Held: sizeOf(p.held), Next: sizeOf(p.chosen)})
+	}
+	return Fit(shape, l.MaxBytes, kept, changes)
 }
 
 // choose compiles what a Module's revision, or the version a rollback

@@ -47,6 +47,9 @@ type RemoteDiff struct {
 	// Held lists the syncs that would wait for an added or changed sync
 	// they depend on to be Ready at its new version.
 	Held []string `json:"held,omitempty"`
+	// LeftOut lists the Modules whose new sync the plan would leave out,
+	// since with it the plan would pass --max-plan-bytes, and why.
+	LeftOut []string `json:"leftOut,omitempty"`
 }
 
 // SyncDiff is one changed sync, field by field.
@@ -84,6 +87,7 @@ func ExitCode(err error) int {
 
 func newDiffCommand(s *session) *cobra.Command {
 	var file, deleteModule, remote, labels, output string
+	maxPlanBytes := compile.DefaultMaxPlanBytes
 	cmd := &cobra.Command{
 		Use:   "diff (-f MODULE.yaml | --delete MODULE | --remote REMOTE --labels k=v,k2-)",
 		Short: "Preview what a change to a Module, or to a Remote's labels, does to every cluster's plan",
@@ -91,7 +95,9 @@ func newDiffCommand(s *session) *cobra.Command {
 out: the Remotes a Module comes to select or no longer selects, and for each Remote whose plan
 changes the syncs added, removed and changed (field by field) and the syncs that would wait for a
 changed dependency. The changed object goes through a server-side dry run, so defaults and the
-admission policies' verdict are the apiserver's. Exit status as kubectl diff: 0 no differences,
+admission policies' verdict are the apiserver's. A plan that would pass --max-plan-bytes leaves
+out the Modules that do not fit, as the manager does: give the manager's own --max-plan-bytes
+when it is not the default. Exit status as kubectl diff: 0 no differences,
 1 differences (a refused change included), 2 an error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -111,7 +117,7 @@ admission policies' verdict are the apiserver's. Exit status as kubectl diff: 0 
 				default:
 					return false, errors.New("give exactly one of -f, --delete or --remote")
 				}
-				p := &preview{c: c, ns: ns}
+				p := &preview{c: c, ns: ns, maxPlanBytes: maxPlanBytes}
 				view, err := p.run(cmd.Context(), change)
 				if err != nil {
 					return false, err
@@ -137,6 +143,8 @@ admission policies' verdict are the apiserver's. Exit status as kubectl diff: 0 
 	cmd.Flags().StringVar(&deleteModule, "delete", "", "A Module whose deletion to preview")
 	cmd.Flags().StringVar(&remote, "remote", "", "A Remote whose label change to preview, with --labels")
 	cmd.Flags().StringVar(&labels, "labels", "", "Label changes for --remote, as kubectl label writes them: k=v sets, k- removes")
+	cmd.Flags().IntVar(&maxPlanBytes, "max-plan-bytes", maxPlanBytes,
+		"The manager's --max-plan-bytes: a plan over it leaves out the Modules that do not fit, newest first")
 	addOutputFlag(cmd, &output)
 	return cmd
 }
@@ -145,6 +153,8 @@ admission policies' verdict are the apiserver's. Exit status as kubectl diff: 0 
 type preview struct {
 	c  client.Client
 	ns string
+	// maxPlanBytes is the manager's --max-plan-bytes.
+	maxPlanBytes int
 
 	view                   DiffView
 	before, after          []fleeetv1.Module
@@ -179,16 +189,25 @@ func (p *preview) run(ctx context.Context, change func(context.Context, *preview
 	for i := range p.remotes {
 		after := &p.remotes[i]
 		before := p.remoteBefore(after.Name)
-		old, err := p.eventual(ctx, p.before, before)
+		old, wasLeftOut, err := p.eventual(ctx, p.before, before)
 		if err != nil {
 			return nil, err
 		}
-		next, err := p.eventual(ctx, p.after, after)
+		next, leftOut, err := p.eventual(ctx, p.after, after)
 		if err != nil {
 			return nil, err
 		}
 		p.selection(before, after)
-		if d := diffPlans(after.Name, old, next); d != nil {
+		d := diffPlans(after.Name, old, next)
+		for _, name := range slices.Sorted(maps.Keys(leftOut)) {
+			if wasLeftOut[name] != leftOut[name] {
+				if d == nil {
+					d = &RemoteDiff{Remote: after.Name}
+				}
+				d.LeftOut = append(d.LeftOut, name+": "+leftOut[name])
+			}
+		}
+		if d != nil {
 			p.view.Remotes = append(p.view.Remotes, *d)
 		}
 	}
@@ -201,15 +220,24 @@ func (p *preview) remoteBefore(name string) *fleeetv1.Remote {
 }
 
 // eventual is the plan a Remote holds once every rollout of modules is
-// through: the compiler's plan with every Remote admitted.
-func (p *preview) eventual(ctx context.Context, modules []fleeetv1.Module, r *fleeetv1.Remote) ([]fleeetv1.NamedSync, error) {
+// through: the compiler's plan with every Remote admitted, within the
+// manager's size limit, and the Modules it leaves out for size, each with
+// why.
+func (p *preview) eventual(ctx context.Context, modules []fleeetv1.Module, r *fleeetv1.Remote) ([]fleeetv1.NamedSync, map[string]string, error) {
 	done := make([]fleeetv1.Module, len(modules))
 	for i := range modules {
 		modules[i].DeepCopyInto(&done[i])
 		done[i].Spec.Rollout.Strategy = fleeetv1.AllAtOnceStrategy
 	}
-	syncs, _, err := compile.Plan(ctx, p.c, done, r, p.plans[r.Name])
-	return syncs, err
+	limit := compile.Limit{MaxBytes: p.maxPlanBytes, RetryRequestedAt: r.Annotations[fleeetv1.RetryAnnotation]}
+	syncs, stamps, err := compile.Plan(ctx, p.c, done, r, p.plans[r.Name], limit)
+	leftOut := map[string]string{}
+	for name, stamp := range stamps {
+		if stamp.TooLarge != "" {
+			leftOut[name] = stamp.TooLarge
+		}
+	}
+	return syncs, leftOut, err
 }
 
 // selection records a Remote the changed Module, or the relabelled Remote's
@@ -466,6 +494,9 @@ func (v *DiffView) print(w io.Writer) {
 		}
 		for _, s := range r.Held {
 			fmt.Fprintf(w, "  held: %s\n", s)
+		}
+		for _, s := range r.LeftOut {
+			fmt.Fprintf(w, "  left out: %s\n", s)
 		}
 	}
 }

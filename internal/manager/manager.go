@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/controllers/bootstrap"
 	"github.com/fleeet-dev/fleeet/internal/controllers/module"
 	"github.com/fleeet-dev/fleeet/internal/controllers/policyconfig"
@@ -59,7 +60,7 @@ type Options struct {
 }
 
 // DefaultMaxPlanBytes is the plan size limit when Options leaves it zero.
-const DefaultMaxPlanBytes = 512 << 10
+const DefaultMaxPlanBytes = compile.DefaultMaxPlanBytes
 
 // Admission limits: how long one request may be judged, and how many are
 // judged at once.
@@ -71,7 +72,8 @@ const (
 // Setup registers every fleet-manager controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	fleetmetrics.RegisterManager(mgr.GetClient())
-	compiler := &remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}
+	compiler := &remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
+		MaxPlanBytes: cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes)}
 	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}

@@ -53,6 +53,7 @@ type Reconciler struct {
 	budget    budget
 	durations durations
 	stamps    stamps
+	notices   notices
 }
 
 // SetupWithManager registers the controller. What clusters report
@@ -124,6 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if apierrors.IsNotFound(err) {
 			r.budget.forget(req.NamespacedName)
 			r.durations.forget(req.NamespacedName)
+			r.notices.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -146,7 +148,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		status.MarkStalled(m, fleeetv1.ReasonInvalidWindow, err.Error())
 		return ctrl.Result{}, nil
 	}
-	targets, bindingErrs, err := r.reconcileSelection(ctx, m, want)
+	if shut := neverOpen(windows, time.Now()); r.notices.first(req.NamespacedName, "windows", strings.Join(shut, "; ")) {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonWindowNeverOpens, "Rollout",
+			"%s; a window that never opens lets no Remote move", strings.Join(shut, "; "))
+	}
+	targets, notes, err := r.reconcileSelection(ctx, m, want)
 	if err != nil {
 		var invalid *invalidSelectorError
 		if errors.As(err, &invalid) {
@@ -160,10 +166,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.reconcileStatus(m, p, bindingErrs)
+	r.reconcileStatus(m, p, notes)
 	r.recordHistory(m, revision, p, time.Now())
 	r.durations.observe(req.NamespacedName, revision, m.Status.History, time.Now())
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+}
+
+// compileNotes is what the compiler's stamps say went wrong for a Module,
+// per Remote.
+type compileNotes struct {
+	// bindingErrs are the control-plane bindings that did not resolve.
+	bindingErrs []string
+	// tooLarge are the plans the Module's sync was left out of for their
+	// size (compile.Fit).
+	tooLarge []string
 }
 
 type invalidSelectorError struct{ err error }
@@ -174,35 +190,36 @@ func (e *invalidSelectorError) Error() string { return e.err.Error() }
 // its rollout stage, whether its ProxyAssemblage holds the revision want
 // (the current one, or the one a rollback returns to), from the compiler's
 // stamp, and what the cluster reports for it. The binding failures the
-// compiler met are returned per Remote.
-func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module, want string) ([]target, []string, error) {
+// compiler met, and the plans it left the Module out of for their size, are
+// returned per Remote.
+func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module, want string) ([]target, compileNotes, error) {
+	var notes compileNotes
 	stages := make([]labels.Selector, len(m.Spec.Rollout.Stages))
 	for i, st := range m.Spec.Rollout.Stages {
 		sel, err := metav1.LabelSelectorAsSelector(&st.Selector)
 		if err != nil {
-			return nil, nil, &invalidSelectorError{fmt.Errorf("spec.rollout.stages[%s].selector: %w", st.Name, err)}
+			return nil, notes, &invalidSelectorError{fmt.Errorf("spec.rollout.stages[%s].selector: %w", st.Name, err)}
 		}
 		stages[i] = sel
 	}
 	remotes := &fleeetv1.RemoteList{}
 	if err := r.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, err
+		return nil, notes, err
 	}
 	pas := &fleeetv1.ProxyAssemblageList{}
 	if err := r.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, err
+		return nil, notes, err
 	}
 	byName := map[string]*fleeetv1.ProxyAssemblage{}
 	for i := range pas.Items {
 		byName[pas.Items[i].Name] = &pas.Items[i]
 	}
 	var targets []target
-	var bindingErrs []string
 	for i := range remotes.Items {
 		remote := &remotes.Items[i]
 		ok, err := compile.Selects(m.Spec.Selector, remote)
 		if err != nil {
-			return nil, nil, &invalidSelectorError{err}
+			return nil, notes, &invalidSelectorError{err}
 		}
 		if !ok {
 			continue
@@ -219,7 +236,10 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 			current := stamped && stamp.Generation == m.Generation
 			t.updated = t.holds && current && stamp.Revision == want && !stamp.Pending
 			if current && stamp.BindingError != "" {
-				bindingErrs = append(bindingErrs, fmt.Sprintf("remote %s: %s", remote.Name, stamp.BindingError))
+				notes.bindingErrs = append(notes.bindingErrs, fmt.Sprintf("remote %s: %s", remote.Name, stamp.BindingError))
+			}
+			if current && stamp.TooLarge != "" {
+				notes.tooLarge = append(notes.tooLarge, stamp.TooLarge)
 			}
 			if s := pa.ReportedSync(m.Name); s != nil {
 				t.state, t.message, t.health = s.State, s.Message, s.Health
@@ -232,7 +252,8 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 	}
 	r.stamps.keep(m.Namespace, byName)
 	slices.SortFunc(targets, func(a, b target) int { return strings.Compare(a.name, b.name) })
-	return targets, bindingErrs, nil
+	slices.Sort(notes.tooLarge)
+	return targets, notes, nil
 }
 
 // step runs one rollout step within the rollout's windows and the budget
@@ -297,6 +318,7 @@ func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targe
 		next.Admitted, next.PausedBy = nil, previous.PausedBy
 		return p
 	}
+	r.noteIgnored(m, revision, p.awaiting, next.Approved)
 	if p.awaiting != "" && m.Annotations[fleeetv1.ApproveAnnotation] == revision+"/"+p.awaiting {
 		next.Approved = append(next.Approved, p.awaiting)
 		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageApproved, "Approve",
@@ -407,7 +429,7 @@ func succeeded(rec fleeetv1.RolloutRecord) bool { return rec.Outcome == fleeetv1
 // selected Remote runs the current version Ready; RolloutPaused while a
 // failure holds a rolling update; RolledBack, and Stalled, once the
 // revision was rolled back.
-func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []string) {
+func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, notes compileNotes) {
 	m.Status.Summary = p.summary
 	m.Status.ObservedGeneration = m.Generation
 	s := p.summary
@@ -452,8 +474,14 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, bindingErrs []s
 	switch {
 	case m.Spec.Suspend:
 		status.MarkFailed(m, fleeetv1.ReasonSuspended, "suspended; "+progress)
-	case len(bindingErrs) > 0:
-		status.MarkFailed(m, fleeetv1.ReasonBindingFailed, firstFew(bindingErrs))
+	case ro != nil && len(p.shut) > 0 && p.waiting > 0:
+		status.MarkStalled(m, fleeetv1.ReasonWindowNeverOpens, progress+"; change spec.rollout.windows to go on")
+	case len(notes.bindingErrs) > 0:
+		status.MarkFailed(m, fleeetv1.ReasonBindingFailed, firstFew(notes.bindingErrs))
+	case len(notes.tooLarge) > 0:
+		status.MarkFailed(m, fleeetv1.ReasonPlanTooLarge, fmt.Sprintf(
+			"left out of the plans of %d Remotes, which would pass --max-plan-bytes with it; they keep what they held of it and the other Modules' changes go on: %s",
+			len(notes.tooLarge), firstFew(notes.tooLarge)))
 	case s.Failed > 0:
 		status.MarkFailed(m, fleeetv1.ReasonRemoteFailed, progress)
 	case p.waiting == 0:

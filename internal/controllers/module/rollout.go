@@ -87,6 +87,9 @@ type plan struct {
 	awaiting string
 	// holding says what keeps further Remotes from moving.
 	holding string
+	// shut names the deployment windows that never open again, when none
+	// does: the rollout holds until the spec changes.
+	shut []string
 	// requeueAfter is when a minReadySeconds, bake time or progress
 	// deadline ends.
 	requeueAfter time.Duration
@@ -186,6 +189,11 @@ func step(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStatus
 	switch {
 	case ro.Paused:
 		p.holding = "paused (fleetctl rollout resume to go on)"
+	case !open && next.IsZero():
+		// Windows fail closed: none opens again, so the rollout holds
+		// until the spec changes.
+		p.shut = neverOpen(lim.windows, now)
+		p.holding = "outside its deployment windows, none of which opens again: " + strings.Join(p.shut, "; ")
 	case !open:
 		p.holding = "outside its deployment windows until " + next.UTC().Format(time.RFC3339)
 		p.after(next.Sub(now))

@@ -197,7 +197,7 @@ func TestWorkloadHealthReachesTheModuleSummary(t *testing.T) {
 	p := step(m, targets, &fleeetv1.RolloutStatus{}, unlimited, now)
 	g.Expect(p.summary.PodsNotReady).To(Equal(int32(1)), "only Remotes at the current version count")
 	r := reconciler()
-	r.reconcileStatus(m, p, nil)
+	r.reconcileStatus(m, p, compileNotes{})
 	ready := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition)
 	g.Expect(ready.Message).To(HaveSuffix("; pods not ready on 1: Remote b reports 1/2 pods ready: " +
 		"ReadinessProbeFailing (Deployment web: pod web-2: container app)"))
@@ -205,7 +205,7 @@ func TestWorkloadHealthReachesTheModuleSummary(t *testing.T) {
 	targets[2].updated, targets[2].state, targets[2].message = true, fleeetv1.SyncFailed, "health check failed"
 	m.Status.Rollout = &fleeetv1.RolloutStatus{Revision: "r2"}
 	p = r.reconcileRollout(m, "r2", targets, unlimited, now)
-	r.reconcileStatus(m, p, nil)
+	r.reconcileStatus(m, p, compileNotes{})
 	g.Expect(m.Status.Summary.PodsNotReady).To(Equal(int32(2)))
 	paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
 	g.Expect(paused).NotTo(BeNil())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -253,7 +255,7 @@ func TestARollbackReturnsToTheLastGoodVersionAndHolds(t *testing.T) {
 		{name: "b", holds: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}}
 	r := reconciler()
 	p := r.reconcileRollout(m, "r3", failing, unlimited, now)
-	r.reconcileStatus(m, p, nil)
+	r.reconcileStatus(m, p, compileNotes{})
 	r.recordHistory(m, "r3", p, now)
 	g.Expect(m.Status.Rollout.RolledBack).To(Equal(&fleeetv1.Rollback{To: "r1", Version: "v1", Remote: "a",
 		Message: "Remote a failed: health check failed", Time: metav1.NewTime(now)}))
@@ -281,7 +283,7 @@ func TestAFailureWithNothingToRollBackToPauses(t *testing.T) {
 	m.Spec.Rollout.OnFailure = fleeetv1.RollbackOnFailure
 	r := reconciler()
 	p := r.reconcileRollout(m, "r1", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed}}, unlimited, time.Now())
-	r.reconcileStatus(m, p, nil)
+	r.reconcileStatus(m, p, compileNotes{})
 	g.Expect(m.Status.Rollout.RolledBack).To(BeNil())
 	g.Expect(m.Status.Rollout.PausedBy).To(Equal("a"))
 	paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
@@ -351,6 +353,10 @@ func TestWindowsAndTheBudgetHoldOnlyWhatHasNotStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	never, err := parseWindows([]fleeetv1.RolloutWindow{{Schedule: "0 0 30 2 *", Duration: metav1.Duration{Duration: 24 * time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	three := rolling(intstr.FromInt32(3), 0)
 	cases := []struct {
 		name     string
@@ -366,6 +372,14 @@ func TestWindowsAndTheBudgetHoldOnlyWhatHasNotStarted(t *testing.T) {
 		admitted: []string{"a"},
 		moving:   1,
 		holding:  "outside its deployment windows until 2026-11-23T22:00:00Z",
+	}, {
+		name:     "a window that never opens holds everything not started",
+		lim:      limits{windows: never, budget: -1},
+		previous: []string{"a"},
+		admitted: []string{"a"},
+		moving:   1,
+		holding: "outside its deployment windows, none of which opens again: " +
+			`spec.rollout.windows[0].schedule "0 0 30 2 *" never opens (no start within five years)`,
 	}, {
 		name:     "the budget caps what starts",
 		lim:      limits{budget: 2, budgetCap: 5, budgetOf: "the namespace's"},
@@ -387,5 +401,84 @@ func TestWindowsAndTheBudgetHoldOnlyWhatHasNotStarted(t *testing.T) {
 			g.Expect(p.moving).To(Equal(tc.moving))
 			g.Expect(p.holding).To(Equal(tc.holding))
 		})
+	}
+}
+
+// A rollout whose windows never open is Stalled, naming the schedule, not
+// Progressing for ever.
+func TestARolloutWhoseWindowsNeverOpenIsStalled(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	never, err := parseWindows([]fleeetv1.RolloutWindow{{Schedule: "0 0 30 2 *", Duration: metav1.Duration{Duration: time.Hour}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	m := rolling(intstr.FromInt32(1), 0)
+	r := reconciler()
+	p := r.reconcileRollout(m, "r1", []target{{name: "a", holds: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}},
+		limits{windows: never, budget: -1}, now)
+	g.Expect(m.Status.Rollout.Admitted).To(BeEmpty())
+	r.reconcileStatus(m, p, compileNotes{})
+	stalled := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.StalledCondition)
+	g.Expect(stalled).NotTo(BeNil())
+	g.Expect(stalled.Reason).To(Equal(fleeetv1.ReasonWindowNeverOpens))
+	g.Expect(stalled.Message).To(ContainSubstring(`spec.rollout.windows[0].schedule "0 0 30 2 *" never opens`))
+}
+
+// An approval or undo that does nothing says why in a Warning event, once
+// per value however often the Module reconciles; one that approves, or was
+// used already, says nothing.
+func TestAnApprovalThatApprovesNothingIsReportedOnce(t *testing.T) {
+	now := time.Now()
+	long := now.Add(-time.Hour)
+	targets := []target{{name: "a", stage: 1, holds: true, state: fleeetv1.SyncReady, since: long},
+		{name: "z", stage: 0, holds: true, updated: true, state: fleeetv1.SyncReady, since: long}}
+	cases := []struct {
+		annotation, value, want string
+	}{
+		{fleeetv1.ApproveAnnotation, "r2/wide", `fleeet.dev/approve "r2/wide" names stage wide, which is not awaiting approval (stage canary is); it approves nothing`},
+		{fleeetv1.ApproveAnnotation, "r2/nope", `fleeet.dev/approve "r2/nope" names stage nope, which the rollout does not have`},
+		{fleeetv1.ApproveAnnotation, "r1/canary", `fleeet.dev/approve "r1/canary" names revision r1, not the current revision r2`},
+		{fleeetv1.ApproveAnnotation, "R2/canary", `fleeet.dev/approve "R2/canary" names revision R2, not the current revision r2`},
+		{fleeetv1.ApproveAnnotation, "canary", `fleeet.dev/approve "canary" is not of the form <revision>/<stage>`},
+		{fleeetv1.UndoAnnotation, "r1", `fleeet.dev/undo "r1" names revision r1, not the current revision r2; it rolls nothing back`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.value, func(t *testing.T) {
+			g := NewWithT(t)
+			m := staged(fleeetv1.RolloutStage{Name: "canary", Approval: fleeetv1.ManualApproval}, fleeetv1.RolloutStage{Name: "wide", Approval: fleeetv1.ManualApproval})
+			m.Status.History = []fleeetv1.RolloutRecord{{Revision: "r1", Version: "v1", Outcome: fleeetv1.RolloutSucceeded}}
+			m.Annotations = map[string]string{tc.annotation: tc.value}
+			r := reconciler()
+			for range 3 {
+				r.reconcileRollout(m, "r2", targets, unlimited, now)
+			}
+			g.Expect(m.Status.Rollout.Approved).To(BeEmpty())
+			g.Expect(m.Status.Rollout.RolledBack).To(BeNil())
+			g.Expect(warningsOf(r)).To(ConsistOf(ContainSubstring(tc.want)))
+		})
+	}
+
+	g := NewWithT(t)
+	m := staged(fleeetv1.RolloutStage{Name: "canary", Approval: fleeetv1.ManualApproval}, fleeetv1.RolloutStage{Name: "wide", Approval: fleeetv1.ManualApproval})
+	m.Annotations = map[string]string{fleeetv1.ApproveAnnotation: "r2/canary"}
+	r := reconciler()
+	for range 3 {
+		r.reconcileRollout(m, "r2", targets, unlimited, now)
+	}
+	g.Expect(m.Status.Rollout.Approved).To(Equal([]string{"canary"}))
+	g.Expect(warningsOf(r)).To(BeEmpty(), "an approval that approved, and stays once used, is no warning")
+}
+
+// warningsOf drains the Warning events r's fake recorder holds.
+func warningsOf(r *Reconciler) []string {
+	var out []string
+	for {
+		select {
+		case e := <-r.Recorder.(*events.FakeRecorder).Events:
+			if strings.HasPrefix(e, "Warning ") {
+				out = append(out, e)
+			}
+		default:
+			return out
+		}
 	}
 }

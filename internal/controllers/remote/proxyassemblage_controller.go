@@ -51,8 +51,13 @@ type Compiler struct {
 	Concurrent int
 	// Client reads from the cache and writes ProxyAssemblages.
 	Client client.Client
-	// Recorder records binding failures and policy denials on Modules.
+	// Recorder records binding failures, policy denials and Modules left
+	// out of a plan on Modules.
 	Recorder events.EventRecorder
+	// MaxPlanBytes is the manager's --max-plan-bytes: a plan that would pass
+	// it leaves out the Modules that do not fit (compile.Fit) instead of
+	// being refused whole by admission. Zero for no limit.
+	MaxPlanBytes int
 
 	// written holds, per ProxyAssemblage, the resourceVersion of the
 	// compiler's own last write, so that its watch event does not compile
@@ -146,7 +151,8 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	exists := err == nil
 
 	started := time.Now()
-	syncs, stamps, err := c.compile(ctx, remote, pa.Spec.Assemblage.Syncs)
+	retry := remote.Annotations[fleeetv1.RetryAnnotation]
+	syncs, stamps, err := c.compile(ctx, remote, pa, compile.Limit{MaxBytes: c.MaxPlanBytes, RetryRequestedAt: retry})
 	fleetmetrics.CompileDuration.Observe(time.Since(started).Seconds())
 	if err != nil {
 		return ctrl.Result{}, err
@@ -155,7 +161,6 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	retry := remote.Annotations[fleeetv1.RetryAnnotation]
 	if exists && pa.Spec.Assemblage.RetryRequestedAt == retry && equality.Semantic.DeepEqual(pa.Spec.Assemblage.Syncs, syncs) &&
 		pa.Annotations[fleeetv1.CompiledAnnotation] == string(compiled) {
 		return ctrl.Result{}, nil
@@ -240,20 +245,32 @@ func (c *Compiler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, he
 }
 
 // compile computes the syncs of one Remote from every Module of its
-// namespace (compile.Plan) and reports each binding failure on its Module.
+// namespace (compile.Plan), within limit, and reports on its Module each
+// binding failure and each Module newly left out for the plan's size (not
+// on every compile: any Module's change compiles the Remote again).
 // Modules come from the cache uncopied (this runs once per Remote per
 // change) and are only read.
-func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, current []fleeetv1.NamedSync) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
+func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage, limit compile.Limit) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
 	modules := &fleeetv1.ModuleList{}
 	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
 	}
-	syncs, stamps, err := compile.Plan(ctx, c.Client, modules.Items, remote, current)
+	syncs, stamps, err := compile.Plan(ctx, c.Client, modules.Items, remote, pa.Spec.Assemblage.Syncs, limit)
+	before := pa.CompiledSyncs()
 	for i := range modules.Items {
 		m := &modules.Items[i]
-		if stamp, ok := stamps[m.Name]; ok && stamp.BindingError != "" {
+		stamp, ok := stamps[m.Name]
+		if ok && stamp.BindingError != "" {
 			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonBindingFailed, "Compile",
 				"Remote %s: %s", remote.Name, stamp.BindingError)
+		}
+		if was := before[m.Name]; ok && stamp.TooLarge != "" && (was.TooLarge == "" || was.Generation != stamp.Generation) {
+			keeps := "holds nothing of it"
+			if held := compile.Find(syncs, m.Name); held != nil {
+				keeps = "keeps " + compile.Version(&held.SyncSpec)
+			}
+			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonPlanTooLarge, "Compile",
+				"%s; the Remote %s, and the other Modules' changes go on", stamp.TooLarge, keeps)
 		}
 	}
 	return syncs, stamps, err

@@ -369,3 +369,44 @@ func TestARefusedPlanLeavesTheRemoteWithWhatItHeldAndTellsTheModule(t *testing.T
 		[]byte(`{"spec":{"sync":{"package":{"kustomize":{"substitute":{"filler":"x"}}}}}}`)))).To(Succeed())
 	g.Eventually(tags, timeout, poll).Should(Equal(map[string]string{"small": "v1.0.0", "big": "v1.0.0"}))
 }
+
+// A Module too large for a Remote's plan is left out of it, on the plan's
+// stamp and in a Warning event on the Module, and another Module's change
+// still reaches the plan; once it fits again it goes in.
+func TestAModuleTooLargeForThePlanIsLeftOutAndTheOthersStillMove(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	pullRemote(t, ns, "edge", nil)
+	small := newModule(t, cluster.Client, ns, "small", "v1.0.0", everyRemote, nil)
+	g.Eventually(tagsOf(ns, "edge"), timeout, poll).Should(Equal(map[string]string{"small": "v1.0.0"}))
+
+	big := newModule(t, cluster.Client, ns, "big", "v1.0.0", everyRemote, func(m *fleeetv1.Module) {
+		m.Spec.Sync.Package.Kustomize.Substitute = map[string]string{}
+		for i := range 20 {
+			m.Spec.Sync.Package.Kustomize.Substitute[fmt.Sprintf("filler%d", i)] = strings.Repeat("x", 1000)
+		}
+	})
+	stampOf := func(name string) func(Gomega) fleeetv1.Compiled {
+		return func(g Gomega) fleeetv1.Compiled {
+			pa, _ := held(g, cluster.Client, ns, "edge")
+			return pa.CompiledSyncs()[name]
+		}
+	}
+	g.Eventually(stampOf("big"), timeout, poll).Should(HaveField("TooLarge",
+		MatchRegexp(`^left out of the plan of Remote edge: with it the plan would be \d+ bytes, over the 16384-byte limit \(--max-plan-bytes\)$`)))
+	g.Expect(tagsOf(ns, "edge")(g)).To(Equal(map[string]string{"small": "v1.0.0"}))
+	g.Eventually(func(g Gomega) []string {
+		return warnings(g, cluster.Client, ns, "Module", "big", fleeetv1.ReasonPlanTooLarge)
+	}, timeout, poll).Should(ConsistOf(HaveSuffix("the Remote holds nothing of it, and the other Modules' changes go on")))
+
+	retag(t, small, "v2.0.0")
+	g.Eventually(tagsOf(ns, "edge"), timeout, poll).Should(Equal(map[string]string{"small": "v2.0.0"}))
+	g.Expect(stampOf("big")(g).TooLarge).NotTo(BeEmpty())
+	pa, _ := held(g, cluster.Client, ns, "edge")
+	g.Expect(compile.PlanBytes(&pa.Spec)).To(BeNumerically("<=", maxPlanBytes))
+
+	// Back under the limit, it goes in.
+	patch(t, big, `{"spec":{"sync":{"package":{"kustomize":{"substitute":null}}}}}`)
+	g.Eventually(tagsOf(ns, "edge"), timeout, poll).Should(Equal(map[string]string{"small": "v2.0.0", "big": "v1.0.0"}))
+	g.Expect(stampOf("big")(g).TooLarge).To(BeEmpty())
+}

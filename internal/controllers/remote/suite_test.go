@@ -25,6 +25,9 @@ const (
 	// grace is the health controller's offline grace period, short so a
 	// test sees a Remote go offline without waiting long.
 	grace = 2 * time.Second
+	// maxPlanBytes is the compiler's plan size limit, small enough for a
+	// test to pass it with one Module.
+	maxPlanBytes = 16 << 10
 )
 
 // cluster is the management apiserver every test of the package shares,
@@ -42,7 +45,8 @@ func TestMain(m *testing.M) {
 
 // setupRemote registers the package's controllers as the manager does.
 func setupRemote(ctx context.Context, mgr ctrl.Manager) error {
-	compiler := &remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Concurrent: 2}
+	compiler := &remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Concurrent: 2,
+		MaxPlanBytes: maxPlanBytes}
 	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}

@@ -1,0 +1,148 @@
+package compile
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// DefaultMaxPlanBytes is the manager's --max-plan-bytes when none is given,
+// and fleetctl diff's.
+const DefaultMaxPlanBytes = 512 << 10
+
+// PlanBytes is the size of a ProxyAssemblage spec as the admission policy
+// policies/size measures it, count(json.marshal(input.object.spec)): the
+// spec as the webhook decodes it (encoding/json, so every number a float64),
+// turned into OPA's values (a float64 prints as strconv 'g', so 1234567 is
+// 1.234567e+06) and encoded again, counted in characters. The compiler
+// fits plans by this measure so that a plan it writes is never one the
+// policy refuses; a tenant's helm values full of large numbers must not
+// make the two disagree.
+func PlanBytes(spec *fleeetv1.ProxyAssemblageSpec) int {
+	return policyBytes(spec)
+}
+
+// syncBytes is the size, by PlanBytes' measure, of one sync's element in a
+// plan's syncs.
+func syncBytes(s *fleeetv1.NamedSync) int {
+	return policyBytes(s)
+}
+
+func policyBytes(v any) int {
+	raw, err := json.Marshal(v)
+	if err != nil { // the API types always encode
+		panic(err)
+	}
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		panic(err)
+	}
+	raw, err = json.Marshal(asPolicySees(doc))
+	if err != nil {
+		panic(err)
+	}
+	return utf8.RuneCount(raw)
+}
+
+// asPolicySees writes every number of a decoded document as OPA's
+// ast.InterfaceToValue does.
+func asPolicySees(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, child := range t {
+			t[k] = asPolicySees(child)
+		}
+	case []any:
+		for i, child := range t {
+			t[i] = asPolicySees(child)
+		}
+	case float64:
+		return json.Number(strconv.FormatFloat(t, 'g', -1, 64))
+	}
+	return v
+}
+
+// Change is one Module's sync in a plan over its size limit: what the
+// Remote holds of it and what the compiler chose instead, each as the
+// PlanBytes of its element in the plan's syncs (0: none).
+type Change struct {
+	// Name is the Module's.
+	Name string
+	// Created is the Module's creationTimestamp: older Modules' changes go
+	// in first.
+	Created time.Time
+	// Held and Next are the sizes of what the Remote holds and what it
+	// would hold.
+	Held, Next int
+}
+
+// PlanShape is the size of a plan apart from its syncs: Empty with none,
+// and Array more for the syncs list once it holds one (each sync then adds
+// its size and a separator).
+type PlanShape struct {
+	Empty, Array int
+}
+
+// size is the plan's size holding n syncs of sum bytes in all.
+func (s PlanShape) size(n, sum int) int {
+	if n == 0 {
+		return s.Empty
+	}
+	return s.Empty + s.Array + sum + n
+}
+
+// Fit decides which changes a plan leaves out to stay within limit bytes.
+// The plan starts from what the Remote holds (kept: the sizes of the syncs
+// that do not change; every change at its held size): a sync the Remote
+// runs is never taken away for size, since that would delete what it
+// deployed. Changes that do not grow the plan go in first; then the
+// others, oldest Module first (creationTimestamp, then name), each if it
+// still fits, so one oversized Module is left out alone and, when several
+// compete, the newest lose. It returns, per left-out change, the size the
+// plan would have had with it. When what the Remote holds is over the limit
+// already (the limit was lowered), every growing change is left out and
+// the plan stays over it: admission refuses it, naming the Remote.
+func Fit(shape PlanShape, limit int, kept []int, changes []Change) map[string]int {
+	n, sum := 0, 0
+	add := func(bytes, sign int) {
+		if bytes > 0 {
+			n, sum = n+sign, sum+sign*bytes
+		}
+	}
+	for _, b := range kept {
+		add(b, 1)
+	}
+	for _, c := range changes {
+		add(c.Held, 1)
+	}
+	ordered := slices.Clone(changes)
+	grows := func(c Change) bool { return c.Next > c.Held }
+	slices.SortStableFunc(ordered, func(a, b Change) int {
+		if ga, gb := grows(a), grows(b); ga != gb {
+			if gb {
+				return -1
+			}
+			return 1
+		}
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	leftOut := map[string]int{}
+	for _, c := range ordered {
+		add(c.Held, -1)
+		add(c.Next, 1)
+		if size := shape.size(n, sum); grows(c) && size > limit {
+			leftOut[c.Name] = size
+			add(c.Next, -1)
+			add(c.Held, 1)
+		}
+	}
+	return leftOut
+}

@@ -1,0 +1,139 @@
+package compile_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/policy"
+)
+
+func TestFitLeavesOutWhatDoesNotFitNewestFirstAndNeverTakesAwayWhatARemoteHolds(t *testing.T) {
+	day := func(d int) time.Time { return time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC) }
+	// Empty 20, then 10 for the syncs list: n syncs of sum bytes make
+	// 30 + sum + n.
+	shape := compile.PlanShape{Empty: 20, Array: 10}
+	cases := []struct {
+		name    string
+		limit   int
+		kept    []int
+		changes []compile.Change
+		want    map[string]int
+	}{
+		{"everything fits", 1000, []int{100}, []compile.Change{{Name: "a", Created: day(1), Next: 100}}, map[string]int{}},
+		{"a lone oversized Module is left out, the newer one still goes in", 300,
+			[]int{50},
+			[]compile.Change{{Name: "big", Created: day(1), Next: 400}, {Name: "small", Created: day(2), Next: 50}},
+			map[string]int{"big": 30 + 50 + 400 + 2}},
+		{"when both cannot fit, the newer is left out", 200, nil,
+			[]compile.Change{{Name: "new", Created: day(2), Next: 100}, {Name: "old", Created: day(1), Next: 100}},
+			map[string]int{"new": 30 + 200 + 2}},
+		{"same creation time: the later name counts as newer", 200, nil,
+			[]compile.Change{{Name: "b", Created: day(1), Next: 100}, {Name: "a", Created: day(1), Next: 100}},
+			map[string]int{"b": 30 + 200 + 2}},
+		{"a growing change keeps what the Remote held", 200, nil,
+			[]compile.Change{{Name: "grows", Created: day(1), Held: 100, Next: 300}},
+			map[string]int{"grows": 30 + 300 + 1}},
+		{"a shrinking change goes in first and makes room for an older growth", 250, nil,
+			[]compile.Change{{Name: "old", Created: day(1), Held: 50, Next: 120}, {Name: "new", Created: day(2), Held: 150, Next: 50}},
+			map[string]int{}},
+		{"over the limit already: nothing growing goes in, nothing held goes away, shrinking goes on", 100, []int{200},
+			[]compile.Change{{Name: "grows", Created: day(1), Held: 10, Next: 20}, {Name: "shrinks", Created: day(2), Held: 20, Next: 10}, {Name: "new", Created: day(3), Next: 1}},
+			map[string]int{"grows": 30 + 200 + 10 + 20 + 3, "new": 30 + 200 + 10 + 10 + 1 + 4}},
+		{"exactly at the limit fits", 30 + 100 + 1, nil, []compile.Change{{Name: "a", Created: day(1), Next: 100}}, map[string]int{}},
+		{"one byte over does not", 30 + 100, nil, []compile.Change{{Name: "a", Created: day(1), Next: 100}}, map[string]int{"a": 131}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(compile.Fit(shape, tc.limit, tc.kept, tc.changes)).To(Equal(tc.want))
+		})
+	}
+}
+
+// The compiler and the admission policy policies/size must never disagree
+// on a plan's size: one the compiler takes for fitting and the policy
+// refuses would stop the whole plan again. Numbers in helm values (which
+// the policy sees as float64), escaped and non-ASCII characters are where
+// a plain len(json.Marshal) goes wrong.
+func TestPlanBytesIsWhatTheSizePolicyMeasures(t *testing.T) {
+	g := NewWithT(t)
+	engine, err := policy.New(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	values := `{"replicas":1234567,"ratio":0.000012,"big":1e5,"huge":12345678901234567890,"neg":-3.50,` +
+		`"html":"<a href=\"x\">&amp;</a>","text":"grüße €","list":[1,2.0,3e21]}`
+	sync := fleeetv1.NamedSync{Name: "app", Labels: map[string]string{"tier": "web"}, SyncSpec: fleeetv1.SyncSpec{
+		Source: fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.2.3"}},
+		Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{ReleaseName: "app",
+			Values: &apiextensionsv1.JSON{Raw: []byte(values)}}},
+	}}
+	spec := fleeetv1.ProxyAssemblageSpec{Assemblage: fleeetv1.AssemblageSpec{
+		RetryRequestedAt: "2030-01-01T00:00:00Z", Syncs: []fleeetv1.NamedSync{sync, *named("other", "v1.0.0")}}}
+	size := compile.PlanBytes(&spec)
+	raw, err := json.Marshal(spec)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(size).NotTo(Equal(len(raw)), "the fixture must tell the two measures apart")
+
+	refused := func(limit int) bool {
+		var object any
+		g.Expect(json.Unmarshal(fmt.Appendf(nil, `{"spec":%s}`, raw), &object)).To(Succeed())
+		d, err := engine.Evaluate(context.Background(), map[string]any{
+			"request": map[string]any{"kind": map[string]any{"group": "fleeet.dev", "version": "v1alpha1", "kind": "ProxyAssemblage"},
+				"operation": "UPDATE", "subResource": "", "namespace": ns, "name": "edge-1", "userInfo": map[string]any{"username": "manager"}},
+			"namespace": map[string]any{"name": ns, "labels": map[string]any{fleeetv1.TenantLabel: "true"}},
+			"context":   map[string]any{"manager": map[string]any{"username": "manager"}, "limits": map[string]any{"maxPlanBytes": limit}},
+			"object":    object,
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, v := range d.Deny {
+			if v.Policy == "size" {
+				g.Expect(v.Message).To(ContainSubstring(fmt.Sprintf("is %d bytes", size)))
+				return true
+			}
+		}
+		return false
+	}
+	g.Expect(refused(size)).To(BeFalse(), "a plan of exactly the limit is admitted")
+	g.Expect(refused(size-1)).To(BeTrue(), "a plan one byte over the limit is refused")
+}
+
+// A Module too large for a Remote's plan is left out of it, stamped with
+// why, while the other Modules' changes go through; a Module that depends
+// on it stays in (the agent blocks it, naming the dependency).
+func TestPlanLeavesOutTheModuleThatDoesNotFitAndDeliversTheRest(t *testing.T) {
+	g := NewWithT(t)
+	older := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	newer := metav1.NewTime(older.Add(time.Hour))
+	small := module("small", "v2.0.0", nil)
+	small.CreationTimestamp, small.Spec.Selector = newer, &metav1.LabelSelector{}
+	small.Spec.Sync.DependsOn = []fleeetv1.Dependency{{Name: "big"}}
+	big := module("big", "v1.0.0", nil)
+	big.CreationTimestamp, big.Spec.Selector = older, &metav1.LabelSelector{}
+	big.Spec.Sync.Package.Kustomize.Substitute = map[string]string{"filler": strings.Repeat("x", 3000)}
+	current := []fleeetv1.NamedSync{*named("small", "v1.0.0")}
+
+	syncs, stamps, err := compile.Plan(t.Context(), configMaps(nil), []fleeetv1.Module{*small, *big}, edge("edge-1", nil), current,
+		compile.Limit{MaxBytes: 2048})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(syncs).To(HaveLen(1))
+	g.Expect(syncs[0].Name).To(Equal("small"))
+	g.Expect(syncs[0].Source.Git.Tag).To(Equal("v2.0.0"))
+	g.Expect(stamps["small"].TooLarge).To(BeEmpty())
+	g.Expect(stamps["big"].Pending).To(BeTrue())
+	g.Expect(stamps["big"].TooLarge).To(MatchRegexp(`^left out of the plan of Remote edge-1: with it the plan would be \d+ bytes, over the 2048-byte limit \(--max-plan-bytes\)$`))
+	g.Expect(compile.PlanBytes(&fleeetv1.ProxyAssemblageSpec{Assemblage: fleeetv1.AssemblageSpec{Syncs: syncs}})).To(BeNumerically("<=", 2048))
+
+	// Without a limit, both go in.
+	syncs, stamps, err = compile.Plan(t.Context(), configMaps(nil), []fleeetv1.Module{*small, *big}, edge("edge-1", nil), current, compile.Limit{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(syncs).To(HaveLen(2))
+	g.Expect(stamps["big"].TooLarge).To(BeEmpty())
+}
