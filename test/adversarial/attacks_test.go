@@ -127,6 +127,10 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	run("webhook", webhookAttacks(ctx, f))
 	run("policy-author", authorAttacks(ctx, f, author, authorID, alice, plain))
 	run("downstream", downstreamAttacks(ctx, f, down))
+	run("admission", admissionAttacks(ctx, f, alice, aliceID))
+	run("serving", servingAttacks(ctx, f))
+	run("rollout", rolloutAttacks(ctx, f, alice, aliceID))
+	run("dashboard", dashboardAttacks(t, f))
 }
 
 // mint returns a token of the ServiceAccount ns/name, as its holder gets one.
