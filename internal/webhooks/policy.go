@@ -274,8 +274,8 @@ func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[s
 // rollout windows that would keep a window from ever opening. Rego has no
 // cron parser, so the handler works this out and the policy decides.
 func windowProblems(m *fleeetv1.Module) []window.Problem {
-	_, problems := window.Parse(m.Spec.Rollout.Windows, time.Now())
-	return append([]window.Problem{}, problems...)
+	parsed, problems := window.Parse(m.Spec.Rollout.Windows)
+	return append(append([]window.Problem{}, problems...), window.NeverOpen(parsed, time.Now())...)
 }
 
 // dependencyGraph returns, for a Module that depends on others, the other

@@ -197,7 +197,7 @@ func rolloutAttacks(ctx context.Context, f *fleet, alice client.Client, id strin
 				g.Eventually(func(g Gomega) []string {
 					notes = warningsAbout(ctx, g, f, "feb30", fleeetv1.ReasonWindowNeverOpens)
 					return notes
-				}).Should(ContainElement(ContainSubstring(`spec.rollout.windows[0].schedule "0 0 30 2 *" never opens`)))
+				}).Should(ContainElement(ContainSubstring(`spec.rollout.windows[0].schedule: "0 0 30 2 *" never opens`)))
 				return "edge stays at v1.0.0; Stalled WindowNeverOpens; event: " + notes[0]
 			}},
 		{"approval-of-a-later-stage-approves-nothing", id,

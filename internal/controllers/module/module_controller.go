@@ -32,6 +32,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
@@ -142,15 +143,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		want = record.Revision
 	}
 
-	windows, err := parseWindows(m.Spec.Rollout.Windows)
-	if err != nil {
+	windows, problems := window.Parse(m.Spec.Rollout.Windows)
+	if len(problems) > 0 {
 		m.Status.ObservedGeneration = m.Generation
-		status.MarkStalled(m, fleeetv1.ReasonInvalidWindow, err.Error())
+		status.MarkStalled(m, fleeetv1.ReasonInvalidWindow, window.Describe(problems))
 		return ctrl.Result{}, nil
 	}
-	if shut := neverOpen(windows, time.Now()); r.notices.first(req.NamespacedName, "windows", strings.Join(shut, "; ")) {
+	if shut := window.Describe(window.NeverOpen(windows, time.Now())); r.notices.first(req.NamespacedName, "windows", shut) {
 		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonWindowNeverOpens, "Rollout",
-			"%s; a window that never opens lets no Remote move", strings.Join(shut, "; "))
+			"%s; a window that never opens lets no Remote move", shut)
 	}
 	targets, notes, err := r.reconcileSelection(ctx, m, want)
 	if err != nil {
@@ -258,7 +259,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 
 // step runs one rollout step within the rollout's windows and the budget
 // it shares with other Modules, and records what it has moving.
-func (r *Reconciler) step(ctx context.Context, m *fleeetv1.Module, revision string, targets []target, windows []window) (plan, error) {
+func (r *Reconciler) step(ctx context.Context, m *fleeetv1.Module, revision string, targets []target, windows []window.Window) (plan, error) {
 	r.budget.mu.Lock()
 	defer r.budget.mu.Unlock()
 	lim, warning, err := r.budget.limits(ctx, r.Client, m, r.MaxMoving)

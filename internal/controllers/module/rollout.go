@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 )
 
 // target is one selected Remote as the rollout sees it.
@@ -89,7 +90,7 @@ type plan struct {
 	holding string
 	// shut names the deployment windows that never open again, when none
 	// does: the rollout holds until the spec changes.
-	shut []string
+	shut []window.Problem
 	// requeueAfter is when a minReadySeconds, bake time or progress
 	// deadline ends.
 	requeueAfter time.Duration
@@ -127,7 +128,7 @@ func (t *target) available(now time.Time, minReady time.Duration) bool {
 // limits are what holds a rollout besides its own Remotes and stages.
 type limits struct {
 	// windows are the rollout's parsed deployment windows.
-	windows []window
+	windows []window.Window
 	// budget is how many Remotes this rollout may have moving, given what
 	// the other rollouts sharing its namespace's or the manager's cap have
 	// moving; negative for no cap.
@@ -185,15 +186,15 @@ func step(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStatus
 			break
 		}
 	}
-	open, next := windowsOpen(lim.windows, now)
+	open, next := window.Open(lim.windows, now)
 	switch {
 	case ro.Paused:
 		p.holding = "paused (fleetctl rollout resume to go on)"
 	case !open && next.IsZero():
 		// Windows fail closed: none opens again, so the rollout holds
 		// until the spec changes.
-		p.shut = neverOpen(lim.windows, now)
-		p.holding = "outside its deployment windows, none of which opens again: " + strings.Join(p.shut, "; ")
+		p.shut = window.NeverOpen(lim.windows, now)
+		p.holding = "outside its deployment windows, none of which opens again: " + window.Describe(p.shut)
 	case !open:
 		p.holding = "outside its deployment windows until " + next.UTC().Format(time.RFC3339)
 		p.after(next.Sub(now))

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 )
 
 // staged is a rolling update in the given stages, one Remote at a time.
@@ -349,13 +350,10 @@ func TestWindowsAndTheBudgetHoldOnlyWhatHasNotStarted(t *testing.T) {
 	old := func(name string) target {
 		return target{name: name, holds: true, state: fleeetv1.SyncReady, since: long}
 	}
-	nightly, err := parseWindows([]fleeetv1.RolloutWindow{{Schedule: "0 22 * * *", Duration: metav1.Duration{Duration: 4 * time.Hour}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	never, err := parseWindows([]fleeetv1.RolloutWindow{{Schedule: "0 0 30 2 *", Duration: metav1.Duration{Duration: 24 * time.Hour}}})
-	if err != nil {
-		t.Fatal(err)
+	nightly, problems := window.Parse([]fleeetv1.RolloutWindow{{Schedule: "0 22 * * *", Duration: metav1.Duration{Duration: 4 * time.Hour}}})
+	never, more := window.Parse([]fleeetv1.RolloutWindow{{Schedule: "0 0 30 2 *", Duration: metav1.Duration{Duration: 24 * time.Hour}}})
+	if problems = append(problems, more...); len(problems) > 0 {
+		t.Fatal(window.Describe(problems))
 	}
 	three := rolling(intstr.FromInt32(3), 0)
 	cases := []struct {
@@ -379,7 +377,7 @@ func TestWindowsAndTheBudgetHoldOnlyWhatHasNotStarted(t *testing.T) {
 		admitted: []string{"a"},
 		moving:   1,
 		holding: "outside its deployment windows, none of which opens again: " +
-			`spec.rollout.windows[0].schedule "0 0 30 2 *" never opens (no start within five years)`,
+			`spec.rollout.windows[0].schedule: "0 0 30 2 *" never opens (no time matches it in the next five years)`,
 	}, {
 		name:     "the budget caps what starts",
 		lim:      limits{budget: 2, budgetCap: 5, budgetOf: "the namespace's"},
@@ -409,8 +407,8 @@ func TestWindowsAndTheBudgetHoldOnlyWhatHasNotStarted(t *testing.T) {
 func TestARolloutWhoseWindowsNeverOpenIsStalled(t *testing.T) {
 	g := NewWithT(t)
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	never, err := parseWindows([]fleeetv1.RolloutWindow{{Schedule: "0 0 30 2 *", Duration: metav1.Duration{Duration: time.Hour}}})
-	g.Expect(err).NotTo(HaveOccurred())
+	never, problems := window.Parse([]fleeetv1.RolloutWindow{{Schedule: "0 0 30 2 *", Duration: metav1.Duration{Duration: time.Hour}}})
+	g.Expect(problems).To(BeEmpty())
 	m := rolling(intstr.FromInt32(1), 0)
 	r := reconciler()
 	p := r.reconcileRollout(m, "r1", []target{{name: "a", holds: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}},
@@ -420,7 +418,7 @@ func TestARolloutWhoseWindowsNeverOpenIsStalled(t *testing.T) {
 	stalled := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.StalledCondition)
 	g.Expect(stalled).NotTo(BeNil())
 	g.Expect(stalled.Reason).To(Equal(fleeetv1.ReasonWindowNeverOpens))
-	g.Expect(stalled.Message).To(ContainSubstring(`spec.rollout.windows[0].schedule "0 0 30 2 *" never opens`))
+	g.Expect(stalled.Message).To(ContainSubstring(`spec.rollout.windows[0].schedule: "0 0 30 2 *" never opens`))
 }
 
 // An approval or undo that does nothing says why in a Warning event, once
