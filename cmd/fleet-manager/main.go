@@ -41,6 +41,7 @@ func main() {
 	pflag.DurationVar(&o.PushPoll, "push-poll-interval", 10*time.Second,
 		"How often a push-mode Remote's status is read while its syncs progress.")
 	o.Kubeconfig.BindFlags(pflag.CommandLine)
+	o.SourceNetworks.BindFlags(pflag.CommandLine, manager.FlagSourceNetworks, "the IP addresses in Modules' and BootstrapModules' source URLs", false)
 	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of objects each controller reconciles at once.")
 	pflag.StringVar(&o.Management.URL, "management-url", "",
 		"URL of this cluster's Kubernetes API as downstream agents reach it; written into RegistrationToken Secrets.")

@@ -19,6 +19,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	clientcmdlatest "k8s.io/client-go/tools/clientcmd/api/latest"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
+
+	"github.com/fleeet-dev/fleeet/internal/network"
 )
 
 // Names of the manager flags that set Options. They follow Flux's
@@ -28,6 +30,9 @@ const (
 	FlagExec  = "insecure-kubeconfig-exec"
 	FlagTLS   = "insecure-kubeconfig-tls"
 	FlagProxy = "insecure-kubeconfig-proxy"
+	// FlagNetworks is the prefix of the flags listing the networks the
+	// manager connects to, or never connects to, for a push-mode Remote.
+	FlagNetworks = "push-networks"
 )
 
 // Options are an operator's opt-ins to kubeconfig fields that let whoever
@@ -46,9 +51,9 @@ type Options struct {
 	// AllowProxy accepts clusters[].cluster.proxy-url, which sends the
 	// manager's connections through a host of the tenant's choosing.
 	AllowProxy bool
-	// DeniedNetworks are the networks no connection to a push Remote's
-	// cluster may reach, checked on each dialled address after DNS.
-	DeniedNetworks Networks
+	// Networks are the networks connections to a push Remote's cluster may
+	// reach, checked on each dialled address after DNS.
+	Networks network.Policy
 }
 
 // BindFlags binds the options to the manager's flags.
@@ -61,7 +66,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 		"Accept kubeconfigs of push-mode Remotes that turn off server certificate verification. BootstrapModules also need Flux's --insecure-kubeconfig-tls.")
 	fs.BoolVar(&o.AllowProxy, FlagProxy, false,
 		"Accept kubeconfigs of push-mode Remotes that send requests through a proxy-url.")
-	bindNetworks(fs, o)
+	o.Networks.BindFlags(fs, FlagNetworks, "the addresses the manager connects to for a push-mode Remote, after DNS,", true)
 }
 
 // RefusedError says which field of a kubeconfig the manager refuses to use.
@@ -242,13 +247,8 @@ func sanitize(in *rest.Config, o Options) *rest.Config {
 	if o.AllowProxy {
 		out.Proxy = in.Proxy
 	}
-	// Unset (nil) means the defaults; an operator's empty list denies none.
-	denied := o.DeniedNetworks
-	if denied == nil {
-		denied, _ = ParseNetworks(DefaultDeniedNetworks)
-	}
-	if len(denied) > 0 {
-		out.Dial = dialer(denied)
-	}
+	networks := o.Networks
+	networks.Flag = FlagNetworks
+	out.Dial = networks.Dialer()
 	return out
 }

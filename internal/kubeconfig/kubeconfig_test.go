@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/fleeet-dev/fleeet/internal/network"
 )
 
 // write serialises a kubeconfig whose current context joins the cluster and
@@ -182,9 +184,14 @@ func TestBindFlagsAreOffByDefault(t *testing.T) {
 	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
 	o.BindFlags(fs)
 	g.Expect(fs.Parse(nil)).To(Succeed())
-	g.Expect(o).To(Equal(Options{}))
+	unset := network.Policy{Flag: FlagNetworks}
+	g.Expect(o).To(Equal(Options{Networks: unset}))
 	g.Expect(fs.Parse([]string{"--" + FlagFiles, "--" + FlagExec, "--" + FlagTLS, "--" + FlagProxy})).To(Succeed())
-	g.Expect(o).To(Equal(Options{AllowFiles: true, AllowExec: true, AllowInsecureTLS: true, AllowProxy: true}))
+	g.Expect(o).To(Equal(Options{AllowFiles: true, AllowExec: true, AllowInsecureTLS: true, AllowProxy: true, Networks: unset}))
+	g.Expect(fs.Parse([]string{"--" + FlagNetworks + "-deny=", "--" + FlagNetworks + "-allow=10.0.0.0/8"})).To(Succeed())
+	g.Expect(o.Networks.Denied).To(BeEmpty())
+	g.Expect(o.Networks.Denied).NotTo(BeNil(), "an empty list denies none, rather than the defaults")
+	g.Expect(o.Networks.Allowed.String()).To(Equal("10.0.0.0/8"))
 }
 
 func TestLoadReadsKubeconfigsAsClientcmdDoes(t *testing.T) {

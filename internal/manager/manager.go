@@ -23,6 +23,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
+	"github.com/fleeet-dev/fleeet/internal/network"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/webhooks"
 )
@@ -43,6 +44,9 @@ type Options struct {
 	// Kubeconfig says which fields of push Remotes' kubeconfigs, beyond
 	// inline credentials, the push and BootstrapModule controllers accept.
 	Kubeconfig kubeconfig.Options
+	// SourceNetworks is the policy admission judges the hosts of Modules'
+	// and BootstrapModules' source URLs by.
+	SourceNetworks network.Policy
 	// Concurrent is how many objects each controller reconciles at once.
 	Concurrent int
 	// Management is the API URL and CA bundle agents connect to, written
@@ -58,6 +62,10 @@ type Options struct {
 	// for no cap.
 	MaxMoving int
 }
+
+// FlagSourceNetworks is the prefix of the flag listing the networks source
+// URLs may not name.
+const FlagSourceNetworks = "source-networks"
 
 // DefaultMaxPlanBytes is the plan size limit when Options leaves it zero.
 const DefaultMaxPlanBytes = compile.DefaultMaxPlanBytes
@@ -116,6 +124,7 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		Reader:          mgr.GetClient(),
 		LiveReader:      mgr.GetAPIReader(),
 		Registrations:   &webhooks.Registrations{Reader: mgr.GetAPIReader()},
+		SourceNetworks:  network.Policy{Denied: o.SourceNetworks.Denied, Flag: FlagSourceNetworks},
 		ManagerUsername: self,
 		MaxPlanBytes:    cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes),
 		Timeout:         admissionTimeout,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +47,28 @@ func MetricsReaderToken(t TB, c *Cluster, clusterRole string) string {
 	}
 	if err := c.Client.Create(ctx, binding); err != nil {
 		t.Fatalf("binding ClusterRole %s: %v", clusterRole, err)
+	}
+	// The apiserver's authorizer learns of the binding a moment later, and
+	// a component that asked before then caches the denial: wait until the
+	// apiserver allows the scrape.
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:                  "system:serviceaccount:" + ns + ":" + sa.Name,
+		Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
+	}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		answer := review.DeepCopy()
+		if err := c.Client.Create(ctx, answer); err != nil {
+			t.Fatalf("asking whether %s may read /metrics: %v", review.Spec.User, err)
+		}
+		if answer.Status.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s may not read /metrics 30 s after its binding to %s: %s", review.Spec.User, clusterRole, answer.Status.Reason)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	return ServiceAccountToken(t, c, ns, sa.Name)
 }

@@ -15,8 +15,8 @@ const MaxDepth = 64
 
 // managedFieldsDepth is how deeply metadata.managedFields may nest. The
 // apiserver writes it, mirroring the object's own fields a few levels
-// deeper, so it gets room of its own and a refusal names the field the
-// user wrote instead.
+// deeper, so it gets room of its own, above MaxDepth, and a refusal names
+// the field the user wrote instead.
 const managedFieldsDepth = 2 * MaxDepth
 
 // errMalformed reports JSON whose brackets or strings do not close.
@@ -110,22 +110,46 @@ func stringEnd(raw []byte, start int) (int, error) {
 	return 0, errMalformed
 }
 
+// inManagedFields reports whether path, from an object whose root sits
+// root levels down, lies in the object's metadata.managedFields.
+func inManagedFields(path []level, root int) bool {
+	return len(path) > root+1 && !path[root].array && string(path[root].key) == "metadata" &&
+		!path[root+1].array && string(path[root+1].key) == "managedFields"
+}
+
 // objectLimit is the limit for a container opened at path, where the
-// object's root sits root levels down: MaxDepth, or managedFieldsDepth
-// below metadata.managedFields.
-func objectLimit(path []level, root, limit int) int {
-	if len(path) > root+1 && !path[root].array && string(path[root].key) == "metadata" &&
-		!path[root+1].array && string(path[root+1].key) == "managedFields" {
-		return max(limit, managedFieldsDepth)
+// object's root sits root levels down: limit, or managed below
+// metadata.managedFields (0: none).
+func objectLimit(path []level, root, limit, managed int) int {
+	if inManagedFields(path, root) {
+		return managed
 	}
 	return limit
+}
+
+// preferWritten runs scan, which returns the path to the first container
+// too deep, with managedFields limited to managedFieldsDepth and, when what
+// it finds lies in them, again with them unlimited: the apiserver writes
+// managedFields to mirror the fields a user wrote, so a refusal names those
+// when there are any.
+func preferWritten(scan func(managed int) ([]level, error), root int) ([]level, error) {
+	found, err := scan(managedFieldsDepth)
+	if err != nil || found == nil || !inManagedFields(found, root) {
+		return found, err
+	}
+	if written, err := scan(0); err == nil && written != nil {
+		return written, nil
+	}
+	return found, nil
 }
 
 // tooDeep returns the path at which the JSON document raw first nests deeper
 // than limit, or "" when it never does.
 func tooDeep(raw []byte, limit int) (string, error) {
-	s := &scanner{cap: max(limit, managedFieldsDepth) + 1}
-	path, err := s.scan(raw, func(path []level) (int, int) { return objectLimit(path, 0, limit), 0 })
+	path, err := preferWritten(func(managed int) ([]level, error) {
+		s := &scanner{cap: max(limit, managed) + 1}
+		return s.scan(raw, func(p []level) (int, int) { return objectLimit(p, 0, limit, managed), 0 })
+	}, 0)
 	if err != nil || path == nil {
 		return "", err
 	}

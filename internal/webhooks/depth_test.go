@@ -27,6 +27,8 @@ func TestTooDeepNamesThePathWhereTheLimitIsCrossed(t *testing.T) {
 		{"managedFields are the apiserver's, not judged", `{"metadata":{"managedFields":[{"fieldsV1":{"f:spec":{"f:a":{}}}}],"name":"x"},"spec":{"a":1}}`, 3, ""},
 		{"keys after managedFields are judged", `{"metadata":{"managedFields":[],"labels":{"a":{}}}}`, 2, "metadata.labels"},
 		{"9000 deep", nested(9000), 64, "spec.values" + strings.Repeat(".a", 62)},
+		{"deep managedFields name the deep field they mirror", `{"metadata":{"managedFields":[{"fieldsV1":` + strings.Repeat(`{"f:a":`, 200) + `{}` + strings.Repeat(`}`, 200) + `}]},` + nested(200)[1:], 64, "spec.values" + strings.Repeat(".a", 62)},
+		{"deep managedFields alone are named", `{"metadata":{"managedFields":[{"fieldsV1":` + strings.Repeat(`{"f:a":`, 200) + `{}` + strings.Repeat(`}`, 200) + `}]}}`, 64, "metadata.managedFields[0].fieldsV1" + strings.Repeat(".f:a", 124)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

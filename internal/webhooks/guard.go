@@ -57,21 +57,23 @@ func Guard(next http.Handler) http.Handler {
 // left to the decoder, which refuses it.
 func reviewTooDeep(body []byte) (path, uid string, tooDeep bool) {
 	const root = 2 // request.object
-	s := &scanner{cap: managedFieldsDepth + root + 1, value: func(p []level, raw []byte) {
-		// The apiserver writes uids as plain strings; anything needing
-		// unescaping is not one.
-		if len(p) == 2 && string(p[0].key) == "request" && string(p[1].key) == "uid" && uid == "" && bytes.IndexByte(raw, '\\') < 0 {
-			uid = string(raw)
-		}
-	}}
-	found, err := s.scan(body, func(p []level) (int, int) {
-		if len(p) >= root && string(p[0].key) == "request" && !p[1].array &&
-			(string(p[1].key) == "object" || string(p[1].key) == "oldObject") {
-			return objectLimit(p, root, MaxDepth), root
-		}
-		// The review around the objects is a few levels deep.
-		return MaxDepth, 0
-	})
+	found, err := preferWritten(func(managed int) ([]level, error) {
+		s := &scanner{cap: managedFieldsDepth + root + 1, value: func(p []level, raw []byte) {
+			// The apiserver writes uids as plain strings; anything needing
+			// unescaping is not one.
+			if len(p) == 2 && string(p[0].key) == "request" && string(p[1].key) == "uid" && uid == "" && bytes.IndexByte(raw, '\\') < 0 {
+				uid = string(raw)
+			}
+		}}
+		return s.scan(body, func(p []level) (int, int) {
+			if len(p) >= root && string(p[0].key) == "request" && !p[1].array &&
+				(string(p[1].key) == "object" || string(p[1].key) == "oldObject") {
+				return objectLimit(p, root, MaxDepth, managed), root
+			}
+			// The review around the objects is a few levels deep.
+			return MaxDepth, 0
+		})
+	}, root)
 	if err != nil || found == nil {
 		return "", "", false
 	}

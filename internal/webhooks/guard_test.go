@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -38,4 +39,21 @@ func TestGuardRefusesAnOversizedBody(t *testing.T) {
 	rec := httptest.NewRecorder()
 	Guard(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(make([]byte, MaxReviewBytes+1))))
 	NewWithT(t).Expect(rec.Code).To(Equal(http.StatusRequestEntityTooLarge))
+}
+
+// The apiserver mirrors deep fields in managedFields, which come first in
+// the object; the refusal names the field the user wrote.
+func TestGuardNamesTheWrittenFieldNotItsManagedFieldsMirror(t *testing.T) {
+	g := NewWithT(t)
+	mirror := `"managedFields":[{"fieldsV1":` + strings.Repeat(`{"f:a":`, 9000) + `{}` + strings.Repeat(`}`, 9000) + `}],`
+	review := bytes.Replace(deepReview(9000), []byte(`"metadata":{`), []byte(`"metadata":{`+mirror), 1)
+	path, uid, deep := reviewTooDeep(review)
+	g.Expect(deep).To(BeTrue())
+	g.Expect(uid).To(Equal("1"))
+	g.Expect(path).To(Equal("spec" + strings.Repeat(".a", 63)))
+
+	alone := bytes.Replace(deepReview(3), []byte(`"metadata":{`), []byte(`"metadata":{`+mirror), 1)
+	path, _, deep = reviewTooDeep(alone)
+	g.Expect(deep).To(BeTrue(), "managedFields have a limit of their own")
+	g.Expect(path).To(HavePrefix("metadata.managedFields[0].fieldsV1.f:a"))
 }

@@ -23,6 +23,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/network"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 )
@@ -97,6 +98,8 @@ type Policies struct {
 	LiveReader client.Reader
 	// Registrations looks up a registration identity's token and Remotes.
 	Registrations *Registrations
+	// SourceNetworks is the policy source URLs' hosts are judged by.
+	SourceNetworks network.Policy
 	// ManagerUsername is the manager's own identity.
 	ManagerUsername string
 	// MaxPlanBytes bounds a compiled ProxyAssemblage's spec.
@@ -255,6 +258,16 @@ func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[s
 			return fmt.Errorf("looking up Remote %s: %w", name, err)
 		}
 	}
+	if (req.Kind.Kind == "Module" || req.Kind.Kind == "BootstrapModule") && req.Kind.Group == fleeetv1.GroupVersion.Group &&
+		req.SubResource == "" && len(req.Object.Raw) > 0 {
+		placed := &struct {
+			Spec fleeetv1.SyncPlacement `json:"spec"`
+		}{}
+		if err := json.Unmarshal(req.Object.Raw, placed); err != nil {
+			return fmt.Errorf("decoding the %s: %w", req.Kind.Kind, err)
+		}
+		into["sourceHosts"] = p.sourceHostProblems(placed.Spec.Sync.Source)
+	}
 	if req.Kind.Kind == "Module" && req.SubResource == "" && len(req.Object.Raw) > 0 {
 		m := &fleeetv1.Module{}
 		if err := json.Unmarshal(req.Object.Raw, m); err != nil {
@@ -268,6 +281,28 @@ func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[s
 		into["windows"] = windowProblems(m)
 	}
 	return nil
+}
+
+// sourceHostProblems lists, for policies/sources, each source URL whose
+// host the manager's source network policy refuses: an address in a
+// denied network, a number resolvers read as one, a metadata service's
+// name. Flux fetches sources inside the clusters, out of the manager's
+// sight, so only what the URL says can be judged here.
+func (p *Policies) sourceHostProblems(src fleeetv1.Source) []map[string]string {
+	urls := map[string]string{}
+	if src.Git != nil {
+		urls["spec.sync.source.git.url"] = src.Git.URL
+	}
+	if src.Helm != nil {
+		urls["spec.sync.source.helm.url"] = src.Helm.URL
+	}
+	problems := []map[string]string{}
+	for field, url := range urls {
+		if err := p.SourceNetworks.CheckHost(network.URLHost(url)); err != nil {
+			problems = append(problems, map[string]string{"field": field, "error": err.Error()})
+		}
+	}
+	return problems
 }
 
 // windowProblems lists, for policies/windows, each field of the Module's

@@ -60,3 +60,13 @@ deny contains msg if {
 	credentials_in(url)
 	msg := sprintf("%s: carries credentials before the host; remove them and name a Secret that holds them in spec.sync.source.secretRef", [path])
 }
+
+# Flux fetches sources inside the clusters, where a link-local or metadata
+# address answers with the node's cloud credentials. The webhook judges
+# each source URL's host against the manager's --source-networks-deny and
+# lists what it refuses in context.sourceHosts; hosts named by a DNS name
+# are resolved downstream, out of its sight.
+deny contains msg if {
+	some p in input.context.sourceHosts
+	msg := sprintf("%s: %s; sources are fetched inside the clusters, where such an address serves instance metadata and credentials", [p.field, p.error])
+}

@@ -38,3 +38,12 @@ test_ssh_user_and_at_sign_in_path_allowed if {
 		count(sources.deny) == 0 with input as module({"git": {"url": url}}, {})
 	}
 }
+
+test_hosts_the_webhook_refuses_are_denied if {
+	refused := {"field": "spec.sync.source.git.url", "error": "169.254.169.254 lies in 169.254.0.0/16, a denied network (--source-networks-deny)"}
+	sources.deny == {"spec.sync.source.git.url: 169.254.169.254 lies in 169.254.0.0/16, a denied network (--source-networks-deny); sources are fetched inside the clusters, where such an address serves instance metadata and credentials"} with input as object.union(module({"git": {"url": "https://169.254.169.254/a.git"}}, {}), {"context": {"sourceHosts": [refused]}})
+}
+
+test_no_refused_hosts_no_denial if {
+	count(sources.deny) == 0 with input as object.union(module({"git": {"url": "https://git.example.com/a.git"}}, {}), {"context": {"sourceHosts": []}})
+}

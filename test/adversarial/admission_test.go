@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,22 +17,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
 // admissionAttacks are tenants' and network clients' attempts on what the
 // admission webhook judges: deeply nested reviews, rollout windows that can
-// never open, malformed rollout annotations, and push Remotes aimed at
-// cloud metadata addresses.
+// never open, malformed rollout annotations, and push Remotes and sources
+// aimed at cloud metadata addresses.
 func admissionAttacks(ctx context.Context, f *fleet, alice client.Client, id string) []attack {
 	admin := f.mgmt.Client
 	window := func(schedule, zone string, d time.Duration) func(*fleeetv1.Module) {
 		return func(m *fleeetv1.Module) {
+			m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
 			m.Spec.Rollout.Windows = []fleeetv1.RolloutWindow{{Schedule: schedule, TimeZone: zone, Duration: metav1.Duration{Duration: d}}}
 		}
 	}
 	staged := func(annotations map[string]string) *fleeetv1.Module {
 		return module(tenantA, "staged", func(m *fleeetv1.Module) {
 			m.Annotations = annotations
+			m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
 			m.Spec.Rollout.Stages = []fleeetv1.RolloutStage{{Name: "canary", Selector: metav1.LabelSelector{}}}
 		})
 	}
@@ -58,11 +62,48 @@ func admissionAttacks(ctx context.Context, f *fleet, alice client.Client, id str
 			cond = apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
 			g.Expect(cond).NotTo(BeNil())
 			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(cond.Message).To(ContainSubstring("a network the manager does not connect to"))
+			g.Expect(cond.Message).To(ContainSubstring("a denied network (--push-networks-deny)"))
 		}).Should(Succeed(), f.logs)
 		return cond
 	}
 	return []attack{
+		{"forged-reviews-grow-no-metric-series", "raw HTTPS client on the network, no Kubernetes credentials",
+			"POST 200 AdmissionReviews, each with a new kind, operation and namespace; scrape the manager's metrics as Prometheus", func(t *testing.T, g Gomega) string {
+				token := testenv.MetricsReaderToken(t, f.mgmt, "fleet-manager-metrics-reader")
+				series := func() (int, string) {
+					body := testenv.Metrics(g, f.managerMetrics, token)
+					return len(regexp.MustCompile(`(?m)^fleeet_admission_\S*\{[^}]*"other"`).FindAllString(body, -1)), body
+				}
+				forge := func(i int) []byte {
+					obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": fleeetv1.GroupVersion.String(), "kind": "Module",
+						"metadata": map[string]any{"name": "m", "namespace": tenantA}}}
+					body := forged(g, "alice", "", obj, "Module")
+					body = bytes.Replace(body, []byte(`"kind":"Module"},"resource"`), fmt.Appendf(nil, `"kind":"Forged%d"},"resource"`, i), 1)
+					body = bytes.Replace(body, []byte(`"operation":"CREATE"`), fmt.Appendf(nil, `"operation":"FORGED%d"`, i), 1)
+					body = bytes.Replace(body, []byte(`"namespace":"`+tenantA+`","operation"`), fmt.Appendf(nil, `"namespace":"forged-%d","operation"`, i), 1)
+					for _, forgery := range []string{`"kind":"Forged%d"`, `"operation":"FORGED%d"`, `"namespace":"forged-%d"`} {
+						g.Expect(string(body)).To(ContainSubstring(forgery, i), "the review carries the forged value")
+					}
+					return body
+				}
+				// The first forged review may open the bounded "other"
+				// series; what is counted is what the next 199 add to
+				// them (the manager's own traffic may add known kinds).
+				_, _, err := review(f, forge(0))
+				g.Expect(err).NotTo(HaveOccurred())
+				before, _ := series()
+				g.Expect(before).To(BeNumerically(">", 0), "the first forged review is counted, under other")
+				for i := 1; i < 200; i++ {
+					_, _, err := review(f, forge(i))
+					g.Expect(err).NotTo(HaveOccurred())
+				}
+				after, body := series()
+				g.Expect(body).NotTo(ContainSubstring("Forged1"), "a forged kind became a label")
+				g.Expect(body).NotTo(ContainSubstring("FORGED1"), "a forged operation became a label")
+				g.Expect(body).NotTo(ContainSubstring("forged-1"), "a forged namespace became a label")
+				g.Expect(after).To(Equal(before), "199 forged reviews added metric series")
+				return fmt.Sprintf("fleeet_admission_* series labelled other: %d before 199 forged reviews, %d after; no forged kind, operation or namespace among the labels", before, after)
+			}},
 		{"deep-review-refused-before-decoding", "raw HTTPS client on the network, no Kubernetes credentials",
 			"POST a review whose object nests 9,000 deep and whose operation is not even a string", func(t *testing.T, g Gomega) string {
 				obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": fleeetv1.GroupVersion.String(), "kind": "Module",
@@ -117,6 +158,27 @@ func admissionAttacks(ctx context.Context, f *fleet, alice client.Client, id str
 			cond := pushTo(g, "link-local", "https://[fe80::1]:6443")
 			g.Expect(strings.Contains(cond.Message, "fe80::/10")).To(BeTrue(), cond.Message)
 			return fmt.Sprintf("Connected=False %s: %s", cond.Reason, cond.Message)
+		}},
+		{"source-at-metadata-address", id, "Module whose git source is https://169.254.169.254/latest/meta-data.git (fetched by Flux inside the cluster)", func(t *testing.T, g Gomega) string {
+			return refused(g, alice.Create(ctx, module(tenantA, "m", func(m *fleeetv1.Module) {
+				m.Spec.Sync.Source.Git.URL = "https://169.254.169.254/latest/meta-data.git"
+			})), "spec.sync.source.git.url: 169.254.169.254 lies in 169.254.0.0/16, a denied network (--source-networks-deny)")
+		}},
+		{"source-at-a-number", id, "Module whose helm source is http://2852039166/ (169.254.169.254 written as one number)", func(t *testing.T, g Gomega) string {
+			return refused(g, alice.Create(ctx, module(tenantA, "m", func(m *fleeetv1.Module) {
+				m.Spec.Sync.Source = fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://2852039166/charts", Chart: "c", Version: "1.0.0"}}
+				m.Spec.Sync.Package = fleeetv1.Package{Helm: &fleeetv1.HelmPackage{ReleaseName: "c", TargetNamespace: tenantA}}
+			})), "spec.sync.source.helm.url", "in a form other than dotted decimal")
+		}},
+		{"source-at-metadata-name", id, "Module whose git source is ssh://git@metadata.google.internal/repo.git", func(t *testing.T, g Gomega) string {
+			return refused(g, alice.Create(ctx, module(tenantA, "m", func(m *fleeetv1.Module) {
+				m.Spec.Sync.Source.Git.URL = "ssh://git@metadata.google.internal/repo.git"
+			})), "spec.sync.source.git.url", "names a cloud metadata service")
+		}},
+		{"source-at-mapped-ipv6", id, "Module whose git source is https://[::ffff:169.254.169.254]/repo.git", func(t *testing.T, g Gomega) string {
+			return refused(g, alice.Create(ctx, module(tenantA, "m", func(m *fleeetv1.Module) {
+				m.Spec.Sync.Source.Git.URL = "https://[::ffff:169.254.169.254]/repo.git"
+			})), "spec.sync.source.git.url: 169.254.169.254 lies in 169.254.0.0/16")
 		}},
 	}
 }

@@ -76,12 +76,24 @@ func cleanUp(t *testing.T, ctx context.Context, f *fleet, names ...string) {
 	})
 }
 
-// gated is a rolling update of team-a that selects no Remote, in two
-// stages each needing manual approval: with nothing to move, stage canary
-// is done at once and awaits its approval.
-func gated(name string) *fleeetv1.Module {
+// gated returns a rolling update of team-a in two stages, each needing
+// manual approval: canary holds cluster edge, rest the never-connected
+// Remote other. Its repository, tagged v1.0.0 and v2.0.0, holds one
+// ConfigMap, so edge becomes Ready at either version and stage canary, done,
+// awaits its approval; the last stage holds nothing back, so a rollout
+// needs two stages with Remotes to wait for an approval.
+func gated(t *testing.T, f *fleet, name string) *fleeetv1.Module {
+	files := map[string]string{
+		"deploy/kustomization.yaml": "resources: [configmap.yaml]\n",
+		"deploy/configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n",
+	}
+	url, _ := f.git.Commit(t, tenantA+"-"+name, files, "v1.0.0")
+	files["deploy/configmap.yaml"] += "data: {version: v2}\n"
+	f.git.Commit(t, tenantA+"-"+name, files, "v2.0.0")
 	return module(tenantA, name, func(m *fleeetv1.Module) {
-		m.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"env": "nowhere"}}
+		m.Spec.Sync.Source.Git.URL = url
+		m.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "env", Operator: metav1.LabelSelectorOpIn, Values: []string{"edge", "lab"}}}}
 		m.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: ptr.To(intstr.FromInt32(1)),
 			Stages: []fleeetv1.RolloutStage{
 				{Name: "canary", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge"}}, Approval: fleeetv1.ManualApproval},
@@ -204,7 +216,7 @@ func rolloutAttacks(ctx context.Context, f *fleet, alice client.Client, id strin
 			"fleeet.dev/approve=<revision>/rest while stage canary awaits approval",
 			func(t *testing.T, g Gomega) string {
 				cleanUp(t, ctx, f, "gated-later")
-				g.Expect(alice.Create(ctx, gated("gated-later"))).To(Succeed())
+				g.Expect(alice.Create(ctx, gated(t, f, "gated-later"))).To(Succeed())
 				var revision string
 				g.Eventually(func(g Gomega) string {
 					ro := rolloutOf(ctx, f, "gated-later")(g)
@@ -226,7 +238,7 @@ func rolloutAttacks(ctx context.Context, f *fleet, alice client.Client, id strin
 			"fleeet.dev/approve=<previous revision>/canary after the Module changed",
 			func(t *testing.T, g Gomega) string {
 				cleanUp(t, ctx, f, "gated-old")
-				g.Expect(alice.Create(ctx, gated("gated-old"))).To(Succeed())
+				g.Expect(alice.Create(ctx, gated(t, f, "gated-old"))).To(Succeed())
 				old := ""
 				g.Eventually(func(g Gomega) string { old = rolloutOf(ctx, f, "gated-old")(g).Revision; return old }).ShouldNot(BeEmpty())
 				retag(g, "gated-old", "v2.0.0")
@@ -239,16 +251,16 @@ func rolloutAttacks(ctx context.Context, f *fleet, alice client.Client, id strin
 					notes = warningsAbout(ctx, g, f, "gated-old", fleeetv1.ReasonApprovalIgnored)
 					return notes
 				}).Should(ConsistOf(ContainSubstring("names revision " + old + ", not the current revision")))
-				ro := rolloutOf(ctx, f, "gated-old")(g)
-				g.Expect(ro.Approved).To(BeEmpty())
-				g.Expect(ro.Holding).To(ContainSubstring("stage canary awaits approval"))
+				g.Eventually(func(g Gomega) string { return rolloutOf(ctx, f, "gated-old")(g).Holding }).
+					Should(ContainSubstring("stage canary awaits approval"), "edge runs v2.0.0 and canary waits")
+				g.Expect(rolloutOf(ctx, f, "gated-old")(g).Approved).To(BeEmpty())
 				return "nothing approved; event: " + notes[0]
 			}},
 		{"undo-of-another-revision-rolls-nothing-back", id,
 			"fleeet.dev/undo=<previous revision> after the Module changed",
 			func(t *testing.T, g Gomega) string {
 				cleanUp(t, ctx, f, "gated-undo")
-				g.Expect(alice.Create(ctx, gated("gated-undo"))).To(Succeed())
+				g.Expect(alice.Create(ctx, gated(t, f, "gated-undo"))).To(Succeed())
 				old := ""
 				g.Eventually(func(g Gomega) string { old = rolloutOf(ctx, f, "gated-undo")(g).Revision; return old }).ShouldNot(BeEmpty())
 				retag(g, "gated-undo", "v2.0.0")
@@ -268,7 +280,7 @@ func rolloutAttacks(ctx context.Context, f *fleet, alice client.Client, id strin
 			"a well-formed approval naming no waiting stage, left in place while the Module reconciles again and again",
 			func(t *testing.T, g Gomega) string {
 				cleanUp(t, ctx, f, "gated-quiet")
-				g.Expect(alice.Create(ctx, gated("gated-quiet"))).To(Succeed())
+				g.Expect(alice.Create(ctx, gated(t, f, "gated-quiet"))).To(Succeed())
 				var revision string
 				g.Eventually(func(g Gomega) string { revision = rolloutOf(ctx, f, "gated-quiet")(g).Revision; return revision }).ShouldNot(BeEmpty())
 				if err := annotated(ctx, alice, "gated-quiet", fleeetv1.ApproveAnnotation, revision+"/rest"); err != nil {

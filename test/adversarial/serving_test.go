@@ -18,12 +18,13 @@ import (
 const jwt = `eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.`
 
 // scrapeRefused scrapes addr's metrics with token (none when empty) and
-// asserts the caller is turned away with one of statuses, seeing no metric.
+// asserts the caller is turned away with one of statuses, seeing no metric
+// and no other tenant's name (the refusal names the caller itself).
 func scrapeRefused(g Gomega, addr, token string, statuses ...int) string {
 	status, body := testenv.ScrapeMetrics(g, addr, token)
 	g.Expect(status).To(BeElementOf(statuses), body)
 	g.Expect(body).NotTo(ContainSubstring("fleeet_"))
-	g.Expect(body).NotTo(ContainSubstring(tenantA))
+	g.Expect(body).NotTo(ContainSubstring(tenantB))
 	return http.StatusText(status) + ": " + body
 }
 
