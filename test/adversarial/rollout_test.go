@@ -282,7 +282,13 @@ func rolloutAttacks(ctx context.Context, f *fleet, alice client.Client, id strin
 				cleanUp(t, ctx, f, "gated-quiet")
 				g.Expect(alice.Create(ctx, gated(t, f, "gated-quiet"))).To(Succeed())
 				var revision string
-				g.Eventually(func(g Gomega) string { revision = rolloutOf(ctx, f, "gated-quiet")(g).Revision; return revision }).ShouldNot(BeEmpty())
+				// Once canary waits, the rollout stands still: each reconcile
+				// finds the same thing to say about the approval.
+				g.Eventually(func(g Gomega) string {
+					ro := rolloutOf(ctx, f, "gated-quiet")(g)
+					revision = ro.Revision
+					return ro.Holding
+				}).Should(ContainSubstring("stage canary awaits approval"))
 				if err := annotated(ctx, alice, "gated-quiet", fleeetv1.ApproveAnnotation, revision+"/rest"); err != nil {
 					return refused(g, err)
 				}

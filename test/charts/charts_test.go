@@ -9,6 +9,9 @@ package charts_test
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -171,11 +174,15 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 
 	// The dashboard, as its Deployment runs it, under its own ServiceAccount.
 	dashboardAddr := testenv.FreeAddr(t)
-	dashboard := testenv.RunDeployment(t, mgmt, managerRelease, "fleet-manager-dashboard", managerBin, map[string]string{"address": dashboardAddr})
+	// The chart serves HTTPS from a Secret the pod mounts; the process gets
+	// a certificate of the test's instead.
+	dashboardCerts, dashboardCA := testenv.ServingCertificate(t)
+	dashboard := testenv.RunDeployment(t, mgmt, managerRelease, "fleet-manager-dashboard", managerBin, map[string]string{"address": dashboardAddr,
+		"tls-cert-file": dashboardCerts + "/tls.crt", "tls-key-file": dashboardCerts + "/tls.key"})
 	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	g.Expect(dashboard.WaitHTTP(waitCtx, "http://"+dashboardAddr+"/readyz")).To(Succeed(), func() string { return testenv.Tail(dashboard.LogPath, 30) })
-	expectDashboard(t, mgmt, "http://"+dashboardAddr)
+	g.Expect(dashboard.WaitHTTP(waitCtx, "https://"+dashboardAddr+"/readyz")).To(Succeed(), func() string { return testenv.Tail(dashboard.LogPath, 30) })
+	expectDashboard(t, mgmt, "https://"+dashboardAddr, dashboardCA)
 
 	// helm upgrade of both, with changed values, while they run.
 	// The chart's Service reference goes back for the upgrade's three-way
@@ -224,8 +231,9 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 
 // expectDashboard checks the in-cluster dashboard at base shows the
 // tenant's fleet to a ServiceAccount that may read it, and refuses a
-// request without a token and one whose token has no rights to it.
-func expectDashboard(t *testing.T, mgmt *testenv.Cluster, base string) {
+// request without a token and one whose token has no rights to it; ca
+// signs its serving certificate.
+func expectDashboard(t *testing.T, mgmt *testenv.Cluster, base string, ca []byte) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	for _, name := range []string{"viewer", "outsider"} {
@@ -241,11 +249,21 @@ func expectDashboard(t *testing.T, mgmt *testenv.Cluster, base string) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "fleet-viewer"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: tenant, Name: "viewer"}},
 	})).To(Succeed())
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	get := func(g Gomega, path, token string) (int, string) {
-		if token == "" {
-			return testenv.Get(g, base+path)
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		return testenv.Get(g, base+path, "Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		return resp.StatusCode, string(body)
 	}
 	grid := "/namespaces/" + tenant + "/"
 	status, _ := get(g, grid, "")

@@ -60,13 +60,17 @@ func TestChartsServeMetricsOnlyToMetricsReaders(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
-			status, body := testenv.ScrapeMetrics(g, tc.addr, "")
-			g.Expect(status).To(Equal(http.StatusUnauthorized), body)
-			g.Expect(body).NotTo(ContainSubstring("fleeet_"))
+			// The metrics server starts with the process's manager, a
+			// moment after the process.
+			g.Eventually(func(g Gomega) {
+				status, body := testenv.ScrapeMetrics(g, tc.addr, "")
+				g.Expect(status).To(Equal(http.StatusUnauthorized), body)
+				g.Expect(body).NotTo(ContainSubstring("fleeet_"))
+			}, 30*time.Second, poll).Should(Succeed())
 			// A token the apiserver does not know: controller-runtime's filter
 			// answers 500 when the TokenReview comes back with an error, as it
 			// does for a malformed token; refused all the same.
-			status, body = testenv.ScrapeMetrics(g, tc.addr, "forged.token.value")
+			status, body := testenv.ScrapeMetrics(g, tc.addr, "forged.token.value")
 			g.Expect(status).To(BeElementOf(http.StatusUnauthorized, http.StatusInternalServerError), body)
 			g.Expect(body).NotTo(ContainSubstring("fleeet_"))
 			status, body = testenv.ScrapeMetrics(g, tc.addr, nosy)
