@@ -27,7 +27,9 @@ import (
 const Name = "fleet-agent"
 
 // DefaultHeartbeat is the Lease renewal interval: 1.5 requests a minute,
-// and two renewals fit in the manager's default 60 s offline grace.
+// each landing within the manager's default 60 s offline grace with 20 s
+// to spare, so a renewal that is late by less than that marks no Remote
+// Offline.
 const DefaultHeartbeat = 40 * time.Second
 
 // Options configure the fleet-agent's controllers.
