@@ -97,14 +97,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	fleetmetrics.RegisterAgent()
 	readers := assemblage.NewServiceAccountReaders(mgr.GetConfig(), mgr.GetScheme(), mgr.GetRESTMapper())
 	if err := (&assemblage.Reconciler{
-		Client:                  mgr.GetClient(),
-		ReadAs:                  readers.For,
-		APIReader:               mgr.GetAPIReader(),
-		AllowUnconfined:         o.AllowUnconfined,
-		Recorder:                mgr.GetEventRecorder(Name),
-		FieldOwner:              Name,
-		MaxConcurrentReconciles: o.Concurrent,
-		FetchJitter:             o.FetchJitter,
+		Client:          mgr.GetClient(),
+		ReadAs:          readers.For,
+		APIReader:       mgr.GetAPIReader(),
+		AllowUnconfined: o.AllowUnconfined,
+		Recorder:        mgr.GetEventRecorder(Name),
+		FieldOwner:      Name,
+		Concurrent:      o.Concurrent,
+		FetchJitter:     o.FetchJitter,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
