@@ -91,7 +91,8 @@ const (
 	// ReasonNotRegistered: the Remote carries no registration.
 	ReasonNotRegistered = "NotRegistered"
 	// ReasonRegistrationPending: the RegistrationToken controller has not
-	// recorded the registration yet.
+	// recorded the registration yet; on an Upstream, the manager has not
+	// issued the first credential of the Remote the agent created yet.
 	ReasonRegistrationPending = "RegistrationPending"
 	// ReasonRegistrationRefused: the registration is refused (token used up,
 	// expired, labels it does not grant…); also the event on the token.

@@ -27,7 +27,9 @@ import (
 const Name = "fleet-agent"
 
 // DefaultHeartbeat is the Lease renewal interval: 1.5 requests a minute,
-// and two renewals fit in the manager's default 60 s offline grace.
+// each landing within the manager's default 60 s offline grace with 20 s
+// to spare, so a renewal that is late by less than that marks no Remote
+// Offline.
 const DefaultHeartbeat = 40 * time.Second
 
 // Options configure the fleet-agent's controllers.
@@ -95,14 +97,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	fleetmetrics.RegisterAgent()
 	readers := assemblage.NewServiceAccountReaders(mgr.GetConfig(), mgr.GetScheme(), mgr.GetRESTMapper())
 	if err := (&assemblage.Reconciler{
-		Client:                  mgr.GetClient(),
-		ReadAs:                  readers.For,
-		APIReader:               mgr.GetAPIReader(),
-		AllowUnconfined:         o.AllowUnconfined,
-		Recorder:                mgr.GetEventRecorder(Name),
-		FieldOwner:              Name,
-		MaxConcurrentReconciles: o.Concurrent,
-		FetchJitter:             o.FetchJitter,
+		Client:          mgr.GetClient(),
+		ReadAs:          readers.For,
+		APIReader:       mgr.GetAPIReader(),
+		AllowUnconfined: o.AllowUnconfined,
+		Recorder:        mgr.GetEventRecorder(Name),
+		FieldOwner:      Name,
+		Concurrent:      o.Concurrent,
+		FetchJitter:     o.FetchJitter,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

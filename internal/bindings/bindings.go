@@ -1,7 +1,8 @@
-// Package bindings holds the $(NAME) substitution shared by control-plane
-// bindings (resolved by the manager) and sync bindings (resolved by the
-// agent): reading a field by JSON pointer and expanding mentions in strings
-// and in the string leaves of JSON documents. A string is expanded once per
+// Package bindings holds what control-plane bindings (resolved by the
+// manager) and sync bindings (resolved by the agent) share: resolving a
+// list of bindings in order (Resolve), reading a field by JSON pointer, and
+// expanding $(NAME) mentions in strings and in the string leaves of JSON
+// documents. A string is expanded once per
 // layer: ExpandEarly by the manager, Expand by the agent, so what one layer
 // substitutes is never expanded again by the other.
 package bindings

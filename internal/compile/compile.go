@@ -40,20 +40,6 @@ func Selects(selector *metav1.LabelSelector, r *fleeetv1.Remote) (bool, error) {
 	return sel.Matches(labels.Set(r.Labels)), nil
 }
 
-// BindingError says which control-plane binding could not be resolved.
-type BindingError struct {
-	// Binding is the binding's name.
-	Binding string
-	// Err is why.
-	Err error
-}
-
-func (e *BindingError) Error() string {
-	return fmt.Sprintf("spec.controlPlaneBindings[%s]: %v", e.Binding, e.Err)
-}
-
-func (e *BindingError) Unwrap() error { return e.Err }
-
 // Sync compiles the sync a Module or BootstrapModule (owner, with placement
 // p) places on one Remote: named after the owner, carrying its labels, with
 // every $(NAME) of a control-plane binding substituted. Mentions of other
@@ -94,55 +80,39 @@ func Sync(ctx context.Context, reader client.Reader, owner metav1.Object, p *fle
 // resolve evaluates control-plane bindings for one Remote, reading
 // ConfigMaps from namespace. A literal value is expanded in full against the
 // bindings before it: what it yields is the binding's final, literal text.
+// An unresolved binding is a *bindings.Error.
 func resolve(ctx context.Context, reader client.Reader, namespace string, cpBindings []fleeetv1.ControlPlaneBinding, r *fleeetv1.Remote) (map[string]string, error) {
-	values := map[string]string{}
-	var remote map[string]any
-	for _, b := range cpBindings {
-		if b.Value != nil {
-			values[b.Name] = bindings.Expand(*b.Value, values)
-			continue
+	list := make([]bindings.Binding, len(cpBindings))
+	for i, b := range cpBindings {
+		list[i] = bindings.Binding{Path: fmt.Sprintf("spec.controlPlaneBindings[%s]", b.Name), Name: b.Name, Value: b.Value}
+		if ref := b.ObjectFieldRef; ref != nil {
+			list[i].Field = ref.FieldPath
+			list[i].Read = func() (any, string, error) { return readControlPlane(ctx, reader, namespace, ref, r) }
 		}
-		ref := b.ObjectFieldRef
-		var doc any
-		switch ref.Kind {
-		case "Remote":
-			if remote == nil {
-				u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
-				if err != nil {
-					return nil, &BindingError{Binding: b.Name, Err: err}
-				}
-				remote = u
-			}
-			doc = remote
-		case "ConfigMap":
-			cm := &corev1.ConfigMap{}
-			if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, cm); err != nil {
-				return nil, &BindingError{Binding: b.Name, Err: fmt.Errorf("reading ConfigMap %s: %w", ref.Name, err)}
-			}
-			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cm)
-			if err != nil {
-				return nil, &BindingError{Binding: b.Name, Err: err}
-			}
-			doc = u
-		default:
-			return nil, &BindingError{Binding: b.Name, Err: fmt.Errorf(
-				"objectFieldRef.kind %q is not Remote or ConfigMap; Secrets are never read in the management cluster", ref.Kind)}
-		}
-		v, err := bindings.Lookup(doc, ref.FieldPath)
-		if err != nil {
-			return nil, &BindingError{Binding: b.Name, Err: fmt.Errorf("%s %s: %w", ref.Kind, refName(ref, r), err)}
-		}
-		s, ok := v.(string)
-		if !ok {
-			encoded, err := json.Marshal(v)
-			if err != nil {
-				return nil, &BindingError{Binding: b.Name, Err: err}
-			}
-			s = string(encoded)
-		}
-		values[b.Name] = s
 	}
-	return values, nil
+	return bindings.Resolve(list)
+}
+
+// readControlPlane reads what a control-plane binding names: the Remote
+// itself, or a ConfigMap of namespace; never a Secret.
+func readControlPlane(ctx context.Context, reader client.Reader, namespace string, ref *fleeetv1.ControlPlaneFieldRef, r *fleeetv1.Remote) (any, string, error) {
+	var obj any = r
+	switch ref.Kind {
+	case "Remote":
+	case "ConfigMap":
+		cm := &corev1.ConfigMap{}
+		if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, cm); err != nil {
+			return nil, "", fmt.Errorf("reading ConfigMap %s: %w", ref.Name, err)
+		}
+		obj = cm
+	default:
+		return nil, "", fmt.Errorf("objectFieldRef.kind %q is not Remote or ConfigMap; Secrets are never read in the management cluster", ref.Kind)
+	}
+	doc, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, "", err
+	}
+	return doc, ref.Kind + " " + refName(ref, r), nil
 }
 
 func refName(ref *fleeetv1.ControlPlaneFieldRef, r *fleeetv1.Remote) string {
@@ -274,7 +244,7 @@ func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, 
 		stamp := fleeetv1.Compiled{Generation: m.Generation, Revision: revision}
 		desired, chosen, err := choose(ctx, reader, m, revision, remote, held, &stamp)
 		if err != nil {
-			if be := (*BindingError)(nil); !errors.As(err, &be) {
+			if be := (*bindings.Error)(nil); !errors.As(err, &be) {
 				errs = append(errs, err)
 			}
 			stamp.BindingError = err.Error()

@@ -197,9 +197,9 @@ func TestSyncNamesTheBindingThatCannotBeResolved(t *testing.T) {
 			m.Spec.ControlPlaneBindings = []fleeetv1.ControlPlaneBinding{{Name: "X", ObjectFieldRef: &tc.ref}}
 			_, err := compile.Sync(t.Context(), reader, m, &m.Spec.SyncPlacement, edge("edge-1", nil))
 			g.Expect(err).To(MatchError(HavePrefix(tc.want)))
-			var be *compile.BindingError
-			g.Expect(errors.As(err, &be)).To(BeTrue(), "a *BindingError, which the compiler reports without retrying")
-			g.Expect(be.Binding).To(Equal("X"))
+			var be *bindings.Error
+			g.Expect(errors.As(err, &be)).To(BeTrue(), "a *bindings.Error, which the compiler reports without retrying")
+			g.Expect(be.Path).To(Equal("spec.controlPlaneBindings[X]"))
 		})
 	}
 }

@@ -1,7 +1,9 @@
 // Package fleetctl is the fleetctl command line: registration tokens, the
-// fleet at a glance, why one Module is where it is on one Remote, and
-// revocation. It talks to the management cluster like kubectl does (the same
-// kubeconfig, context and namespace flags).
+// fleet at a glance, why one Module is where it is on one Remote, retries,
+// revocation, rollouts (status, history, pause, resume, approve, undo), a
+// preview of a change (diff) and the web dashboard. It talks to the
+// management cluster like kubectl does (the same kubeconfig, context and
+// namespace flags).
 package fleetctl
 
 import (

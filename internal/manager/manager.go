@@ -80,15 +80,15 @@ const (
 // Setup registers every fleet-manager controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	fleetmetrics.RegisterManager(mgr.GetClient())
-	compiler := &remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
+	compiler := &remote.ProxyAssemblageReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
 		MaxPlanBytes: cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes)}
 	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&remote.Health{Client: mgr.GetClient(), Grace: o.OfflineGrace, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Grace: o.OfflineGrace, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	push := &remote.Push{Client: mgr.GetClient(), Timeout: o.PushTimeout, Poll: o.PushPoll, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}
+	push := &remote.PushReconciler{Client: mgr.GetClient(), Timeout: o.PushTimeout, Poll: o.PushPoll, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}
 	if err := push.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
@@ -98,11 +98,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	tokens := &registration.Tokens{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}
+	tokens := &registration.TokenReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}
 	if err := tokens.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	remotes := &registration.Remotes{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}
+	remotes := &registration.RemoteReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}
 	if err := remotes.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}

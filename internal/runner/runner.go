@@ -45,8 +45,9 @@ type Options struct {
 	// LeaderElectionNamespace holds the leader Lease; defaults to the
 	// in-cluster namespace.
 	LeaderElectionNamespace string
-	// KubeAPIQPS and KubeAPIBurst bound the requests per second the binary
-	// sends to its apiserver.
+	// KubeAPIQPS is the sustained rate, in requests per second, the binary
+	// sends to its apiserver, and KubeAPIBurst how many requests may go at
+	// once above that rate.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 	// Zap configures structured logging.
@@ -73,7 +74,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 100,
 		"Requests per second to the Kubernetes API, sustained.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 300,
-		"Requests per second to the Kubernetes API, in bursts.")
+		"Requests to the Kubernetes API that may go at once above --kube-api-qps.")
 }
 
 // NewScheme returns a scheme holding the Kubernetes built-in kinds, fleeet's

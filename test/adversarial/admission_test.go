@@ -10,7 +10,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,7 +24,6 @@ import (
 // never open, malformed rollout annotations, and push Remotes and sources
 // aimed at cloud metadata addresses.
 func admissionAttacks(ctx context.Context, f *fleet, alice client.Client, id string) []attack {
-	admin := f.mgmt.Client
 	window := func(schedule, zone string, d time.Duration) func(*fleeetv1.Module) {
 		return func(m *fleeetv1.Module) {
 			m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
@@ -47,24 +45,10 @@ func admissionAttacks(ctx context.Context, f *fleet, alice client.Client, id str
 		g.Expect(alice.Create(ctx, module(tenantA, "for-"+name, func(m *fleeetv1.Module) {
 			m.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"push": name}}
 		}))).To(Succeed())
-		g.Expect(alice.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: name},
-			StringData: map[string]string{"value": kubeconfig(server, "", "    token: inline\n", "")}})).To(Succeed())
-		remote := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": fleeetv1.GroupVersion.String(), "kind": "Remote",
-			"metadata": map[string]any{"namespace": tenantA, "name": name, "labels": map[string]any{"push": name}},
-			"spec":     map[string]any{"kubeconfigRef": map[string]any{"name": name, "key": "value"}, "serviceAccountName": tenantSA},
-		}}
-		g.Expect(alice.Create(ctx, remote)).To(Succeed())
-		var cond *metav1.Condition
-		g.Eventually(func(g Gomega) {
-			r := &fleeetv1.Remote{}
-			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: name}, r)).To(Succeed())
-			cond = apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
-			g.Expect(cond).NotTo(BeNil())
-			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		return pushRemoteRefused(ctx, g, f, alice, name, kubeconfig(server, "", "    token: inline\n", ""), func(g Gomega, r *fleeetv1.Remote) {
+			cond := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
 			g.Expect(cond.Message).To(ContainSubstring("a denied network (--push-networks-deny)"))
-		}).Should(Succeed(), f.logs)
-		return cond
+		})
 	}
 	return []attack{
 		{"forged-reviews-grow-no-metric-series", "raw HTTPS client on the network, no Kubernetes credentials",

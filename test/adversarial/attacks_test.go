@@ -370,6 +370,30 @@ func kubeconfig(server, caPEM, userYAML, clusterExtra string) string {
 		"contexts:\n- name: c\n  context: {cluster: c, user: u}\nusers:\n- name: u\n  user:\n" + userYAML
 }
 
+// pushRemoteRefused creates, as alice, a push Remote of team-a with config
+// as its kubeconfig Secret, waits until the manager reports it
+// Connected=False and check holds of it, and returns that condition.
+func pushRemoteRefused(ctx context.Context, g Gomega, f *fleet, alice client.Client, name, config string, check func(Gomega, *fleeetv1.Remote)) *metav1.Condition {
+	g.Expect(alice.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: name},
+		StringData: map[string]string{"value": config}})).To(Succeed())
+	remote := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": fleeetv1.GroupVersion.String(), "kind": "Remote",
+		"metadata": map[string]any{"namespace": tenantA, "name": name, "labels": map[string]any{"push": name}},
+		"spec":     map[string]any{"kubeconfigRef": map[string]any{"name": name, "key": "value"}, "serviceAccountName": tenantSA},
+	}}
+	g.Expect(alice.Create(ctx, remote)).To(Succeed())
+	var cond *metav1.Condition
+	g.Eventually(func(g Gomega) {
+		r := &fleeetv1.Remote{}
+		g.Expect(f.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: name}, r)).To(Succeed())
+		cond = apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		check(g, r)
+	}).Should(Succeed(), f.logs)
+	return cond
+}
+
 func pushAttacks(ctx context.Context, f *fleet, alice client.Client, id string, attacker *attackerServer) []attack {
 	admin := f.mgmt.Client
 	dir, err := os.MkdirTemp("", "fleeet-manager-disk-")
@@ -383,27 +407,13 @@ func pushAttacks(ctx context.Context, f *fleet, alice client.Client, id string, 
 	}
 	marker := filepath.Join(dir, "exec-ran")
 	// pushRemote creates a push Remote of team-a with kubeconfig as its
-	// Secret and waits for the manager to report on it.
+	// Secret and waits for the manager to report on it, echoing nothing of
+	// what the target answered.
 	pushRemote := func(g Gomega, name, config string) *metav1.Condition {
-		g.Expect(alice.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: name},
-			StringData: map[string]string{"value": config}})).To(Succeed())
-		remote := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": fleeetv1.GroupVersion.String(), "kind": "Remote",
-			"metadata": map[string]any{"namespace": tenantA, "name": name, "labels": map[string]any{"push": name}},
-			"spec":     map[string]any{"kubeconfigRef": map[string]any{"name": name, "key": "value"}, "serviceAccountName": tenantSA},
-		}}
-		g.Expect(alice.Create(ctx, remote)).To(Succeed())
-		var cond *metav1.Condition
-		g.Eventually(func(g Gomega) {
-			r := &fleeetv1.Remote{}
-			g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: name}, r)).To(Succeed())
-			cond = apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition)
-			g.Expect(cond).NotTo(BeNil())
-			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		return pushRemoteRefused(ctx, g, f, alice, name, config, func(g Gomega, r *fleeetv1.Remote) {
 			raw, _ := json.Marshal(r.Status)
 			g.Expect(string(raw)).NotTo(ContainSubstring(leakedBody), "the target's response body is not echoed")
-		}).Should(Succeed(), f.logs)
-		return cond
+		})
 	}
 	// A plan for each of these Remotes, so that a push is attempted.
 	plan := func(g Gomega, name string) {

@@ -133,6 +133,17 @@ func rolloutAttacks(ctx context.Context, f *fleet, alice client.Client, id strin
 		g.Expect(alice.Patch(ctx, &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: name}},
 			client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"sync":{"source":{"git":{"tag":%q}}}}}`, tag)))).To(Succeed())
 	}
+	// changedAfterGating creates the gated Module name, moves it from
+	// v1.0.0 to v2.0.0 and returns the revision it had before.
+	changedAfterGating := func(t *testing.T, g Gomega, name string) string {
+		cleanUp(t, ctx, f, name)
+		g.Expect(alice.Create(ctx, gated(t, f, name))).To(Succeed())
+		old := ""
+		g.Eventually(func(g Gomega) string { old = rolloutOf(ctx, f, name)(g).Revision; return old }).ShouldNot(BeEmpty())
+		retag(g, name, "v2.0.0")
+		g.Eventually(func(g Gomega) string { return rolloutOf(ctx, f, name)(g).Revision }).ShouldNot(Equal(old))
+		return old
+	}
 	return []attack{
 		{"oversized-module-does-not-stop-the-others", id,
 			"create a Module whose sync passes --max-plan-bytes for cluster edge, then change another Module of team-a",
@@ -237,12 +248,7 @@ func rolloutAttacks(ctx context.Context, f *fleet, alice client.Client, id strin
 		{"approval-of-an-old-revision-approves-nothing", id,
 			"fleeet.dev/approve=<previous revision>/canary after the Module changed",
 			func(t *testing.T, g Gomega) string {
-				cleanUp(t, ctx, f, "gated-old")
-				g.Expect(alice.Create(ctx, gated(t, f, "gated-old"))).To(Succeed())
-				old := ""
-				g.Eventually(func(g Gomega) string { old = rolloutOf(ctx, f, "gated-old")(g).Revision; return old }).ShouldNot(BeEmpty())
-				retag(g, "gated-old", "v2.0.0")
-				g.Eventually(func(g Gomega) string { return rolloutOf(ctx, f, "gated-old")(g).Revision }).ShouldNot(Equal(old))
+				old := changedAfterGating(t, g, "gated-old")
 				if err := annotated(ctx, alice, "gated-old", fleeetv1.ApproveAnnotation, old+"/canary"); err != nil {
 					return refused(g, err)
 				}
@@ -259,12 +265,7 @@ func rolloutAttacks(ctx context.Context, f *fleet, alice client.Client, id strin
 		{"undo-of-another-revision-rolls-nothing-back", id,
 			"fleeet.dev/undo=<previous revision> after the Module changed",
 			func(t *testing.T, g Gomega) string {
-				cleanUp(t, ctx, f, "gated-undo")
-				g.Expect(alice.Create(ctx, gated(t, f, "gated-undo"))).To(Succeed())
-				old := ""
-				g.Eventually(func(g Gomega) string { old = rolloutOf(ctx, f, "gated-undo")(g).Revision; return old }).ShouldNot(BeEmpty())
-				retag(g, "gated-undo", "v2.0.0")
-				g.Eventually(func(g Gomega) string { return rolloutOf(ctx, f, "gated-undo")(g).Revision }).ShouldNot(Equal(old))
+				old := changedAfterGating(t, g, "gated-undo")
 				if err := annotated(ctx, alice, "gated-undo", fleeetv1.UndoAnnotation, old); err != nil {
 					return refused(g, err)
 				}

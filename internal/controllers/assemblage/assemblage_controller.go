@@ -59,8 +59,8 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// FieldOwner is the server-side apply field manager for Flux objects.
 	FieldOwner string
-	// MaxConcurrentReconciles bounds how many Assemblages reconcile at once.
-	MaxConcurrentReconciles int
+	// Concurrent is how many Assemblages reconcile at once.
+	Concurrent int
 	// FetchJitter spreads the fetches a new version causes across a fleet:
 	// a sync's new spec is applied after a delay of up to this long, drawn
 	// per agent and spec. Zero applies at once.
@@ -80,7 +80,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(flux.NewWorkload(kind), handler.EnqueueRequestsFromMapFunc(r.assemblageOfWorkload),
 			builder.WithPredicates(podCountsChanged))
 	}
-	return b.WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
 		Complete(r)
 }
 

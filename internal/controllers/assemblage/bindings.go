@@ -2,7 +2,6 @@ package assemblage
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,59 +12,32 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/bindings"
 )
 
-// bindingError says which binding of a sync could not be resolved and why.
-type bindingError struct {
-	name   string
-	reason string
-}
-
-func (e *bindingError) Error() string {
-	return fmt.Sprintf("binding %s: %s", e.name, e.reason)
-}
-
 // resolveBindings evaluates a sync's bindings in order, each against the
 // values of the bindings before it, reading objectFieldRef objects from
 // namespace through reader, which acts as the tenant's ServiceAccount: what
 // it refuses fails the binding.
 func resolveBindings(ctx context.Context, reader client.Reader, namespace string, syncBindings []fleeetv1.Binding) (map[string]string, error) {
-	values := make(map[string]string, len(syncBindings))
-	for _, b := range syncBindings {
-		switch {
-		case b.Value != nil:
-			values[b.Name] = bindings.Expand(*b.Value, values)
-		case b.ObjectFieldRef != nil:
-			v, err := readField(ctx, reader, namespace, b.ObjectFieldRef)
-			if err != nil {
-				return nil, &bindingError{name: b.Name, reason: err.Error()}
-			}
-			values[b.Name] = v
+	list := make([]bindings.Binding, len(syncBindings))
+	for i, b := range syncBindings {
+		list[i] = bindings.Binding{Path: "binding " + b.Name, Name: b.Name, Value: b.Value}
+		if ref := b.ObjectFieldRef; ref != nil {
+			list[i].Field = ref.FieldPath
+			list[i].Read = func() (any, string, error) { return readObject(ctx, reader, namespace, ref) }
 		}
 	}
-	return values, nil
+	return bindings.Resolve(list)
 }
 
-// readField reads the field ref.FieldPath (a JSON pointer) of one object.
-// Strings are used as they are; other values as their JSON text.
-func readField(ctx context.Context, reader client.Reader, namespace string, ref *fleeetv1.ObjectFieldRef) (string, error) {
+// readObject reads the object an objectFieldRef names.
+func readObject(ctx context.Context, reader client.Reader, namespace string, ref *fleeetv1.ObjectFieldRef) (any, string, error) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil {
-		return "", fmt.Errorf("objectFieldRef.apiVersion %q: %w", ref.APIVersion, err)
+		return nil, "", fmt.Errorf("objectFieldRef.apiVersion %q: %w", ref.APIVersion, err)
 	}
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(gv.WithKind(ref.Kind))
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, obj); err != nil {
-		return "", fmt.Errorf("reading %s %s/%s: %w", ref.Kind, namespace, ref.Name, err)
+		return nil, "", fmt.Errorf("reading %s %s/%s: %w", ref.Kind, namespace, ref.Name, err)
 	}
-	v, err := bindings.Lookup(obj.Object, ref.FieldPath)
-	if err != nil {
-		return "", fmt.Errorf("%s %s/%s: %w", ref.Kind, namespace, ref.Name, err)
-	}
-	if s, ok := v.(string); ok {
-		return s, nil
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("%s %s/%s field %s: %w", ref.Kind, namespace, ref.Name, ref.FieldPath, err)
-	}
-	return string(b), nil
+	return obj.Object, fmt.Sprintf("%s %s/%s", ref.Kind, namespace, ref.Name), nil
 }

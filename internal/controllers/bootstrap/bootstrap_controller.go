@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/bindings"
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/flux"
@@ -124,7 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			sum.Offline++
 		}
 		v, err := r.reconcileRemote(ctx, bm, remote, objs[remote.Name])
-		var be *compile.BindingError
+		var be *bindings.Error
 		var ke *kubeconfigError
 		switch {
 		case errors.As(err, &be):

@@ -259,12 +259,12 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 
 // step runs one rollout step within the rollout's windows and the budget
 // it shares with other Modules, and records what it has moving.
-func (r *Reconciler) step(ctx context.Context, m *fleeetv1.Module, revision string, targets []target, windows []window.Window) (plan, error) {
+func (r *Reconciler) step(ctx context.Context, m *fleeetv1.Module, revision string, targets []target, windows []window.Window) (decision, error) {
 	r.budget.mu.Lock()
 	defer r.budget.mu.Unlock()
 	lim, warning, err := r.budget.limits(ctx, r.Client, m, r.MaxMoving)
 	if err != nil {
-		return plan{}, err
+		return decision{}, err
 	}
 	if warning != "" {
 		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonInvalidBudget, "Rollout", "%s", warning)
@@ -284,12 +284,12 @@ func (r *Reconciler) step(ctx context.Context, m *fleeetv1.Module, revision stri
 // until the failing Remote is repaired (available at the current version,
 // or no longer selected) or the revision changes; a rollback holds until the
 // revision changes.
-func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targets []target, lim limits, now time.Time) plan {
+func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targets []target, lim limits, now time.Time) decision {
 	previous := &fleeetv1.RolloutStatus{Revision: revision}
 	if ro := m.Status.Rollout; ro != nil && ro.Revision == revision {
 		previous = ro.DeepCopy()
 	}
-	p := step(m, targets, previous, lim, now)
+	p := decide(m, targets, previous, lim, now)
 	if m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
 		m.Status.Rollout = nil
 		return p
@@ -325,7 +325,7 @@ func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targe
 		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageApproved, "Approve",
 			"stage %s of %s approved; the next stage starts", p.awaiting, m.Status.Version)
 		// The next step starts the next stage, from this status.
-		p = step(m, targets, next, lim, now)
+		p = decide(m, targets, next, lim, now)
 		next.Admitted, next.Stage, next.Holding = p.admitted, p.stage, p.holding
 	}
 	next.Moving = int32(p.moving)
@@ -389,7 +389,7 @@ func repaired(m *fleeetv1.Module, targets []target, name string, now time.Time) 
 // Ready across the fleet, or once it is rolled back, newest first, keeping
 // spec.rollout.historyLimit records and always the newest Succeeded one (a
 // rollback may be returning to it).
-func (r *Reconciler) recordHistory(m *fleeetv1.Module, revision string, p plan, now time.Time) {
+func (r *Reconciler) recordHistory(m *fleeetv1.Module, revision string, p decision, now time.Time) {
 	outcome := fleeetv1.RolloutSucceeded
 	switch ro := m.Status.Rollout; {
 	case ro != nil && ro.RolledBack != nil:
@@ -430,7 +430,7 @@ func succeeded(rec fleeetv1.RolloutRecord) bool { return rec.Outcome == fleeetv1
 // selected Remote runs the current version Ready; RolloutPaused while a
 // failure holds a rolling update; RolledBack, and Stalled, once the
 // revision was rolled back.
-func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p plan, notes compileNotes) {
+func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p decision, notes compileNotes) {
 	m.Status.Summary = p.summary
 	m.Status.ObservedGeneration = m.Generation
 	s := p.summary

@@ -71,8 +71,8 @@ func (t *target) reason() string {
 	return msg
 }
 
-// plan is the outcome of one rollout step.
-type plan struct {
+// decision is the outcome of one rollout step: what moves and what holds.
+type decision struct {
 	admitted []string
 	// failed lists the updated online Remotes that failed.
 	failed []*target
@@ -105,7 +105,7 @@ type plan struct {
 }
 
 // after asks for another step in d.
-func (p *plan) after(d time.Duration) {
+func (p *decision) after(d time.Duration) {
 	if d > 0 && (p.requeueAfter == 0 || d < p.requeueAfter) {
 		p.requeueAfter = d
 	}
@@ -139,7 +139,7 @@ type limits struct {
 	budgetOf  string
 }
 
-// step decides which Remotes may move to the Module's current revision.
+// decide decides which Remotes may move to the Module's current revision.
 // Stages go in order, each starting once the one before is complete: every
 // online Remote of it updated and available (or failed within
 // maxFailures), its bake time over and its approval given. Within a stage
@@ -150,11 +150,11 @@ type limits struct {
 // maxFailures Remotes failed, and nothing new starts while paused, outside
 // the deployment windows, or beyond the fleet-wide budget. previous is the
 // rollout status of the same revision from the last step, or empty.
-func step(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStatus, lim limits, now time.Time) plan {
+func decide(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStatus, lim limits, now time.Time) decision {
 	ro := m.Spec.Rollout
 	minReady := time.Duration(ro.MinReadySeconds) * time.Second
 	deadline := time.Duration(ro.ProgressDeadlineSeconds) * time.Second
-	p := plan{summary: fleeetv1.ModuleSummary{Total: int32(len(targets))}}
+	p := decision{summary: fleeetv1.ModuleSummary{Total: int32(len(targets))}}
 
 	for i := range targets {
 		t := &targets[i]
@@ -211,7 +211,7 @@ func step(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStatus
 }
 
 // count adds a Remote to the summary.
-func (p *plan) count(t *target) {
+func (p *decision) count(t *target) {
 	if t.offline {
 		p.summary.Offline++
 	}
@@ -270,7 +270,7 @@ func byStage(m *fleeetv1.Module, targets []target) []stage {
 // admit admits the stage's next Remotes and reports whether the stage is
 // done: every online Remote of it updated and available, or failed within
 // maxFailures.
-func (p *plan) admit(st stage, previous []string, lim limits, now time.Time, minReady, deadline time.Duration) bool {
+func (p *decision) admit(st stage, previous []string, lim limits, now time.Time, minReady, deadline time.Duration) bool {
 	unavailable := 0
 	var candidates, away []string
 	for _, t := range st.targets {
@@ -323,7 +323,7 @@ func (p *plan) admit(st stage, previous []string, lim limits, now time.Time, min
 // holds reports whether a done stage holds the next one: it bakes for
 // pauseAfter from when its last Remote became available, then waits for its
 // manual approval.
-func (p *plan) holds(st stage, approved []string, now time.Time, minReady time.Duration) bool {
+func (p *decision) holds(st stage, approved []string, now time.Time, minReady time.Duration) bool {
 	if st.spec == nil {
 		return false
 	}

@@ -114,7 +114,7 @@ func TestStepAdmitsWithinMaxUnavailable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			p := step(tc.module, tc.targets, &fleeetv1.RolloutStatus{Admitted: tc.previous}, unlimited, now)
+			p := decide(tc.module, tc.targets, &fleeetv1.RolloutStatus{Admitted: tc.previous}, unlimited, now)
 			g.Expect(p.admitted).To(Equal(tc.admitted))
 			g.Expect(p.failing).To(Equal(tc.paused != ""))
 			if tc.paused != "" {
@@ -194,7 +194,7 @@ func TestWorkloadHealthReachesTheModuleSummary(t *testing.T) {
 		{name: "b", holds: true, updated: true, state: fleeetv1.SyncReady, since: long, health: short},
 		{name: "c", holds: true, updated: false, state: fleeetv1.SyncReady, since: long, health: crashing},
 	}
-	p := step(m, targets, &fleeetv1.RolloutStatus{}, unlimited, now)
+	p := decide(m, targets, &fleeetv1.RolloutStatus{}, unlimited, now)
 	g.Expect(p.summary.PodsNotReady).To(Equal(int32(1)), "only Remotes at the current version count")
 	r := reconciler()
 	r.reconcileStatus(m, p, compileNotes{})

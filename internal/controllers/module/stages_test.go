@@ -117,7 +117,7 @@ func TestStagesGoInOrder(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			p := step(tc.module, tc.targets, &tc.previous, unlimited, now)
+			p := decide(tc.module, tc.targets, &tc.previous, unlimited, now)
 			g.Expect(p.admitted).To(Equal(tc.admitted))
 			if tc.stage != "" {
 				g.Expect(p.stage).To(Equal(tc.stage))
@@ -171,7 +171,7 @@ func TestRolloutPropertiesOverRandomFleets(t *testing.T) {
 			status := &fleeetv1.RolloutStatus{}
 			for tick := 0; ; tick++ {
 				g.Expect(tick).To(BeNumerically("<", 2000), "the rollout ends")
-				p := step(m, targets, status, lim, now)
+				p := decide(m, targets, status, lim, now)
 				checkBounds(g, m, targets, p, now)
 				if lim.budget >= 0 {
 					g.Expect(p.moving).To(BeNumerically("<=", lim.budget), "never more moving than the budget")
@@ -211,7 +211,7 @@ func TestRolloutPropertiesOverRandomFleets(t *testing.T) {
 
 // checkBounds checks one step's admissions against the stages' bounds and
 // order.
-func checkBounds(g Gomega, m *fleeetv1.Module, targets []target, p plan, now time.Time) {
+func checkBounds(g Gomega, m *fleeetv1.Module, targets []target, p decision, now time.Time) {
 	minReady := time.Duration(m.Spec.Rollout.MinReadySeconds) * time.Second
 	moving := map[int]int{}
 	sizes := map[int]int{}
@@ -327,17 +327,17 @@ func TestHistoryKeepsItsLimitAndTheNewestGoodVersion(t *testing.T) {
 		{Revision: "r1", Outcome: fleeetv1.RolloutSucceeded},
 	}
 	m.Status.Rollout = &fleeetv1.RolloutStatus{Revision: "r4", RolledBack: &fleeetv1.Rollback{To: "r1"}}
-	reconciler().recordHistory(m, "r4", plan{}, now)
+	reconciler().recordHistory(m, "r4", decision{}, now)
 	g.Expect(m.Status.History).To(HaveLen(2))
 	g.Expect(m.Status.History[0].Revision).To(Equal("r4"))
 	g.Expect(m.Status.History[1].Revision).To(Equal("r1"), "the version rolled back to stays")
 
 	m.Status.Rollout = nil
-	ready := plan{summary: fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}}
+	ready := decision{summary: fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}}
 	reconciler().recordHistory(m, "r5", ready, now)
 	g.Expect(m.Status.History[0].Revision).To(Equal("r5"))
 	g.Expect(m.Status.History[0].Outcome).To(Equal(fleeetv1.RolloutSucceeded))
-	reconciler().recordHistory(m, "r6", plan{waiting: 1, summary: ready.summary}, now)
+	reconciler().recordHistory(m, "r6", decision{waiting: 1, summary: ready.summary}, now)
 	g.Expect(m.Status.History[0].Revision).To(Equal("r5"), "a version still rolling out is not history yet")
 }
 
@@ -394,7 +394,7 @@ func TestWindowsAndTheBudgetHoldOnlyWhatHasNotStarted(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			p := step(three, []target{old("a"), old("b"), old("c")}, &fleeetv1.RolloutStatus{Admitted: tc.previous}, tc.lim, now)
+			p := decide(three, []target{old("a"), old("b"), old("c")}, &fleeetv1.RolloutStatus{Admitted: tc.previous}, tc.lim, now)
 			g.Expect(p.admitted).To(Equal(tc.admitted))
 			g.Expect(p.moving).To(Equal(tc.moving))
 			g.Expect(p.holding).To(Equal(tc.holding))

@@ -53,7 +53,7 @@ func TestAnIdentityIsNeverAdoptedFromAServiceAccountSomeoneElseMade(t *testing.T
 	planted.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
 	c, recorder := stored(r, tok, planted)
 
-	_, err := (&registration.Remotes{Client: c, Recorder: recorder}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+	_, err := (&registration.RemoteReconciler{Client: c, Recorder: recorder}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
 	g.Expect(err).To(MatchError("ServiceAccount team-a/fleeet-remote-edge-1 exists and was not created for edge-1; delete it or rename the owner"))
 	g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(planted), planted)).To(Succeed())
 	g.Expect(planted.OwnerReferences).To(BeEmpty())
@@ -74,7 +74,7 @@ func TestRemovingAnIdentityLeavesWhatItDoesNotControl(t *testing.T) {
 	foreign := &corev1.ServiceAccount{ObjectMeta: identityOf(r)}
 	c, recorder := stored(r, tok, role, lease, foreign)
 
-	_, err := (&registration.Remotes{Client: c, Recorder: recorder}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+	_, err := (&registration.RemoteReconciler{Client: c, Recorder: recorder}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
 	g.Expect(err).NotTo(HaveOccurred())
 	for _, obj := range []client.Object{role, lease, r} {
 		err := c.Get(t.Context(), client.ObjectKeyFromObject(obj), obj)
@@ -110,7 +110,7 @@ func TestAnIdentityTheCacheHasNotSeenIsWrittenThroughTheAPIServer(t *testing.T) 
 	role := &rbacv1.Role{ObjectMeta: identityOf(r), Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}
 	role.OwnerReferences = controlledBy(r)
 	live, recorder := stored(r, tok, sa, role)
-	remotes := &registration.Remotes{Client: staleCache{Client: live, hidden: identityOf(r).Name}, APIReader: live, Recorder: recorder}
+	remotes := &registration.RemoteReconciler{Client: staleCache{Client: live, hidden: identityOf(r).Name}, APIReader: live, Recorder: recorder}
 
 	_, err := remotes.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
 	g.Expect(err).NotTo(HaveOccurred())
@@ -126,7 +126,7 @@ func TestAnIdentityTheCacheHasNotSeenIsWrittenThroughTheAPIServer(t *testing.T) 
 	planted := &corev1.ServiceAccount{ObjectMeta: identityOf(r)}
 	planted.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Hour))
 	live, recorder = stored(r, tok, planted)
-	remotes = &registration.Remotes{Client: staleCache{Client: live, hidden: identityOf(r).Name}, APIReader: live, Recorder: recorder}
+	remotes = &registration.RemoteReconciler{Client: staleCache{Client: live, hidden: identityOf(r).Name}, APIReader: live, Recorder: recorder}
 	_, err = remotes.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
 	g.Expect(err).To(MatchError(ContainSubstring("exists and was not created for edge-1")))
 	g.Expect(live.Get(t.Context(), client.ObjectKeyFromObject(planted), planted)).To(Succeed())
@@ -166,7 +166,7 @@ func TestRevokingDeletesAServiceAccountTheCacheHasNotSeen(t *testing.T) {
 	sa := &corev1.ServiceAccount{ObjectMeta: identityOf(r)}
 	sa.OwnerReferences = controlledBy(r)
 	live, recorder := stored(r, tok, sa)
-	remotes := &registration.Remotes{Client: staleCache{Client: live, hidden: identityOf(r).Name}, APIReader: live, Recorder: recorder}
+	remotes := &registration.RemoteReconciler{Client: staleCache{Client: live, hidden: identityOf(r).Name}, APIReader: live, Recorder: recorder}
 
 	_, err := remotes.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
 	g.Expect(err).NotTo(HaveOccurred())

@@ -27,7 +27,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
-// Remotes gives each pull Remote registered through a RegistrationToken its
+// RemoteReconciler gives each pull Remote registered through a RegistrationToken its
 // cluster identity: the token's labels, a ServiceAccount with a Role limited
 // by name to the Remote's own objects, the Lease it renews as heartbeat, and
 // its first credential in a Secret only the registration identity may read,
@@ -36,10 +36,10 @@ import (
 // A Remote names the token it came through in its
 // fleeet.dev/registration-token label, which the admission policies let
 // only that token's identity set. It is registered once the token records
-// its UID (see Tokens); a Remote the token will never record, because the
+// its UID (see TokenReconciler); a Remote the token will never record, because the
 // token was used up or had expired when the Remote was created, is refused
 // and deleted.
-type Remotes struct {
+type RemoteReconciler struct {
 	// Client reads from the cache and writes identities, Secrets and status.
 	Client client.Client
 	// APIReader reads identity objects uncached where a lagging cache would
@@ -53,7 +53,7 @@ type Remotes struct {
 }
 
 // SetupWithManager registers the controller.
-func (r *Remotes) SetupWithManager(_ context.Context, mgr ctrl.Manager) error {
+func (r *RemoteReconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("remote-identity").
 		For(&fleeetv1.Remote{}).
@@ -69,7 +69,7 @@ func (r *Remotes) SetupWithManager(_ context.Context, mgr ctrl.Manager) error {
 
 // remotesOfToken maps a token to the Remotes created through it: a
 // recording, or the token filling up or expiring, decides their fate.
-func (r *Remotes) remotesOfToken(ctx context.Context, o client.Object) []reconcile.Request {
+func (r *RemoteReconciler) remotesOfToken(ctx context.Context, o client.Object) []reconcile.Request {
 	remotes := &fleeetv1.RemoteList{}
 	if err := r.Client.List(ctx, remotes, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy,
 		client.MatchingLabels{fleeetv1.RegistrationTokenLabel: o.GetName()}); err != nil {
@@ -85,7 +85,7 @@ func (r *Remotes) remotesOfToken(ctx context.Context, o client.Object) []reconci
 
 // Reconcile gives one registered pull Remote its identity, or takes it away
 // when the Remote is being deleted.
-func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *RemoteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	remote := &fleeetv1.Remote{}
 	if err := r.Client.Get(ctx, req.NamespacedName, remote); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -156,7 +156,7 @@ func (r *Remotes) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 // later under a registered name is not mistaken for the registered one. The
 // token is nil for a Remote created otherwise, or whose token is gone; the
 // record is nil until the token has recorded the Remote.
-func (r *Remotes) registrationOf(ctx context.Context, remote *fleeetv1.Remote) (*fleeetv1.RegistrationToken, *fleeetv1.Registration, error) {
+func (r *RemoteReconciler) registrationOf(ctx context.Context, remote *fleeetv1.Remote) (*fleeetv1.RegistrationToken, *fleeetv1.Registration, error) {
 	name, ok := remote.Labels[fleeetv1.RegistrationTokenLabel]
 	if !ok {
 		return nil, nil, nil
@@ -176,7 +176,7 @@ func (r *Remotes) registrationOf(ctx context.Context, remote *fleeetv1.Remote) (
 // refuse records why the Remote will not be registered, on the Remote and
 // on its token, and deletes the Remote: the agent that created it then
 // learns the reason from admission when it tries again.
-func (r *Remotes) refuse(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken, why string) error {
+func (r *RemoteReconciler) refuse(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken, why string) error {
 	before := remote.Status.DeepCopy()
 	r.setRegistered(remote, metav1.ConditionFalse, fleeetv1.ReasonRegistrationRefused, why+"; the Remote is deleted")
 	if err := r.applyStatus(ctx, remote, before); err != nil {
@@ -196,7 +196,7 @@ func (r *Remotes) refuse(ctx context.Context, remote *fleeetv1.Remote, tok *flee
 // token frees (admission refuses others already; this holds should the
 // policies have been bypassed or changed). Afterwards the tenant may label
 // the Remote as it likes, but the token's labels win.
-func (r *Remotes) adopt(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken) error {
+func (r *RemoteReconciler) adopt(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken) error {
 	labels := maps.Clone(remote.Labels)
 	if labels == nil || !controllerutil.ContainsFinalizer(remote, fleeetv1.RemoteIdentityFinalizer) {
 		labels = map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}
@@ -223,7 +223,7 @@ func (r *Remotes) adopt(ctx context.Context, remote *fleeetv1.Remote, tok *fleee
 // but not create it, since create cannot be limited by name. A Lease that
 // already exists is returned as it is, for the caller to check it is the
 // Remote's own.
-func (r *Remotes) ensureLease(ctx context.Context, remote *fleeetv1.Remote, labels map[string]string) (*coordinationv1.Lease, error) {
+func (r *RemoteReconciler) ensureLease(ctx context.Context, remote *fleeetv1.Remote, labels map[string]string) (*coordinationv1.Lease, error) {
 	lease := r.lease(remote)
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease)
 	if !apierrors.IsNotFound(err) {
@@ -243,7 +243,7 @@ func (r *Remotes) ensureLease(ctx context.Context, remote *fleeetv1.Remote, labe
 
 // deliver offers the first credential until the agent connects or the
 // delivery deadline passes, then deletes it.
-func (r *Remotes) deliver(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken, reg *fleeetv1.Registration, connected bool) (ctrl.Result, error) {
+func (r *RemoteReconciler) deliver(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken, reg *fleeetv1.Registration, connected bool) (ctrl.Result, error) {
 	secret := r.credentialSecret(remote)
 	deadline := reg.Time.Add(credential.DeliveryDeadline)
 	via := fmt.Sprintf("registered with RegistrationToken %s as %s", tok.Name, fleeetv1.RemoteIdentityName(remote.Name))
@@ -290,7 +290,7 @@ func (r *Remotes) deliver(ctx context.Context, remote *fleeetv1.Remote, tok *fle
 
 // applyStatus writes the Registered condition, the one field of a Remote's
 // status registration owns, if it changed.
-func (r *Remotes) applyStatus(ctx context.Context, remote *fleeetv1.Remote, before *fleeetv1.RemoteStatus) error {
+func (r *RemoteReconciler) applyStatus(ctx context.Context, remote *fleeetv1.Remote, before *fleeetv1.RemoteStatus) error {
 	if equality.Semantic.DeepEqual(*before, remote.Status) {
 		return nil
 	}
@@ -300,15 +300,15 @@ func (r *Remotes) applyStatus(ctx context.Context, remote *fleeetv1.Remote, befo
 	})
 }
 
-func (r *Remotes) setRegistered(remote *fleeetv1.Remote, cs metav1.ConditionStatus, reason, msg string) {
+func (r *RemoteReconciler) setRegistered(remote *fleeetv1.Remote, cs metav1.ConditionStatus, reason, msg string) {
 	status.SetCondition(&remote.Status.Conditions, remote.Generation, fleeetv1.RegisteredCondition, cs, reason, msg)
 }
 
-func (r *Remotes) credentialSecret(remote *fleeetv1.Remote) *corev1.Secret {
+func (r *RemoteReconciler) credentialSecret(remote *fleeetv1.Remote) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: remote.Namespace, Name: fleeetv1.RemoteIdentityName(remote.Name)}}
 }
 
-func (r *Remotes) lease(remote *fleeetv1.Remote) *coordinationv1.Lease {
+func (r *RemoteReconciler) lease(remote *fleeetv1.Remote) *coordinationv1.Lease {
 	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: remote.Namespace, Name: remote.Name}}
 }
 

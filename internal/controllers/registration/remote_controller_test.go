@@ -197,7 +197,7 @@ func TestAFirstCredentialNotPickedUpInTimeIsWithdrawn(t *testing.T) {
 	offered := &corev1.Secret{ObjectMeta: identityOf(r), Data: map[string][]byte{credential.TokenKey: []byte("first")}}
 	c, recorder := stored(tok, r, offered)
 
-	_, err := (&registration.Remotes{Client: c, Recorder: recorder}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+	_, err := (&registration.RemoteReconciler{Client: c, Recorder: recorder}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(r), r)).To(Succeed())
 	cond := condition(g, r.Status.Conditions, fleeetv1.RegisteredCondition)

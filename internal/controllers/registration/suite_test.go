@@ -45,12 +45,12 @@ func TestMain(m *testing.M) {
 func startRegistration(c *testenv.Cluster) (func(bool), error) {
 	return testenv.StartManager(c, "registration", func(ctx context.Context, mgr ctrl.Manager) error {
 		recorder := mgr.GetEventRecorder("fleet-manager")
-		tokens := &registration.Tokens{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Concurrent: 2,
+		tokens := &registration.TokenReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Concurrent: 2,
 			Management: credential.Management{URL: c.Config.Host, CABundle: c.Config.CAData}}
 		if err := tokens.SetupWithManager(mgr); err != nil {
 			return err
 		}
-		return (&registration.Remotes{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Concurrent: 2}).SetupWithManager(ctx, mgr)
+		return (&registration.RemoteReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Concurrent: 2}).SetupWithManager(ctx, mgr)
 	})
 }
 

@@ -31,7 +31,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
-// Tokens records each RegistrationToken's registrations and keeps its
+// TokenReconciler records each RegistrationToken's registrations and keeps its
 // registration identity and Secret until the token expires; then, once
 // every registered cluster has picked up its first credential, it deletes
 // the identity, which kills its bearer token.
@@ -49,7 +49,7 @@ import (
 // then still only create Remotes, and admission refuses every one saying
 // the token is used up, where a deleted identity would leave a late agent
 // with an unexplained authentication failure.
-type Tokens struct {
+type TokenReconciler struct {
 	// Client reads from the cache and writes identities, Secrets and status.
 	Client client.Client
 	// APIReader reads identity objects uncached where a lagging cache would
@@ -68,7 +68,7 @@ type Tokens struct {
 // SetupWithManager registers the controller. Every object the controller
 // writes for a token, and every Remote created through it, carries the
 // token's label, so one map function brings their changes back.
-func (t *Tokens) SetupWithManager(mgr ctrl.Manager) error {
+func (t *TokenReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		name, ok := o.GetLabels()[fleeetv1.RegistrationTokenLabel]
 		if !ok {
@@ -92,7 +92,7 @@ func (t *Tokens) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile records one token's new registrations, then brings its identity
 // and Secret in line with whether the token may still be used.
-func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+func (t *TokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	tok := &fleeetv1.RegistrationToken{}
 	if err := t.Client.Get(ctx, req.NamespacedName, tok); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -165,7 +165,7 @@ func (t *Tokens) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.R
 // expired, up to maxRegistrations. The status is written at once with the
 // resourceVersion read, so a token read stale from the cache conflicts
 // instead of recording over registrations it has not seen.
-func (t *Tokens) recordRegistrations(ctx context.Context, tok *fleeetv1.RegistrationToken, now time.Time) error {
+func (t *TokenReconciler) recordRegistrations(ctx context.Context, tok *fleeetv1.RegistrationToken, now time.Time) error {
 	room := int(tok.Spec.MaxRegistrations) - len(tok.Status.Registered)
 	if room <= 0 {
 		return nil
@@ -210,7 +210,7 @@ func (t *Tokens) recordRegistrations(ctx context.Context, tok *fleeetv1.Registra
 // retire takes away the right to register. While registered clusters have
 // not picked up their first credential, the identity stays with read access
 // to those Secrets only; then it is deleted with the token's Secret.
-func (t *Tokens) retire(ctx context.Context, tok *fleeetv1.RegistrationToken, id identity, pending []string, nextDeadline time.Time, reason, msg string) (ctrl.Result, error) {
+func (t *TokenReconciler) retire(ctx context.Context, tok *fleeetv1.RegistrationToken, id identity, pending []string, nextDeadline time.Time, reason, msg string) (ctrl.Result, error) {
 	tok.Status.SecretName = ""
 	if len(pending) > 0 {
 		id.rules = registrationRules(false, pending)
@@ -239,7 +239,7 @@ func (t *Tokens) retire(ctx context.Context, tok *fleeetv1.RegistrationToken, id
 // pendingDeliveries lists the first-credential Secrets of registered
 // Remotes whose agent has not connected yet, and when the earliest of them
 // stops being offered.
-func (t *Tokens) pendingDeliveries(ctx context.Context, tok *fleeetv1.RegistrationToken, now time.Time) ([]string, time.Time, error) {
+func (t *TokenReconciler) pendingDeliveries(ctx context.Context, tok *fleeetv1.RegistrationToken, now time.Time) ([]string, time.Time, error) {
 	var names []string
 	var next time.Time
 	for _, reg := range tok.Status.Registered {
@@ -274,7 +274,7 @@ func (t *Tokens) pendingDeliveries(ctx context.Context, tok *fleeetv1.Registrati
 // ensureSecret writes the token's Secret: a bearer token for the
 // registration identity, bound to the Secret itself and living until the
 // token expires, and the agent chart values around it.
-func (t *Tokens) ensureSecret(ctx context.Context, tok *fleeetv1.RegistrationToken, expires time.Time) error {
+func (t *TokenReconciler) ensureSecret(ctx context.Context, tok *fleeetv1.RegistrationToken, expires time.Time) error {
 	secret := t.secret(tok)
 	err := t.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret)
 	switch {
@@ -316,11 +316,11 @@ func (t *Tokens) ensureSecret(ctx context.Context, tok *fleeetv1.RegistrationTok
 	return nil
 }
 
-func (t *Tokens) secret(tok *fleeetv1.RegistrationToken) *corev1.Secret {
+func (t *TokenReconciler) secret(tok *fleeetv1.RegistrationToken) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tok.Namespace, Name: fleeetv1.RegistrationIdentityName(tok.Name)}}
 }
 
-func (t *Tokens) setReady(tok *fleeetv1.RegistrationToken, cs metav1.ConditionStatus, reason, msg string) {
+func (t *TokenReconciler) setReady(tok *fleeetv1.RegistrationToken, cs metav1.ConditionStatus, reason, msg string) {
 	status.SetCondition(&tok.Status.Conditions, tok.Generation, fleeetv1.ReadyCondition, cs, reason, msg)
 	stalled := metav1.ConditionFalse
 	if reason == fleeetv1.ReasonManagementURLUnset || reason == fleeetv1.ReasonIdentityFailed {

@@ -82,7 +82,7 @@ func TestATokenRecordsRegistrationsInCreationOrderUpToItsLimit(t *testing.T) {
 				objs = append(objs, r)
 			}
 			c, recorder := stored(objs...)
-			tokens := &registration.Tokens{Client: c, Recorder: recorder}
+			tokens := &registration.TokenReconciler{Client: c, Recorder: recorder}
 			_, err := tokens.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tok)})
 			g.Expect(err).NotTo(HaveOccurred())
 

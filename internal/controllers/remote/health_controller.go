@@ -17,10 +17,10 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
-// Health marks pull Remotes Connected while their agent renews the Lease
+// HealthReconciler marks pull Remotes Connected while their agent renews the Lease
 // named after the Remote, in the Remote's namespace, and Offline once the
 // Lease is older than Grace.
-type Health struct {
+type HealthReconciler struct {
 	// Concurrent is how many objects reconcile at once.
 	Concurrent int
 	// Client reads Remotes and Leases from the cache and writes Remote status.
@@ -31,7 +31,7 @@ type Health struct {
 
 // SetupWithManager registers the controller; each Lease renewal reaches the
 // Remote of the same name.
-func (h *Health) SetupWithManager(mgr ctrl.Manager) error {
+func (h *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("remote-health").
 		For(&fleeetv1.Remote{}).
@@ -42,7 +42,7 @@ func (h *Health) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile sets a Remote's mode, last heartbeat and Connected and Ready
 // conditions, and comes back when a fresh heartbeat would go stale.
-func (h *Health) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (h *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	remote := &fleeetv1.Remote{}
 	if err := h.Client.Get(ctx, req.NamespacedName, remote); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -68,7 +68,7 @@ func (h *Health) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 }
 
 // reconcileHeartbeat reads a pull Remote's Lease.
-func (h *Health) reconcileHeartbeat(ctx context.Context, remote *fleeetv1.Remote) (ctrl.Result, error) {
+func (h *HealthReconciler) reconcileHeartbeat(ctx context.Context, remote *fleeetv1.Remote) (ctrl.Result, error) {
 	remote.Status.Mode = fleeetv1.PullMode
 	lease := &coordinationv1.Lease{}
 	if err := h.Client.Get(ctx, client.ObjectKeyFromObject(remote), lease); client.IgnoreNotFound(err) != nil {

@@ -53,7 +53,7 @@ func TestHealthJudgesAPullRemoteByItsLease(t *testing.T) {
 			}
 			c := fake.NewClientBuilder().WithScheme(testenv.Scheme).WithObjects(objs...).WithStatusSubresource(r).Build()
 
-			result, err := (&remote.Health{Client: c, Grace: time.Minute}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+			result, err := (&remote.HealthReconciler{Client: c, Grace: time.Minute}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(r), r)).To(Succeed())
 			if tc.push {

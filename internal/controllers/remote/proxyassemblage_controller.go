@@ -44,9 +44,10 @@ const (
 	ConfigMapRefsIndex = "spec.controlPlaneBindings.configMap"
 )
 
-// Compiler writes, for every Remote, the ProxyAssemblage of the same name
-// holding the syncs of every Module selecting it.
-type Compiler struct {
+// ProxyAssemblageReconciler is the compiler: it writes, for every Remote,
+// the ProxyAssemblage of the same name holding the syncs of every Module
+// selecting it.
+type ProxyAssemblageReconciler struct {
 	// Concurrent is how many objects reconcile at once.
 	Concurrent int
 	// Client reads from the cache and writes ProxyAssemblages.
@@ -67,7 +68,7 @@ type Compiler struct {
 
 // SetupWithManager registers the compiler and the indexes its map functions
 // use, so a change touches only the ProxyAssemblages it affects.
-func (c *Compiler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+func (c *ProxyAssemblageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &fleeetv1.ProxyAssemblage{}, SyncNamesIndex, func(o client.Object) []string {
 		var names []string
@@ -116,7 +117,7 @@ var compileInputChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) 
 
 // Reconcile compiles one Remote's ProxyAssemblage. Output is deterministic
 // (syncs sorted by name) and written only when it changed.
-func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (c *ProxyAssemblageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	remote := &fleeetv1.Remote{}
 	if err := c.Client.Get(ctx, req.NamespacedName, remote); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -204,7 +205,7 @@ func (c *Compiler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 
 // wroteItself reports whether a ProxyAssemblage is as the compiler last
 // wrote it.
-func (c *Compiler) wroteItself(pa client.Object) bool {
+func (c *ProxyAssemblageReconciler) wroteItself(pa client.Object) bool {
 	rv, ok := c.written.Load(client.ObjectKeyFromObject(pa))
 	return ok && rv == pa.GetResourceVersion()
 }
@@ -222,7 +223,7 @@ func policyDenial(err error) (string, bool) {
 // recordDenial tells each Module whose sync the refused plan would have
 // added, changed or removed that admission policy refused it for this
 // Remote: the plan keeps what it held until the policy or the Module changes.
-func (c *Compiler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, held, refused []fleeetv1.NamedSync, msg string) {
+func (c *ProxyAssemblageReconciler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, held, refused []fleeetv1.NamedSync, msg string) {
 	changed := map[string]bool{}
 	for i := range refused {
 		if !compile.Same(compile.Find(held, refused[i].Name), &refused[i]) {
@@ -250,7 +251,7 @@ func (c *Compiler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, he
 // on every compile: any Module's change compiles the Remote again).
 // Modules come from the cache uncopied (this runs once per Remote per
 // change) and are only read.
-func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage, limit compile.Limit) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
+func (c *ProxyAssemblageReconciler) compile(ctx context.Context, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage, limit compile.Limit) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
 	modules := &fleeetv1.ModuleList{}
 	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
@@ -278,7 +279,7 @@ func (c *Compiler) compile(ctx context.Context, remote *fleeetv1.Remote, pa *fle
 
 // remotesOfModule maps a Module to the Remotes it selects now and those whose
 // ProxyAssemblage holds its sync from an earlier selection.
-func (c *Compiler) remotesOfModule(ctx context.Context, o client.Object) []reconcile.Request {
+func (c *ProxyAssemblageReconciler) remotesOfModule(ctx context.Context, o client.Object) []reconcile.Request {
 	m := o.(*fleeetv1.Module)
 	seen := map[string]bool{}
 	pas := &fleeetv1.ProxyAssemblageList{}
@@ -303,7 +304,7 @@ func (c *Compiler) remotesOfModule(ctx context.Context, o client.Object) []recon
 }
 
 // remotesOfConfigMap maps a ConfigMap to the Remotes of the Modules that bind it.
-func (c *Compiler) remotesOfConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
+func (c *ProxyAssemblageReconciler) remotesOfConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
 	modules := &fleeetv1.ModuleList{}
 	if err := c.Client.List(ctx, modules, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy, client.MatchingFields{ConfigMapRefsIndex: o.GetName()}); err != nil {
 		return nil

@@ -287,7 +287,7 @@ func TestAPlanTheCacheHasNotSeenIsCompiledAgainShortly(t *testing.T) {
 	newModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, nil)
 	g.Eventually(tagsOf(ns, "edge"), timeout, poll).Should(Equal(map[string]string{"app": "v1.0.0"}))
 
-	lagging := &remote.Compiler{Client: missingPlans{cluster.Client}}
+	lagging := &remote.ProxyAssemblageReconciler{Client: missingPlans{cluster.Client}}
 	result, err := lagging.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(edge)})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(result.RequeueAfter).To(Equal(time.Second))
@@ -336,7 +336,7 @@ func TestARefusedPlanLeavesTheRemoteWithWhatItHeldAndTellsTheModule(t *testing.T
 			ManagerUsername: review.Status.UserInfo.Username,
 			MaxPlanBytes:    2048, Timeout: 5 * time.Second, Concurrency: 4,
 		}})
-		return (&remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager")}).SetupWithManager(ctx, mgr)
+		return (&remote.ProxyAssemblageReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager")}).SetupWithManager(ctx, mgr)
 	})
 	ns := c.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
 	g.Eventually(func() error { // once the webhook answers

@@ -28,14 +28,14 @@ import (
 // KubeconfigSecretIndex indexes Remotes by the Secret holding their kubeconfig.
 const KubeconfigSecretIndex = "spec.kubeconfigRef.name"
 
-// Push delivers the ProxyAssemblage of every push-mode Remote: it writes the
+// PushReconciler delivers the ProxyAssemblage of every push-mode Remote: it writes the
 // Assemblage into the Remote's cluster through the kubeconfig in the
 // Remote's Secret and copies the Assemblage's status back. A cluster that
 // cannot be reached is marked Connected=False and retried with backoff; the
 // other Remotes are unaffected. A Remote the manager refuses to push to (no
 // spec.serviceAccountName, a kubeconfig that is invalid or uses a refused
 // field) is marked Connected=False and Stalled=True until it changes.
-type Push struct {
+type PushReconciler struct {
 	// Concurrent is how many objects reconcile at once.
 	Concurrent int
 	// Client reads the management cluster from the cache and writes status.
@@ -61,7 +61,7 @@ type pushClient struct {
 
 // SetupWithManager registers the controller: ProxyAssemblage spec changes,
 // Remote changes and kubeconfig Secret changes all lead to the Remote's push.
-func (p *Push) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+func (p *PushReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleeetv1.Remote{}, KubeconfigSecretIndex, func(o client.Object) []string {
 		if ref := o.(*fleeetv1.Remote).Spec.KubeconfigRef; ref != nil {
 			return []string{ref.Name}
@@ -80,7 +80,7 @@ func (p *Push) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 }
 
 // Reconcile pushes one Remote's plan and reads back its status.
-func (p *Push) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	remote := &fleeetv1.Remote{}
 	if err := p.Client.Get(ctx, req.NamespacedName, remote); err != nil || remote.Spec.KubeconfigRef == nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -128,7 +128,7 @@ func (p *Push) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 // namespace of the same name downstream, creating the namespace if needed.
 // Flux applies it as the Remote's spec.serviceAccountName, whatever the plan
 // says. Errors describe the cluster's answers without their bodies.
-func (p *Push) push(ctx context.Context, downstream client.Client, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage) (*fleeetv1.Assemblage, error) {
+func (p *PushReconciler) push(ctx context.Context, downstream client.Client, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage) (*fleeetv1.Assemblage, error) {
 	sa := remote.Spec.ServiceAccountName
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pa.Namespace}}
 	if err := downstream.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -192,7 +192,7 @@ func describe(err error) string {
 
 // copyStatus copies the Assemblage's status into the ProxyAssemblage once
 // the agent has observed the spec pushed from the current generation.
-func (p *Push) copyStatus(ctx context.Context, pa *fleeetv1.ProxyAssemblage, asm *fleeetv1.Assemblage) error {
+func (p *PushReconciler) copyStatus(ctx context.Context, pa *fleeetv1.ProxyAssemblage, asm *fleeetv1.Assemblage) error {
 	st, ok := mirror.Status(pa, asm)
 	if !ok {
 		return nil
@@ -205,7 +205,7 @@ func (p *Push) copyStatus(ctx context.Context, pa *fleeetv1.ProxyAssemblage, asm
 
 // clientFor returns a client for the Remote's cluster, rebuilt whenever its
 // kubeconfig Secret changes. Errors never quote the Secret's content.
-func (p *Push) clientFor(ctx context.Context, remote *fleeetv1.Remote) (client.Client, error) {
+func (p *PushReconciler) clientFor(ctx context.Context, remote *fleeetv1.Remote) (client.Client, error) {
 	ref := remote.Spec.KubeconfigRef
 	secret := &corev1.Secret{}
 	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: ref.Name}, secret); err != nil {
@@ -239,7 +239,7 @@ func (p *Push) clientFor(ctx context.Context, remote *fleeetv1.Remote) (client.C
 
 // setRefused records that the manager will not push to the Remote until its
 // spec or kubeconfig Secret changes: Connected=False and Stalled=True.
-func (p *Push) setRefused(ctx context.Context, remote *fleeetv1.Remote, reason, msg string) error {
+func (p *PushReconciler) setRefused(ctx context.Context, remote *fleeetv1.Remote, reason, msg string) error {
 	before := remote.Status.DeepCopy()
 	remote.Status.Mode = fleeetv1.PushMode
 	remote.Status.ObservedGeneration = remote.Generation
@@ -249,7 +249,7 @@ func (p *Push) setRefused(ctx context.Context, remote *fleeetv1.Remote, reason, 
 }
 
 // setConnected records whether the Remote's cluster could be reached.
-func (p *Push) setConnected(ctx context.Context, remote *fleeetv1.Remote, cs metav1.ConditionStatus, reason, msg string) error {
+func (p *PushReconciler) setConnected(ctx context.Context, remote *fleeetv1.Remote, cs metav1.ConditionStatus, reason, msg string) error {
 	before := remote.Status.DeepCopy()
 	remote.Status.Mode = fleeetv1.PushMode
 	remote.Status.ObservedGeneration = remote.Generation
@@ -266,7 +266,7 @@ func (p *Push) setConnected(ctx context.Context, remote *fleeetv1.Remote, cs met
 
 // applyStatus writes the fields of a push Remote's status the push
 // controller owns, if any changed.
-func (p *Push) applyStatus(ctx context.Context, remote *fleeetv1.Remote, before *fleeetv1.RemoteStatus) error {
+func (p *PushReconciler) applyStatus(ctx context.Context, remote *fleeetv1.Remote, before *fleeetv1.RemoteStatus) error {
 	if equality.Semantic.DeepEqual(*before, remote.Status) {
 		return nil
 	}

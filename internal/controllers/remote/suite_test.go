@@ -45,15 +45,15 @@ func TestMain(m *testing.M) {
 
 // setupRemote registers the package's controllers as the manager does.
 func setupRemote(ctx context.Context, mgr ctrl.Manager) error {
-	compiler := &remote.Compiler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Concurrent: 2,
+	compiler := &remote.ProxyAssemblageReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Concurrent: 2,
 		MaxPlanBytes: maxPlanBytes}
 	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&remote.Health{Client: mgr.GetClient(), Grace: grace, Concurrent: 2}).SetupWithManager(mgr); err != nil {
+	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Grace: grace, Concurrent: 2}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	push := &remote.Push{Client: mgr.GetClient(), Timeout: 5 * time.Second, Poll: time.Second, Concurrent: 2}
+	push := &remote.PushReconciler{Client: mgr.GetClient(), Timeout: 5 * time.Second, Poll: time.Second, Concurrent: 2}
 	return push.SetupWithManager(ctx, mgr)
 }
 

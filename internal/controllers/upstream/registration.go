@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -17,9 +16,32 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/credential"
 )
 
-// deliveryWait bounds how long registration waits for the manager to issue
-// the cluster's first credential.
-const deliveryWait = 2 * time.Minute
+// deliveryWait is how long after creating its Remote the agent expects the
+// manager to have issued the cluster's first credential; until then it
+// looks every credentialPoll, afterwards it reports a failure and backs off.
+const (
+	deliveryWait   = 2 * time.Minute
+	credentialPoll = time.Second
+)
+
+// awaiting says the manager has not issued, or not yet let the registration
+// identity read, the first credential of the Remote this agent created.
+type awaiting struct {
+	ns, name string
+	// since is when the agent created the Remote.
+	since time.Time
+	err   error
+}
+
+func (a awaiting) Error() string {
+	if a.overdue() {
+		return fmt.Sprintf("the manager issued no credential for Remote %s/%s within %s: %v", a.ns, a.name, deliveryWait, a.err)
+	}
+	return fmt.Sprintf("created Remote %s/%s; waiting for the manager to issue its first credential", a.ns, a.name)
+}
+
+// overdue reports whether the wait has lasted longer than deliveryWait.
+func (a awaiting) overdue() bool { return time.Since(a.since) > deliveryWait }
 
 // refusal is an answer that retrying will not change: only a new
 // registration token or a changed Upstream will.
@@ -29,9 +51,10 @@ func (r refusal) Error() string { return r.msg }
 
 // register registers the cluster with the registration token: it creates the
 // cluster's Remote (unless an earlier attempt did), naming the
-// RegistrationToken it comes through, waits for the manager to issue the
-// first credential, and exchanges it at once for a token the cluster minted
-// for itself, so the handed-over one can be discarded.
+// RegistrationToken it comes through, and, once the manager has issued the
+// first credential (until then it returns awaiting, and the reconcile looks
+// again shortly, holding no worker), exchanges it at once for a token the
+// cluster minted for itself, so the handed-over one can be discarded.
 func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (credential.Token, error) {
 	ref := up.Spec.TokenSecretRef
 	if ref == nil {
@@ -53,7 +76,14 @@ func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (crede
 		return credential.Token{}, err
 	}
 	ns, name := up.Spec.Management.Namespace, up.Spec.ClusterName
+	key := client.ObjectKeyFromObject(up)
 	first, err := firstCredential(ctx, reg, ns, name)
+	if created, ok := r.created(key); err != nil && ok {
+		if apierrors.IsUnauthorized(err) {
+			return credential.Token{}, registrationError(err)
+		}
+		return credential.Token{}, awaiting{ns: ns, name: name, since: created, err: err}
+	}
 	if err != nil {
 		token, err := registrationTokenName(ctx, reg, ns)
 		if err != nil {
@@ -69,9 +99,8 @@ func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (crede
 			return credential.Token{}, registrationError(err)
 		}
 		r.Recorder.Eventf(up, nil, corev1.EventTypeNormal, fleeetv1.ReasonRegistered, "Register", "Created Remote %s/%s in the management cluster", ns, name)
-		if first, err = awaitFirstCredential(ctx, reg, ns, name); err != nil {
-			return credential.Token{}, err
-		}
+		r.markCreated(key, time.Now())
+		return credential.Token{}, awaiting{ns: ns, name: name, since: time.Now()}
 	}
 	own, err := client.New(managementConfig(up, func() string { return first.Value }), client.Options{Scheme: r.Client.Scheme()})
 	if err != nil {
@@ -123,25 +152,4 @@ func firstCredential(ctx context.Context, reg client.Client, ns, name string) (c
 		return credential.Token{}, err
 	}
 	return credential.TokenFromSecret(secret)
-}
-
-// awaitFirstCredential polls for the first credential: it appears, and
-// becomes readable to the registration identity, once the manager has
-// processed the new Remote.
-func awaitFirstCredential(ctx context.Context, reg client.Client, ns, name string) (credential.Token, error) {
-	ctx, cancel := context.WithTimeout(ctx, deliveryWait)
-	defer cancel()
-	for {
-		token, err := firstCredential(ctx, reg, ns, name)
-		if err == nil {
-			return token, nil
-		}
-		if apierrors.IsUnauthorized(err) {
-			return credential.Token{}, registrationError(err)
-		}
-		if !sleep(ctx, 500*time.Millisecond) {
-			return credential.Token{}, errors.Join(
-				fmt.Errorf("the manager issued no credential for Remote %s/%s within %s", ns, name, deliveryWait), err)
-		}
-	}
 }

@@ -57,8 +57,11 @@ type Reconciler struct {
 	// none: Flux applies as itself). Off, such an Upstream is Stalled.
 	AllowUnconfined bool
 
-	mu      sync.Mutex
-	links   map[client.ObjectKey]*link
+	mu    sync.Mutex
+	links map[client.ObjectKey]*link
+	// remotes are the Upstreams whose Remote this agent created and whose
+	// first credential it has not collected yet, with when it created them.
+	remotes map[client.ObjectKey]time.Time
 	changes chan event.TypedGenericEvent[*fleeetv1.Upstream]
 }
 
@@ -75,6 +78,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return err
 	}
 	r.links = map[client.ObjectKey]*link{}
+	r.remotes = map[client.ObjectKey]time.Time{}
 	r.changes = make(chan event.TypedGenericEvent[*fleeetv1.Upstream], 128)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("upstream").
@@ -92,6 +96,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	up := &fleeetv1.Upstream{}
 	if err := r.Client.Get(ctx, req.NamespacedName, up); err != nil {
 		r.disconnect(req.NamespacedName)
+		if apierrors.IsNotFound(err) {
+			r.markCreated(req.NamespacedName, time.Time{})
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !up.DeletionTimestamp.IsZero() {
@@ -119,7 +126,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	l, err := r.connect(ctx, up)
 	if err != nil {
 		var refused refusal
-		if errors.As(err, &refused) {
+		var waiting awaiting
+		switch {
+		case errors.As(err, &waiting) && !waiting.overdue():
+			r.setNotRegistered(up, fleeetv1.ReasonRegistrationPending, err.Error())
+			return ctrl.Result{RequeueAfter: credentialPoll}, nil
+		case errors.As(err, &refused):
 			log.FromContext(ctx).Error(err, "Registration refused; fix the Upstream or its token and the agent retries")
 			r.setNotRegistered(up, fleeetv1.ReasonRegistrationRefused, err.Error())
 			return ctrl.Result{}, nil
@@ -200,6 +212,27 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 	return l, nil
 }
 
+// created returns when this agent created the Upstream's Remote, if it
+// awaits that Remote's first credential.
+func (r *Reconciler) created(key client.ObjectKey) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.remotes[key]
+	return at, ok
+}
+
+// markCreated records that this agent created the Upstream's Remote at at;
+// the zero time forgets it.
+func (r *Reconciler) markCreated(key client.ObjectKey, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if at.IsZero() {
+		delete(r.remotes, key)
+		return
+	}
+	r.remotes[key] = at
+}
+
 // disconnect stops the Upstream's link, if any.
 func (r *Reconciler) disconnect(key client.ObjectKey) {
 	r.mu.Lock()
@@ -238,6 +271,7 @@ func (r *Reconciler) credential(ctx context.Context, up *fleeetv1.Upstream) (cre
 	if err := r.storeCredential(ctx, up, token); err != nil {
 		return credential.Token{}, err
 	}
+	r.markCreated(client.ObjectKeyFromObject(up), time.Time{})
 	r.Recorder.Eventf(up, nil, corev1.EventTypeNormal, fleeetv1.ReasonRegistered, "Register",
 		"Registered as Remote %s/%s; the credential is in Secret %s", up.Spec.Management.Namespace, up.Spec.ClusterName, credentialSecretName(up))
 	if ref := up.Spec.TokenSecretRef; ref != nil {
