@@ -28,6 +28,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/fleetview"
 )
 
 //go:embed dashboard
@@ -172,7 +173,7 @@ func (s *session) newDashboard(ctx context.Context, o dashboardOptions) (*dashbo
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: fleetview.Scheme})
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +403,7 @@ func filterOf(path string, q url.Values) *gridFilter {
 		return nil
 	}
 	return &gridFilter{q.Get("selector"), q.Get("state"),
-		[]string{StateReady, StatePending, StateProgressing, StateBlocked, StateFailed, StateOffline}}
+		[]string{fleetview.StateReady, fleetview.StatePending, fleetview.StateProgressing, fleetview.StateBlocked, fleetview.StateFailed, fleetview.StateOffline}}
 }
 
 // view renders the live region of the page at path, relative to the
@@ -441,13 +442,13 @@ type gridRow struct {
 }
 
 type gridCell struct {
-	Cell
+	fleetview.Cell
 	Module, Remote, Text string
 }
 
 // gridView is the fleet grid, filtered by ?selector= (Remote labels) and
 // ?state=, a page of ?rows= Remotes (?page=, from 1) at a time.
-func (d *dashboardServer) gridView(f *Fleet, q url.Values) view {
+func (d *dashboardServer) gridView(f *fleetview.Fleet, q url.Values) view {
 	sel, err := labels.Parse(q.Get("selector"))
 	if err != nil {
 		return errorView("fleet", "selector: "+err.Error())
@@ -522,7 +523,7 @@ func (d *dashboardServer) gridView(f *Fleet, q url.Values) view {
 	return v
 }
 
-func (d *dashboardServer) moduleView(ctx context.Context, f *Fleet, name string) (view, int) {
+func (d *dashboardServer) moduleView(ctx context.Context, f *fleetview.Fleet, name string) (view, int) {
 	i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == name })
 	if i < 0 {
 		return notFound("Module "+name, "no Module %s in namespace %s", name, f.Namespace)
@@ -531,12 +532,12 @@ func (d *dashboardServer) moduleView(ctx context.Context, f *Fleet, name string)
 	type cluster struct{ Remote, State, Text, Message string }
 	body := struct {
 		Name                string
-		Rollout             RolloutView
+		Rollout             fleetview.RolloutView
 		Clusters            []cluster
 		History             []fleeetv1.RolloutRecord
 		Events              []string
 		Denial, EventsError string
-	}{Name: name, Rollout: f.rolloutView(m), History: m.Status.History}
+	}{Name: name, Rollout: f.Rollout(m), History: m.Status.History}
 	for j := range f.Remotes {
 		if c := f.Cell(m, &f.Remotes[j]); c.State != "" {
 			body.Clusters = append(body.Clusters, cluster{f.Remotes[j].Name, c.State, c.Text(), c.Message})
@@ -547,68 +548,68 @@ func (d *dashboardServer) moduleView(ctx context.Context, f *Fleet, name string)
 		fields.OneTermEqualSelector("involvedObject.kind", "Module"), fields.OneTermEqualSelector("involvedObject.name", m.Name))}); err != nil {
 		body.EventsError = "reading the Module's events: " + err.Error()
 	}
-	slices.SortFunc(events.Items, func(a, b corev1.Event) int { return eventTime(&b).Compare(eventTime(&a)) })
+	slices.SortFunc(events.Items, func(a, b corev1.Event) int { return fleetview.EventTime(&b).Compare(fleetview.EventTime(&a)) })
 	for j := range events.Items {
 		e := &events.Items[j]
 		if len(body.Events) < 20 {
-			body.Events = append(body.Events, e.Type+" "+describeEvent(e))
+			body.Events = append(body.Events, e.Type+" "+fleetview.DescribeEvent(e))
 		}
 		if body.Denial == "" && e.Reason == fleeetv1.ReasonPolicyDenied {
-			body.Denial = describeEvent(e)
+			body.Denial = fleetview.DescribeEvent(e)
 		}
 	}
 	return view{Title: "Module " + name, Body: execute("module", body)}, http.StatusOK
 }
 
-func remoteView(f *Fleet, name string) (view, int) {
+func remoteView(f *fleetview.Fleet, name string) (view, int) {
 	i := slices.IndexFunc(f.Remotes, func(r fleeetv1.Remote) bool { return r.Name == name })
 	if i < 0 {
 		return notFound("Remote "+name, "no Remote %s in namespace %s", name, f.Namespace)
 	}
 	r := &f.Remotes[i]
 	type sync struct {
-		Cell
+		fleetview.Cell
 		Module, Text, WaitsFor string
 	}
 	body := struct {
 		Name, Connection, Heartbeat, Agent string
 		Syncs                              []sync
 		Graph                              template.HTML
-	}{Name: name, Connection: conditionMessage(r.Status.Conditions, fleeetv1.ConnectedCondition)}
+	}{Name: name, Connection: fleetview.ConditionMessage(r.Status.Conditions, fleeetv1.ConnectedCondition)}
 	if r.Status.AgentVersion != "" {
 		body.Agent = r.Status.AgentVersion + " on Kubernetes " + r.Status.KubernetesVersion
 	}
 	if hb := r.Status.LastHeartbeatTime; hb != nil {
 		body.Heartbeat = hb.UTC().Format(time.RFC3339)
 	}
-	cells := map[string]Cell{}
+	cells := map[string]fleetview.Cell{}
 	for j := range f.Modules {
 		if c := f.Cell(&f.Modules[j], r); c.State != "" {
 			body.Syncs = append(body.Syncs, sync{Cell: c, Module: f.Modules[j].Name, Text: c.Text(), WaitsFor: strings.Join(c.BlockedBy, ", ")})
 			cells[f.Modules[j].Name] = c
 		}
 	}
-	if pa := f.plans[name]; pa != nil {
+	if pa := f.Plan(name); pa != nil {
 		body.Graph = dependencyGraph(pa.Spec.Assemblage.Syncs, cells)
 	}
 	return view{Title: "Remote " + name, Body: execute("remote", body)}, http.StatusOK
 }
 
 // cellView is fleetctl why's explanation, from the same code.
-func (d *dashboardServer) cellView(ctx context.Context, f *Fleet, module, remote string) (view, int) {
+func (d *dashboardServer) cellView(ctx context.Context, f *fleetview.Fleet, module, remote string) (view, int) {
 	title := module + " on " + remote
 	i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == module })
 	j := slices.IndexFunc(f.Remotes, func(r fleeetv1.Remote) bool { return r.Name == remote })
 	if i < 0 || j < 0 {
 		return notFound(title, "no Module %s or no Remote %s in namespace %s", module, remote, f.Namespace)
 	}
-	why := f.why(&f.Modules[i], &f.Remotes[j])
+	why := f.Why(&f.Modules[i], &f.Remotes[j])
 	var err error
-	if why.Warning, why.PolicyDenial, err = lastWarnings(ctx, d.eventReader(ctx), &f.Modules[i], remote); err != nil {
+	if why.Warning, why.PolicyDenial, err = fleetview.LastWarnings(ctx, d.eventReader(ctx), &f.Modules[i], remote); err != nil {
 		return errorView(title, err.Error()), http.StatusOK
 	}
 	var out bytes.Buffer
-	why.print(&out, f.Namespace)
+	why.Print(&out, f.Namespace)
 	return view{Title: title, Body: execute("cell", out.String())}, http.StatusOK
 }
 

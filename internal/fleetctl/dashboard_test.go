@@ -22,6 +22,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/fleetctl"
+	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -63,7 +64,7 @@ func startDashboard(t testing.TB, ns string, args ...string) string {
 		_, rest, _ := strings.Cut(out.String(), "fleet on ")
 		base, _, _ = strings.Cut(rest, " ")
 		return base
-	}, timeout, poll).Should(HavePrefix("http://127.0.0.1:"))
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(HavePrefix("http://127.0.0.1:"))
 	return strings.TrimSuffix(base, "/")
 }
 
@@ -103,7 +104,7 @@ func rows(html string) []string {
 
 func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 	g := NewWithT(t)
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	base := startDashboard(t, ns)
 	g.Eventually(func(g Gomega) {
 		g.Expect(rows(fetch(g, base+"/"))).To(Equal([]string{
@@ -112,7 +113,7 @@ func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 			"edge-2 offline v1.0.0 offline v1.0.0",
 			"lab failed v1.0.0 0/2 pods CrashLoopBackOff -",
 		}), "the rows of fleetctl status")
-	}, timeout, poll).Should(Succeed())
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 	g.Expect(rows(fetch(g, base+"/?state=failed&selector="))).To(HaveLen(2), "the header and lab")
 	g.Expect(rows(fetch(g, base+"/?selector=env%3Dedge"))).To(HaveLen(3), "the header and two edge Remotes")
 	g.Expect(rows(fetch(g, base+"/?rows=2&page=2"))).To(Equal([]string{"Remote app @v1.0.0 crds @v1.0.0", "lab failed v1.0.0 0/2 pods CrashLoopBackOff -"}),
@@ -192,7 +193,7 @@ func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	// The dashboard runs as the cluster's administrator here: whatever a
 	// caller sees comes from the caller's own rights.
 	base := startDashboard(t, "default", "--in-cluster")
@@ -243,7 +244,7 @@ func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
 			"edge-2 offline v1.0.0 offline v1.0.0",
 			"lab failed v1.0.0 0/2 pods CrashLoopBackOff -",
 		}), "the reader sees the namespace's grid")
-	}, timeout, poll).Should(Succeed())
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 	status, body = get(g, "/namespaces/default/", "Authorization", "Bearer "+reader)
 	g.Expect(status).To(Equal(http.StatusForbidden), "the reader's rights end at its namespace: %s", body)
 
