@@ -1,9 +1,10 @@
 // Package fleetctl is the fleetctl command line: registration tokens, the
 // fleet at a glance, why one Module is where it is on one Remote, retries,
 // revocation, rollouts (status, history, pause, resume, approve, undo), a
-// preview of a change (diff) and the web dashboard. It talks to the
-// management cluster like kubectl does (the same kubeconfig, context and
-// namespace flags), and reads the fleet through internal/fleetview.
+// preview of a change (diff) and the web dashboard (internal/dashboard). It
+// talks to the management cluster like kubectl does (the same kubeconfig,
+// context and namespace flags), and reads the fleet through
+// internal/fleetview, as the dashboard does.
 package fleetctl
 
 import (
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fleeet-dev/fleeet/internal/dashboard"
 	"github.com/fleeet-dev/fleeet/internal/fleetview"
 	"github.com/fleeet-dev/fleeet/internal/version"
 )
@@ -46,7 +48,7 @@ func NewCommand() *cobra.Command {
 			},
 		},
 		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRetryCommand(s), newRevokeCommand(s),
-		newRolloutCommand(s), newDiffCommand(s), newDashboardCommand(s),
+		newRolloutCommand(s), newDiffCommand(s), dashboard.NewCommand(kube),
 	)
 	return root
 }

@@ -1,4 +1,4 @@
-package fleetctl_test
+package dashboard_test
 
 import (
 	"context"

@@ -1,4 +1,12 @@
-package fleetctl
+// Package dashboard is the fleet's web dashboard: `fleetctl dashboard` on a
+// user's machine, reading with their kubeconfig, and `fleet-manager
+// dashboard --in-cluster`, which the manager chart runs and which authorises
+// every caller as themselves (auth.go, session.go, limit.go). It serves the
+// grid of Remotes × Modules and a page per Module, Remote and cell, rendered
+// from a watch-fed cache (cache.go) with internal/fleetview, the read model
+// fleetctl shows too, and streams each page's changes as server-sent events.
+// Its templates, script and style are embedded (assets/).
+package dashboard
 
 import (
 	"bytes"
@@ -24,6 +32,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -31,17 +40,19 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/fleetview"
 )
 
-//go:embed dashboard
-var dashboardFiles embed.FS
+// assets holds the page templates and the files served under /static/.
+//
+//go:embed assets
+var assets embed.FS
 
-var pages = template.Must(template.ParseFS(dashboardFiles, "dashboard/pages.html"))
+var pages = template.Must(template.ParseFS(assets, "assets/pages.html"))
 
 // gridRows is how many Remotes a page of the grid shows unless ?rows=
 // says otherwise.
 const gridRows = 100
 
-// dashboardOptions are the dashboard command's flags.
-type dashboardOptions struct {
+// options are the dashboard command's flags.
+type options struct {
 	address, certFile, keyFile string
 	inCluster                  bool
 	// exposeCredentials lets the local dashboard, which reads with the
@@ -55,8 +66,12 @@ type dashboardOptions struct {
 	sessionIdle, maxAge time.Duration
 }
 
-func newDashboardCommand(s *session) *cobra.Command {
-	var o dashboardOptions
+// NewCommand returns the dashboard command, which connects to the
+// management cluster that kube's flags (kubectl's kubeconfig, context and
+// namespace flags, registered by the caller) select. fleetctl and
+// fleet-manager both serve it as their dashboard subcommand.
+func NewCommand(kube genericclioptions.RESTClientGetter) *cobra.Command {
+	var o options
 	cmd := &cobra.Command{
 		Use:   "dashboard",
 		Short: "Serve the fleet's web dashboard on this machine, reading with your own kubeconfig",
@@ -90,7 +105,7 @@ stays in the dashboard's memory. TokenReviews are rate-limited per client addres
 				_ = ln.Close()
 				return err
 			}
-			d, err := s.newDashboard(cmd.Context(), o)
+			d, err := newServer(cmd.Context(), kube, o)
 			if err != nil {
 				_ = ln.Close()
 				return err
@@ -141,7 +156,7 @@ stays in the dashboard's memory. TokenReviews are rate-limited per client addres
 // mayListenOn refuses an address beyond loopback unless what is served
 // there is safe to serve to anyone who reaches it, or the caller said they
 // accept the risk.
-func (o *dashboardOptions) mayListenOn(addr net.Addr) error {
+func (o *options) mayListenOn(addr net.Addr) error {
 	if ip := addr.(*net.TCPAddr).IP; ip.IsLoopback() {
 		return nil
 	}
@@ -156,8 +171,8 @@ func (o *dashboardOptions) mayListenOn(addr net.Addr) error {
 	return nil
 }
 
-// dashboardServer serves the fleet pages from a watch-fed cache.
-type dashboardServer struct {
+// server serves the fleet pages from a watch-fed cache.
+type server struct {
 	cache *fleetCache
 	// events reads the Modules' events for their pages.
 	events client.Reader
@@ -168,8 +183,10 @@ type dashboardServer struct {
 	namespace string
 }
 
-func (s *session) newDashboard(ctx context.Context, o dashboardOptions) (*dashboardServer, error) {
-	cfg, err := s.kube.ToRESTConfig()
+// newServer connects to the cluster kube selects: in-cluster to serve
+// every namespace, else the one namespace kube selects.
+func newServer(ctx context.Context, kube genericclioptions.RESTClientGetter, o options) (*server, error) {
+	cfg, err := kube.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -177,10 +194,10 @@ func (s *session) newDashboard(ctx context.Context, o dashboardOptions) (*dashbo
 	if err != nil {
 		return nil, err
 	}
-	d := &dashboardServer{events: c}
+	d := &server{events: c}
 	if o.inCluster {
 		d.reviewer = newReviewer(c, newLoginSessions(o.sessionIdle, o.maxAge), o.trustForwardedFor)
-	} else if d.namespace, err = s.namespace(); err != nil {
+	} else if d.namespace, _, err = kube.ToRawKubeConfigLoader().Namespace(); err != nil {
 		return nil, err
 	}
 	d.cache, err = newFleetCache(ctx, cfg, d.namespace)
@@ -192,7 +209,7 @@ func (s *session) newDashboard(ctx context.Context, o dashboardOptions) (*dashbo
 // page cannot reach it through a DNS name rebound to this machine.
 // In-cluster it serves a login form at / and each namespace under
 // /namespaces/NAME/, to callers the reviewer lets read it.
-func (d *dashboardServer) handler(addr net.Addr) http.Handler {
+func (d *server) handler(addr net.Addr) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", staticFiles())
 	if d.reviewer == nil {
@@ -227,7 +244,7 @@ func (d *dashboardServer) handler(addr net.Addr) http.Handler {
 }
 
 // namespaced serves one namespace's pages, live events and assets.
-func (d *dashboardServer) namespaced(ns string) http.Handler {
+func (d *server) namespaced(ns string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", staticFiles())
 	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) { d.live(w, r, ns) })
@@ -236,7 +253,7 @@ func (d *dashboardServer) namespaced(ns string) http.Handler {
 }
 
 func staticFiles() http.Handler {
-	sub, err := fs.Sub(dashboardFiles, "dashboard")
+	sub, err := fs.Sub(assets, "assets")
 	if err != nil {
 		panic(err)
 	}
@@ -306,7 +323,7 @@ type indexPage struct {
 
 // index is the in-cluster dashboard's front page: the login form and a
 // namespace to open.
-func (d *dashboardServer) index(w http.ResponseWriter, r *http.Request) {
+func (d *server) index(w http.ResponseWriter, r *http.Request) {
 	if ns := r.URL.Query().Get("namespace"); ns != "" {
 		http.Redirect(w, r, "namespaces/"+url.PathEscape(ns)+"/", http.StatusSeeOther)
 		return
@@ -317,7 +334,7 @@ func (d *dashboardServer) index(w http.ResponseWriter, r *http.Request) {
 // login checks the posted token with a TokenReview and opens a session
 // for it: the browser keeps only the session's random identifier, in an
 // HTTP-only, same-site cookie that is Secure over HTTPS.
-func (d *dashboardServer) login(w http.ResponseWriter, r *http.Request) {
+func (d *server) login(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
 		http.Error(w, "cross-site login refused", http.StatusForbidden)
 		return
@@ -334,7 +351,7 @@ func (d *dashboardServer) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // logout ends the request's session and has the browser drop its cookie.
-func (d *dashboardServer) logout(w http.ResponseWriter, r *http.Request) {
+func (d *server) logout(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
 		http.Error(w, "cross-site logout refused", http.StatusForbidden)
 		return
@@ -377,7 +394,7 @@ func (v view) hash() string {
 
 // page serves a whole page: the fleet grid at /, a Module's, a Remote's
 // or a cell's page.
-func (d *dashboardServer) page(w http.ResponseWriter, r *http.Request, ns string) {
+func (d *server) page(w http.ResponseWriter, r *http.Request, ns string) {
 	v, status := d.view(r.Context(), ns, r.URL.Path, r.URL.Query())
 	depth := strings.Count(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	src := strings.TrimPrefix(r.URL.Path, "/")
@@ -408,7 +425,7 @@ func filterOf(path string, q url.Values) *gridFilter {
 
 // view renders the live region of the page at path, relative to the
 // namespace's root.
-func (d *dashboardServer) view(ctx context.Context, ns, path string, q url.Values) (view, int) {
+func (d *server) view(ctx context.Context, ns, path string, q url.Values) (view, int) {
 	f, err := d.cache.fleet(ctx, ns)
 	if err != nil {
 		return errorView("fleet", err.Error()), http.StatusOK
@@ -448,7 +465,7 @@ type gridCell struct {
 
 // gridView is the fleet grid, filtered by ?selector= (Remote labels) and
 // ?state=, a page of ?rows= Remotes (?page=, from 1) at a time.
-func (d *dashboardServer) gridView(f *fleetview.Fleet, q url.Values) view {
+func (d *server) gridView(f *fleetview.Fleet, q url.Values) view {
 	sel, err := labels.Parse(q.Get("selector"))
 	if err != nil {
 		return errorView("fleet", "selector: "+err.Error())
@@ -523,7 +540,7 @@ func (d *dashboardServer) gridView(f *fleetview.Fleet, q url.Values) view {
 	return v
 }
 
-func (d *dashboardServer) moduleView(ctx context.Context, f *fleetview.Fleet, name string) (view, int) {
+func (d *server) moduleView(ctx context.Context, f *fleetview.Fleet, name string) (view, int) {
 	i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == name })
 	if i < 0 {
 		return notFound("Module "+name, "no Module %s in namespace %s", name, f.Namespace)
@@ -596,7 +613,7 @@ func remoteView(f *fleetview.Fleet, name string) (view, int) {
 }
 
 // cellView is fleetctl why's explanation, from the same code.
-func (d *dashboardServer) cellView(ctx context.Context, f *fleetview.Fleet, module, remote string) (view, int) {
+func (d *server) cellView(ctx context.Context, f *fleetview.Fleet, module, remote string) (view, int) {
 	title := module + " on " + remote
 	i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == module })
 	j := slices.IndexFunc(f.Remotes, func(r fleeetv1.Remote) bool { return r.Name == remote })
@@ -618,7 +635,7 @@ func (d *dashboardServer) cellView(ctx context.Context, f *fleetview.Fleet, modu
 // whole body), as JSON. ?src= names the page, ?shown= the hash of the body
 // it shows. Changes within 100 ms make one event. In-cluster the caller's
 // rights are checked again before every event.
-func (d *dashboardServer) live(w http.ResponseWriter, r *http.Request, ns string) {
+func (d *server) live(w http.ResponseWriter, r *http.Request, ns string) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
