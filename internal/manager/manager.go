@@ -92,7 +92,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := push.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {

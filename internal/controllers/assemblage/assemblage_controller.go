@@ -16,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -91,12 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, asm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := asm.Status.DeepCopy()
-	defer func() {
-		if err := status.Update(ctx, r.Client, asm, *before, asm.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+	defer status.NewPatcher(r.Client, r.Recorder, asm).Finish(ctx, &retErr)
 
 	if !asm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, asm)
@@ -402,7 +396,6 @@ func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeet
 		}
 	}
 	asm.Status.Syncs, asm.Status.Summary = statuses, sum
-	asm.Status.ObservedGeneration = asm.Generation
 
 	var cycles []string
 	for _, name := range slices.Sorted(maps.Keys(g.Cycles)) {
