@@ -4,7 +4,8 @@
 // Remote health. It serves the admission webhooks that guard registrations.
 //
 // `fleet-manager dashboard --in-cluster` runs the web dashboard instead —
-// fleetctl's, shipped in this image for the chart's dashboard Deployment.
+// fleetctl's (internal/dashboard), shipped in this image for the chart's
+// dashboard Deployment.
 package main
 
 import (
@@ -13,20 +14,20 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/fleeet-dev/fleeet/internal/fleetctl"
+	"github.com/fleeet-dev/fleeet/internal/dashboard"
 	"github.com/fleeet-dev/fleeet/internal/manager"
 	"github.com/fleeet-dev/fleeet/internal/runner"
 )
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "dashboard" {
-		cmd := fleetctl.NewCommand()
-		cmd.SetArgs(os.Args[1:])
-		if err := cmd.ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
+		if err := runDashboard(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
 			os.Exit(1)
 		}
 		return
@@ -70,4 +71,16 @@ func main() {
 		}
 		return manager.Setup(context.Background(), mgr, o)
 	}, func(opts *ctrl.Options) { opts.WebhookServer = webhook.NewServer(hook) })
+}
+
+// runDashboard runs args, which start with "dashboard", as fleetctl runs
+// them: the same command under a root named fleetctl with kubectl's
+// kubeconfig flags, so its flags, help and errors read the same.
+func runDashboard(ctx context.Context, args []string) error {
+	kube := genericclioptions.NewConfigFlags(true)
+	root := &cobra.Command{Use: "fleetctl", SilenceUsage: true}
+	kube.AddFlags(root.PersistentFlags())
+	root.AddCommand(dashboard.NewCommand(kube))
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
 }

@@ -14,8 +14,8 @@ import (
 	"strings"
 )
 
-// Lookup follows an RFC 6901 JSON pointer through decoded JSON.
-func Lookup(doc any, pointer string) (any, error) {
+// lookup follows an RFC 6901 JSON pointer through decoded JSON.
+func lookup(doc any, pointer string) (any, error) {
 	if pointer == "" {
 		return doc, nil
 	}

@@ -100,7 +100,7 @@ func TestLookupPointerFollowsRFC6901(t *testing.T) {
 	}
 	for _, tc := range cases {
 		g := NewWithT(t)
-		got, err := Lookup(doc, tc.pointer)
+		got, err := lookup(doc, tc.pointer)
 		if tc.err != "" {
 			g.Expect(err).To(MatchError(ContainSubstring(tc.err)), tc.pointer)
 			continue

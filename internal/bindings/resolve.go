@@ -59,7 +59,7 @@ func read(b Binding) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	v, err := Lookup(doc, b.Field)
+	v, err := lookup(doc, b.Field)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}

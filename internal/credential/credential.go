@@ -29,14 +29,14 @@ const (
 	// RegistrationToken's Secret, for `helm install fleet-agent -f`.
 	ValuesKey = "values.yaml"
 
-	// MinTokenLifetime is the shortest lifetime the TokenRequest API grants.
-	MinTokenLifetime = 10 * time.Minute
+	// minTokenLifetime is the shortest lifetime the TokenRequest API grants.
+	minTokenLifetime = 10 * time.Minute
 
 	// FirstLifetime is how long the first token of a cluster's
 	// identity lives. It is handed over through a management Secret, so the
 	// agent exchanges it for a token of its own at once and the Secret is
 	// deleted; it is the shortest lifetime the API grants.
-	FirstLifetime = MinTokenLifetime
+	FirstLifetime = minTokenLifetime
 
 	// Lifetime is how long each token an agent mints for its own
 	// cluster identity lives. Renewal at 80% leaves 20% of it, 4.8 hours, as
@@ -60,7 +60,7 @@ type Token struct {
 // TokenRequest API. A non-nil boundTo binds the token to that Secret: it
 // stops working when the Secret is deleted.
 func Mint(ctx context.Context, c client.Client, ns, name string, lifetime time.Duration, boundTo *corev1.Secret) (Token, error) {
-	seconds := int64(max(lifetime, MinTokenLifetime) / time.Second)
+	seconds := int64(max(lifetime, minTokenLifetime) / time.Second)
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
 	if boundTo != nil {
 		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{

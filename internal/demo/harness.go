@@ -27,10 +27,10 @@ type Harness struct {
 	dirs     int
 }
 
-// Failure is what Fatal panics with; Run recovers it as an error.
-type Failure struct{ Message string }
+// failure is what Fatal panics with; Run recovers it as an error.
+type failure struct{ Message string }
 
-func (f Failure) Error() string { return f.Message }
+func (f failure) Error() string { return f.Message }
 
 // NewHarness keeps files under dir and writes diagnostics to dir/harness.log.
 func NewHarness(ctx context.Context, dir string) (*Harness, error) {
@@ -77,7 +77,7 @@ func (h *Harness) fail(msg string) {
 	h.failed = true
 	h.mu.Unlock()
 	h.log.Print("FATAL: ", msg)
-	panic(Failure{msg})
+	panic(failure{msg})
 }
 
 func (h *Harness) Errorf(format string, args ...any) {
@@ -99,11 +99,11 @@ func (h *Harness) Failed() bool {
 func (h *Harness) Run(f func()) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			failure, ok := r.(Failure)
+			e, ok := r.(failure)
 			if !ok {
 				panic(r)
 			}
-			err = failure
+			err = e
 		}
 	}()
 	f()

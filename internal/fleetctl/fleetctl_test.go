@@ -12,14 +12,10 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -27,31 +23,15 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/fleetctl"
-	"github.com/fleeet-dev/fleeet/internal/manager"
+	"github.com/fleeet-dev/fleeet/internal/fleetview"
+	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
 var cluster *testenv.Cluster
 
-const (
-	timeout = time.Minute
-	poll    = 200 * time.Millisecond
-)
-
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithCluster(m, "management", &cluster, []testenv.ClusterOption{testenv.WithWebhooks()},
-		func(c *testenv.Cluster) (func(bool), error) {
-			if err := c.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleeet-system"}}); err != nil {
-				return nil, err
-			}
-			return testenv.StartManager(c, "fleet-manager", func(ctx context.Context, mgr ctrl.Manager) error {
-				return manager.Setup(ctx, mgr, manager.Options{
-					OfflineGrace: time.Hour, PushTimeout: 5 * time.Second, PushPoll: time.Second,
-					Management: credential.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
-					Namespace:  "fleeet-system",
-				})
-			})
-		}))
+	os.Exit(fleetviewtest.RunWithManager(m, &cluster))
 }
 
 // run runs the command line in-process against the test cluster.
@@ -66,75 +46,9 @@ func run(t testing.TB, ns string, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// fleet makes a tenant with three Remotes and two Modules, and plays the
-// clusters: edge-1 runs crds Ready with its pods ready and app Blocked on it,
-// edge-2's heartbeat is two hours old, lab runs app Failed with a pod
-// crash-looping.
-func fleet(t *testing.T) string {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := t.Context()
-	ns := cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
-	for name, labels := range map[string]map[string]string{
-		"edge-1": {"env": "edge"}, "edge-2": {"env": "edge"}, "lab": {"env": "lab"},
-	} {
-		g.Expect(cluster.Client.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}})).To(Succeed())
-		renewed := time.Now()
-		if name == "edge-2" {
-			renewed = renewed.Add(-2 * time.Hour)
-		}
-		g.Expect(cluster.Client.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), RenewTime: &metav1.MicroTime{Time: renewed}},
-		})).To(Succeed())
-	}
-	module := func(name string, selector map[string]string, deps ...string) *fleeetv1.Module {
-		m := &fleeetv1.Module{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
-				Selector: &metav1.LabelSelector{MatchLabels: selector},
-				Sync: fleeetv1.SyncSpec{
-					Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/" + name + ".git", Tag: "v1.0.0"}},
-					Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy", TargetNamespace: ns}},
-				},
-			}},
-		}
-		for _, d := range deps {
-			m.Spec.Sync.DependsOn = append(m.Spec.Sync.DependsOn, fleeetv1.Dependency{Name: d})
-		}
-		return m
-	}
-	app := module("app", nil, "crds")
-	app.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: ptr.To(intstr.FromInt32(1))}
-	g.Expect(cluster.Client.Create(ctx, module("crds", map[string]string{"env": "edge"}))).To(Succeed())
-	g.Expect(cluster.Client.Create(ctx, app)).To(Succeed())
-
-	report := map[string][]fleeetv1.SyncStatus{
-		"edge-1": {
-			{Name: "app", State: fleeetv1.SyncBlocked, Message: "waiting for crds", BlockedBy: []string{"crds"}},
-			{Name: "crds", State: fleeetv1.SyncReady, Revision: "v1.0.0",
-				Health: &fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 2, DesiredPods: 2}},
-		},
-		"lab": {{Name: "app", State: fleeetv1.SyncFailed, Message: "kustomize build failed",
-			Health: &fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 0, DesiredPods: 2, Reason: "CrashLoopBackOff",
-				Message: "Deployment web: pod web-7d9c-x4k2p: container app"}}},
-	}
-	for name, syncs := range report {
-		g.Eventually(func(g Gomega) {
-			pa := &fleeetv1.ProxyAssemblage{}
-			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pa)).To(Succeed())
-			g.Expect(pa.Spec.Assemblage.Syncs).To(HaveLen(len(syncs)))
-			pa.Status.ObservedGeneration = pa.Generation
-			pa.Status.Syncs = syncs
-			g.Expect(cluster.Client.Status().Update(ctx, pa)).To(Succeed())
-		}, timeout, poll).Should(Succeed())
-	}
-	return ns
-}
-
 func TestStatusShowsTheFleetGrid(t *testing.T) {
 	g := NewWithT(t)
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	g.Eventually(func(g Gomega) {
 		out, err := run(t, ns, "status", "-o", "json")
 		g.Expect(err).NotTo(HaveOccurred(), out)
@@ -153,7 +67,7 @@ func TestStatusShowsTheFleetGrid(t *testing.T) {
 			"edge-2": {"app": "offline v1.0.0", "crds": "offline v1.0.0"},
 			"lab":    {"app": "failed v1.0.0"},
 		}))
-	}, timeout, poll).Should(Succeed())
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 
 	out, err := run(t, ns, "status")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -168,31 +82,9 @@ func TestStatusShowsTheFleetGrid(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring(`--output "xml": want yaml or json`)))
 }
 
-func TestACellShowsStateVersionAndWorkloadHealth(t *testing.T) {
-	crashing := &fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 1, DesiredPods: 3, Reason: "CrashLoopBackOff",
-		Message: "Deployment web: pod web-1: container app"}
-	cases := []struct {
-		cell fleetctl.Cell
-		want string
-	}{
-		{fleetctl.Cell{}, "-"},
-		{fleetctl.Cell{State: "pending"}, "pending"},
-		{fleetctl.Cell{State: "ready", Version: "v1.0.0", Current: true}, "ready v1.0.0"},
-		{fleetctl.Cell{State: "progressing", Version: "v0.9.0"}, "progressing v0.9.0*"},
-		{fleetctl.Cell{State: "ready", Version: "v1.0.0", Current: true,
-			Health: &fleeetv1.WorkloadHealth{Workloads: 2, ReadyPods: 4, DesiredPods: 4}}, "ready v1.0.0 4/4 pods"},
-		{fleetctl.Cell{State: "failed", Version: "1.2.0", Current: true, Health: crashing}, "failed 1.2.0 1/3 pods CrashLoopBackOff"},
-		{fleetctl.Cell{State: "ready", Version: "v1.0.0", Current: true, Health: &fleeetv1.WorkloadHealth{}}, "ready v1.0.0 0/0 pods"},
-	}
-	for _, tc := range cases {
-		NewWithT(t).Expect(tc.cell.Text()).To(Equal(tc.want))
-	}
-	NewWithT(t).Expect(crashing.Summary()).To(Equal("1/3 pods ready: CrashLoopBackOff (Deployment web: pod web-1: container app)"))
-}
-
 func TestWhyExplainsOneCell(t *testing.T) {
 	g := NewWithT(t)
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	g.Eventually(func(g Gomega) {
 		out, err := run(t, ns, "why", "app", "--remote", "edge-1")
 		g.Expect(err).NotTo(HaveOccurred(), out)
@@ -202,7 +94,7 @@ func TestWhyExplainsOneCell(t *testing.T) {
 		g.Expect(out).To(ContainSubstring("plan:         holds the current version v1.0.0"))
 		g.Expect(out).To(ContainSubstring("cluster says: waiting for crds"))
 		g.Expect(out).To(ContainSubstring("waits for:    crds — ready; workloads: 2/2 pods ready"))
-	}, timeout, poll).Should(Succeed())
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 
 	out, err := run(t, ns, "why", "app", "--remote", "lab")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -216,7 +108,7 @@ func TestWhyExplainsOneCell(t *testing.T) {
 
 	out, err = run(t, ns, "why", "app", "--remote", "edge-2", "-o", "yaml")
 	g.Expect(err).NotTo(HaveOccurred())
-	var view fleetctl.WhyView
+	var view fleetview.WhyView
 	g.Expect(yaml.Unmarshal([]byte(out), &view)).To(Succeed())
 	g.Expect(view.Cell.State).To(Equal("offline"))
 	g.Expect(view.Connection).To(HavePrefix("Connected False (HeartbeatMissed: "))
@@ -230,7 +122,7 @@ func TestWhyExplainsOneCell(t *testing.T) {
 func TestWhyShowsTheLastPolicyDenial(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	out, err := run(t, ns, "why", "crds", "--remote", "edge-1")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(ContainSubstring("policy:       none recorded"))
@@ -257,7 +149,7 @@ deny contains msg if {
 		g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge-1"}, pa)).To(Succeed())
 		compile.Find(pa.Spec.Assemblage.Syncs, "crds").Source.Git.URL = "https://untrusted.example.com/crds.git"
 		return cluster.Client.Update(ctx, pa, client.DryRunAll)
-	}, timeout, poll).Should(MatchError(ContainSubstring("is not an approved git server")))
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(MatchError(ContainSubstring("is not an approved git server")))
 	crds := &fleeetv1.Module{}
 	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "crds"}, crds)).To(Succeed())
 	crds.Spec.Sync.Source.Git.URL, crds.Spec.Sync.Source.Git.Tag = "https://untrusted.example.com/crds.git", "v1.1.0"
@@ -268,7 +160,7 @@ deny contains msg if {
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		g.Expect(out).To(MatchRegexp(`policy: +\S+ PolicyDenied: Remote edge-1: plan refused by admission policy: .*spec.assemblage.syncs\[crds\].source.git.url: https://untrusted.example.com/crds.git is not an approved git server`))
 		g.Expect(out).To(ContainSubstring("plan:         holds v1.0.0, not the current version yet"))
-	}, timeout, poll).Should(Succeed())
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 	pa := &fleeetv1.ProxyAssemblage{}
 	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge-1"}, pa)).To(Succeed())
 	g.Expect(compile.Find(pa.Spec.Assemblage.Syncs, "crds").Source.Git.URL).To(Equal("https://git.example.com/crds.git"), "the refused plan keeps what it held")
@@ -315,7 +207,7 @@ func TestTokenCreatePrintsTheInstallCommand(t *testing.T) {
 
 func TestRevokeDeletesTheRemote(t *testing.T) {
 	g := NewWithT(t)
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	out, err := run(t, ns, "revoke", "lab")
 	g.Expect(err).NotTo(HaveOccurred(), out)
 	g.Expect(out).To(Equal("remote/lab revoked: identity fleeet-remote-lab deleted\n"))
@@ -328,7 +220,7 @@ func TestRevokeDeletesTheRemote(t *testing.T) {
 
 func TestRetryPutsANewTokenIntoThePlan(t *testing.T) {
 	g := NewWithT(t)
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	token := func() string {
 		out, err := run(t, ns, "retry", "edge-1")
 		g.Expect(err).NotTo(HaveOccurred(), out)
@@ -343,7 +235,7 @@ func TestRetryPutsANewTokenIntoThePlan(t *testing.T) {
 			g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "edge-1"}, pa)).To(Succeed())
 			g.Expect(pa.Spec.Assemblage.RetryRequestedAt).To(Equal(want))
 			g.Expect(pa.Spec.Assemblage.Syncs).To(HaveLen(2), "the syncs stay as they were")
-		}, timeout, poll).Should(Succeed())
+		}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 	}
 	_, err := run(t, ns, "retry", "nowhere")
 	g.Expect(err).To(MatchError(ContainSubstring(`remotes.fleeet.dev "nowhere" not found`)))
@@ -351,14 +243,14 @@ func TestRetryPutsANewTokenIntoThePlan(t *testing.T) {
 
 func TestRolloutCommandsShowAndSteerARollout(t *testing.T) {
 	g := NewWithT(t)
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	g.Eventually(func(g Gomega) {
 		out, err := run(t, ns, "rollout", "status", "app")
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		g.Expect(out).To(ContainSubstring("module/app: v1.0.0 (revision "))
 		g.Expect(out).To(ContainSubstring("state:   False RemoteFailed: Remote lab failed on v1.0.0: kustomize build failed"))
 		g.Expect(out).To(MatchRegexp(`\(rest\) \*\s+3\s+2\s+0\s+1\s+\n`), "one implicit stage: 3 Remotes, 2 updated, none ready, 1 offline")
-	}, timeout, poll).Should(Succeed())
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 
 	out, err := run(t, ns, "rollout", "history", "app")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -421,17 +313,17 @@ func manifest(t testing.TB, ns, name string, edit func(*fleeetv1.Module)) string
 
 func TestDiffPreviewsAChangeOnEveryPlanAndWritesNothing(t *testing.T) {
 	g := NewWithT(t)
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	g.Eventually(func(g Gomega) {
 		out, err := run(t, ns, "status", "-o", "json")
 		g.Expect(err).NotTo(HaveOccurred(), out)
 		g.Expect(out).To(ContainSubstring(`"blocked"`))
-	}, timeout, poll).Should(Succeed())
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 	g.Eventually(func(g Gomega) { // the manager has compiled every plan
 		settled := specs(g, ns)
 		time.Sleep(time.Second)
 		g.Expect(specs(g, ns)).To(Equal(settled))
-	}, timeout, poll).Should(Succeed())
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 	before := specs(g, ns)
 	differs := func(err error) { g.ExpectWithOffset(1, fleetctl.ExitCode(err)).To(Equal(1), "%v", err) }
 

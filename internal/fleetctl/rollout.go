@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/fleetview"
 )
 
 func newRolloutCommand(s *session) *cobra.Command {
@@ -32,33 +32,6 @@ waits on the same conditions these commands report.`,
 	return cmd
 }
 
-// RolloutView is what fleetctl rollout status shows.
-type RolloutView struct {
-	Module   string `json:"module"`
-	Version  string `json:"version"`
-	Revision string `json:"revision"`
-	Strategy string `json:"strategy"`
-	// Stages lists each stage's Remotes and how many of them hold the
-	// current version; the implicit last stage is named "(rest)".
-	Stages []StageView `json:"stages,omitempty"`
-	// State is the Module's Ready condition, reason and message.
-	State string `json:"state"`
-	// Holding says what keeps further Remotes from moving.
-	Holding string `json:"holding,omitempty"`
-	Paused  bool   `json:"paused,omitempty"`
-}
-
-// StageView is one stage's progress.
-type StageView struct {
-	Name     string `json:"name"`
-	Remotes  int    `json:"remotes"`
-	Updated  int    `json:"updated"`
-	Ready    int    `json:"ready"`
-	Offline  int    `json:"offline"`
-	Approval string `json:"approval,omitempty"`
-	Current  bool   `json:"current,omitempty"`
-}
-
 func newRolloutStatusCommand(s *session) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
@@ -74,67 +47,19 @@ func newRolloutStatusCommand(s *session) *cobra.Command {
 			if i < 0 {
 				return fmt.Errorf("module %s not found in namespace %s", args[0], f.Namespace)
 			}
-			view := f.rolloutView(&f.Modules[i])
+			view := f.Rollout(&f.Modules[i])
 			if done, err := printStructured(cmd.OutOrStdout(), output, view); done {
 				return err
 			}
-			return view.print(cmd.OutOrStdout())
+			return printRollout(cmd.OutOrStdout(), view)
 		},
 	}
 	addOutputFlag(cmd, &output)
 	return cmd
 }
 
-func (f *Fleet) rolloutView(m *fleeetv1.Module) RolloutView {
-	v := RolloutView{Module: m.Name, Version: compile.Version(&m.Spec.Sync), Revision: compile.ModuleRevision(m),
-		Strategy: string(m.Spec.Rollout.Strategy), Paused: m.Spec.Rollout.Paused, State: "not reconciled yet"}
-	if c := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition); c != nil {
-		v.State = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
-	}
-	ro := m.Status.Rollout
-	if ro != nil && ro.Revision == v.Revision {
-		v.Holding = ro.Holding
-	}
-	stages := make([]StageView, len(m.Spec.Rollout.Stages)+1)
-	for i, st := range m.Spec.Rollout.Stages {
-		stages[i] = StageView{Name: st.Name, Approval: string(st.Approval)}
-	}
-	stages[len(stages)-1].Name = "(rest)"
-	for i := range f.Remotes {
-		r := &f.Remotes[i]
-		cell := f.Cell(m, r)
-		if !cell.Selected {
-			continue
-		}
-		name, _ := stageOf(m, r)
-		k := slices.IndexFunc(m.Spec.Rollout.Stages, func(st fleeetv1.RolloutStage) bool { return st.Name == name })
-		if k < 0 {
-			k = len(stages) - 1
-		}
-		st := &stages[k]
-		st.Remotes++
-		switch {
-		case r.Offline():
-			st.Offline++
-		case cell.Current:
-			st.Updated++
-			if cell.State == StateReady {
-				st.Ready++
-			}
-		}
-	}
-	if ro != nil && ro.Revision == v.Revision && ro.RolledBack == nil {
-		k := slices.IndexFunc(m.Spec.Rollout.Stages, func(st fleeetv1.RolloutStage) bool { return st.Name == ro.Stage })
-		if k < 0 {
-			k = len(stages) - 1
-		}
-		stages[k].Current = true
-	}
-	v.Stages = slices.DeleteFunc(stages, func(st StageView) bool { return st.Remotes == 0 })
-	return v
-}
-
-func (v RolloutView) print(out io.Writer) error {
+// printRollout writes v as fleetctl rollout status shows it.
+func printRollout(out io.Writer, v fleetview.RolloutView) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "module/%s: %s (revision %s), %s\n", v.Module, v.Version, v.Revision, v.Strategy)
 	fmt.Fprintf(w, "  state:   %s\n", v.State)

@@ -1,12 +1,14 @@
 // Package fleetctl is the fleetctl command line: registration tokens, the
 // fleet at a glance, why one Module is where it is on one Remote, retries,
 // revocation, rollouts (status, history, pause, resume, approve, undo), a
-// preview of a change (diff) and the web dashboard. It talks to the
-// management cluster like kubectl does (the same kubeconfig, context and
-// namespace flags).
+// preview of a change (diff) and the web dashboard (internal/dashboard). It
+// talks to the management cluster like kubectl does (the same kubeconfig,
+// context and namespace flags), and reads the fleet through
+// internal/fleetview, as the dashboard does.
 package fleetctl
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,13 +16,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/dashboard"
+	"github.com/fleeet-dev/fleeet/internal/fleetview"
 	"github.com/fleeet-dev/fleeet/internal/version"
 )
 
@@ -47,7 +48,7 @@ func NewCommand() *cobra.Command {
 			},
 		},
 		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRetryCommand(s), newRevokeCommand(s),
-		newRolloutCommand(s), newDiffCommand(s), newDashboardCommand(s),
+		newRolloutCommand(s), newDiffCommand(s), dashboard.NewCommand(kube),
 	)
 	return root
 }
@@ -76,8 +77,19 @@ func (s *session) client() (client.Client, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: fleetview.Scheme})
 	return c, ns, err
+}
+
+// fleet connects to the management cluster and reads the selected
+// namespace's Modules, Remotes and ProxyAssemblages.
+func (s *session) fleet(ctx context.Context) (client.Client, *fleetview.Fleet, error) {
+	c, namespace, err := s.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := fleetview.Read(ctx, c, namespace)
+	return c, f, err
 }
 
 // addOutputFlag registers -o/--output: empty for the human view, or yaml
@@ -112,14 +124,3 @@ func colourful(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && os.Getenv("NO_COLOR") == "" && term.IsTerminal(int(f.Fd()))
 }
-
-// scheme holds the kinds fleetctl reads and writes.
-var scheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fleeetv1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}()

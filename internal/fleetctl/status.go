@@ -8,12 +8,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/fleetview"
 )
 
 // colours of the states on a terminal (ANSI SGR codes).
 var colours = map[string]string{
-	StateReady: "32", StatePending: "33", StateProgressing: "33",
-	StateOffline: "90", StateBlocked: "35", StateFailed: "31",
+	fleetview.StateReady: "32", fleetview.StatePending: "33", fleetview.StateProgressing: "33",
+	fleetview.StateOffline: "90", fleetview.StateBlocked: "35", fleetview.StateFailed: "31",
 }
 
 // StatusView is `fleetctl status -o yaml|json`.
@@ -26,9 +27,9 @@ type StatusView struct {
 
 // RemoteView is one row of the grid.
 type RemoteView struct {
-	Name      string          `json:"name"`
-	Connected bool            `json:"connected"`
-	Cells     map[string]Cell `json:"cells"`
+	Name      string                    `json:"name"`
+	Connected bool                      `json:"connected"`
+	Cells     map[string]fleetview.Cell `json:"cells"`
 }
 
 func newStatusCommand(s *session) *cobra.Command {
@@ -48,7 +49,7 @@ not ready (CrashLoopBackOff, ImagePullBackOff, ReadinessProbeFailing…); fleetc
 			if err != nil {
 				return err
 			}
-			view := f.statusView()
+			view := statusView(f)
 			if done, err := printStructured(cmd.OutOrStdout(), output, view); done {
 				return err
 			}
@@ -59,14 +60,15 @@ not ready (CrashLoopBackOff, ImagePullBackOff, ReadinessProbeFailing…); fleetc
 	return cmd
 }
 
-func (f *Fleet) statusView() StatusView {
+// statusView is the grid of f: each Remote's cells, by Module.
+func statusView(f *fleetview.Fleet) StatusView {
 	v := StatusView{Namespace: f.Namespace, Modules: map[string]string{}, Remotes: []RemoteView{}}
 	for i := range f.Modules {
 		v.Modules[f.Modules[i].Name] = compile.Version(&f.Modules[i].Spec.Sync)
 	}
 	for i := range f.Remotes {
 		r := &f.Remotes[i]
-		row := RemoteView{Name: r.Name, Connected: !r.Offline(), Cells: map[string]Cell{}}
+		row := RemoteView{Name: r.Name, Connected: !r.Offline(), Cells: map[string]fleetview.Cell{}}
 		for j := range f.Modules {
 			if cell := f.Cell(&f.Modules[j], r); cell.State != "" {
 				row.Cells[f.Modules[j].Name] = cell
@@ -77,7 +79,9 @@ func (f *Fleet) statusView() StatusView {
 	return v
 }
 
-func printGrid(w io.Writer, f *Fleet, v StatusView, colour bool) error {
+// printGrid writes v, the grid of f, as fleetctl status shows it: coloured
+// by state when colour is set.
+func printGrid(w io.Writer, f *fleetview.Fleet, v StatusView, colour bool) error {
 	if len(f.Remotes) == 0 && len(f.Modules) == 0 {
 		_, err := fmt.Fprintf(w, "No Modules or Remotes in namespace %s.\n", f.Namespace)
 		return err

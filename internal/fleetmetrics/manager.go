@@ -68,15 +68,15 @@ var (
 		[]string{"namespace", "module", "state"}, nil)
 )
 
-// Fleet reports, at each scrape, every Remote and Module its reader (the
-// manager's cache) holds.
-type Fleet struct {
+// fleetCollector reports, at each scrape, every Remote and Module its
+// reader (the manager's cache) holds.
+type fleetCollector struct {
 	mu     sync.Mutex
 	reader client.Reader
 }
 
 // Describe implements prometheus.Collector.
-func (f *Fleet) Describe(ch chan<- *prometheus.Desc) {
+func (f *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{remoteConnected, remoteSuspended, moduleRemotes, moduleRollout} {
 		ch <- d
 	}
@@ -84,7 +84,7 @@ func (f *Fleet) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector; a failed read reports nothing
 // rather than zeros.
-func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
+func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	f.mu.Lock()
 	reader := f.reader
 	f.mu.Unlock()
@@ -112,13 +112,13 @@ func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 			"blocked": s.Blocked, "offline": s.Offline, "suspended": s.Suspended, "pods_not_ready": s.PodsNotReady} {
 			ch <- prometheus.MustNewConstMetric(moduleRemotes, prometheus.GaugeValue, float64(n), m.Namespace, m.Name, state)
 		}
-		ch <- prometheus.MustNewConstMetric(moduleRollout, prometheus.GaugeValue, 1, m.Namespace, m.Name, RolloutState(m))
+		ch <- prometheus.MustNewConstMetric(moduleRollout, prometheus.GaugeValue, 1, m.Namespace, m.Name, rolloutState(m))
 	}
 }
 
-// RolloutState names the state a Module's rollout is in, from its
+// rolloutState names the state a Module's rollout is in, from its
 // conditions.
-func RolloutState(m *fleeetv1.Module) string {
+func rolloutState(m *fleeetv1.Module) string {
 	conds := m.Status.Conditions
 	switch {
 	case apimeta.IsStatusConditionTrue(conds, fleeetv1.RolledBackCondition):
@@ -145,9 +145,9 @@ func one(b bool) float64 {
 	return 0
 }
 
-// fleet is the process's one Fleet collector.
+// fleet is the process's one fleetCollector.
 var (
-	fleet           = &Fleet{}
+	fleet           = &fleetCollector{}
 	registerManager sync.Once
 )
 

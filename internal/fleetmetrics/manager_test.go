@@ -26,9 +26,9 @@ func TestRolloutStateReadsTheConditions(t *testing.T) {
 		StateFailed:      {cond(fleeetv1.ReadyCondition, metav1.ConditionFalse)},
 	} {
 		m := &fleeetv1.Module{Status: fleeetv1.ModuleStatus{Conditions: conds}}
-		NewWithT(t).Expect(RolloutState(m)).To(Equal(want))
+		NewWithT(t).Expect(rolloutState(m)).To(Equal(want))
 	}
-	NewWithT(t).Expect(RolloutState(&fleeetv1.Module{})).To(Equal(StateProgressing), "not reconciled yet")
+	NewWithT(t).Expect(rolloutState(&fleeetv1.Module{})).To(Equal(StateProgressing), "not reconciled yet")
 }
 
 func TestTheFleetCollectorReportsRemotesAndModules(t *testing.T) {
@@ -43,7 +43,7 @@ func TestTheFleetCollectorReportsRemotesAndModules(t *testing.T) {
 	app := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "app"},
 		Status: fleeetv1.ModuleStatus{Summary: fleeetv1.ModuleSummary{Total: 2, Updated: 1, Ready: 1, Offline: 1},
 			Conditions: []metav1.Condition{{Type: fleeetv1.RolloutPausedCondition, Status: metav1.ConditionTrue}}}}
-	f := &Fleet{reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(online, lab, app).Build()}
+	f := &fleetCollector{reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(online, lab, app).Build()}
 	want := `
 # HELP fleeet_remote_connected 1 while the Remote's cluster is Connected, 0 when it is not.
 # TYPE fleeet_remote_connected gauge

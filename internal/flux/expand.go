@@ -35,17 +35,17 @@ const fluxInterval = 10 * time.Minute
 // depending on it, for ten minutes.
 const fluxRetryInterval = time.Minute
 
-// DefaultTimeout bounds a sync's Flux work when the sync sets no timeout:
+// defaultTimeout bounds a sync's Flux work when the sync sets no timeout:
 // building, applying and waiting for a Kustomization's objects to be ready,
 // and each Helm action of a HelmRelease with Helm's wait. Flux's default for
 // a Kustomization is its interval less 30s (here 9.5 minutes), holding a
 // failing sync's dependents that long before it is reported; five minutes is
 // Helm's own default, so both kinds give up alike.
-const DefaultTimeout = 5 * time.Minute
+const defaultTimeout = 5 * time.Minute
 
-// DefaultHelmRetries is how many more times a failed install or upgrade is
+// defaultHelmRetries is how many more times a failed install or upgrade is
 // tried when a sync does not say.
-const DefaultHelmRetries = 3
+const defaultHelmRetries = 3
 
 // Expansion is what one sync becomes: a source object
 // (GitRepository or HelmRepository) and an applier (Kustomization or
@@ -57,7 +57,7 @@ type Expansion struct {
 	Want    Revision
 }
 
-// revision is the desired version of a sync as Flux reports it once applied.
+// Revision is the desired version of a sync as Flux reports it once applied.
 type Revision struct {
 	// gitTag or gitCommit for kustomize syncs; chartVersion for helm syncs.
 	GitTag, GitCommit, ChartVersion string
@@ -75,7 +75,7 @@ func (r Revision) String() string {
 	}
 }
 
-// matches reports whether a revision Flux reports (a Kustomization's
+// Matches reports whether a revision Flux reports (a Kustomization's
 // lastAppliedRevision such as "v1.0.0@sha1:…", or a chart version) is this one.
 func (r Revision) Matches(applied string) bool {
 	switch {
@@ -88,7 +88,7 @@ func (r Revision) Matches(applied string) bool {
 	}
 }
 
-// objectName is the name of a sync's Flux objects: the sync's name with a
+// ObjectName is the name of a sync's Flux objects: the sync's name with a
 // hash of assemblage and sync name, so two assemblages sharing a namespace
 // never collide and the name stays within 63 characters.
 func ObjectName(asm, sync string) string {
@@ -254,16 +254,16 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, ob
 	return &Expansion{Source: repo, Applier: hr, Want: Revision{ChartVersion: src.Version}}, nil
 }
 
-// timeout is a sync's timeout, or DefaultTimeout.
+// timeout is a sync's timeout, or defaultTimeout.
 func timeout(d *metav1.Duration) *metav1.Duration {
 	if d == nil {
-		return &metav1.Duration{Duration: DefaultTimeout}
+		return &metav1.Duration{Duration: defaultTimeout}
 	}
 	return d
 }
 
 // remediation is how a HelmRelease recovers from failures, from the sync's
-// remediation with DefaultHelmRetries for each retry count it leaves unset.
+// remediation with defaultHelmRetries for each retry count it leaves unset.
 // A failed install is uninstalled before each retry (Flux's only way for
 // installs) and the last one is left in place to be looked at: nothing ran
 // before it. A failed upgrade is rolled back before each retry and after the
@@ -278,7 +278,7 @@ func remediation(r *fleeetv1.HelmRemediation) (*helmv2.Install, *helmv2.Upgrade)
 	}
 	retries := func(n *int32) int {
 		if n == nil {
-			return DefaultHelmRetries
+			return defaultHelmRetries
 		}
 		return int(*n)
 	}

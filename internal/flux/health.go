@@ -17,8 +17,8 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 )
 
-// MaxWorkloads bounds how many workloads of one sync are read for its health.
-const MaxWorkloads = 32
+// maxWorkloads bounds how many workloads of one sync are read for its health.
+const maxWorkloads = 32
 
 // maxPodLists bounds how many of a sync's workloads short of ready pods
 // have their pods listed, each reconcile, to say why.
@@ -49,21 +49,21 @@ const (
 	ReasonNotReady = "NotReady"
 )
 
-// Workload is one Deployment, StatefulSet or DaemonSet a sync applied.
-type Workload struct {
+// workload is one Deployment, StatefulSet or DaemonSet a sync applied.
+type workload struct {
 	Kind string
 	client.ObjectKey
 }
 
-func (w Workload) String() string { return w.Kind + " " + w.Name }
+func (w workload) String() string { return w.Kind + " " + w.Name }
 
 // workloadKinds are the kinds whose pods make a sync's health.
 var workloadKinds = []string{"Deployment", "StatefulSet", "DaemonSet"}
 
-// Workloads lists the Deployments, StatefulSets and DaemonSets in the
+// workloadsOf lists the Deployments, StatefulSets and DaemonSets in the
 // inventory of a sync's Kustomization or HelmRelease: what Flux applied for
 // it, as the tenant's ServiceAccount.
-func Workloads(applier client.Object) []Workload {
+func workloadsOf(applier client.Object) []workload {
 	var ids []string
 	switch a := applier.(type) {
 	case *kustomizev1.Kustomization:
@@ -79,14 +79,14 @@ func Workloads(applier client.Object) []Workload {
 			}
 		}
 	}
-	var out []Workload
+	var out []workload
 	for _, id := range ids {
 		// <namespace>_<name>_<group>_<kind>; names and namespaces never hold "_".
 		parts := strings.Split(id, "_")
 		if len(parts) != 4 || parts[2] != appsv1.GroupName || !slices.Contains(workloadKinds, parts[3]) {
 			continue
 		}
-		out = append(out, Workload{Kind: parts[3], ObjectKey: client.ObjectKey{Namespace: parts[0], Name: parts[1]}})
+		out = append(out, workload{Kind: parts[3], ObjectKey: client.ObjectKey{Namespace: parts[0], Name: parts[1]}})
 	}
 	return out
 }
@@ -134,14 +134,14 @@ func WorkloadPods(obj client.Object) (ready, desired int32, selector *metav1.Lab
 // short of ready pods, their pods from pods, to say why. Nil when the
 // applier applied no workload.
 func ReadHealth(ctx context.Context, workloads, pods client.Reader, applier client.Object) *fleeetv1.WorkloadHealth {
-	all := Workloads(applier)
+	all := workloadsOf(applier)
 	if len(all) == 0 {
 		return nil
 	}
 	h := &fleeetv1.WorkloadHealth{Workloads: int32(len(all))}
 	var found problem
 	lists := 0
-	for _, w := range all[:min(len(all), MaxWorkloads)] {
+	for _, w := range all[:min(len(all), maxWorkloads)] {
 		obj := NewWorkload(w.Kind)
 		if err := workloads.Get(ctx, w.ObjectKey, obj); err != nil {
 			p := problem{rank: rankWorkload, reason: ReasonUnreadable, where: w.String() + ": cannot be read"}

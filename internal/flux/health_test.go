@@ -33,17 +33,17 @@ func TestWorkloadsAreTheAppsKindsOfTheInventory(t *testing.T) {
 	}
 	ks := &kustomizev1.Kustomization{}
 	ks.Status.Inventory = &kustomizev1.ResourceInventory{Entries: inv}
-	want := []Workload{
+	want := []workload{
 		{"Deployment", client.ObjectKey{Namespace: "apps", Name: "web"}},
 		{"StatefulSet", client.ObjectKey{Namespace: "apps", Name: "db"}},
 		{"DaemonSet", client.ObjectKey{Namespace: "apps", Name: "agent"}},
 	}
-	g.Expect(Workloads(ks)).To(Equal(want))
+	g.Expect(workloadsOf(ks)).To(Equal(want))
 
 	hr := &helmv2.HelmRelease{}
 	hr.Status.Inventory = &helmv2.ResourceInventory{Entries: []helmv2.ResourceRef{{ID: "apps_web_apps_Deployment", Version: "v1"}}}
-	g.Expect(Workloads(hr)).To(Equal(want[:1]))
-	g.Expect(Workloads(&helmv2.HelmRelease{})).To(BeEmpty(), "no inventory yet")
+	g.Expect(workloadsOf(hr)).To(Equal(want[:1]))
+	g.Expect(workloadsOf(&helmv2.HelmRelease{})).To(BeEmpty(), "no inventory yet")
 }
 
 func TestWorkloadPodsCountsReadyAgainstWanted(t *testing.T) {
@@ -182,7 +182,7 @@ func TestReadHealthSumsPodsAndSaysWhyTheFirstShortWorkloadIsShort(t *testing.T) 
 }
 
 // However many workloads a sync applies, the agent reads at most
-// MaxWorkloads of them and lists pods for at most maxPodLists, and what it
+// maxWorkloads of them and lists pods for at most maxPodLists, and what it
 // reports stays within the schema's limits.
 func TestReadHealthIsBounded(t *testing.T) {
 	g := NewWithT(t)
@@ -204,8 +204,8 @@ func TestReadHealthIsBounded(t *testing.T) {
 	reads := &countingReader{Reader: base}
 	h := ReadHealth(t.Context(), reads, reads, ks)
 	g.Expect(h.Workloads).To(Equal(int32(100)))
-	g.Expect(h.DesiredPods).To(Equal(int32(MaxWorkloads)))
-	g.Expect(reads.gets).To(Equal(MaxWorkloads))
+	g.Expect(h.DesiredPods).To(Equal(int32(maxWorkloads)))
+	g.Expect(reads.gets).To(Equal(maxWorkloads))
 	g.Expect(reads.lists).To(Equal(maxPodLists))
 
 	// The longest names Kubernetes allows still fit the message's limit.

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 // warnings collects the admission warnings a client receives.
@@ -66,7 +67,7 @@ func strictTenant(t *testing.T) string {
 }
 
 func moduleIn(ns, name string, change func(*fleeetv1.Module)) *fleeetv1.Module {
-	m := newModule("v1.0.0", &metav1.LabelSelector{})
+	m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{})
 	m.Namespace, m.Name = ns, name
 	m.Spec.Sync.Package.Kustomize.TargetNamespace = ns
 	if change != nil {

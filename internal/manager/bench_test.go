@@ -18,6 +18,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 const benchModules = 50
@@ -66,7 +67,7 @@ func benchFleet(b *testing.B, bin string, remotes int) {
 			Name: fmt.Sprintf("edge-%05d", i), Namespace: ns, Labels: map[string]string{"fleet": "all"}}})
 	})
 	parallel(b, benchModules, func(i int) error {
-		m := newModule("v1.0.0", &metav1.LabelSelector{})
+		m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{})
 		m.Name, m.Namespace = fmt.Sprintf("module-%02d", i), ns
 		return c.Client.Create(ctx, m)
 	})

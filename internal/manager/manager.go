@@ -80,12 +80,7 @@ const (
 // Setup registers every fleet-manager controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	fleetmetrics.RegisterManager(mgr.GetClient())
-	compiler := &remote.ProxyAssemblageReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
-		MaxPlanBytes: cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes)}
-	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
-		return err
-	}
-	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Grace: o.OfflineGrace, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+	if err := SetupModules(ctx, mgr, o); err != nil {
 		return err
 	}
 	push := &remote.PushReconciler{Client: mgr.GetClient(), Timeout: o.PushTimeout, Poll: o.PushPoll, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}
@@ -93,9 +88,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	if err := (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	tokens := &registration.TokenReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}
@@ -107,6 +99,24 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	return setupAdmission(ctx, mgr, o)
+}
+
+// SetupModules registers with mgr the controllers that carry Modules to the
+// Remotes they select, as Setup does: the compiler, which writes every
+// Remote's plan, the health controller, whose Connected condition tells
+// which Remotes are offline, and the Module controller, which rolls each
+// Module out across those plans. The Module controller's tests run these
+// alone.
+func SetupModules(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	compiler := &remote.ProxyAssemblageReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
+		MaxPlanBytes: cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes)}
+	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Grace: o.OfflineGrace, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}).SetupWithManager(mgr)
 }
 
 // setupAdmission serves the policy webhook and loads user policies.

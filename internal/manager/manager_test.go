@@ -2,9 +2,7 @@ package manager_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,10 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -29,6 +24,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/manager"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 const (
@@ -79,333 +75,13 @@ func tenantIn(t testing.TB, c *testenv.Cluster) string {
 	return ns
 }
 
-func newRemote(t *testing.T, ns, name string, labels map[string]string, online bool) {
-	t.Helper()
-	g := NewWithT(t)
-	g.Expect(cluster.Client.Create(t.Context(), &fleeetv1.Remote{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-	})).To(Succeed())
-	if online {
-		now := metav1.NewMicroTime(time.Now())
-		g.Expect(cluster.Client.Create(t.Context(), &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), RenewTime: &now},
-		})).To(Succeed())
-	}
-}
-
-func newModule(tag string, selector *metav1.LabelSelector) *fleeetv1.Module {
-	return &fleeetv1.Module{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: map[string]string{"tier": "app"}},
-		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
-			Selector: selector,
-			Sync: fleeetv1.SyncSpec{
-				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: tag}},
-				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
-			},
-		}},
-	}
-}
-
-// heldTag returns the tag of the app sync a Remote's ProxyAssemblage holds, or "".
-func heldTag(pa *fleeetv1.ProxyAssemblage) string {
-	for _, s := range pa.Spec.Assemblage.Syncs {
-		if s.Name == "app" {
-			return s.Source.Git.Tag
-		}
-	}
-	return ""
-}
-
-func proxy(g Gomega, ns, name string) *fleeetv1.ProxyAssemblage {
-	pa := &fleeetv1.ProxyAssemblage{}
-	g.Expect(cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pa)).To(Succeed())
-	return pa
-}
-
-// report plays a cluster's agent: it reports every sync of the Remote's
-// current ProxyAssemblage spec in the given state.
-func report(g Gomega, ns, name string, state fleeetv1.SyncState) {
-	g.Eventually(func() error {
-		pa := proxy(g, ns, name)
-		now := metav1.Now()
-		pa.Status.ObservedGeneration = pa.Generation
-		pa.Status.Syncs = nil
-		for _, s := range pa.Spec.Assemblage.Syncs {
-			pa.Status.Syncs = append(pa.Status.Syncs, fleeetv1.SyncStatus{
-				Name: s.Name, State: state, Message: "reported " + string(state), LastTransitionTime: &now})
-		}
-		return cluster.Client.Status().Update(context.Background(), pa)
-	}, timeout, poll).Should(Succeed())
-}
-
-func TestModulesCompileIntoTheProxyAssemblagesOfSelectedRemotes(t *testing.T) {
-	g := NewWithT(t)
-	ns := tenant(t)
-	newRemote(t, ns, "edge-1", map[string]string{"env": "prod", "region": "eu"}, true)
-	newRemote(t, ns, "edge-2", map[string]string{"env": "dev", "region": "us"}, true)
-	g.Expect(cluster.Client.Create(t.Context(), &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns}, Data: map[string]string{"domain": "example.com"},
-	})).To(Succeed())
-
-	m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}})
-	m.Namespace = ns
-	m.Spec.ControlPlaneBindings = []fleeetv1.ControlPlaneBinding{
-		{Name: "REGION", ObjectFieldRef: &fleeetv1.ControlPlaneFieldRef{Kind: "Remote", FieldPath: "/metadata/labels/region"}},
-		{Name: "DOMAIN", ObjectFieldRef: &fleeetv1.ControlPlaneFieldRef{Kind: "ConfigMap", Name: "fleet", FieldPath: "/data/domain"}},
-		{Name: "HOST", Value: ptr.To("$(REGION).$(DOMAIN)")},
-	}
-	m.Spec.Sync.Package.Kustomize.Substitute = map[string]string{"host": "$(HOST)", "later": "$(DOWNSTREAM)"}
-	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
-
-	g.Eventually(func(g Gomega) {
-		g.Expect(heldTag(proxy(g, ns, "edge-1"))).To(Equal("v1.0.0"))
-		g.Expect(proxy(g, ns, "edge-2").Spec.Assemblage.Syncs).To(BeEmpty())
-		sync := proxy(g, ns, "edge-1").Spec.Assemblage.Syncs[0]
-		g.Expect(sync.Labels).To(Equal(map[string]string{"tier": "app"}))
-		g.Expect(sync.Package.Kustomize.Substitute).To(Equal(map[string]string{
-			"host": "eu.example.com", "later": "$(DOWNSTREAM)"}), "unknown names are left for the agent")
-	}, timeout, poll).Should(Succeed())
-
-	// A ConfigMap change reaches the plan.
-	g.Expect(cluster.Client.Patch(t.Context(), &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns}, Data: map[string]string{"domain": "example.org"},
-	}, client.Merge)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(proxy(g, ns, "edge-1").Spec.Assemblage.Syncs[0].Package.Kustomize.Substitute).
-			To(HaveKeyWithValue("host", "eu.example.org"))
-	}, timeout, poll).Should(Succeed())
-
-	// Relabelling moves the sync from one Remote's plan to the other's.
-	for name, env := range map[string]string{"edge-1": "dev", "edge-2": "prod"} {
-		r := &fleeetv1.Remote{}
-		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, r)).To(Succeed())
-		r.Labels["env"] = env
-		g.Expect(cluster.Client.Update(t.Context(), r)).To(Succeed())
-	}
-	g.Eventually(func(g Gomega) {
-		g.Expect(proxy(g, ns, "edge-1").Spec.Assemblage.Syncs).To(BeEmpty())
-		g.Expect(proxy(g, ns, "edge-2").Spec.Assemblage.Syncs).To(HaveLen(1))
-		g.Expect(proxy(g, ns, "edge-2").Spec.Assemblage.Syncs[0].Package.Kustomize.Substitute).
-			To(HaveKeyWithValue("host", "us.example.org"))
-	}, timeout, poll).Should(Succeed())
-
-	// A binding that cannot be resolved is reported, and the plan keeps what it had.
-	g.Eventually(func() error {
-		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(m), m)).To(Succeed())
-		m.Spec.ControlPlaneBindings[1].ObjectFieldRef.FieldPath = "/data/missing"
-		m.Spec.Sync.Source.Git.Tag = "v2.0.0"
-		return cluster.Client.Update(t.Context(), m)
-	}, timeout, poll).Should(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(m), m)).To(Succeed())
-		ready := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition)
-		g.Expect(ready).NotTo(BeNil())
-		g.Expect(ready.Reason).To(Equal("BindingFailed"))
-		g.Expect(ready.Message).To(ContainSubstring("remote edge-2: spec.controlPlaneBindings[DOMAIN]: ConfigMap fleet: field /data/missing not found"))
-	}, timeout, poll).Should(Succeed())
-	g.Expect(heldTag(proxy(g, ns, "edge-2"))).To(Equal("v1.0.0"))
-	// The compiler's stamp is where the Module controller read that from.
-	stamp := proxy(g, ns, "edge-2").CompiledSyncs()["app"]
-	g.Expect(stamp.Generation).To(Equal(m.Generation))
-	g.Expect(stamp.Pending).To(BeTrue())
-	g.Expect(stamp.BindingError).To(ContainSubstring("field /data/missing not found"))
-}
-
-// rolloutWatch watches every ProxyAssemblage of a namespace for the whole
-// test and records violations: more than maxUnavailable Remotes holding a
-// version they have not reported Ready, or a Remote moving backward.
-type rolloutWatch struct {
-	mu         sync.Mutex
-	order      map[string]int // tag → position in the sequence of versions
-	online     map[string]bool
-	held       map[string]string
-	violations []string
-	peak       int
-}
-
-// onPlans calls seen, from a watch until the test ends, with every
-// ProxyAssemblage of a namespace as it is created or changed.
-func onPlans(t *testing.T, ns string, seen func(*fleeetv1.ProxyAssemblage)) {
-	wc, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: testenv.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := wc.Watch(t.Context(), &fleeetv1.ProxyAssemblageList{}, client.InNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage); ok && ev.Type != watch.Deleted {
-				seen(pa)
-			}
-		}
-	}()
-}
-
-func watchRollout(t *testing.T, ns string, online []string, maxUnavailable int, tags ...string) *rolloutWatch {
-	rw := &rolloutWatch{order: map[string]int{}, held: map[string]string{}, online: map[string]bool{}}
-	for _, name := range online {
-		rw.online[name] = true
-	}
-	for i, tag := range tags {
-		rw.order[tag] = i
-	}
-	unready := map[string]bool{}
-	onPlans(t, ns, func(pa *fleeetv1.ProxyAssemblage) {
-		rw.mu.Lock()
-		defer rw.mu.Unlock()
-		tag := heldTag(pa)
-		if prev := rw.held[pa.Name]; prev != "" && rw.order[tag] < rw.order[prev] {
-			rw.violations = append(rw.violations, fmt.Sprintf("%s moved back from %s to %s", pa.Name, prev, tag))
-		}
-		rw.held[pa.Name] = tag
-		if !rw.online[pa.Name] {
-			return // offline Remotes never count as unavailable
-		}
-		reported := pa.Status.ObservedGeneration == pa.Generation && len(pa.Status.Syncs) > 0 &&
-			pa.Status.Syncs[0].State == fleeetv1.SyncReady
-		unready[pa.Name] = tag != "" && !reported
-		n := 0
-		for _, u := range unready {
-			if u {
-				n++
-			}
-		}
-		rw.peak = max(rw.peak, n)
-		if n > maxUnavailable {
-			rw.violations = append(rw.violations, fmt.Sprintf("%d Remotes unavailable at once", n))
-		}
-	})
-	return rw
-}
-
-func (rw *rolloutWatch) check(g Gomega) {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	g.Expect(rw.violations).To(BeEmpty())
-}
-
-// driveUntil plays every online cluster's agent, reporting each Remote's
-// plan in the state decide gives, until done holds.
-func driveUntil(g Gomega, ns string, online []string, decide func(remote, tag string) fleeetv1.SyncState, done func(Gomega)) {
-	g.Eventually(func(g Gomega) {
-		for _, name := range online {
-			pa := proxy(g, ns, name)
-			tag := heldTag(pa)
-			state := decide(name, tag)
-			reported := pa.Status.ObservedGeneration == pa.Generation && len(pa.Status.Syncs) == 1 &&
-				pa.Status.Syncs[0].State == state
-			if tag != "" && !reported {
-				report(g, ns, name, state)
-			}
-		}
-		done(g)
-	}, timeout, poll).Should(Succeed())
-}
-
-func moduleStatus(g Gomega, ns string) *fleeetv1.Module {
-	m := &fleeetv1.Module{}
-	g.Expect(cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "app"}, m)).To(Succeed())
-	return m
-}
-
-func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
-	g := NewWithT(t)
-	ns := tenant(t)
-	online := []string{"r1", "r2", "r3", "r4", "r5"}
-	for _, name := range online {
-		newRemote(t, ns, name, map[string]string{"fleet": "yes"}, true)
-	}
-	newRemote(t, ns, "r6-offline", map[string]string{"fleet": "yes"}, false)
-
-	m := newModule("v1", &metav1.LabelSelector{})
-	m.Namespace = ns
-	m.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: ptr.To(intstr.FromInt32(1))}
-	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
-
-	ready := func(string, string) fleeetv1.SyncState { return fleeetv1.SyncReady }
-	// First placement: every Remote gets v1 (nothing runs yet, nothing to lose).
-	driveUntil(g, ns, online, ready, func(g Gomega) {
-		s := moduleStatus(g, ns).Status.Summary
-		g.Expect(s.Ready).To(Equal(int32(5)))
-		g.Expect(s.Offline).To(Equal(int32(1)))
-	})
-	// From here on, every version change is a rollout the watch holds to its bound.
-	rw := watchRollout(t, ns, online, 1, "v1", "v2", "v3", "v4")
-
-	setTag := func(tag string) {
-		g.Eventually(func() error {
-			m := moduleStatus(g, ns)
-			m.Spec.Sync.Source.Git.Tag = tag
-			return cluster.Client.Update(t.Context(), m)
-		}, timeout, poll).Should(Succeed())
-	}
-
-	// v2, superseded by v3 once two Remotes run v2.
-	setTag("v2")
-	driveUntil(g, ns, online, ready, func(g Gomega) {
-		n := 0
-		for _, name := range online {
-			if heldTag(proxy(g, ns, name)) == "v2" {
-				n++
-			}
-		}
-		g.Expect(n).To(BeNumerically(">=", 2))
-	})
-	setTag("v3")
-	// r1 fails on v3: the rollout pauses and goes no further.
-	fails := func(remote, tag string) fleeetv1.SyncState {
-		if tag == "v3" && remote == "r1" {
-			return fleeetv1.SyncFailed
-		}
-		return fleeetv1.SyncReady
-	}
-	driveUntil(g, ns, online, fails, func(g Gomega) {
-		m := moduleStatus(g, ns)
-		paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
-		g.Expect(paused).NotTo(BeNil())
-		g.Expect(paused.Status).To(Equal(metav1.ConditionTrue))
-		g.Expect(paused.Message).To(HavePrefix("Remote r1 failed on v3"))
-		g.Expect(m.Status.Rollout.PausedBy).To(Equal("r1"))
-		g.Expect(m.Status.Rollout.Admitted).To(BeEmpty(), "no Remote is admitted while the rollout is paused")
-	})
-
-	// r1 repaired: the rollout resumes and every online Remote reaches v3.
-	driveUntil(g, ns, online, ready, func(g Gomega) {
-		m := moduleStatus(g, ns)
-		g.Expect(apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
-		for _, name := range online {
-			g.Expect(heldTag(proxy(g, ns, name))).To(Equal("v3"), "Remote %s", name)
-		}
-	})
-
-	// A newer version; everything online converges, then the offline Remote gets it too.
-	setTag("v4")
-	driveUntil(g, ns, online, ready, func(g Gomega) {
-		m := moduleStatus(g, ns)
-		g.Expect(m.Status.Summary.Ready).To(Equal(int32(5)))
-		g.Expect(heldTag(proxy(g, ns, "r6-offline"))).To(Equal("v4"))
-		g.Expect(apimeta.IsStatusConditionTrue(m.Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
-		g.Expect(m.Status.ObservedGeneration).To(Equal(m.Generation))
-		g.Expect(apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
-		g.Expect(m.Status.Version).To(Equal("v4"))
-	})
-	rw.check(g)
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	g.Expect(rw.peak).To(Equal(1), "the watch saw the rollout move one Remote at a time")
-}
-
 func TestPullRemoteHealthFollowsItsLease(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
-	newRemote(t, ns, "fresh", nil, true)
-	newRemote(t, ns, "silent", nil, false)
+	fleettest.NewRemote(t, cluster.Client, ns, "fresh", nil, true)
+	fleettest.NewRemote(t, cluster.Client, ns, "silent", nil, false)
 	stale := metav1.NewMicroTime(time.Now().Add(-10 * time.Minute))
-	newRemote(t, ns, "stale", nil, false)
+	fleettest.NewRemote(t, cluster.Client, ns, "stale", nil, false)
 	g.Expect(cluster.Client.Create(t.Context(), &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: ns},
 		Spec:       coordinationv1.LeaseSpec{RenewTime: &stale},
@@ -483,19 +159,19 @@ func TestPushModeDeliversThePlanAndIsolatesAnUnreachableCluster(t *testing.T) {
 			},
 		})).To(Succeed())
 	}
-	m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"mode": "push"}})
+	m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"mode": "push"}})
 	m.Namespace = ns
 	m.Spec.Sync.Source.Git.URL = url
 	m.Spec.Sync.Package.Kustomize.TargetNamespace = ns
 	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
-		m := moduleStatus(g, ns)
+		m := fleettest.ModuleStatus(g, cluster.Client, ns)
 		g.Expect(m.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 2, Updated: 2, Ready: 1, Offline: 1}))
 		g.Expect(apimeta.IsStatusConditionTrue(m.Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue(),
 			"the unreachable cluster does not hold the others back")
 
-		pa := proxy(g, ns, "edge-push")
+		pa := fleettest.Proxy(g, cluster.Client, ns, "edge-push")
 		g.Expect(pa.Status.ObservedGeneration).To(Equal(pa.Generation))
 		g.Expect(pa.Status.Syncs).To(HaveLen(1))
 		g.Expect(pa.Status.Syncs[0].Revision).To(HavePrefix("v1.0.0@sha1:"))
@@ -547,7 +223,7 @@ func TestBootstrapModuleAppliesStraightIntoPushRemotes(t *testing.T) {
 		},
 	})).To(Succeed())
 	// A pull Remote cannot be reached from the management cluster: never selected.
-	newRemote(t, ns, "pulled", map[string]string{"bootstrap": "yes"}, true)
+	fleettest.NewRemote(t, cluster.Client, ns, "pulled", map[string]string{"bootstrap": "yes"}, true)
 
 	bm := &fleeetv1.BootstrapModule{
 		ObjectMeta: metav1.ObjectMeta{Name: "flux", Namespace: ns},
@@ -612,14 +288,14 @@ func reconciles(g Gomega, controller string) float64 {
 func TestACompileThatChangesNothingWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
-	newRemote(t, ns, "steady", map[string]string{"env": "prod"}, true)
-	m := newModule("v1.0.0", &metav1.LabelSelector{})
+	fleettest.NewRemote(t, cluster.Client, ns, "steady", map[string]string{"env": "prod"}, true)
+	m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{})
 	m.Namespace = ns
 	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
 	var before *fleeetv1.ProxyAssemblage
 	g.Eventually(func(g Gomega) {
-		before = proxy(g, ns, "steady")
-		g.Expect(heldTag(before)).To(Equal("v1.0.0"))
+		before = fleettest.Proxy(g, cluster.Client, ns, "steady")
+		g.Expect(fleettest.HeldTag(before)).To(Equal("v1.0.0"))
 	}, timeout, poll).Should(Succeed())
 
 	// Any Remote change recompiles its plan; this one changes nothing in it.
@@ -628,76 +304,27 @@ func TestACompileThatChangesNothingWritesNothing(t *testing.T) {
 		Name: "steady", Namespace: ns, Annotations: map[string]string{"touched": "yes"}}}, client.Merge)).To(Succeed())
 	g.Eventually(func(g Gomega) float64 { return reconciles(g, "proxyassemblage-compiler") }, timeout, poll).
 		Should(BeNumerically(">", count))
-	g.Expect(proxy(g, ns, "steady").ResourceVersion).To(Equal(before.ResourceVersion))
-}
-
-// TestSuspendHoldsWhatRuns: a suspended Module keeps every plan at the
-// version it had, and a suspended Remote keeps its plan as it is while the
-// rollout passes it by; clearing either catches up.
-func TestSuspendHoldsWhatRuns(t *testing.T) {
-	g := NewWithT(t)
-	ns := tenant(t)
-	newRemote(t, ns, "running", map[string]string{"env": "prod"}, true)
-	newRemote(t, ns, "held", map[string]string{"env": "prod"}, true)
-	m := newModule("v1.0.0", &metav1.LabelSelector{})
-	m.Namespace = ns
-	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
-	tags := func(g Gomega) []string {
-		return []string{heldTag(proxy(g, ns, "held")), heldTag(proxy(g, ns, "running"))}
-	}
-	g.Eventually(tags, timeout, poll).Should(Equal([]string{"v1.0.0", "v1.0.0"}))
-
-	setSuspend := func(obj client.Object, suspend bool) {
-		patch := []byte(fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend))
-		g.Expect(cluster.Client.Patch(t.Context(), obj, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
-	}
-	setVersion := func(tag string) {
-		patch := []byte(fmt.Sprintf(`{"spec":{"sync":{"source":{"git":{"tag":%q}}}}}`, tag))
-		g.Expect(cluster.Client.Patch(t.Context(), m, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
-	}
-
-	// A suspended Module: a new version reaches no plan, and says why.
-	setSuspend(m, true)
-	setVersion("v2.0.0")
-	g.Eventually(func(g Gomega) {
-		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(m), m)).To(Succeed())
-		ready := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition)
-		g.Expect(ready).NotTo(BeNil())
-		g.Expect(ready.Reason).To(Equal("Suspended"))
-		g.Expect(m.Status.ObservedGeneration).To(Equal(m.Generation))
-	}, timeout, poll).Should(Succeed())
-	g.Consistently(tags, 3*time.Second, poll).Should(Equal([]string{"v1.0.0", "v1.0.0"}))
-
-	// A suspended Remote: the resumed Module reaches every other Remote.
-	setSuspend(&fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held"}}, true)
-	setSuspend(m, false)
-	g.Eventually(tags, timeout, poll).Should(Equal([]string{"v1.0.0", "v2.0.0"}))
-	report(g, ns, "running", fleeetv1.SyncReady)
-	g.Eventually(func(g Gomega) {
-		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(m), m)).To(Succeed())
-		g.Expect(m.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 2, Updated: 1, Ready: 1, Suspended: 1}))
-	}, timeout, poll).Should(Succeed())
-	g.Consistently(tags, 3*time.Second, poll).Should(Equal([]string{"v1.0.0", "v2.0.0"}))
-
-	// Resumed, it catches up.
-	setSuspend(&fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "held"}}, false)
-	g.Eventually(tags, timeout, poll).Should(Equal([]string{"v2.0.0", "v2.0.0"}))
+	g.Expect(fleettest.Proxy(g, cluster.Client, ns, "steady").ResourceVersion).To(Equal(before.ResourceVersion))
 }
 
 func TestAPlanEditedByHandIsRestored(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
-	newRemote(t, ns, "edited", map[string]string{"env": "prod"}, true)
-	m := newModule("v1.0.0", &metav1.LabelSelector{})
+	fleettest.NewRemote(t, cluster.Client, ns, "edited", map[string]string{"env": "prod"}, true)
+	m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{})
 	m.Namespace = ns
 	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
-	g.Eventually(func(g Gomega) { g.Expect(heldTag(proxy(g, ns, "edited"))).To(Equal("v1.0.0")) }, timeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, "edited"))).To(Equal("v1.0.0"))
+	}, timeout, poll).Should(Succeed())
 
 	// The compiler ignores the echo of its own writes, not anyone else's.
 	g.Eventually(func(g Gomega) error {
-		pa := proxy(g, ns, "edited")
+		pa := fleettest.Proxy(g, cluster.Client, ns, "edited")
 		pa.Spec.Assemblage.Syncs[0].Source.Git.Tag = "v0.9.0"
 		return cluster.Client.Update(t.Context(), pa)
 	}, timeout, poll).Should(Succeed())
-	g.Eventually(func(g Gomega) { g.Expect(heldTag(proxy(g, ns, "edited"))).To(Equal("v1.0.0")) }, timeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, "edited"))).To(Equal("v1.0.0"))
+	}, timeout, poll).Should(Succeed())
 }

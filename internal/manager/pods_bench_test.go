@@ -16,6 +16,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 // versionAnnotation marks podinfo's Pods with the version they run.
@@ -78,7 +79,7 @@ func benchPodsReady(b *testing.B, managerBin, agentBin string, clusters int) {
 
 	// The same podinfo, through fleeet into namespace team and through
 	// plain Flux into namespace flux, on every cluster.
-	m := newModule("v1", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge"}})
+	m := fleettest.NewModule("v1", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge"}})
 	m.Name, m.Namespace = "podinfo", e.tenant
 	m.Spec.Sync.Source.Git.URL = repo
 	m.Spec.Sync.Package.Kustomize.Path = "./deploy"

@@ -17,6 +17,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 // idleWindow is how long the idle agent's requests are counted.
@@ -75,7 +76,7 @@ func benchAgentCost(b *testing.B, managerBin, agentBin string) {
 	idleRSS := currentRSS(b, agent)
 
 	for i := range benchModules {
-		m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge"}})
+		m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge"}})
 		m.Name, m.Namespace = fmt.Sprintf("module-%02d", i), e.tenant
 		m.Spec.Sync.Source.Git.URL = repo
 		m.Spec.Sync.Package.Kustomize.TargetNamespace = e.upstream
@@ -146,7 +147,7 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 		createUpstream(b, down, name, name, agentNamespace, values, values.Management.URL)
 	}
 	startAgent(b, agentBin, down)
-	m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "all"}})
+	m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "all"}})
 	m.Namespace = ns
 	if err := mgmt.Client.Create(ctx, m); err != nil {
 		b.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 // agentNamespace is where the downstream Upstreams and their Secrets live.
@@ -123,7 +124,7 @@ func TestARegisteredClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 			endpoint = "https://" + proxy.Addr
 		}
 		registerUpstream(t, down, e, values, endpoint)
-		m := newModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge", "region": "eu"}})
+		m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge", "region": "eu"}})
 		m.Namespace = e.tenant
 		m.Spec.Sync.Source.Git.URL = repo
 		m.Spec.Sync.Package.Kustomize.TargetNamespace = e.upstream
@@ -148,7 +149,7 @@ func TestARegisteredClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 	for _, e := range []registered{a, b} {
 		g.Eventually(func(g Gomega) {
 			g.Expect(appliedData(g, down, e.upstream)).To(HaveKeyWithValue("version", "one"))
-			m := moduleStatus(g, e.tenant)
+			m := fleettest.ModuleStatus(g, cluster.Client, e.tenant)
 			g.Expect(m.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}))
 			g.Expect(upstreamCondition(g, down, e.upstream, fleeetv1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
 
@@ -197,7 +198,7 @@ func TestARegisteredClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(upstreamCondition(g, down, a.upstream, fleeetv1.ConnectedCondition).Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(appliedData(g, down, a.upstream)).To(HaveKeyWithValue("version", "two"))
-		g.Expect(moduleStatus(g, a.tenant).Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}))
+		g.Expect(fleettest.ModuleStatus(g, cluster.Client, a.tenant).Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}))
 	}, 3*timeout, poll).Should(Succeed())
 	tok := tokenStatus(g, a.tenant, "edge")
 	g.Expect(tok.Status.Registered).To(HaveLen(1), "no second registration")

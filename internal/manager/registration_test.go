@@ -34,6 +34,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 // issueToken creates a RegistrationToken in the shared management cluster
@@ -150,7 +151,7 @@ func TestRegistrationTokenAdmitsExactlyItsRegistrationsAndNothingElse(t *testing
 		"reading Remotes": func() error { return reg.Get(ctx, client.ObjectKey{Namespace: ns, Name: "x"}, &fleeetv1.Remote{}) },
 		"listing Remotes": func() error { return reg.List(ctx, &fleeetv1.RemoteList{}, client.InNamespace(ns)) },
 		"creating a Module": func() error {
-			m := newModule("v1.0.0", nil)
+			m := fleettest.NewModule("v1.0.0", nil)
 			m.Namespace = ns
 			return reg.Create(ctx, m)
 		},

@@ -22,6 +22,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 // frozenPolicy is a user policy: it denies any object labelled frozen=true.
@@ -62,11 +63,11 @@ func TestEveryReplicaEnforcesTheUserPolicies(t *testing.T) {
 	g.Expect(*lease.Spec.HolderIdentity).To(Equal(leader), "the first replica still leads")
 
 	ns := tenantIn(t, c)
-	frozen := newModule("v1.0.0", nil)
+	frozen := fleettest.NewModule("v1.0.0", nil)
 	frozen.Namespace, frozen.Labels["frozen"] = ns, "true"
 	err = c.Client.Create(ctx, frozen)
 	g.Expect(err).To(MatchError(ContainSubstring("metadata.labels.frozen: frozen objects are refused")), "the non-leader denies per the user policy")
-	thawed := newModule("v1.0.0", nil)
+	thawed := fleettest.NewModule("v1.0.0", nil)
 	thawed.Namespace = ns
 	g.Expect(c.Client.Create(ctx, thawed)).To(Succeed(), "and only per the policy")
 

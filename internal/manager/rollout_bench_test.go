@@ -21,6 +21,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 // Stages of the staged-rollout benchmark: Remotes per stage, and the bake
@@ -82,7 +83,7 @@ func benchStagedRollout(b *testing.B, bin string) {
 		}
 		return st
 	}
-	m := newModule("v1", &metav1.LabelSelector{})
+	m := fleettest.NewModule("v1", &metav1.LabelSelector{})
 	m.Namespace = ns
 	m.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: ptr.To(intstr.FromString("100%")),
 		OnFailure: fleeetv1.RollbackOnFailure, Stages: []fleeetv1.RolloutStage{stage("canary", true), stage("early", true)}}
@@ -92,7 +93,7 @@ func benchStagedRollout(b *testing.B, bin string) {
 	readyOn := func(tag string) func(*fleeetv1.ProxyAssemblage) bool {
 		return func(pa *fleeetv1.ProxyAssemblage) bool {
 			s := pa.ReportedSync("app")
-			return heldTag(pa) == tag && s != nil && s.State == fleeetv1.SyncReady
+			return fleettest.HeldTag(pa) == tag && s != nil && s.State == fleeetv1.SyncReady
 		}
 	}
 	waitPlans(b, c, ns, len(remotes), readyOn("v1"))
@@ -126,7 +127,7 @@ func benchStagedRollout(b *testing.B, bin string) {
 		if !ok {
 			return false
 		}
-		back[pa.Name] = heldTag(pa) == "v2"
+		back[pa.Name] = fleettest.HeldTag(pa) == "v2"
 		if back[pa.Name] && firstBack == 0 && ev.Type == watch.Modified {
 			firstBack = time.Since(failedAt)
 		}
@@ -190,7 +191,7 @@ func startReporter(b *testing.B, c *testenv.Cluster, ns string, failed chan<- ti
 					continue
 				}
 				state := fleeetv1.SyncReady
-				if name == benchFailingOn && heldTag(pa) == "v3" {
+				if name == benchFailingOn && fleettest.HeldTag(pa) == "v3" {
 					state = fleeetv1.SyncFailed
 				}
 				now := metav1.Now()

@@ -18,13 +18,13 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// DefaultDenied are the networks refused unless an operator says
+// defaultDenied are the networks refused unless an operator says
 // otherwise: link-local addresses, where clouds serve instance metadata
 // and credentials (169.254.169.254, fd00:ec2::254), and Alibaba Cloud's
 // metadata address. Loopback is not among them: the manager's own
 // loopback holds nothing a kubeconfig's credentials unlock, and test
 // fleets serve clusters there.
-var DefaultDenied = []string{"169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32"}
+var defaultDenied = []string{"169.254.0.0/16", "fe80::/10", "fd00:ec2::254/128", "100.100.100.200/32"}
 
 // Networks is a list of networks, as a pflag value of comma-separated
 // CIDRs.
@@ -91,7 +91,7 @@ func (n *Networks) Type() string { return "cidrs" }
 type Policy struct {
 	// Allowed, when not empty, are the only networks that may be reached.
 	Allowed Networks
-	// Denied are never reached, allowed or not; nil means DefaultDenied,
+	// Denied are never reached, allowed or not; nil means defaultDenied,
 	// and an operator's empty list denies none.
 	Denied Networks
 	// Flag is the prefix of the flags that set the policy, for messages:
@@ -104,7 +104,7 @@ type Policy struct {
 func (p *Policy) BindFlags(fs *pflag.FlagSet, flag, what string, allow bool) {
 	p.Flag = flag
 	fs.Var(&p.Denied, flag+"-deny", "Networks (comma-separated CIDRs) "+what+" may never lie in. Unset: "+
-		strings.Join(DefaultDenied, ",")+" (link-local and cloud metadata); an empty value denies none.")
+		strings.Join(defaultDenied, ",")+" (link-local and cloud metadata); an empty value denies none.")
 	if allow {
 		fs.Var(&p.Allowed, flag+"-allow", "When set, the only networks (comma-separated CIDRs) "+what+" may lie in; --"+flag+"-deny still applies.")
 	}
@@ -113,7 +113,7 @@ func (p *Policy) BindFlags(fs *pflag.FlagSet, flag, what string, allow bool) {
 // denied returns the denied networks, the defaults when none were set.
 func (p Policy) denied() Networks {
 	if p.Denied == nil {
-		d, _ := Parse(DefaultDenied)
+		d, _ := Parse(defaultDenied)
 		return d
 	}
 	return p.Denied

@@ -37,8 +37,8 @@ const (
 	// CABundle is where Debian's ca-certificates package puts the bundle; the
 	// image keeps the same path, which Go's crypto/x509 searches first.
 	CABundle = "/etc/ssl/certs/ca-certificates.crt"
-	// NonRoot is the uid and gid the images run as.
-	NonRoot = 65532
+	// nonRoot is the uid and gid the images run as.
+	nonRoot = 65532
 	// ContainerdImageName is the index annotation containerd's importer reads
 	// the full image name from; org.opencontainers.image.ref.name holds the tag.
 	ContainerdImageName = "io.containerd.image.name"
@@ -83,7 +83,7 @@ func Build(s Spec) (v1.Image, error) {
 		OS:           "linux",
 		Created:      created,
 		Config: v1.Config{
-			User:       fmt.Sprintf("%d:%d", NonRoot, NonRoot),
+			User:       fmt.Sprintf("%d:%d", nonRoot, nonRoot),
 			Entrypoint: []string{"/" + s.Name},
 			WorkingDir: "/",
 			Labels:     s.Annotations,
@@ -111,8 +111,8 @@ func Build(s Spec) (v1.Image, error) {
 // owned by root with the same mtime, so the layer's digest depends only on the
 // files' contents.
 func rootfs(s Spec) (v1.Layer, error) {
-	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRoot, NonRoot)
-	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", NonRoot)
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", nonRoot, nonRoot)
+	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", nonRoot)
 	files := map[string]File{
 		s.Name:       {Mode: 0o755, Body: s.Binary},
 		"etc/group":  {Mode: 0o644, Body: []byte(group)},

@@ -45,8 +45,8 @@ var forbidden = map[string]bool{
 	"io.jwt.decode_verify":                                   true,
 }
 
-// Capabilities are the built-ins and features policies may use.
-func Capabilities() *ast.Capabilities {
+// capabilities are the built-ins and features policies may use.
+func capabilities() *ast.Capabilities {
 	caps := ast.CapabilitiesForThisVersion()
 	caps.Builtins = slices.DeleteFunc(slices.Clone(caps.Builtins), func(b *ast.Builtin) bool { return forbidden[b.Name] })
 	caps.AllowNet = []string{}
@@ -162,7 +162,7 @@ func packageName(m *ast.Module) string {
 func compile(ctx context.Context, builtin, user map[string]string) (*rego.PreparedEvalQuery, error) {
 	opts := []func(*rego.Rego){
 		rego.Query(query),
-		rego.Capabilities(Capabilities()),
+		rego.Capabilities(capabilities()),
 		rego.SetRegoVersion(ast.RegoV1),
 		rego.StrictBuiltinErrors(true),
 	}

@@ -24,8 +24,8 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/version"
 )
 
-// Options are the flags common to fleet-manager and fleet-agent.
-type Options struct {
+// options are the flags common to fleet-manager and fleet-agent.
+type options struct {
 	// MetricsAddr is where Prometheus metrics are served; "0" disables them.
 	MetricsAddr string
 	// MetricsSecure serves metrics over HTTPS to callers the apiserver
@@ -55,7 +55,7 @@ type Options struct {
 }
 
 // BindFlags registers the options on fs with the defaults the charts expect.
-func (o *Options) BindFlags(fs *pflag.FlagSet) {
+func (o *options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080",
 		`Address the Prometheus metrics endpoint binds to; "0" disables it.`)
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true,
@@ -92,11 +92,11 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// NewManager builds a controller-runtime manager for the binary called name,
+// newManager builds a controller-runtime manager for the binary called name,
 // with health and readiness checks registered, from the kubeconfig given by
 // --kubeconfig, $KUBECONFIG or the in-cluster environment; configure may
 // adjust the manager's options, for example to serve webhooks.
-func NewManager(name string, o Options, scheme *runtime.Scheme, configure ...func(*ctrl.Options)) (ctrl.Manager, error) {
+func newManager(name string, o options, scheme *runtime.Scheme, configure ...func(*ctrl.Options)) (ctrl.Manager, error) {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
@@ -105,7 +105,7 @@ func NewManager(name string, o Options, scheme *runtime.Scheme, configure ...fun
 	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	opts := ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 MetricsOptions(o),
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.HealthAddr,
 		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
@@ -130,11 +130,11 @@ func NewManager(name string, o Options, scheme *runtime.Scheme, configure ...fun
 	return mgr, nil
 }
 
-// MetricsOptions serve metrics as o asks: with MetricsSecure, over HTTPS
+// metricsOptions serve metrics as o asks: with MetricsSecure, over HTTPS
 // behind the apiserver's authentication and authorisation, each caller's
 // bearer token checked with a TokenReview and its right to GET /metrics with
 // a SubjectAccessReview (both cached briefly by controller-runtime).
-func MetricsOptions(o Options) metricsserver.Options {
+func metricsOptions(o options) metricsserver.Options {
 	m := metricsserver.Options{BindAddress: o.MetricsAddr}
 	if o.MetricsSecure {
 		m.SecureServing = true
@@ -150,7 +150,7 @@ func MetricsOptions(o Options) metricsserver.Options {
 // until SIGTERM or SIGINT. It exits the process: 0 after a clean stop, 1 on
 // any setup or run error.
 func Main(name string, setup func(ctrl.Manager) error, configure ...func(*ctrl.Options)) {
-	var o Options
+	var o options
 	o.BindFlags(pflag.CommandLine)
 	o.Zap.BindFlags(flag.CommandLine)
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
@@ -165,12 +165,12 @@ func Main(name string, setup func(ctrl.Manager) error, configure ...func(*ctrl.O
 	log.Info("Stopped", "binary", name)
 }
 
-func run(name string, o Options, setup func(ctrl.Manager) error, configure []func(*ctrl.Options)) error {
+func run(name string, o options, setup func(ctrl.Manager) error, configure []func(*ctrl.Options)) error {
 	scheme, err := NewScheme()
 	if err != nil {
 		return fmt.Errorf("building scheme: %w", err)
 	}
-	mgr, err := NewManager(name, o, scheme, configure...)
+	mgr, err := newManager(name, o, scheme, configure...)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func ChartDir(name string) string {
 // them and serves the result on loopback until the test ends.
 func NewChartRepo(t TB, chartDirs ...string) *ChartRepo {
 	t.Helper()
-	helm, err := Tool("helm")
+	helm, err := tool("helm")
 	if err != nil {
 		t.Fatal(err)
 	}

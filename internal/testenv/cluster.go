@@ -90,7 +90,7 @@ func WithAuditLog(path string) ClusterOption {
 // them the way users do (with the charts), and adds the CRDs in extra.
 func WithoutFleeetCRDs(extra ...string) ClusterOption {
 	return func(env *envtest.Environment, _ string) error {
-		flux, err := FluxCRDDirectories()
+		flux, err := fluxCRDDirectories()
 		if err != nil {
 			return err
 		}
@@ -162,11 +162,11 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	apiserver, err := Tool("kube-apiserver")
+	apiserver, err := tool("kube-apiserver")
 	if err != nil {
 		return nil, err
 	}
-	etcd, err := Tool("etcd")
+	etcd, err := tool("etcd")
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func (c *Cluster) stop(failed bool) error {
 }
 
 func crdDirectories() ([]string, error) {
-	flux, err := FluxCRDDirectories()
+	flux, err := fluxCRDDirectories()
 	if err != nil {
 		return nil, err
 	}

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// FluxNamespace is where the Flux controllers think they run.
-const FluxNamespace = "flux-system"
+// fluxNamespace is where the Flux controllers think they run.
+const fluxNamespace = "flux-system"
 
 // FluxController names one of the Flux controllers the tests run.
 type FluxController string
@@ -27,17 +27,17 @@ const (
 // controller serves artifacts on loopback for the others.
 func StartFlux(t TB, c *Cluster, controllers ...FluxController) map[FluxController]*Process {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FluxNamespace}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluxNamespace}}
 	if err := c.Client.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating %s namespace: %v", FluxNamespace, err)
+		t.Fatalf("creating %s namespace: %v", fluxNamespace, err)
 	}
-	env := []string{"KUBECONFIG=" + c.Kubeconfig, "RUNTIME_NAMESPACE=" + FluxNamespace}
+	env := []string{"KUBECONFIG=" + c.Kubeconfig, "RUNTIME_NAMESPACE=" + fluxNamespace}
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	procs := map[FluxController]*Process{}
 	for _, fc := range controllers {
-		path, err := Tool(string(fc))
+		path, err := tool(string(fc))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -174,7 +174,7 @@ func RunDeployment(t TB, c *Cluster, rel *release.Release, name, bin string, set
 	if sa == "" {
 		t.Fatalf("the %s Deployment names no ServiceAccount", name)
 	}
-	env := []string{"KUBECONFIG=" + ServiceAccountKubeconfig(t, c, rel.Namespace, sa)}
+	env := []string{"KUBECONFIG=" + serviceAccountKubeconfig(t, c, rel.Namespace, sa)}
 	vars, _, _ := unstructured.NestedSlice(container(t, rel, name), "env")
 	for _, v := range vars {
 		key, _, _ := unstructured.NestedString(v.(map[string]any), "name")
@@ -216,10 +216,10 @@ func deploymentCommandLine(t TB, rel *release.Release, name string, set map[stri
 	return args
 }
 
-// ServiceAccountKubeconfig writes a kubeconfig that authenticates to c as
+// serviceAccountKubeconfig writes a kubeconfig that authenticates to c as
 // the ServiceAccount namespace/name only, with a token from the TokenRequest
 // API — what the kubelet would mount into the pod.
-func ServiceAccountKubeconfig(t TB, c *Cluster, namespace, name string) string {
+func serviceAccountKubeconfig(t TB, c *Cluster, namespace, name string) string {
 	t.Helper()
 	token := ServiceAccountToken(t, c, namespace, name)
 	path := filepath.Join(t.TempDir(), name+".kubeconfig")

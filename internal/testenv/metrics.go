@@ -15,20 +15,20 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 )
 
-// MetricsReaderRole is the ClusterRole MetricsReaderToken creates when it is
+// metricsReaderRole is the ClusterRole MetricsReaderToken creates when it is
 // given none: the one right a metrics scraper needs, as the charts' own
 // <release>-metrics-reader grants it.
-const MetricsReaderRole = "fleeet-test-metrics-reader"
+const metricsReaderRole = "fleeet-test-metrics-reader"
 
 // MetricsReaderToken returns a token of a new ServiceAccount of c bound to
 // clusterRole, as a Prometheus ServiceAccount would be bound to a chart's
-// <release>-metrics-reader; an empty clusterRole binds MetricsReaderRole,
+// <release>-metrics-reader; an empty clusterRole binds metricsReaderRole,
 // created if missing, for binaries the test runs without their chart.
 func MetricsReaderToken(t TB, c *Cluster, clusterRole string) string {
 	t.Helper()
 	ctx := t.Context()
 	if clusterRole == "" {
-		clusterRole = MetricsReaderRole
+		clusterRole = metricsReaderRole
 		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: clusterRole},
 			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
 		if err := c.Client.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {

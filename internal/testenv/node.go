@@ -300,7 +300,7 @@ func (n *Node) startKubelet(ctx context.Context, t TB, c *Cluster, nw *nodeNetwo
 	if err := os.WriteFile(config, []byte(kubeletConfig(n, nw, clientCA)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	kubelet, err := Tool("kubelet")
+	kubelet, err := tool("kubelet")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ shutdownGracePeriod: 0s
 func (n *Node) startKubeProxy(ctx context.Context, t TB, c *Cluster, nw *nodeNetwork) {
 	t.Helper()
 	kubeconfig := n.kubeconfig(t, c, envtest.User{Name: "system:kube-proxy"}, "kube-proxy.kubeconfig")
-	kubeProxy, err := Tool("kube-proxy")
+	kubeProxy, err := tool("kube-proxy")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -300,11 +300,11 @@ var nodeControllers = []string{
 // as cluster administrators, serving their health checks on loopback, with
 // their logs in dir.
 func (c *Cluster) startNodeControlPlane(dir string) error {
-	kcm, err := Tool("kube-controller-manager")
+	kcm, err := tool("kube-controller-manager")
 	if err != nil {
 		return err
 	}
-	scheduler, err := Tool("kube-scheduler")
+	scheduler, err := tool("kube-scheduler")
 	if err != nil {
 		return err
 	}

@@ -47,10 +47,10 @@ var (
 	tools   = map[string]string{}
 )
 
-// Tool returns the path of a program pinned in hack/tools, building it into
+// tool returns the path of a program pinned in hack/tools, building it into
 // the tools cache if it is not there yet. $FLEEET_TOOL_<NAME> (upper case,
 // dashes as underscores) overrides the path.
-func Tool(name string) (string, error) {
+func tool(name string) (string, error) {
 	toolsMu.Lock()
 	defer toolsMu.Unlock()
 	if p, ok := tools[name]; ok {
@@ -92,12 +92,12 @@ var CertManagerCRDDirectory = sync.OnceValues(func() (string, error) {
 	return filepath.Join(mod.Dir, "deploy", "crds"), nil
 })
 
-// FluxCRDDirectories returns the config/crd/bases directories of the Flux
+// fluxCRDDirectories returns the config/crd/bases directories of the Flux
 // controller modules pinned in hack/tools, so tests install exactly the CRDs
 // of the controllers they run.
-var FluxCRDDirectories = sync.OnceValues(fluxCRDDirectories)
+var fluxCRDDirectories = sync.OnceValues(locateFluxCRDDirectories)
 
-func fluxCRDDirectories() ([]string, error) {
+func locateFluxCRDDirectories() ([]string, error) {
 	mods := []string{
 		"github.com/fluxcd/source-controller",
 		"github.com/fluxcd/kustomize-controller",

@@ -7,17 +7,17 @@ import (
 	"strings"
 )
 
-// MaxDepth is how deeply an object written to a fleeet kind may nest. Real
+// maxDepth is how deeply an object written to a fleeet kind may nest. Real
 // specs, Helm values included, stay far below it; beyond it a policy that
 // walks the object costs more than one request should, so one tenant could
 // slow every other tenant's admissions.
-const MaxDepth = 64
+const maxDepth = 64
 
 // managedFieldsDepth is how deeply metadata.managedFields may nest. The
 // apiserver writes it, mirroring the object's own fields a few levels
-// deeper, so it gets room of its own, above MaxDepth, and a refusal names
+// deeper, so it gets room of its own, above maxDepth, and a refusal names
 // the field the user wrote instead.
-const managedFieldsDepth = 2 * MaxDepth
+const managedFieldsDepth = 2 * maxDepth
 
 // errMalformed reports JSON whose brackets or strings do not close.
 var errMalformed = errors.New("malformed JSON: unbalanced brackets or an unterminated string")

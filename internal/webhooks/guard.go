@@ -12,15 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// MaxReviewBytes bounds an AdmissionReview's body, as controller-runtime
+// maxReviewBytes bounds an AdmissionReview's body, as controller-runtime
 // does: an object and its old version, each at most what the apiserver
 // stores, and the request around them.
-const MaxReviewBytes = 7 << 20
+const maxReviewBytes = 7 << 20
 
 // Guard bounds what one request to the webhook costs before anything
-// decodes it: the body is read up to MaxReviewBytes and scanned once, a
+// decodes it: the body is read up to maxReviewBytes and scanned once, a
 // byte at a time, for nesting, and a review whose object (or old object)
-// nests deeper than MaxDepth is denied there, naming the path, without
+// nests deeper than maxDepth is denied there, naming the path, without
 // being decoded, queued for a slot or shown to a policy. Decoding a review
 // costs time that grows with its depth, so checking depth after decoding
 // let one tenant's deep objects slow every tenant's admissions.
@@ -30,17 +30,17 @@ func Guard(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, MaxReviewBytes+1))
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
 		if err != nil {
 			http.Error(w, "reading the request body failed", http.StatusBadRequest)
 			return
 		}
-		if len(body) > MaxReviewBytes {
-			http.Error(w, "request entity is too large; limit is "+strconv.Itoa(MaxReviewBytes)+" bytes", http.StatusRequestEntityTooLarge)
+		if len(body) > maxReviewBytes {
+			http.Error(w, "request entity is too large; limit is "+strconv.Itoa(maxReviewBytes)+" bytes", http.StatusRequestEntityTooLarge)
 			return
 		}
 		if path, uid, ok := reviewTooDeep(body); ok {
-			deny(w, uid, depthRefusal(path, MaxDepth))
+			deny(w, uid, depthRefusal(path, maxDepth))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -50,7 +50,7 @@ func Guard(next http.Handler) http.Handler {
 }
 
 // reviewTooDeep scans an AdmissionReview: when request.object or
-// request.oldObject nests deeper than MaxDepth, or anything else in the
+// request.oldObject nests deeper than maxDepth, or anything else in the
 // review does, it returns the path (within the object for the object's
 // fields) and, when seen before it, the request's uid (the apiserver
 // writes it first). Malformed JSON is
@@ -68,10 +68,10 @@ func reviewTooDeep(body []byte) (path, uid string, tooDeep bool) {
 		return s.scan(body, func(p []level) (int, int) {
 			if len(p) >= root && string(p[0].key) == "request" && !p[1].array &&
 				(string(p[1].key) == "object" || string(p[1].key) == "oldObject") {
-				return objectLimit(p, root, MaxDepth, managed), root
+				return objectLimit(p, root, maxDepth, managed), root
 			}
 			// The review around the objects is a few levels deep.
-			return MaxDepth, 0
+			return maxDepth, 0
 		})
 	}, root)
 	if err != nil || found == nil {

@@ -37,7 +37,7 @@ func TestGuardDeniesADeepReviewBeforeDecodingIt(t *testing.T) {
 // A review over the size limit is refused unread.
 func TestGuardRefusesAnOversizedBody(t *testing.T) {
 	rec := httptest.NewRecorder()
-	Guard(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(make([]byte, MaxReviewBytes+1))))
+	Guard(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(make([]byte, maxReviewBytes+1))))
 	NewWithT(t).Expect(rec.Code).To(Equal(http.StatusRequestEntityTooLarge))
 }
 

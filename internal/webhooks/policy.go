@@ -138,12 +138,12 @@ func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	// Serve the webhook through Guard: it refuses objects nested deeper
-	// than MaxDepth before anything decodes them. This second look costs
+	// than maxDepth before anything decodes them. This second look costs
 	// one byte scan and keeps Handle safe on its own.
-	if path, err := tooDeep(req.Object.Raw, MaxDepth); err != nil {
+	if path, err := tooDeep(req.Object.Raw, maxDepth); err != nil {
 		return admission.Response{}, fmt.Errorf("reading the object: %w", err)
 	} else if path != "" {
-		return admission.Denied(depthRefusal(path, MaxDepth)), nil
+		return admission.Denied(depthRefusal(path, maxDepth)), nil
 	}
 	p.once.Do(func() { p.slots = make(chan struct{}, max(1, p.Concurrency)) })
 	select {

@@ -176,106 +176,194 @@ type planned struct {
 	err error
 }
 
+// specHash is the hash of the spec the sync should run, as the expansion
+// records it on its applier. Only a plan without an error has one.
+func (p planned) specHash() string {
+	return annotation(p.x.Applier, fleeetv1.SpecHashAnnotation)
+}
+
+// upToDate reports whether the cluster runs the sync's desired spec: the
+// sync expands, its applier exists and was last applied with that spec's
+// hash. It is the one place desired and applied specs are compared, so a
+// sync gates its dependents, is applied and is judged by the same measure.
+func (p planned) upToDate(o flux.Objects) bool {
+	return p.err == nil && o.Exists() && o.SpecHash() == p.specHash()
+}
+
 // reconcileSyncs applies every sync whose dependencies are all Ready and
 // whose fetch jitter is over, and returns each sync's status and how soon
 // the next jitter ends. A sync is never removed or rolled back here: one
-// whose dependencies are not ready keeps what it runs.
+// whose dependencies are not ready keeps what it runs. Every sync is
+// expanded before any is judged, since a sync's gate reads its
+// dependencies' plans; syncs are then reconciled in spec order, and an
+// apply error on one does not stop the rest.
 func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblage, g *syncgraph.Graph, objs map[string]flux.Objects) ([]fleeetv1.SyncStatus, time.Duration, error) {
-	reader, err := r.bindingReader(asm)
+	plans, err := r.expandSyncs(ctx, asm, g)
 	if err != nil {
 		return nil, 0, err
 	}
-	plans := map[string]planned{}
-	for i := range asm.Spec.Syncs {
-		s := &asm.Spec.Syncs[i]
-		values, err := resolveBindings(ctx, reader, asm.Namespace, s.Bindings)
-		if err != nil {
-			plans[s.Name] = planned{err: err}
-			continue
-		}
-		x, err := flux.Expand(target(asm, s.Name), s, values, g.Deps[s.Name])
-		plans[s.Name] = planned{x: x, err: err}
-	}
-
-	// depReady says whether a dependency is Ready at its desired revision, and if not, why.
-	depReady := func(name string) (bool, string) {
-		p := plans[name]
-		if p.err != nil {
-			return false, "cannot be expanded: " + p.err.Error()
-		}
-		o := objs[name]
-		if !o.Exists() {
-			return false, "not applied yet"
-		}
-		if o.SpecHash() != annotation(p.x.Applier, fleeetv1.SpecHashAnnotation) {
-			return false, "not updated to its desired version yet"
-		}
-		v := flux.Judge(o, p.x.Want)
-		if v.Ready() {
-			return true, ""
-		}
-		return false, fmt.Sprintf("%s: %s", v.State, v.Message)
-	}
-
 	statuses := make([]fleeetv1.SyncStatus, 0, len(asm.Spec.Syncs))
 	var errs []error
 	var soonest time.Duration
 	for i := range asm.Spec.Syncs {
-		s := &asm.Spec.Syncs[i]
-		st := fleeetv1.SyncStatus{Name: s.Name}
-		p, o := plans[s.Name], objs[s.Name]
-		blockedBy, reasons := g.Missing[s.Name], []string{}
-		for _, m := range g.Missing[s.Name] {
-			reasons = append(reasons, fmt.Sprintf("%s is not in this assemblage", m))
+		st, wait, err := r.reconcileSync(ctx, asm, asm.Spec.Syncs[i].Name, g, plans, objs)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		for _, d := range g.Deps[s.Name] {
-			if ok, why := depReady(d); !ok {
-				blockedBy = append(blockedBy, d)
-				reasons = append(reasons, fmt.Sprintf("%s is %s", d, why))
-			}
-		}
-		upToDate := p.err == nil && o.Exists() && o.SpecHash() == annotation(p.x.Applier, fleeetv1.SpecHashAnnotation)
-
-		switch {
-		case g.Invalid[s.Name] != "":
-			st.State, st.Message = fleeetv1.SyncFailed, g.Invalid[s.Name]
-		case len(g.Cycles[s.Name]) > 0:
-			st.State, st.Message = fleeetv1.SyncFailed, "dependency cycle: "+syncgraph.CycleString(g.Cycles[s.Name])
-		case len(blockedBy) > 0 && !upToDate:
-			st.State, st.BlockedBy = fleeetv1.SyncBlocked, blockedBy
-			st.Message = "waiting for dependencies: " + strings.Join(reasons, "; ")
-		case p.err != nil:
-			st.State, st.Message = fleeetv1.SyncFailed, p.err.Error()
-		case !upToDate:
-			key := asm.Namespace + "/" + asm.Name + "/" + s.Name
-			if wait := r.jitter.wait(key, annotation(p.x.Applier, fleeetv1.SpecHashAnnotation), time.Now()); wait > 0 {
-				st.State = fleeetv1.SyncProgressing
-				st.Message = fmt.Sprintf("applying %s in %s (fetch jitter spreads the fleet's fetches)", p.x.Want.String(), wait.Round(time.Second))
-				if soonest == 0 || wait < soonest {
-					soonest = wait
-				}
-				break
-			}
-			r.jitter.done(key)
-			if err := r.applySync(ctx, asm, s.Name, p.x); err != nil {
-				errs = append(errs, err)
-				st.State, st.Message = fleeetv1.SyncProgressing, err.Error()
-				break
-			}
-			st.State, st.Message = fleeetv1.SyncProgressing, "applied "+p.x.Want.String()
-		default:
-			v := flux.Judge(o, p.x.Want)
-			st.State, st.Revision, st.Message = v.State, v.Revision, v.Message
-		}
-		if st.Revision == "" {
-			st.Revision = flux.AppliedRevision(o.Applier)
-		}
-		if o.Exists() {
-			st.Health = flux.ReadHealth(ctx, r.Client, r.APIReader, o.Applier)
+		if wait > 0 && (soonest == 0 || wait < soonest) {
+			soonest = wait
 		}
 		statuses = append(statuses, st)
 	}
 	return statuses, soonest, errors.Join(errs...)
+}
+
+// expandSyncs plans every sync of the Assemblage, by name. Only failing to
+// get the reader the bindings are read through is an error; a sync whose
+// bindings or expansion fail keeps why in its plan, for its own status and
+// its dependents' gates.
+func (r *Reconciler) expandSyncs(ctx context.Context, asm *fleeetv1.Assemblage, g *syncgraph.Graph) (map[string]planned, error) {
+	reader, err := r.bindingReader(asm)
+	if err != nil {
+		return nil, err
+	}
+	plans := map[string]planned{}
+	for i := range asm.Spec.Syncs {
+		s := &asm.Spec.Syncs[i]
+		plans[s.Name] = expandSync(ctx, reader, asm, s, g.Deps[s.Name])
+	}
+	return plans, nil
+}
+
+// expandSync resolves a sync's bindings through reader and expands the sync
+// into the Flux objects that run it, recording deps on its applier so
+// removal can run in reverse order.
+func expandSync(ctx context.Context, reader client.Reader, asm *fleeetv1.Assemblage, s *fleeetv1.NamedSync, deps []string) planned {
+	values, err := resolveBindings(ctx, reader, asm.Namespace, s.Bindings)
+	if err != nil {
+		return planned{err: err}
+	}
+	x, err := flux.Expand(target(asm, s.Name), s, values, deps)
+	return planned{x: x, err: err}
+}
+
+// reconcileSync brings one sync towards its plan. A sync held by holdSync
+// is left as it is; one not up to date is applied once its jitter is over;
+// one up to date is judged by its Flux objects' readiness. It returns the
+// sync's status, how long the jitter still holds it (0 when it does not)
+// and the apply error, if any.
+func (r *Reconciler) reconcileSync(ctx context.Context, asm *fleeetv1.Assemblage, name string, g *syncgraph.Graph, plans map[string]planned, objs map[string]flux.Objects) (fleeetv1.SyncStatus, time.Duration, error) {
+	p, o := plans[name], objs[name]
+	upToDate := p.upToDate(o)
+	st, held := holdSync(name, g, plans, objs, upToDate)
+	var wait time.Duration
+	var err error
+	switch {
+	case held:
+	case !upToDate:
+		st, wait, err = r.applyWhenDue(ctx, asm, name, p)
+	default:
+		v := flux.Judge(o, p.x.Want)
+		st.State, st.Revision, st.Message = v.State, v.Revision, v.Message
+	}
+	r.readSyncHealth(ctx, &st, o)
+	return st, wait, err
+}
+
+// holdSync decides whether a sync may not be applied or judged now, and if
+// so returns its status: Failed when its dependsOn cannot be evaluated, it
+// lies on a dependency cycle or it cannot be expanded; Blocked, naming each
+// dependency in BlockedBy, when a dependency is missing or not Ready at its
+// desired revision and the sync does not already run its desired spec. A
+// sync that does is not held: it keeps what it runs and is judged as usual.
+func holdSync(name string, g *syncgraph.Graph, plans map[string]planned, objs map[string]flux.Objects, upToDate bool) (fleeetv1.SyncStatus, bool) {
+	st := fleeetv1.SyncStatus{Name: name}
+	blockedBy, reasons := blockers(name, g, plans, objs)
+	switch {
+	case g.Invalid[name] != "":
+		st.State, st.Message = fleeetv1.SyncFailed, g.Invalid[name]
+	case len(g.Cycles[name]) > 0:
+		st.State, st.Message = fleeetv1.SyncFailed, "dependency cycle: "+syncgraph.CycleString(g.Cycles[name])
+	case len(blockedBy) > 0 && !upToDate:
+		st.State, st.BlockedBy = fleeetv1.SyncBlocked, blockedBy
+		st.Message = "waiting for dependencies: " + strings.Join(reasons, "; ")
+	case plans[name].err != nil:
+		st.State, st.Message = fleeetv1.SyncFailed, plans[name].err.Error()
+	default:
+		return st, false
+	}
+	return st, true
+}
+
+// blockers lists the dependencies that hold a sync back, with why each
+// does: first those it names that are not in the Assemblage, then, in
+// graph order, those not Ready at their desired revision.
+func blockers(name string, g *syncgraph.Graph, plans map[string]planned, objs map[string]flux.Objects) (blockedBy, reasons []string) {
+	blockedBy, reasons = g.Missing[name], []string{}
+	for _, m := range g.Missing[name] {
+		reasons = append(reasons, fmt.Sprintf("%s is not in this assemblage", m))
+	}
+	for _, d := range g.Deps[name] {
+		if ok, why := depReady(plans[d], objs[d]); !ok {
+			blockedBy = append(blockedBy, d)
+			reasons = append(reasons, fmt.Sprintf("%s is %s", d, why))
+		}
+	}
+	return blockedBy, reasons
+}
+
+// depReady says whether a dependency, planned as p and holding o, is Ready
+// at its desired revision, and if not, why. A dependency still running an
+// older spec is not ready even if Flux reports it Ready: its dependents
+// wait for the version the Assemblage asks for.
+func depReady(p planned, o flux.Objects) (bool, string) {
+	if p.err != nil {
+		return false, "cannot be expanded: " + p.err.Error()
+	}
+	if !o.Exists() {
+		return false, "not applied yet"
+	}
+	if !p.upToDate(o) {
+		return false, "not updated to its desired version yet"
+	}
+	v := flux.Judge(o, p.x.Want)
+	if v.Ready() {
+		return true, ""
+	}
+	return false, fmt.Sprintf("%s: %s", v.State, v.Message)
+}
+
+// applyWhenDue applies a sync that does not run its desired spec once its
+// fetch jitter for that spec is over; the sync is Progressing either way.
+// It returns the sync's status, how much longer the jitter holds it (0 once
+// it is over) and the apply error, which is also the status's message.
+func (r *Reconciler) applyWhenDue(ctx context.Context, asm *fleeetv1.Assemblage, name string, p planned) (fleeetv1.SyncStatus, time.Duration, error) {
+	st := fleeetv1.SyncStatus{Name: name, State: fleeetv1.SyncProgressing}
+	key := asm.Namespace + "/" + asm.Name + "/" + name
+	if wait := r.jitter.wait(key, p.specHash(), time.Now()); wait > 0 {
+		st.Message = fmt.Sprintf("applying %s in %s (fetch jitter spreads the fleet's fetches)", p.x.Want.String(), wait.Round(time.Second))
+		return st, wait, nil
+	}
+	r.jitter.done(key)
+	if err := r.applySync(ctx, asm, name, p.x); err != nil {
+		st.Message = err.Error()
+		return st, 0, err
+	}
+	st.Message = "applied " + p.x.Want.String()
+	return st, 0, nil
+}
+
+// readSyncHealth completes a sync's status from the objects the reconcile
+// started with, whatever its state: the revision its applier last applied,
+// unless judging the sync already set one, and how the workloads it applied
+// are doing.
+func (r *Reconciler) readSyncHealth(ctx context.Context, st *fleeetv1.SyncStatus, o flux.Objects) {
+	if st.Revision == "" {
+		st.Revision = flux.AppliedRevision(o.Applier)
+	}
+	if o.Exists() {
+		st.Health = flux.ReadHealth(ctx, r.Client, r.APIReader, o.Applier)
+	}
 }
 
 // target places a sync's Flux objects in the Assemblage's namespace,
@@ -360,29 +448,46 @@ func dependentsOf(name string, objs map[string]flux.Objects) []string {
 	return dependents
 }
 
-// reconcileStatus records the syncs' states, the summary and the conditions:
-// Ready when every sync is Ready and nothing is being removed; Stalled when
-// the dependency graph has a cycle, which only a spec change can fix.
+// reconcileStatus records the syncs' states, the summary and the conditions
+// (see reconcileConditions).
 func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeetv1.SyncStatus, g *syncgraph.Graph, removing []string) {
 	fleetmetrics.SetSyncs(asm.Namespace, asm.Name, statuses)
+	r.recordTransitions(asm, statuses)
+	sum, failedMsgs := summarize(statuses)
+	asm.Status.Syncs, asm.Status.Summary = statuses, sum
+	reconcileConditions(asm, sum, failedMsgs, g, removing)
+}
+
+// recordTransitions carries a sync's LastTransitionTime over from the last
+// recorded status while its state holds and sets it to now when the state
+// changes; a sync that turns Failed gets a warning event, so a failure is
+// reported once, not on every reconcile.
+func (r *Reconciler) recordTransitions(asm *fleeetv1.Assemblage, statuses []fleeetv1.SyncStatus) {
 	previous := map[string]fleeetv1.SyncStatus{}
 	for _, s := range asm.Status.Syncs {
 		previous[s.Name] = s
 	}
 	now := metav1.Now()
-	sum := fleeetv1.SyncSummary{Total: int32(len(statuses))}
-	var failedMsgs []string
 	for i := range statuses {
 		st := &statuses[i]
 		if prev, ok := previous[st.Name]; ok && prev.State == st.State {
 			st.LastTransitionTime = prev.LastTransitionTime
-		} else {
-			st.LastTransitionTime = &now
-			if st.State == fleeetv1.SyncFailed {
-				r.Recorder.Eventf(asm, nil, corev1.EventTypeWarning, fleeetv1.ReasonSyncFailed, "Reconcile",
-					"Sync %s failed: %s", st.Name, st.Message)
-			}
+			continue
 		}
+		st.LastTransitionTime = &now
+		if st.State == fleeetv1.SyncFailed {
+			r.Recorder.Eventf(asm, nil, corev1.EventTypeWarning, fleeetv1.ReasonSyncFailed, "Reconcile",
+				"Sync %s failed: %s", st.Name, st.Message)
+		}
+	}
+}
+
+// summarize counts the syncs by state and says, in order, why each failed
+// one did.
+func summarize(statuses []fleeetv1.SyncStatus) (fleeetv1.SyncSummary, []string) {
+	sum := fleeetv1.SyncSummary{Total: int32(len(statuses))}
+	var failedMsgs []string
+	for _, st := range statuses {
 		switch st.State {
 		case fleeetv1.SyncReady:
 			sum.Ready++
@@ -395,8 +500,16 @@ func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeet
 			failedMsgs = append(failedMsgs, fmt.Sprintf("%s: %s", st.Name, st.Message))
 		}
 	}
-	asm.Status.Syncs, asm.Status.Summary = statuses, sum
+	return sum, failedMsgs
+}
 
+// reconcileConditions sets the Assemblage's conditions, first match wins:
+// Stalled (ReasonDependencyCycle) when the dependency graph has a cycle,
+// which only a spec change can fix; Ready=False (ReasonSyncFailed) when a
+// sync failed; Reconciling (ReasonProgressing) while syncs are progressing,
+// blocked or being removed; Ready when every sync is Ready and nothing is
+// being removed.
+func reconcileConditions(asm *fleeetv1.Assemblage, sum fleeetv1.SyncSummary, failedMsgs []string, g *syncgraph.Graph, removing []string) {
 	var cycles []string
 	for _, name := range slices.Sorted(maps.Keys(g.Cycles)) {
 		// Name each cycle once, from its alphabetically first member.

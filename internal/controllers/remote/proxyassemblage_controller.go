@@ -36,12 +36,12 @@ import (
 
 // Field indexes the compiler looks objects up by.
 const (
-	// SyncNamesIndex indexes ProxyAssemblages by the names of their syncs,
+	// syncNamesIndex indexes ProxyAssemblages by the names of their syncs,
 	// so a Module change finds the Remotes it was compiled into.
-	SyncNamesIndex = "spec.assemblage.syncs.name"
-	// ConfigMapRefsIndex indexes Modules by the ConfigMaps their
+	syncNamesIndex = "spec.assemblage.syncs.name"
+	// configMapRefsIndex indexes Modules by the ConfigMaps their
 	// control-plane bindings read.
-	ConfigMapRefsIndex = "spec.controlPlaneBindings.configMap"
+	configMapRefsIndex = "spec.controlPlaneBindings.configMap"
 )
 
 // ProxyAssemblageReconciler is the compiler: it writes, for every Remote,
@@ -70,7 +70,7 @@ type ProxyAssemblageReconciler struct {
 // use, so a change touches only the ProxyAssemblages it affects.
 func (c *ProxyAssemblageReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &fleeetv1.ProxyAssemblage{}, SyncNamesIndex, func(o client.Object) []string {
+	if err := idx.IndexField(ctx, &fleeetv1.ProxyAssemblage{}, syncNamesIndex, func(o client.Object) []string {
 		var names []string
 		for _, s := range o.(*fleeetv1.ProxyAssemblage).Spec.Assemblage.Syncs {
 			names = append(names, s.Name)
@@ -79,7 +79,7 @@ func (c *ProxyAssemblageReconciler) SetupWithManager(ctx context.Context, mgr ct
 	}); err != nil {
 		return err
 	}
-	if err := idx.IndexField(ctx, &fleeetv1.Module{}, ConfigMapRefsIndex, func(o client.Object) []string {
+	if err := idx.IndexField(ctx, &fleeetv1.Module{}, configMapRefsIndex, func(o client.Object) []string {
 		var names []string
 		for _, b := range o.(*fleeetv1.Module).Spec.ControlPlaneBindings {
 			if ref := b.ObjectFieldRef; ref != nil && ref.Kind == "ConfigMap" {
@@ -283,7 +283,7 @@ func (c *ProxyAssemblageReconciler) remotesOfModule(ctx context.Context, o clien
 	m := o.(*fleeetv1.Module)
 	seen := map[string]bool{}
 	pas := &fleeetv1.ProxyAssemblageList{}
-	if err := c.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy, client.MatchingFields{SyncNamesIndex: m.Name}); err == nil {
+	if err := c.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy, client.MatchingFields{syncNamesIndex: m.Name}); err == nil {
 		for _, pa := range pas.Items {
 			seen[pa.Name] = true
 		}
@@ -306,7 +306,7 @@ func (c *ProxyAssemblageReconciler) remotesOfModule(ctx context.Context, o clien
 // remotesOfConfigMap maps a ConfigMap to the Remotes of the Modules that bind it.
 func (c *ProxyAssemblageReconciler) remotesOfConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
 	modules := &fleeetv1.ModuleList{}
-	if err := c.Client.List(ctx, modules, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy, client.MatchingFields{ConfigMapRefsIndex: o.GetName()}); err != nil {
+	if err := c.Client.List(ctx, modules, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy, client.MatchingFields{configMapRefsIndex: o.GetName()}); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

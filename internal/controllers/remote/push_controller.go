@@ -25,8 +25,8 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
-// KubeconfigSecretIndex indexes Remotes by the Secret holding their kubeconfig.
-const KubeconfigSecretIndex = "spec.kubeconfigRef.name"
+// kubeconfigSecretIndex indexes Remotes by the Secret holding their kubeconfig.
+const kubeconfigSecretIndex = "spec.kubeconfigRef.name"
 
 // PushReconciler delivers the ProxyAssemblage of every push-mode Remote: it writes the
 // Assemblage into the Remote's cluster through the kubeconfig in the
@@ -62,7 +62,7 @@ type pushClient struct {
 // SetupWithManager registers the controller: ProxyAssemblage spec changes,
 // Remote changes and kubeconfig Secret changes all lead to the Remote's push.
 func (p *PushReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleeetv1.Remote{}, KubeconfigSecretIndex, func(o client.Object) []string {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleeetv1.Remote{}, kubeconfigSecretIndex, func(o client.Object) []string {
 		if ref := o.(*fleeetv1.Remote).Spec.KubeconfigRef; ref != nil {
 			return []string{ref.Name}
 		}
@@ -74,7 +74,7 @@ func (p *PushReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 		Named("push").
 		For(&fleeetv1.ProxyAssemblage{}).
 		Watches(&fleeetv1.Remote{}, watches.SameName).
-		Watches(&corev1.Secret{}, watches.Referrers(p.Client, func() client.ObjectList { return &fleeetv1.RemoteList{} }, KubeconfigSecretIndex)).
+		Watches(&corev1.Secret{}, watches.Referrers(p.Client, func() client.ObjectList { return &fleeetv1.RemoteList{} }, kubeconfigSecretIndex)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, p.Concurrent)}).
 		Complete(p)
 }

@@ -36,8 +36,8 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
-// TokenSecretIndex indexes Upstreams by the Secret holding their registration token.
-const TokenSecretIndex = "spec.tokenSecretRef.name"
+// tokenSecretIndex indexes Upstreams by the Secret holding their registration token.
+const tokenSecretIndex = "spec.tokenSecretRef.name"
 
 // Reconciler reconciles Upstreams.
 type Reconciler struct {
@@ -68,7 +68,7 @@ type Reconciler struct {
 // Secrets, it is woken by its links (plan or connectivity changed) and by
 // the Assemblages it mirrors (status to report).
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleeetv1.Upstream{}, TokenSecretIndex, func(o client.Object) []string {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleeetv1.Upstream{}, tokenSecretIndex, func(o client.Object) []string {
 		if ref := o.(*fleeetv1.Upstream).Spec.TokenSecretRef; ref != nil {
 			return []string{ref.Name}
 		}
@@ -83,7 +83,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Named("upstream").
 		For(&fleeetv1.Upstream{}).
 		Owns(&corev1.Secret{}).
-		Watches(&corev1.Secret{}, watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.UpstreamList{} }, TokenSecretIndex)).
+		Watches(&corev1.Secret{}, watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.UpstreamList{} }, tokenSecretIndex)).
 		Watches(&fleeetv1.Assemblage{}, handler.EnqueueRequestsFromMapFunc(upstreamOfAssemblage)).
 		WatchesRawSource(source.Channel(r.changes, &handler.TypedEnqueueRequestForObject[*fleeetv1.Upstream]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).

@@ -1,4 +1,4 @@
-package fleetctl
+package dashboard
 
 import (
 	"context"
@@ -57,8 +57,8 @@ func randomToken() string {
 
 // inClusterDashboard serves the in-cluster dashboard's login, logout and
 // authorisation (not its pages, which need a cluster) over ts.
-func inClusterDashboard(reviews *atomic.Int64, tls bool) (*dashboardServer, *httptest.Server) {
-	d := &dashboardServer{reviewer: newReviewer(countingReviews(reviews), newLoginSessions(defaultSessionIdle, defaultSessionMaxAge), false)}
+func inClusterDashboard(reviews *atomic.Int64, tls bool) (*server, *httptest.Server) {
+	d := &server{reviewer: newReviewer(countingReviews(reviews), newLoginSessions(defaultSessionIdle, defaultSessionMaxAge), false)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /login", d.login)
 	mux.HandleFunc("POST /logout", d.logout)
@@ -319,20 +319,20 @@ func TestTheDashboardListensBeyondLoopbackOnlyWithAuthenticationOrTheRiskNamed(t
 	any := &net.TCPAddr{IP: net.IPv4zero, Port: 8000}
 	lan := &net.TCPAddr{IP: net.ParseIP("192.168.1.10"), Port: 8000}
 	for _, c := range []struct {
-		o    dashboardOptions
+		o    options
 		addr *net.TCPAddr
 		want string // empty: allowed
 	}{
-		{dashboardOptions{}, loopback, ""},
-		{dashboardOptions{}, loopback6, ""},
-		{dashboardOptions{}, any, "insecure-expose-my-credentials"},
-		{dashboardOptions{}, lan, "with your credentials"},
-		{dashboardOptions{certFile: "tls.crt"}, lan, "with your credentials"},
-		{dashboardOptions{exposeCredentials: true}, lan, ""},
-		{dashboardOptions{inCluster: true, certFile: "tls.crt"}, any, ""},
-		{dashboardOptions{inCluster: true}, any, "insecure-plain-http"},
-		{dashboardOptions{inCluster: true, plainHTTP: true}, any, ""},
-		{dashboardOptions{inCluster: true}, loopback, ""},
+		{options{}, loopback, ""},
+		{options{}, loopback6, ""},
+		{options{}, any, "insecure-expose-my-credentials"},
+		{options{}, lan, "with your credentials"},
+		{options{certFile: "tls.crt"}, lan, "with your credentials"},
+		{options{exposeCredentials: true}, lan, ""},
+		{options{inCluster: true, certFile: "tls.crt"}, any, ""},
+		{options{inCluster: true}, any, "insecure-plain-http"},
+		{options{inCluster: true, plainHTTP: true}, any, ""},
+		{options{inCluster: true}, loopback, ""},
 	} {
 		c.o.address = c.addr.String()
 		err := c.o.mayListenOn(c.addr)

@@ -1,4 +1,4 @@
-package fleetctl_test
+package dashboard_test
 
 import (
 	"bufio"
@@ -8,22 +8,46 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/fleetctl"
+	"github.com/fleeet-dev/fleeet/internal/dashboard"
+	"github.com/fleeet-dev/fleeet/internal/fleetview"
+	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
+
+var cluster *testenv.Cluster
+
+func TestMain(m *testing.M) {
+	os.Exit(fleetviewtest.RunWithManager(m, &cluster))
+}
+
+// command returns the dashboard command as fleetctl serves it, under
+// kubectl's kubeconfig flags, connecting to the test cluster's namespace
+// ns with args.
+func command(ns string, args ...string) *cobra.Command {
+	kube := genericclioptions.NewConfigFlags(true)
+	root := &cobra.Command{Use: "fleetctl", SilenceUsage: true}
+	kube.AddFlags(root.PersistentFlags())
+	root.AddCommand(dashboard.NewCommand(kube))
+	root.SetArgs(append([]string{"--kubeconfig", cluster.Kubeconfig, "--namespace", ns, "dashboard"}, args...))
+	return root
+}
 
 // lockedBuffer is a bytes.Buffer safe for one writer and one reader.
 type lockedBuffer struct {
@@ -43,15 +67,14 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// startDashboard runs fleetctl dashboard on a free port until the test
-// ends and returns its base URL.
+// startDashboard runs the dashboard on a free port until the test ends
+// and returns its base URL.
 func startDashboard(t testing.TB, ns string, args ...string) string {
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := fleetctl.NewCommand()
+	cmd := command(ns, append([]string{"--address", "127.0.0.1:0"}, args...)...)
 	out := &lockedBuffer{}
 	cmd.SetOut(out)
 	cmd.SetErr(out)
-	cmd.SetArgs(append([]string{"--kubeconfig", cluster.Kubeconfig, "--namespace", ns, "dashboard", "--address", "127.0.0.1:0"}, args...))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -63,8 +86,23 @@ func startDashboard(t testing.TB, ns string, args ...string) string {
 		_, rest, _ := strings.Cut(out.String(), "fleet on ")
 		base, _, _ = strings.Cut(rest, " ")
 		return base
-	}, timeout, poll).Should(HavePrefix("http://127.0.0.1:"))
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(HavePrefix("http://127.0.0.1:"))
 	return strings.TrimSuffix(base, "/")
+}
+
+// why is fleetctl why's explanation of module on remote in namespace ns,
+// from the code fleetctl and the cell page share, without the Module's
+// warnings (its last lines).
+func why(g Gomega, ns, module, remote string) string {
+	f, err := fleetview.Read(context.Background(), cluster.Client, ns)
+	g.Expect(err).NotTo(HaveOccurred())
+	i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == module })
+	j := slices.IndexFunc(f.Remotes, func(r fleeetv1.Remote) bool { return r.Name == remote })
+	g.Expect(i).To(BeNumerically(">=", 0), "Module %s", module)
+	g.Expect(j).To(BeNumerically(">=", 0), "Remote %s", remote)
+	var out bytes.Buffer
+	f.Why(&f.Modules[i], &f.Remotes[j]).Print(&out, ns)
+	return out.String()
 }
 
 func fetch(g Gomega, url string) string {
@@ -103,7 +141,7 @@ func rows(html string) []string {
 
 func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 	g := NewWithT(t)
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	base := startDashboard(t, ns)
 	g.Eventually(func(g Gomega) {
 		g.Expect(rows(fetch(g, base+"/"))).To(Equal([]string{
@@ -112,7 +150,7 @@ func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 			"edge-2 offline v1.0.0 offline v1.0.0",
 			"lab failed v1.0.0 0/2 pods CrashLoopBackOff -",
 		}), "the rows of fleetctl status")
-	}, timeout, poll).Should(Succeed())
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 	g.Expect(rows(fetch(g, base+"/?state=failed&selector="))).To(HaveLen(2), "the header and lab")
 	g.Expect(rows(fetch(g, base+"/?selector=env%3Dedge"))).To(HaveLen(3), "the header and two edge Remotes")
 	g.Expect(rows(fetch(g, base+"/?rows=2&page=2"))).To(Equal([]string{"Remote app @v1.0.0 crds @v1.0.0", "lab failed v1.0.0 0/2 pods CrashLoopBackOff -"}),
@@ -122,9 +160,7 @@ func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 		"its script is served by the dashboard itself")
 	g.Expect(fetch(g, base+"/static/app.js")).To(ContainSubstring("EventSource"))
 
-	why, err := run(t, ns, "why", "app", "--remote", "lab")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(fetch(g, base+"/cells/app/lab")).To(ContainSubstring(strings.ReplaceAll(strings.TrimSpace(why), "'", "&#39;")[:60]),
+	g.Expect(fetch(g, base+"/cells/app/lab")).To(ContainSubstring(strings.ReplaceAll(strings.TrimSpace(why(g, ns, "app", "lab")), "'", "&#39;")[:60]),
 		"a cell's page is fleetctl why")
 	g.Expect(rows(fetch(g, base+"/modules/app"))).To(And(ContainElement("(rest) 3 2 0 1"),
 		ContainElement("lab failed v1.0.0 0/2 pods CrashLoopBackOff kustomize build failed")), "its stages and each cluster's state")
@@ -192,7 +228,7 @@ func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	// The dashboard runs as the cluster's administrator here: whatever a
 	// caller sees comes from the caller's own rights.
 	base := startDashboard(t, "default", "--in-cluster")
@@ -243,7 +279,7 @@ func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
 			"edge-2 offline v1.0.0 offline v1.0.0",
 			"lab failed v1.0.0 0/2 pods CrashLoopBackOff -",
 		}), "the reader sees the namespace's grid")
-	}, timeout, poll).Should(Succeed())
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 	status, body = get(g, "/namespaces/default/", "Authorization", "Bearer "+reader)
 	g.Expect(status).To(Equal(http.StatusForbidden), "the reader's rights end at its namespace: %s", body)
 
@@ -300,10 +336,9 @@ func TestTheLocalDashboardRefusesAnAddressBeyondLoopback(t *testing.T) {
 		// A dashboard that serves is stopped after a while, and returns nil.
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
-		cmd := fleetctl.NewCommand()
+		cmd := command(ns, args...)
 		cmd.SetOut(io.Discard)
 		cmd.SetErr(io.Discard)
-		cmd.SetArgs(append([]string{"--kubeconfig", cluster.Kubeconfig, "--namespace", ns, "dashboard"}, args...))
 		return cmd.ExecuteContext(ctx)
 	}
 	g.Expect(serve("--address", "0.0.0.0:0")).To(MatchError(And(ContainSubstring("beyond loopback"), ContainSubstring("--insecure-expose-my-credentials"))))

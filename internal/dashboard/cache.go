@@ -1,4 +1,4 @@
-package fleetctl
+package dashboard
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/fleetview"
 )
 
 // fleetCache holds the Modules, Remotes and plans of the dashboard's
@@ -32,7 +33,7 @@ type fleetCache struct {
 func newFleetCache(ctx context.Context, cfg *rest.Config, namespace string) (*fleetCache, error) {
 	fc := &fleetCache{subs: map[chan struct{}]string{}}
 	opts := cache.Options{
-		Scheme:                   scheme,
+		Scheme:                   fleetview.Scheme,
 		DefaultTransform:         cache.TransformStripManagedFields(),
 		DefaultWatchErrorHandler: func(_ context.Context, _ *toolscache.Reflector, err error) { fc.setErr(err) },
 	}
@@ -101,13 +102,13 @@ func (fc *fleetCache) synced(ctx context.Context) error {
 
 // fleet returns namespace's fleet from the cache. Its objects are the
 // cache's own: read them, never change them.
-func (fc *fleetCache) fleet(ctx context.Context, namespace string) (*Fleet, error) {
+func (fc *fleetCache) fleet(ctx context.Context, namespace string) (*fleetview.Fleet, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := fc.synced(ctx); err != nil {
 		return nil, err
 	}
-	return readFleet(ctx, fc.cache, namespace, client.UnsafeDisableDeepCopy)
+	return fleetview.Read(ctx, fc.cache, namespace, client.UnsafeDisableDeepCopy)
 }
 
 // subscribe returns a channel that receives after an object of namespace

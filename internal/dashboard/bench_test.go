@@ -1,4 +1,4 @@
-package fleetctl_test
+package dashboard_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
 )
 
 // BenchmarkDashboard measures, in headless Chromium, the dashboard of a
@@ -19,7 +20,7 @@ import (
 // the time from a Module's version change (the patch returning) to the
 // new version in the open page's grid.
 func BenchmarkDashboard(b *testing.B) {
-	ns := benchFleet(b, benchRemotes, 50)
+	ns := fleetviewtest.BenchFleet(b, cluster, fleetviewtest.BenchRemotes, 50)
 	base := startDashboard(b, ns)
 	ctx := browser(b)
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {

@@ -1,4 +1,4 @@
-package manager_test
+package module_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 // heldHistory records, from a watch over every plan of a namespace, the
@@ -31,7 +32,7 @@ func watchHeld(t *testing.T, ns string) *heldHistory {
 	onPlans(t, ns, func(pa *fleeetv1.ProxyAssemblage) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		if seq, tag := h.tags[pa.Name], heldTag(pa); len(seq) == 0 || seq[len(seq)-1] != tag {
+		if seq, tag := h.tags[pa.Name], fleettest.HeldTag(pa); len(seq) == 0 || seq[len(seq)-1] != tag {
 			h.tags[pa.Name] = append(seq, tag)
 		}
 	})
@@ -56,9 +57,9 @@ func TestAStagedRolloutWaitsForApprovalAndRollsBackByItself(t *testing.T) {
 	stages := map[string]string{"canary-1": "canary", "prod-1": "prod", "prod-2": "prod", "rest-1": ""}
 	online := []string{"canary-1", "prod-1", "prod-2", "rest-1"}
 	for _, name := range online {
-		newRemote(t, ns, name, map[string]string{"stage": stages[name]}, true)
+		fleettest.NewRemote(t, cluster.Client, ns, name, map[string]string{"stage": stages[name]}, true)
 	}
-	m := newModule("v1", &metav1.LabelSelector{})
+	m := fleettest.NewModule("v1", &metav1.LabelSelector{})
 	m.Namespace = ns
 	m.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, OnFailure: fleeetv1.RollbackOnFailure,
 		Stages: []fleeetv1.RolloutStage{
@@ -76,7 +77,7 @@ func TestAStagedRolloutWaitsForApprovalAndRollsBackByItself(t *testing.T) {
 	}
 	converged := func(tag string) func(Gomega) {
 		return func(g Gomega) {
-			m := moduleStatus(g, ns)
+			m := fleettest.ModuleStatus(g, cluster.Client, ns)
 			g.Expect(m.Status.Version).To(Equal(tag))
 			g.Expect(apimeta.IsStatusConditionTrue(m.Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
 			g.Expect(m.Status.History).NotTo(BeEmpty())
@@ -90,7 +91,7 @@ func TestAStagedRolloutWaitsForApprovalAndRollsBackByItself(t *testing.T) {
 	held := func(g Gomega) map[string]string {
 		tags := map[string]string{}
 		for _, name := range online {
-			tags[name] = heldTag(proxy(g, ns, name))
+			tags[name] = fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))
 		}
 		return tags
 	}
@@ -101,7 +102,7 @@ func TestAStagedRolloutWaitsForApprovalAndRollsBackByItself(t *testing.T) {
 	setTag("v2")
 	driveUntil(g, ns, online, decide, func(g Gomega) {
 		g.Expect(held(g)).To(Equal(map[string]string{"canary-1": "v2", "prod-1": "v1", "prod-2": "v1", "rest-1": "v1"}))
-		ro := moduleStatus(g, ns).Status.Rollout
+		ro := fleettest.ModuleStatus(g, cluster.Client, ns).Status.Rollout
 		g.Expect(ro.Holding).To(Equal("stage canary awaits approval (fleetctl rollout approve)"))
 	})
 	g.Consistently(held, "2s", poll).Should(HaveKeyWithValue("prod-1", "v1"), "no approval, no prod")
@@ -113,7 +114,7 @@ func TestAStagedRolloutWaitsForApprovalAndRollsBackByItself(t *testing.T) {
 	// v3 fails on the canary: the manager rolls it back to v2 by itself.
 	setTag("v3")
 	driveUntil(g, ns, online, decide, func(g Gomega) {
-		m := moduleStatus(g, ns)
+		m := fleettest.ModuleStatus(g, cluster.Client, ns)
 		rolledBack := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolledBackCondition)
 		g.Expect(rolledBack).NotTo(BeNil())
 		g.Expect(rolledBack.Message).To(ContainSubstring("v3 rolled back to v2 (4 of 4 Remotes back and ready): Remote canary-1 failed: reported Failed"))
@@ -131,11 +132,11 @@ func TestAStagedRolloutWaitsForApprovalAndRollsBackByItself(t *testing.T) {
 	setTag("v4")
 	driveUntil(g, ns, online, decide, func(g Gomega) {
 		g.Expect(held(g)).To(HaveKeyWithValue("canary-1", "v4"))
-		g.Expect(moduleStatus(g, ns).Status.Rollout.Holding).To(ContainSubstring("awaits approval"))
+		g.Expect(fleettest.ModuleStatus(g, cluster.Client, ns).Status.Rollout.Holding).To(ContainSubstring("awaits approval"))
 	})
-	patchModule(g, ns, fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, fleeetv1.UndoAnnotation, moduleStatus(g, ns).Status.Rollout.Revision))
+	patchModule(g, ns, fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, fleeetv1.UndoAnnotation, fleettest.ModuleStatus(g, cluster.Client, ns).Status.Rollout.Revision))
 	driveUntil(g, ns, online, decide, func(g Gomega) {
-		m := moduleStatus(g, ns)
+		m := fleettest.ModuleStatus(g, cluster.Client, ns)
 		g.Expect(m.Status.Rollout.RolledBack).NotTo(BeNil())
 		g.Expect(m.Status.Rollout.RolledBack.Message).To(Equal("fleetctl rollout undo"))
 		g.Expect(m.Status.Rollout.RolledBack.Version).To(Equal("v2"), "back to the newest version Ready across the fleet")
@@ -156,7 +157,7 @@ func patchNamed(g Gomega, ns, name, patch string) {
 // approve gives a stage of the current revision its approval, as fleetctl
 // rollout approve does.
 func approve(g Gomega, ns, stage string) {
-	revision := moduleStatus(g, ns).Status.Rollout.Revision
+	revision := fleettest.ModuleStatus(g, cluster.Client, ns).Status.Rollout.Revision
 	patchModule(g, ns, fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, fleeetv1.ApproveAnnotation, revision+"/"+stage))
 }
 
@@ -171,10 +172,10 @@ func TestANamespaceBudgetHoldsEveryRolloutInItToItsBound(t *testing.T) {
 	patchNamespace(g, ns, fmt.Sprintf(`{"metadata":{"annotations":{%q:"1"}}}`, fleeetv1.MaxMovingAnnotation))
 	online := []string{"r1", "r2", "r3"}
 	for _, name := range online {
-		newRemote(t, ns, name, nil, true)
+		fleettest.NewRemote(t, cluster.Client, ns, name, nil, true)
 	}
 	for _, name := range []string{"app", "web"} {
-		m := newModule("v1", &metav1.LabelSelector{})
+		m := fleettest.NewModule("v1", &metav1.LabelSelector{})
 		m.Namespace, m.Name = ns, name
 		m.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: ptr.To(intstr.FromInt32(2))}
 		g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
@@ -183,7 +184,7 @@ func TestANamespaceBudgetHoldsEveryRolloutInItToItsBound(t *testing.T) {
 	holdAll := func(tag string) func(Gomega) {
 		return func(g Gomega) {
 			for _, name := range online {
-				pa := proxy(g, ns, name)
+				pa := fleettest.Proxy(g, cluster.Client, ns, name)
 				g.Expect(pa.Spec.Assemblage.Syncs).To(HaveLen(2))
 				for _, s := range pa.Spec.Assemblage.Syncs {
 					g.Expect(s.Source.Git.Tag).To(Equal(tag), "Remote %s, sync %s", name, s.Name)
@@ -236,14 +237,16 @@ func TestAClosedWindowLetsWhatMovesFinishAndStartsNothing(t *testing.T) {
 	ns := tenant(t)
 	online := []string{"r1", "r2", "r3"}
 	for _, name := range online {
-		newRemote(t, ns, name, nil, true)
+		fleettest.NewRemote(t, cluster.Client, ns, name, nil, true)
 	}
-	m := newModule("v1", &metav1.LabelSelector{})
+	m := fleettest.NewModule("v1", &metav1.LabelSelector{})
 	m.Namespace = ns
 	m.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy}
 	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
 	ready := func(string, string) fleeetv1.SyncState { return fleeetv1.SyncReady }
-	driveUntil(g, ns, online, ready, func(g Gomega) { g.Expect(moduleStatus(g, ns).Status.Summary.Ready).To(Equal(int32(3))) })
+	driveUntil(g, ns, online, ready, func(g Gomega) {
+		g.Expect(fleettest.ModuleStatus(g, cluster.Client, ns).Status.Summary.Ready).To(Equal(int32(3)))
+	})
 
 	// v2 starts on one Remote, which the agent does not report yet.
 	patchModule(g, ns, `{"spec":{"sync":{"source":{"git":{"tag":"v2"}}}}}`)
@@ -251,7 +254,7 @@ func TestAClosedWindowLetsWhatMovesFinishAndStartsNothing(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		moved := 0
 		for _, name := range online {
-			if heldTag(proxy(g, ns, name)) == "v2" {
+			if fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name)) == "v2" {
 				first, moved = name, moved+1
 			}
 		}
@@ -261,16 +264,16 @@ func TestAClosedWindowLetsWhatMovesFinishAndStartsNothing(t *testing.T) {
 	// The window closes: only on New Year's Day.
 	patchModule(g, ns, `{"spec":{"rollout":{"windows":[{"schedule":"0 0 1 1 *","duration":"1h","timeZone":"Europe/Berlin"}]}}}`)
 	g.Eventually(func(g Gomega) {
-		g.Expect(moduleStatus(g, ns).Status.Rollout.Holding).To(HavePrefix("outside its deployment windows until "))
+		g.Expect(fleettest.ModuleStatus(g, cluster.Client, ns).Status.Rollout.Holding).To(HavePrefix("outside its deployment windows until "))
 	}, timeout, poll).Should(Succeed())
 	driveUntil(g, ns, online, ready, func(g Gomega) {
-		g.Expect(proxy(g, ns, first).Status.Syncs).To(ConsistOf(HaveField("State", fleeetv1.SyncReady)))
-		g.Expect(heldTag(proxy(g, ns, first))).To(Equal("v2"), "what was moving finished")
+		g.Expect(fleettest.Proxy(g, cluster.Client, ns, first).Status.Syncs).To(ConsistOf(HaveField("State", fleeetv1.SyncReady)))
+		g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, first))).To(Equal("v2"), "what was moving finished")
 	})
 	g.Consistently(func(g Gomega) int {
 		moved := 0
 		for _, name := range online {
-			if heldTag(proxy(g, ns, name)) == "v2" {
+			if fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name)) == "v2" {
 				moved++
 			}
 		}
@@ -281,8 +284,8 @@ func TestAClosedWindowLetsWhatMovesFinishAndStartsNothing(t *testing.T) {
 	patchModule(g, ns, `{"spec":{"rollout":{"windows":[{"schedule":"* * * * *","duration":"24h"}]}}}`)
 	driveUntil(g, ns, online, ready, func(g Gomega) {
 		for _, name := range online {
-			g.Expect(heldTag(proxy(g, ns, name))).To(Equal("v2"))
+			g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v2"))
 		}
-		g.Expect(apimeta.IsStatusConditionTrue(moduleStatus(g, ns).Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
+		g.Expect(apimeta.IsStatusConditionTrue(fleettest.ModuleStatus(g, cluster.Client, ns).Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
 	})
 }

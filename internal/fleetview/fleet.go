@@ -1,4 +1,10 @@
-package fleetctl
+// Package fleetview is the read model of a tenant's fleet that fleetctl and
+// the web dashboard share: it reads a namespace's Modules, Remotes and plans
+// (Read), works out what each Remote runs of each Module (Fleet.Cell), explains
+// one such cell (Fleet.Why, LastWarnings) and where a Module's rollout stands
+// (Fleet.Rollout). Both show the fleet from this one code, so the CLI and the
+// pages always agree. It only reads: nothing here writes to the cluster.
+package fleetview
 
 import (
 	"context"
@@ -8,11 +14,26 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
 )
+
+// Scheme holds the kinds fleetctl and the dashboard read and write:
+// Kubernetes' own (events, reviews) and fleeet's. Their clients and the
+// dashboard's cache are built with it.
+var Scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fleeetv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}()
 
 // The states a cell of the fleet grid can be in, worst last.
 const (
@@ -75,19 +96,9 @@ func (c Cell) Text() string {
 	return text
 }
 
-// fleet connects to the management cluster and reads the selected
-// namespace's Modules, Remotes and ProxyAssemblages.
-func (s *session) fleet(ctx context.Context) (client.Client, *Fleet, error) {
-	c, namespace, err := s.client()
-	if err != nil {
-		return nil, nil, err
-	}
-	f, err := readFleet(ctx, c, namespace)
-	return c, f, err
-}
-
-// readFleet reads namespace's Modules, Remotes and ProxyAssemblages.
-func readFleet(ctx context.Context, c client.Reader, namespace string, opts ...client.ListOption) (*Fleet, error) {
+// Read reads namespace's Modules, Remotes and ProxyAssemblages, with opts
+// added to each list.
+func Read(ctx context.Context, c client.Reader, namespace string, opts ...client.ListOption) (*Fleet, error) {
 	f := &Fleet{Namespace: namespace, plans: map[string]*fleeetv1.ProxyAssemblage{}}
 	modules, remotes, plans := &fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}
 	for _, list := range []client.ObjectList{modules, remotes, plans} {
@@ -102,6 +113,12 @@ func readFleet(ctx context.Context, c client.Reader, namespace string, opts ...c
 		f.plans[plans.Items[i].Name] = &plans.Items[i]
 	}
 	return f, nil
+}
+
+// Plan returns the ProxyAssemblage of the named Remote, or nil when the
+// compiler has written none yet.
+func (f *Fleet) Plan(remote string) *fleeetv1.ProxyAssemblage {
+	return f.plans[remote]
 }
 
 // Cell works out what remote runs of m.
@@ -124,7 +141,7 @@ func (f *Fleet) Cell(m *fleeetv1.Module, remote *fleeetv1.Remote) Cell {
 	cell.Current = cell.Version == compile.Version(&m.Spec.Sync)
 	if remote.Offline() {
 		cell.State = StateOffline
-		cell.Message = conditionMessage(remote.Status.Conditions, fleeetv1.ConnectedCondition)
+		cell.Message = ConditionMessage(remote.Status.Conditions, fleeetv1.ConnectedCondition)
 		return cell
 	}
 	cell.State, cell.Message = StatePending, "the cluster has not reported this plan yet"
@@ -135,7 +152,9 @@ func (f *Fleet) Cell(m *fleeetv1.Module, remote *fleeetv1.Remote) Cell {
 	return cell
 }
 
-func conditionMessage(conditions []metav1.Condition, typ string) string {
+// ConditionMessage returns the reason and message of the condition of type
+// typ, as "Reason: message", or "" when there is none.
+func ConditionMessage(conditions []metav1.Condition, typ string) string {
 	if c := apimeta.FindStatusCondition(conditions, typ); c != nil {
 		return c.Reason + ": " + c.Message
 	}

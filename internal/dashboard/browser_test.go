@@ -1,4 +1,4 @@
-package fleetctl_test
+package dashboard_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
 )
 
 // browser starts Debian's headless Chromium (make setup installs it) for
@@ -53,7 +54,7 @@ const gridText = `Array.from(document.querySelectorAll('#grid tr')).map(r => r.i
 
 func TestTheDashboardInABrowserUpdatesWithoutReload(t *testing.T) {
 	g := NewWithT(t)
-	ns := fleet(t)
+	ns := fleetviewtest.Fleet(t, cluster)
 	base := startDashboard(t, ns)
 	ctx := browser(t)
 	// The first action starts the browser: no timeout on it (chromedp.Run).
@@ -67,7 +68,7 @@ func TestTheDashboardInABrowserUpdatesWithoutReload(t *testing.T) {
 	g.Eventually(func() []string {
 		g.Expect(chromedp.Do(ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#grid")))).To(Succeed())
 		return grid()
-	}, timeout, time.Second).Should(Equal([]string{
+	}, fleetviewtest.Timeout, time.Second).Should(Equal([]string{
 		"Remote app@v1.0.0 crds@v1.0.0",
 		"edge-1 blocked v1.0.0 ready v1.0.0 2/2 pods",
 		"edge-2 offline v1.0.0 offline v1.0.0",

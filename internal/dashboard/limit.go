@@ -1,4 +1,4 @@
-package fleetctl
+package dashboard
 
 import (
 	"container/list"

@@ -1,4 +1,12 @@
-package fleetctl
+// Package dashboard is the fleet's web dashboard: `fleetctl dashboard` on a
+// user's machine, reading with their kubeconfig, and `fleet-manager
+// dashboard --in-cluster`, which the manager chart runs and which authorises
+// every caller as themselves (auth.go, session.go, limit.go). It serves the
+// grid of Remotes × Modules and a page per Module, Remote and cell, rendered
+// from a watch-fed cache (cache.go) with internal/fleetview, the read model
+// fleetctl shows too, and streams each page's changes as server-sent events.
+// Its templates, script and style are embedded (assets/).
+package dashboard
 
 import (
 	"bytes"
@@ -24,23 +32,27 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/fleetview"
 )
 
-//go:embed dashboard
-var dashboardFiles embed.FS
+// assets holds the page templates and the files served under /static/.
+//
+//go:embed assets
+var assets embed.FS
 
-var pages = template.Must(template.ParseFS(dashboardFiles, "dashboard/pages.html"))
+var pages = template.Must(template.ParseFS(assets, "assets/pages.html"))
 
 // gridRows is how many Remotes a page of the grid shows unless ?rows=
 // says otherwise.
 const gridRows = 100
 
-// dashboardOptions are the dashboard command's flags.
-type dashboardOptions struct {
+// options are the dashboard command's flags.
+type options struct {
 	address, certFile, keyFile string
 	inCluster                  bool
 	// exposeCredentials lets the local dashboard, which reads with the
@@ -54,8 +66,12 @@ type dashboardOptions struct {
 	sessionIdle, maxAge time.Duration
 }
 
-func newDashboardCommand(s *session) *cobra.Command {
-	var o dashboardOptions
+// NewCommand returns the dashboard command, which connects to the
+// management cluster that kube's flags (kubectl's kubeconfig, context and
+// namespace flags, registered by the caller) select. fleetctl and
+// fleet-manager both serve it as their dashboard subcommand.
+func NewCommand(kube genericclioptions.RESTClientGetter) *cobra.Command {
+	var o options
 	cmd := &cobra.Command{
 		Use:   "dashboard",
 		Short: "Serve the fleet's web dashboard on this machine, reading with your own kubeconfig",
@@ -89,7 +105,7 @@ stays in the dashboard's memory. TokenReviews are rate-limited per client addres
 				_ = ln.Close()
 				return err
 			}
-			d, err := s.newDashboard(cmd.Context(), o)
+			d, err := newServer(cmd.Context(), kube, o)
 			if err != nil {
 				_ = ln.Close()
 				return err
@@ -140,7 +156,7 @@ stays in the dashboard's memory. TokenReviews are rate-limited per client addres
 // mayListenOn refuses an address beyond loopback unless what is served
 // there is safe to serve to anyone who reaches it, or the caller said they
 // accept the risk.
-func (o *dashboardOptions) mayListenOn(addr net.Addr) error {
+func (o *options) mayListenOn(addr net.Addr) error {
 	if ip := addr.(*net.TCPAddr).IP; ip.IsLoopback() {
 		return nil
 	}
@@ -155,8 +171,8 @@ func (o *dashboardOptions) mayListenOn(addr net.Addr) error {
 	return nil
 }
 
-// dashboardServer serves the fleet pages from a watch-fed cache.
-type dashboardServer struct {
+// server serves the fleet pages from a watch-fed cache.
+type server struct {
 	cache *fleetCache
 	// events reads the Modules' events for their pages.
 	events client.Reader
@@ -167,19 +183,21 @@ type dashboardServer struct {
 	namespace string
 }
 
-func (s *session) newDashboard(ctx context.Context, o dashboardOptions) (*dashboardServer, error) {
-	cfg, err := s.kube.ToRESTConfig()
+// newServer connects to the cluster kube selects: in-cluster to serve
+// every namespace, else the one namespace kube selects.
+func newServer(ctx context.Context, kube genericclioptions.RESTClientGetter, o options) (*server, error) {
+	cfg, err := kube.ToRESTConfig()
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: fleetview.Scheme})
 	if err != nil {
 		return nil, err
 	}
-	d := &dashboardServer{events: c}
+	d := &server{events: c}
 	if o.inCluster {
 		d.reviewer = newReviewer(c, newLoginSessions(o.sessionIdle, o.maxAge), o.trustForwardedFor)
-	} else if d.namespace, err = s.namespace(); err != nil {
+	} else if d.namespace, _, err = kube.ToRawKubeConfigLoader().Namespace(); err != nil {
 		return nil, err
 	}
 	d.cache, err = newFleetCache(ctx, cfg, d.namespace)
@@ -191,7 +209,7 @@ func (s *session) newDashboard(ctx context.Context, o dashboardOptions) (*dashbo
 // page cannot reach it through a DNS name rebound to this machine.
 // In-cluster it serves a login form at / and each namespace under
 // /namespaces/NAME/, to callers the reviewer lets read it.
-func (d *dashboardServer) handler(addr net.Addr) http.Handler {
+func (d *server) handler(addr net.Addr) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", staticFiles())
 	if d.reviewer == nil {
@@ -226,7 +244,7 @@ func (d *dashboardServer) handler(addr net.Addr) http.Handler {
 }
 
 // namespaced serves one namespace's pages, live events and assets.
-func (d *dashboardServer) namespaced(ns string) http.Handler {
+func (d *server) namespaced(ns string) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /static/", staticFiles())
 	mux.HandleFunc("GET /events", func(w http.ResponseWriter, r *http.Request) { d.live(w, r, ns) })
@@ -235,7 +253,7 @@ func (d *dashboardServer) namespaced(ns string) http.Handler {
 }
 
 func staticFiles() http.Handler {
-	sub, err := fs.Sub(dashboardFiles, "dashboard")
+	sub, err := fs.Sub(assets, "assets")
 	if err != nil {
 		panic(err)
 	}
@@ -305,7 +323,7 @@ type indexPage struct {
 
 // index is the in-cluster dashboard's front page: the login form and a
 // namespace to open.
-func (d *dashboardServer) index(w http.ResponseWriter, r *http.Request) {
+func (d *server) index(w http.ResponseWriter, r *http.Request) {
 	if ns := r.URL.Query().Get("namespace"); ns != "" {
 		http.Redirect(w, r, "namespaces/"+url.PathEscape(ns)+"/", http.StatusSeeOther)
 		return
@@ -316,7 +334,7 @@ func (d *dashboardServer) index(w http.ResponseWriter, r *http.Request) {
 // login checks the posted token with a TokenReview and opens a session
 // for it: the browser keeps only the session's random identifier, in an
 // HTTP-only, same-site cookie that is Secure over HTTPS.
-func (d *dashboardServer) login(w http.ResponseWriter, r *http.Request) {
+func (d *server) login(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
 		http.Error(w, "cross-site login refused", http.StatusForbidden)
 		return
@@ -333,7 +351,7 @@ func (d *dashboardServer) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // logout ends the request's session and has the browser drop its cookie.
-func (d *dashboardServer) logout(w http.ResponseWriter, r *http.Request) {
+func (d *server) logout(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
 		http.Error(w, "cross-site logout refused", http.StatusForbidden)
 		return
@@ -376,7 +394,7 @@ func (v view) hash() string {
 
 // page serves a whole page: the fleet grid at /, a Module's, a Remote's
 // or a cell's page.
-func (d *dashboardServer) page(w http.ResponseWriter, r *http.Request, ns string) {
+func (d *server) page(w http.ResponseWriter, r *http.Request, ns string) {
 	v, status := d.view(r.Context(), ns, r.URL.Path, r.URL.Query())
 	depth := strings.Count(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	src := strings.TrimPrefix(r.URL.Path, "/")
@@ -402,12 +420,12 @@ func filterOf(path string, q url.Values) *gridFilter {
 		return nil
 	}
 	return &gridFilter{q.Get("selector"), q.Get("state"),
-		[]string{StateReady, StatePending, StateProgressing, StateBlocked, StateFailed, StateOffline}}
+		[]string{fleetview.StateReady, fleetview.StatePending, fleetview.StateProgressing, fleetview.StateBlocked, fleetview.StateFailed, fleetview.StateOffline}}
 }
 
 // view renders the live region of the page at path, relative to the
 // namespace's root.
-func (d *dashboardServer) view(ctx context.Context, ns, path string, q url.Values) (view, int) {
+func (d *server) view(ctx context.Context, ns, path string, q url.Values) (view, int) {
 	f, err := d.cache.fleet(ctx, ns)
 	if err != nil {
 		return errorView("fleet", err.Error()), http.StatusOK
@@ -441,13 +459,13 @@ type gridRow struct {
 }
 
 type gridCell struct {
-	Cell
+	fleetview.Cell
 	Module, Remote, Text string
 }
 
 // gridView is the fleet grid, filtered by ?selector= (Remote labels) and
 // ?state=, a page of ?rows= Remotes (?page=, from 1) at a time.
-func (d *dashboardServer) gridView(f *Fleet, q url.Values) view {
+func (d *server) gridView(f *fleetview.Fleet, q url.Values) view {
 	sel, err := labels.Parse(q.Get("selector"))
 	if err != nil {
 		return errorView("fleet", "selector: "+err.Error())
@@ -522,7 +540,7 @@ func (d *dashboardServer) gridView(f *Fleet, q url.Values) view {
 	return v
 }
 
-func (d *dashboardServer) moduleView(ctx context.Context, f *Fleet, name string) (view, int) {
+func (d *server) moduleView(ctx context.Context, f *fleetview.Fleet, name string) (view, int) {
 	i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == name })
 	if i < 0 {
 		return notFound("Module "+name, "no Module %s in namespace %s", name, f.Namespace)
@@ -531,12 +549,12 @@ func (d *dashboardServer) moduleView(ctx context.Context, f *Fleet, name string)
 	type cluster struct{ Remote, State, Text, Message string }
 	body := struct {
 		Name                string
-		Rollout             RolloutView
+		Rollout             fleetview.RolloutView
 		Clusters            []cluster
 		History             []fleeetv1.RolloutRecord
 		Events              []string
 		Denial, EventsError string
-	}{Name: name, Rollout: f.rolloutView(m), History: m.Status.History}
+	}{Name: name, Rollout: f.Rollout(m), History: m.Status.History}
 	for j := range f.Remotes {
 		if c := f.Cell(m, &f.Remotes[j]); c.State != "" {
 			body.Clusters = append(body.Clusters, cluster{f.Remotes[j].Name, c.State, c.Text(), c.Message})
@@ -547,68 +565,68 @@ func (d *dashboardServer) moduleView(ctx context.Context, f *Fleet, name string)
 		fields.OneTermEqualSelector("involvedObject.kind", "Module"), fields.OneTermEqualSelector("involvedObject.name", m.Name))}); err != nil {
 		body.EventsError = "reading the Module's events: " + err.Error()
 	}
-	slices.SortFunc(events.Items, func(a, b corev1.Event) int { return eventTime(&b).Compare(eventTime(&a)) })
+	slices.SortFunc(events.Items, func(a, b corev1.Event) int { return fleetview.EventTime(&b).Compare(fleetview.EventTime(&a)) })
 	for j := range events.Items {
 		e := &events.Items[j]
 		if len(body.Events) < 20 {
-			body.Events = append(body.Events, e.Type+" "+describeEvent(e))
+			body.Events = append(body.Events, e.Type+" "+fleetview.DescribeEvent(e))
 		}
 		if body.Denial == "" && e.Reason == fleeetv1.ReasonPolicyDenied {
-			body.Denial = describeEvent(e)
+			body.Denial = fleetview.DescribeEvent(e)
 		}
 	}
 	return view{Title: "Module " + name, Body: execute("module", body)}, http.StatusOK
 }
 
-func remoteView(f *Fleet, name string) (view, int) {
+func remoteView(f *fleetview.Fleet, name string) (view, int) {
 	i := slices.IndexFunc(f.Remotes, func(r fleeetv1.Remote) bool { return r.Name == name })
 	if i < 0 {
 		return notFound("Remote "+name, "no Remote %s in namespace %s", name, f.Namespace)
 	}
 	r := &f.Remotes[i]
 	type sync struct {
-		Cell
+		fleetview.Cell
 		Module, Text, WaitsFor string
 	}
 	body := struct {
 		Name, Connection, Heartbeat, Agent string
 		Syncs                              []sync
 		Graph                              template.HTML
-	}{Name: name, Connection: conditionMessage(r.Status.Conditions, fleeetv1.ConnectedCondition)}
+	}{Name: name, Connection: fleetview.ConditionMessage(r.Status.Conditions, fleeetv1.ConnectedCondition)}
 	if r.Status.AgentVersion != "" {
 		body.Agent = r.Status.AgentVersion + " on Kubernetes " + r.Status.KubernetesVersion
 	}
 	if hb := r.Status.LastHeartbeatTime; hb != nil {
 		body.Heartbeat = hb.UTC().Format(time.RFC3339)
 	}
-	cells := map[string]Cell{}
+	cells := map[string]fleetview.Cell{}
 	for j := range f.Modules {
 		if c := f.Cell(&f.Modules[j], r); c.State != "" {
 			body.Syncs = append(body.Syncs, sync{Cell: c, Module: f.Modules[j].Name, Text: c.Text(), WaitsFor: strings.Join(c.BlockedBy, ", ")})
 			cells[f.Modules[j].Name] = c
 		}
 	}
-	if pa := f.plans[name]; pa != nil {
+	if pa := f.Plan(name); pa != nil {
 		body.Graph = dependencyGraph(pa.Spec.Assemblage.Syncs, cells)
 	}
 	return view{Title: "Remote " + name, Body: execute("remote", body)}, http.StatusOK
 }
 
 // cellView is fleetctl why's explanation, from the same code.
-func (d *dashboardServer) cellView(ctx context.Context, f *Fleet, module, remote string) (view, int) {
+func (d *server) cellView(ctx context.Context, f *fleetview.Fleet, module, remote string) (view, int) {
 	title := module + " on " + remote
 	i := slices.IndexFunc(f.Modules, func(m fleeetv1.Module) bool { return m.Name == module })
 	j := slices.IndexFunc(f.Remotes, func(r fleeetv1.Remote) bool { return r.Name == remote })
 	if i < 0 || j < 0 {
 		return notFound(title, "no Module %s or no Remote %s in namespace %s", module, remote, f.Namespace)
 	}
-	why := f.why(&f.Modules[i], &f.Remotes[j])
+	why := f.Why(&f.Modules[i], &f.Remotes[j])
 	var err error
-	if why.Warning, why.PolicyDenial, err = lastWarnings(ctx, d.eventReader(ctx), &f.Modules[i], remote); err != nil {
+	if why.Warning, why.PolicyDenial, err = fleetview.LastWarnings(ctx, d.eventReader(ctx), &f.Modules[i], remote); err != nil {
 		return errorView(title, err.Error()), http.StatusOK
 	}
 	var out bytes.Buffer
-	why.print(&out, f.Namespace)
+	why.Print(&out, f.Namespace)
 	return view{Title: title, Body: execute("cell", out.String())}, http.StatusOK
 }
 
@@ -617,7 +635,7 @@ func (d *dashboardServer) cellView(ctx context.Context, f *Fleet, module, remote
 // whole body), as JSON. ?src= names the page, ?shown= the hash of the body
 // it shows. Changes within 100 ms make one event. In-cluster the caller's
 // rights are checked again before every event.
-func (d *dashboardServer) live(w http.ResponseWriter, r *http.Request, ns string) {
+func (d *server) live(w http.ResponseWriter, r *http.Request, ns string) {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)

@@ -1,4 +1,4 @@
-package fleetctl
+package dashboard
 
 import (
 	"context"
@@ -228,7 +228,7 @@ type callerKey struct{}
 // eventReader reads events for the request in ctx: locally with the
 // user's own credentials, in-cluster only in namespaces a
 // SubjectAccessReview says the caller may list events in.
-func (d *dashboardServer) eventReader(ctx context.Context) client.Reader {
+func (d *server) eventReader(ctx context.Context) client.Reader {
 	if d.reviewer == nil {
 		return d.events
 	}

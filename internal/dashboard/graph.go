@@ -1,10 +1,11 @@
-package fleetctl
+package dashboard
 
 import (
 	"html/template"
 	"slices"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/fleetview"
 	"github.com/fleeet-dev/fleeet/internal/syncgraph"
 )
 
@@ -30,7 +31,7 @@ type graphEdge struct {
 // dependencies stand in the columns left of it, each edge points from a
 // sync to what it depends on, and the edges the cluster reports the sync
 // blocked on are highlighted. Each node is coloured by its cell's state.
-func dependencyGraph(syncs []fleeetv1.NamedSync, cells map[string]Cell) template.HTML {
+func dependencyGraph(syncs []fleeetv1.NamedSync, cells map[string]fleetview.Cell) template.HTML {
 	if len(syncs) == 0 {
 		return ""
 	}

@@ -1,0 +1,75 @@
+// Package fleettest creates a tenant's Remotes and Modules in a test cluster
+// and reads back the plans and status the manager makes of them, for the
+// tests of the Module controller and of the whole fleet-manager alike.
+package fleettest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// NewRemote creates a pull Remote with labels in ns, and when online a
+// Lease renewed now, as its agent's first heartbeat.
+func NewRemote(t testing.TB, c client.Client, ns, name string, labels map[string]string, online bool) {
+	t.Helper()
+	g := gomega.NewWithT(t)
+	g.Expect(c.Create(t.Context(), &fleeetv1.Remote{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+	})).To(gomega.Succeed())
+	if online {
+		now := metav1.NewMicroTime(time.Now())
+		g.Expect(c.Create(t.Context(), &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), RenewTime: &now},
+		})).To(gomega.Succeed())
+	}
+}
+
+// NewModule returns the Module app, labelled tier=app, placing a kustomize
+// sync of the app repository at tag on the Remotes selector selects; the
+// caller sets its namespace and creates it.
+func NewModule(tag string, selector *metav1.LabelSelector) *fleeetv1.Module {
+	return &fleeetv1.Module{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Labels: map[string]string{"tier": "app"}},
+		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
+			Selector: selector,
+			Sync: fleeetv1.SyncSpec{
+				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: tag}},
+				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
+			},
+		}},
+	}
+}
+
+// HeldTag returns the tag of the app sync a Remote's ProxyAssemblage holds, or "".
+func HeldTag(pa *fleeetv1.ProxyAssemblage) string {
+	for _, s := range pa.Spec.Assemblage.Syncs {
+		if s.Name == "app" {
+			return s.Source.Git.Tag
+		}
+	}
+	return ""
+}
+
+// Proxy reads the Remote name's ProxyAssemblage, its plan.
+func Proxy(g gomega.Gomega, c client.Client, ns, name string) *fleeetv1.ProxyAssemblage {
+	pa := &fleeetv1.ProxyAssemblage{}
+	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, pa)).To(gomega.Succeed())
+	return pa
+}
+
+// ModuleStatus reads the Module app of ns.
+func ModuleStatus(g gomega.Gomega, c client.Client, ns string) *fleeetv1.Module {
+	m := &fleeetv1.Module{}
+	g.Expect(c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "app"}, m)).To(gomega.Succeed())
+	return m
+}
