@@ -10,6 +10,10 @@ const (
 	ReasonSucceeded = "Succeeded"
 	// ReasonProgressing: targets are on their way to the desired state.
 	ReasonProgressing = "Progressing"
+	// ReasonReconcileFailed: a reconcile failed on an error it retries
+	// (the API server or a cluster could not be reached); the Warning event
+	// with this reason carries the error. Every kind records it.
+	ReasonReconcileFailed = "ReconcileFailed"
 	// ReasonRemoteFailed: a selected Remote failed on the desired state.
 	ReasonRemoteFailed = "RemoteFailed"
 	// ReasonBindingFailed: a control-plane binding cannot be resolved for a

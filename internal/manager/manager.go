@@ -87,7 +87,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := push.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	tokens := &registration.TokenReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}

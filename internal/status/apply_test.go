@@ -10,7 +10,6 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/status"
-	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
 // TestWritersApplyOnlyWhatTheyOwn: writers sharing a Remote's status, each
@@ -19,7 +18,7 @@ import (
 func TestWritersApplyOnlyWhatTheyOwn(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := testenv.StartCluster(t, "management")
+	c := cluster
 	ns := c.Namespace(t, "tenant", nil)
 	remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}}
 	g.Expect(c.Client.Create(ctx, remote)).To(Succeed())

@@ -16,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -91,12 +90,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, asm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := asm.Status.DeepCopy()
-	defer func() {
-		if err := status.Update(ctx, r.Client, asm, *before, asm.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+	defer status.NewPatcher(r.Client, r.Recorder, asm).Finish(ctx, &retErr)
 
 	if !asm.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, asm)
@@ -280,8 +274,8 @@ func (r *Reconciler) reconcileSync(ctx context.Context, asm *fleeetv1.Assemblage
 // so returns its status: Failed when its dependsOn cannot be evaluated, it
 // lies on a dependency cycle or it cannot be expanded; Blocked, naming each
 // dependency in BlockedBy, when a dependency is missing or not Ready at its
-// desired revision and the sync does not already run its desired spec. A sync that does is not
-// held: it keeps what it runs and is judged as usual.
+// desired revision and the sync does not already run its desired spec. A
+// sync that does is not held: it keeps what it runs and is judged as usual.
 func holdSync(name string, g *syncgraph.Graph, plans map[string]planned, objs map[string]flux.Objects, upToDate bool) (fleeetv1.SyncStatus, bool) {
 	st := fleeetv1.SyncStatus{Name: name}
 	blockedBy, reasons := blockers(name, g, plans, objs)
@@ -461,7 +455,6 @@ func (r *Reconciler) reconcileStatus(asm *fleeetv1.Assemblage, statuses []fleeet
 	r.recordTransitions(asm, statuses)
 	sum, failedMsgs := summarize(statuses)
 	asm.Status.Syncs, asm.Status.Summary = statuses, sum
-	asm.Status.ObservedGeneration = asm.Generation
 	reconcileConditions(asm, sum, failedMsgs, g, removing)
 }
 

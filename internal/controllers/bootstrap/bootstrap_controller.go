@@ -19,7 +19,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -38,6 +38,8 @@ import (
 type Reconciler struct {
 	// Client reads from the cache and writes Flux objects and status.
 	Client client.Client
+	// Recorder records the failures of reconciles as events.
+	Recorder events.EventRecorder
 	// FieldOwner is the server-side apply field manager for Flux objects.
 	FieldOwner string
 	// Concurrent is how many BootstrapModules reconcile at once.
@@ -76,12 +78,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, bm); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := bm.Status.DeepCopy()
-	defer func() {
-		if err := status.Update(ctx, r.Client, bm, *before, bm.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+	defer status.NewPatcher(r.Client, r.Recorder, bm).Finish(ctx, &retErr)
 
 	objs, err := r.observe(ctx, bm)
 	if err != nil {
@@ -113,7 +110,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		ok, err := compile.Selects(bm.Spec.Selector, remote)
 		if err != nil {
 			status.MarkStalled(bm, fleeetv1.ReasonInvalidSelector, err.Error())
-			bm.Status.ObservedGeneration = bm.Generation
 			return ctrl.Result{}, nil
 		}
 		if !ok || remote.Spec.KubeconfigRef == nil {
@@ -262,7 +258,6 @@ type problems struct {
 func (r *Reconciler) reconcileStatus(bm *fleeetv1.BootstrapModule, sum fleeetv1.ModuleSummary, probs problems) {
 	bm.Status.Summary = sum
 	bm.Status.Version = compile.Version(&bm.Spec.Sync)
-	bm.Status.ObservedGeneration = bm.Generation
 	progress := fmt.Sprintf("%d of %d push Remotes ready at %s", sum.Ready, sum.Total, bm.Status.Version)
 	switch {
 	case len(probs.bindings) > 0:

@@ -33,7 +33,7 @@ var cluster *testenv.Cluster
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithCluster(m, "management", &cluster, nil, func(c *testenv.Cluster) (func(bool), error) {
 		return testenv.StartManager(c, "bootstrap", func(_ context.Context, mgr ctrl.Manager) error {
-			return (&bootstrap.Reconciler{Client: mgr.GetClient(), FieldOwner: "fleet-manager"}).SetupWithManager(mgr)
+			return (&bootstrap.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), FieldOwner: "fleet-manager"}).SetupWithManager(mgr)
 		})
 	}))
 }

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -130,12 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := m.Status.DeepCopy()
-	defer func() {
-		if err := status.Update(ctx, r.Client, m, *before, m.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+	defer status.NewPatcher(r.Client, r.Recorder, m).Finish(ctx, &retErr)
 	m.Status.Version = compile.Version(&m.Spec.Sync)
 	revision := compile.ModuleRevision(m)
 	want := revision
@@ -145,7 +139,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 	windows, problems := window.Parse(m.Spec.Rollout.Windows)
 	if len(problems) > 0 {
-		m.Status.ObservedGeneration = m.Generation
 		status.MarkStalled(m, fleeetv1.ReasonInvalidWindow, window.Describe(problems))
 		return ctrl.Result{}, nil
 	}
@@ -157,7 +150,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		var invalid *invalidSelectorError
 		if errors.As(err, &invalid) {
-			m.Status.ObservedGeneration = m.Generation
 			status.MarkStalled(m, fleeetv1.ReasonInvalidSelector, err.Error())
 			return ctrl.Result{}, nil
 		}
@@ -432,7 +424,6 @@ func succeeded(rec fleeetv1.RolloutRecord) bool { return rec.Outcome == fleeetv1
 // revision was rolled back.
 func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p decision, notes compileNotes) {
 	m.Status.Summary = p.summary
-	m.Status.ObservedGeneration = m.Generation
 	s := p.summary
 	progress := fmt.Sprintf("%d of %d Remotes ready at %s (%d updated, %d offline)", s.Ready, s.Total, m.Status.Version, s.Updated, s.Offline)
 	if s.Suspended > 0 {

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -114,13 +113,7 @@ func (t *TokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		return ctrl.Result{}, err
 	}
 
-	before := tok.Status.DeepCopy()
-	defer func() {
-		tok.Status.ObservedGeneration = tok.Generation
-		if err := status.Update(ctx, t.Client, tok, *before, tok.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+	defer status.NewPatcher(t.Client, t.Recorder, tok).Finish(ctx, &retErr)
 	tok.Status.ExpiresAt = &metav1.Time{Time: expires}
 	tok.Status.Registrations = int32(len(tok.Status.Registered))
 	pending, nextDeadline, err := t.pendingDeliveries(ctx, tok, now)

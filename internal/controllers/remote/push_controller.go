@@ -242,7 +242,6 @@ func (p *PushReconciler) clientFor(ctx context.Context, remote *fleeetv1.Remote)
 func (p *PushReconciler) setRefused(ctx context.Context, remote *fleeetv1.Remote, reason, msg string) error {
 	before := remote.Status.DeepCopy()
 	remote.Status.Mode = fleeetv1.PushMode
-	remote.Status.ObservedGeneration = remote.Generation
 	setConnected(remote, metav1.ConditionFalse, reason, msg)
 	status.SetCondition(&remote.Status.Conditions, remote.Generation, fleeetv1.StalledCondition, metav1.ConditionTrue, reason, msg)
 	return p.applyStatus(ctx, remote, before)
@@ -252,7 +251,6 @@ func (p *PushReconciler) setRefused(ctx context.Context, remote *fleeetv1.Remote
 func (p *PushReconciler) setConnected(ctx context.Context, remote *fleeetv1.Remote, cs metav1.ConditionStatus, reason, msg string) error {
 	before := remote.Status.DeepCopy()
 	remote.Status.Mode = fleeetv1.PushMode
-	remote.Status.ObservedGeneration = remote.Generation
 	apimeta.RemoveStatusCondition(&remote.Status.Conditions, fleeetv1.StalledCondition)
 	setConnected(remote, cs, reason, msg)
 	if cs == metav1.ConditionTrue {
@@ -267,6 +265,7 @@ func (p *PushReconciler) setConnected(ctx context.Context, remote *fleeetv1.Remo
 // applyStatus writes the fields of a push Remote's status the push
 // controller owns, if any changed.
 func (p *PushReconciler) applyStatus(ctx context.Context, remote *fleeetv1.Remote, before *fleeetv1.RemoteStatus) error {
+	remote.Status.ObservedGeneration = remote.Generation
 	if equality.Semantic.DeepEqual(*before, remote.Status) {
 		return nil
 	}

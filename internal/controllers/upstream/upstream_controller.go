@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -105,13 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.disconnect(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	before := up.Status.DeepCopy()
-	defer func() {
-		up.Status.ObservedGeneration = up.Generation
-		if err := status.Update(ctx, r.Client, up, *before, up.Status); err != nil {
-			retErr = kerrors.NewAggregate([]error{retErr, err})
-		}
-	}()
+	defer status.NewPatcher(r.Client, r.Recorder, up).Finish(ctx, &retErr)
 
 	if up.Spec.ServiceAccountName == "" && !r.AllowUnconfined {
 		// Refused before registering, so the token is not spent on it.
