@@ -97,44 +97,63 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 
-	remotes := &fleeetv1.RemoteList{}
-	if err := r.Client.List(ctx, remotes, client.InNamespace(bm.Namespace)); err != nil {
+	remotes, err := r.selectPushRemotes(ctx, bm)
+	if _, invalid := errors.AsType[*invalidSelectorError](err); invalid {
+		status.MarkStalled(bm, fleeetv1.ReasonInvalidSelector, err.Error())
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	sum := fleeetv1.ModuleSummary{}
-	selected := map[string]bool{}
-	var probs problems
-	var errs []error
+	sum, probs, err := r.reconcileRemotes(ctx, bm, remotes, objs)
+	err = errors.Join(err, r.removeUnselected(ctx, objs, remotes))
+	r.reconcileStatus(bm, sum, probs)
+	return ctrl.Result{}, err
+}
+
+// invalidSelectorError says the BootstrapModule's selector does not parse:
+// only a spec change mends it, so it stalls the BootstrapModule.
+type invalidSelectorError struct{ error }
+
+// selectPushRemotes lists the push Remotes the BootstrapModule selects:
+// only they can be reached from the management cluster.
+func (r *Reconciler) selectPushRemotes(ctx context.Context, bm *fleeetv1.BootstrapModule) ([]*fleeetv1.Remote, error) {
+	remotes := &fleeetv1.RemoteList{}
+	if err := r.Client.List(ctx, remotes, client.InNamespace(bm.Namespace)); err != nil {
+		return nil, err
+	}
+	var selected []*fleeetv1.Remote
 	for i := range remotes.Items {
 		remote := &remotes.Items[i]
 		ok, err := compile.Selects(bm.Spec.Selector, remote)
 		if err != nil {
-			status.MarkStalled(bm, fleeetv1.ReasonInvalidSelector, err.Error())
-			return ctrl.Result{}, nil
+			return nil, &invalidSelectorError{err}
 		}
-		if !ok || remote.Spec.KubeconfigRef == nil {
-			continue // only push Remotes can be reached from here
+		if ok && remote.Spec.KubeconfigRef != nil {
+			selected = append(selected, remote)
 		}
-		selected[remote.Name] = true
+	}
+	return selected, nil
+}
+
+// reconcileRemotes brings the sync to each selected push Remote and counts
+// where it stands. A Remote the sync cannot reach for a reason its status
+// names is a problem, not an error; the other errors are returned joined,
+// after every Remote had its turn.
+func (r *Reconciler) reconcileRemotes(ctx context.Context, bm *fleeetv1.BootstrapModule, remotes []*fleeetv1.Remote, objs map[string]flux.Objects) (fleeetv1.ModuleSummary, problems, error) {
+	sum := fleeetv1.ModuleSummary{}
+	var probs problems
+	var errs []error
+	for _, remote := range remotes {
 		sum.Total++
 		if remote.Offline() {
 			sum.Offline++
 		}
 		v, err := r.reconcileRemote(ctx, bm, remote, objs[remote.Name])
-		var be *bindings.Error
-		var ke *kubeconfigError
-		switch {
-		case errors.As(err, &be):
-			probs.bindings = append(probs.bindings, fmt.Sprintf("remote %s: %v", remote.Name, err))
-			continue
-		case errors.As(err, &ke):
-			probs.kubeconfigs = append(probs.kubeconfigs, fmt.Sprintf("remote %s: %v", remote.Name, err))
-			if _, ok := errors.AsType[*kubeconfig.RefusedError](err); ok {
-				probs.refused = true
+		if err != nil {
+			if err := probs.add(remote.Name, err); err != nil {
+				errs = append(errs, err)
 			}
-			continue
-		case err != nil:
-			errs = append(errs, err)
 			continue
 		}
 		sum.Updated++
@@ -146,17 +165,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			probs.failures = append(probs.failures, fmt.Sprintf("remote %s: %s", remote.Name, v.Message))
 		}
 	}
-	stale := map[string]flux.Objects{}
-	for name, o := range objs {
-		if !selected[name] {
-			stale[name] = o
-		}
+	return sum, probs, errors.Join(errs...)
+}
+
+// removeUnselected removes the sync from every Remote that holds it and is
+// no longer selected.
+func (r *Reconciler) removeUnselected(ctx context.Context, objs map[string]flux.Objects, selected []*fleeetv1.Remote) error {
+	stale := maps.Clone(objs)
+	for _, remote := range selected {
+		delete(stale, remote.Name)
 	}
-	if err := r.remove(ctx, stale); err != nil {
-		errs = append(errs, err)
-	}
-	r.reconcileStatus(bm, sum, probs)
-	return ctrl.Result{}, errors.Join(errs...)
+	return r.remove(ctx, stale)
 }
 
 // reconcileRemote applies the sync to one Remote if what runs differs, and
@@ -250,6 +269,26 @@ type problems struct {
 	refused     bool
 	// failures are Flux objects that failed.
 	failures []string
+}
+
+// add records err against the Remote when the status names it — a binding
+// that does not resolve, a kubeconfig not handed to Flux — and returns any
+// other error.
+func (p *problems) add(remote string, err error) error {
+	var be *bindings.Error
+	var ke *kubeconfigError
+	switch {
+	case errors.As(err, &be):
+		p.bindings = append(p.bindings, fmt.Sprintf("remote %s: %v", remote, err))
+	case errors.As(err, &ke):
+		p.kubeconfigs = append(p.kubeconfigs, fmt.Sprintf("remote %s: %v", remote, err))
+		if _, ok := errors.AsType[*kubeconfig.RefusedError](err); ok {
+			p.refused = true
+		}
+	default:
+		return err
+	}
+	return nil
 }
 
 // reconcileStatus records the summary and conditions: Ready once every
