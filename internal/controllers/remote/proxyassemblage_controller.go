@@ -116,31 +116,20 @@ var compileInputChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) 
 }}
 
 // Reconcile compiles one Remote's ProxyAssemblage. Output is deterministic
-// (syncs sorted by name) and written only when it changed.
+// (syncs sorted by name) and written only when it changed. The steps, in
+// order: delete the plan of a Remote that is gone (deletePlan), leave the
+// plan as it is while the Remote may not have a new one (planLeftAsIs),
+// compile against what the plan holds (reconcileCompile) and write what
+// changed (reconcileWrite).
 func (c *ProxyAssemblageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	remote := &fleeetv1.Remote{}
 	if err := c.Client.Get(ctx, req.NamespacedName, remote); err != nil {
 		if apierrors.IsNotFound(err) {
-			// The Remote is gone; its ProxyAssemblage goes with it.
-			c.written.Delete(req.NamespacedName)
-			pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: req.Namespace}}
-			return ctrl.Result{}, client.IgnoreNotFound(c.Client.Delete(ctx, pa))
+			return ctrl.Result{}, c.deletePlan(ctx, req.NamespacedName)
 		}
 		return ctrl.Result{}, err
 	}
-	if !remote.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
-	}
-	if remote.Spec.Suspend {
-		// Nothing new is delivered and nothing is taken away until
-		// spec.suspend is cleared; the compile that follows catches up.
-		log.FromContext(ctx).V(1).Info("Remote suspended; plan left as it is")
-		return ctrl.Result{}, nil
-	}
-	if remote.AwaitingAdoption() {
-		// Adoption sets the token's labels, which selectors and bindings
-		// read; it comes back here as an update of the Remote.
-		log.FromContext(ctx).V(1).Info("Remote not adopted from its registration yet; no plan")
+	if planLeftAsIs(ctx, remote) {
 		return ctrl.Result{}, nil
 	}
 
@@ -151,21 +140,92 @@ func (c *ProxyAssemblageReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	exists := err == nil
 
+	p, err := c.reconcileCompile(ctx, remote, pa)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if exists && p.heldBy(pa) {
+		return ctrl.Result{}, nil
+	}
+	return c.reconcileWrite(ctx, remote, pa, exists, p)
+}
+
+// plan is what one compile decides a Remote's ProxyAssemblage holds.
+type plan struct {
+	// syncs are spec.assemblage.syncs, sorted by name.
+	syncs []fleeetv1.NamedSync
+	// retry is the Remote's RetryAnnotation, passed on as
+	// spec.assemblage.retryRequestedAt.
+	retry string
+	// compiled is the JSON of the stamps, the plan's CompiledAnnotation.
+	compiled string
+}
+
+// heldBy reports whether pa holds p already, stamps included: a plan that
+// did not change is not written again.
+func (p plan) heldBy(pa *fleeetv1.ProxyAssemblage) bool {
+	return pa.Spec.Assemblage.RetryRequestedAt == p.retry && equality.Semantic.DeepEqual(pa.Spec.Assemblage.Syncs, p.syncs) &&
+		pa.Annotations[fleeetv1.CompiledAnnotation] == p.compiled
+}
+
+// deletePlan deletes the ProxyAssemblage of the Remote key, which is gone,
+// and forgets the compiler's last write of it.
+func (c *ProxyAssemblageReconciler) deletePlan(ctx context.Context, key client.ObjectKey) error {
+	// The Remote is gone; its ProxyAssemblage goes with it.
+	c.written.Delete(key)
+	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
+	return client.IgnoreNotFound(c.Client.Delete(ctx, pa))
+}
+
+// planLeftAsIs reports whether the Remote's plan is to be left as it is
+// for now: the Remote is being deleted, suspended, or not adopted from its
+// registration yet.
+func planLeftAsIs(ctx context.Context, remote *fleeetv1.Remote) bool {
+	if !remote.DeletionTimestamp.IsZero() {
+		return true
+	}
+	if remote.Spec.Suspend {
+		// Nothing new is delivered and nothing is taken away until
+		// spec.suspend is cleared; the compile that follows catches up.
+		log.FromContext(ctx).V(1).Info("Remote suspended; plan left as it is")
+		return true
+	}
+	if remote.AwaitingAdoption() {
+		// Adoption sets the token's labels, which selectors and bindings
+		// read; it comes back here as an update of the Remote.
+		log.FromContext(ctx).V(1).Info("Remote not adopted from its registration yet; no plan")
+		return true
+	}
+	return false
+}
+
+// reconcileCompile compiles the Remote's plan against pa, what it holds now
+// (empty when it has none), within the manager's size limit and passing on
+// the Remote's retry request, and observes how long compiling took. The
+// events it records on Modules are compile's.
+func (c *ProxyAssemblageReconciler) reconcileCompile(ctx context.Context, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage) (plan, error) {
 	started := time.Now()
 	retry := remote.Annotations[fleeetv1.RetryAnnotation]
 	syncs, stamps, err := c.compile(ctx, remote, pa, compile.Limit{MaxBytes: c.MaxPlanBytes, RetryRequestedAt: retry})
 	fleetmetrics.CompileDuration.Observe(time.Since(started).Seconds())
 	if err != nil {
-		return ctrl.Result{}, err
+		return plan{}, err
 	}
 	compiled, err := json.Marshal(stamps)
 	if err != nil {
-		return ctrl.Result{}, err
+		return plan{}, err
 	}
-	if exists && pa.Spec.Assemblage.RetryRequestedAt == retry && equality.Semantic.DeepEqual(pa.Spec.Assemblage.Syncs, syncs) &&
-		pa.Annotations[fleeetv1.CompiledAnnotation] == string(compiled) {
-		return ctrl.Result{}, nil
-	}
+	return plan{syncs: syncs, retry: retry, compiled: string(compiled)}, nil
+}
+
+// reconcileWrite writes p as the Remote's ProxyAssemblage: an update of pa
+// when the plan exists, else a new plan the Remote owns. It observes the
+// plan's size and the write's duration, and remembers the write so that
+// its watch event does not compile the Remote again. A plan the cache has
+// not seen yet is compiled again shortly; a plan admission policy refuses
+// is told to the Modules it would have changed (recordDenial), and the
+// Remote keeps what it holds.
+func (c *ProxyAssemblageReconciler) reconcileWrite(ctx context.Context, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage, exists bool, p plan) (ctrl.Result, error) {
 	held := pa.Spec.Assemblage.Syncs
 	if !exists {
 		pa = &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: remote.Name, Namespace: remote.Namespace}}
@@ -173,18 +233,12 @@ func (c *ProxyAssemblageReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			return ctrl.Result{}, err
 		}
 	}
-	pa.Spec.Assemblage.Syncs, pa.Spec.Assemblage.RetryRequestedAt = syncs, retry
-	metav1.SetMetaDataAnnotation(&pa.ObjectMeta, fleeetv1.CompiledAnnotation, string(compiled))
+	pa.Spec.Assemblage.Syncs, pa.Spec.Assemblage.RetryRequestedAt = p.syncs, p.retry
+	metav1.SetMetaDataAnnotation(&pa.ObjectMeta, fleeetv1.CompiledAnnotation, p.compiled)
 	if raw, err := json.Marshal(pa.Spec); err == nil {
 		fleetmetrics.PlanBytes.Observe(float64(len(raw)))
 	}
-	started = time.Now()
-	if exists {
-		err = c.Client.Update(ctx, pa)
-	} else {
-		err = c.Client.Create(ctx, pa)
-	}
-	fleetmetrics.PlanWriteDuration.Observe(time.Since(started).Seconds())
+	err := c.write(ctx, pa, exists)
 	if !exists && apierrors.IsAlreadyExists(err) {
 		// The cache has not seen the plan this compiler wrote a moment ago
 		// (or another replica did): it will, and the compile after that
@@ -194,13 +248,27 @@ func (c *ProxyAssemblageReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	if err != nil {
 		if msg, denied := policyDenial(err); denied {
-			c.recordDenial(ctx, remote, held, syncs, msg)
+			c.recordDenial(ctx, remote, held, p.syncs, msg)
 		}
 		return ctrl.Result{}, fmt.Errorf("writing ProxyAssemblage %s/%s: %w", remote.Namespace, remote.Name, err)
 	}
-	c.written.Store(req.NamespacedName, pa.ResourceVersion)
-	log.FromContext(ctx).V(1).Info("Compiled ProxyAssemblage", "syncs", len(syncs))
+	c.written.Store(client.ObjectKeyFromObject(pa), pa.ResourceVersion)
+	log.FromContext(ctx).V(1).Info("Compiled ProxyAssemblage", "syncs", len(p.syncs))
 	return ctrl.Result{}, nil
+}
+
+// write creates pa, or updates it when it exists, and observes how long
+// the apiserver took to answer.
+func (c *ProxyAssemblageReconciler) write(ctx context.Context, pa *fleeetv1.ProxyAssemblage, exists bool) error {
+	started := time.Now()
+	var err error
+	if exists {
+		err = c.Client.Update(ctx, pa)
+	} else {
+		err = c.Client.Create(ctx, pa)
+	}
+	fleetmetrics.PlanWriteDuration.Observe(time.Since(started).Seconds())
+	return err
 }
 
 // wroteItself reports whether a ProxyAssemblage is as the compiler last
