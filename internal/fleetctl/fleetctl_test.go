@@ -3,6 +3,7 @@ package fleetctl_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -183,11 +184,18 @@ func TestTokenCreatePrintsTheInstallCommand(t *testing.T) {
 	secret := &corev1.Secret{}
 	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret)).To(Succeed())
 	g.Expect(out).To(HavePrefix("helm install fleet-agent charts/fleet-agent \\\n  --namespace fleeet-system --create-namespace \\\n"))
-	g.Expect(out).To(ContainSubstring("--set token=" + string(secret.Data[credential.TokenKey]) + " \\\n"))
-	g.Expect(out).To(ContainSubstring("--set management.url=" + cluster.Config.Host + " \\\n"))
-	g.Expect(out).To(ContainSubstring("--set management.namespace=" + ns + " \\\n"))
-	g.Expect(out).To(ContainSubstring("--set management.caBundle="))
+	// One value enrols the cluster: the enrolment string the manager wrote
+	// next to the values, carrying the URL, CA, namespace and token.
+	enrolment := string(secret.Data[credential.EnrolmentKey])
+	g.Expect(out).To(ContainSubstring("--set token=" + enrolment + " \\\n"))
+	g.Expect(out).NotTo(ContainSubstring("management."), "the enrolment string carries the management values")
 	g.Expect(out).To(HaveSuffix("--set clusterName=edge-7\n"))
+	data, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(enrolment, credential.EnrolmentPrefix))
+	g.Expect(err).NotTo(HaveOccurred())
+	var carried credential.AgentValues
+	g.Expect(json.Unmarshal(data, &carried)).To(Succeed())
+	g.Expect(carried).To(Equal(credential.AgentValues{Token: string(secret.Data[credential.TokenKey]),
+		Management: credential.Management{URL: cluster.Config.Host, Namespace: ns, CABundle: cluster.Config.CAData}}))
 
 	file := filepath.Join(t.TempDir(), "values.yaml")
 	out, err = run(t, ns, "token", "create", "lab", "--values-file", file)
@@ -197,9 +205,10 @@ func TestTokenCreatePrintsTheInstallCommand(t *testing.T) {
 	info, err := os.Stat(file)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(info.Mode().Perm()).To(Equal(os.FileMode(0o600)))
-	data, err := os.ReadFile(file)
+	data, err = os.ReadFile(file)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(string(data)).To(ContainSubstring("namespace: " + ns))
+	g.Expect(string(data)).To(HavePrefix("token: " + credential.EnrolmentPrefix))
+	g.Expect(out).NotTo(ContainSubstring("clusterName"), "unset, the chart names the cluster itself")
 
 	_, err = run(t, ns, "token", "create", "edge")
 	g.Expect(err).To(MatchError(ContainSubstring("already exists")))

@@ -2,7 +2,6 @@ package fleetctl
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"strings"
@@ -36,11 +35,12 @@ func newTokenCommand(s *session) *cobra.Command {
 	var o tokenOptions
 	create := &cobra.Command{
 		Use:   "create NAME",
-		Short: "Create a RegistrationToken and print the helm command that registers a cluster with it",
+		Short: "Create a RegistrationToken and print the helm command that enrols a cluster with it",
 		Long: `Creates a RegistrationToken in the namespace, waits for the manager to issue it, and prints
-the exact helm install command for fleet-agent. With --values-file the chart values (which hold
-the bearer token) go into that file, readable by you only, and the command refers to it;
-otherwise they are spelled out in the command.`,
+the exact helm install command for fleet-agent. Its one value is the enrolment string: the
+management API's URL, the CA that signs it, the tenant namespace and the bearer token, in one
+opaque string as secret as the token. With --values-file the string goes into that file,
+readable by you only, and the command refers to it; otherwise it is on the command line.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ns, err := s.client()
@@ -59,7 +59,7 @@ otherwise they are spelled out in the command.`,
 	create.Flags().StringSliceVar(&o.freeKeys, "free-label-keys", nil, "Label keys whose values each registering cluster chooses (the agent chart's labels); any other label is refused")
 	create.Flags().Int32Var(&o.max, "max", 1, "How many clusters may register with the token")
 	create.Flags().StringVar(&o.valuesFile, "values-file", "", "Write the chart values to this file (mode 0600) instead of the command line")
-	create.Flags().StringVar(&o.clusterName, "cluster-name", "CLUSTER", "The cluster name to put in the printed command")
+	create.Flags().StringVar(&o.clusterName, "cluster-name", "", "The cluster's Remote name to put in the printed command (default: the chart names the cluster after its kube-system namespace's UID)")
 	create.Flags().StringVar(&o.chart, "chart", "charts/fleet-agent", "The fleet-agent chart reference for the printed command")
 	create.Flags().DurationVar(&o.timeout, "timeout", 30*time.Second, "How long to wait for the manager to issue the token")
 	token.AddCommand(create)
@@ -101,10 +101,18 @@ func createToken(ctx context.Context, c client.Client, ns, name string, o tokenO
 	return values, nil
 }
 
+// printInstall prints the helm command that enrols a cluster: the
+// enrolment string is its one required value. With --values-file it goes
+// into that file, readable by the caller only, instead of the command line
+// (and so the shell history).
 func printInstall(cmd *cobra.Command, v credential.AgentValues, o tokenOptions) error {
+	enrolment, err := v.Enrolment()
+	if err != nil {
+		return err
+	}
 	install := []string{"helm install fleet-agent " + o.chart, "--namespace fleeet-system --create-namespace"}
 	if o.valuesFile != "" {
-		data, err := v.YAML()
+		data, err := yaml.Marshal(map[string]string{"token": enrolment})
 		if err != nil {
 			return err
 		}
@@ -113,13 +121,11 @@ func printInstall(cmd *cobra.Command, v credential.AgentValues, o tokenOptions) 
 		}
 		install = append(install, "-f "+o.valuesFile)
 	} else {
-		install = append(install, "--set token="+v.Token, "--set management.url="+v.Management.URL,
-			"--set management.namespace="+v.Management.Namespace)
-		if len(v.Management.CABundle) > 0 {
-			install = append(install, "--set management.caBundle="+base64.StdEncoding.EncodeToString(v.Management.CABundle))
-		}
+		install = append(install, "--set token="+enrolment)
 	}
-	install = append(install, "--set clusterName="+o.clusterName)
-	_, err := fmt.Fprintln(cmd.OutOrStdout(), strings.Join(install, " \\\n  "))
+	if o.clusterName != "" {
+		install = append(install, "--set clusterName="+o.clusterName)
+	}
+	_, err = fmt.Fprintln(cmd.OutOrStdout(), strings.Join(install, " \\\n  "))
 	return err
 }

@@ -47,3 +47,18 @@ func IssueToken(t TB, c *Cluster, tok *fleeetv1.RegistrationToken, managerLog fu
 	}
 	return values
 }
+
+// EnrolmentOf returns the enrolment string of a RegistrationToken
+// IssueToken saw issued, as `fleetctl token create` prints it.
+func EnrolmentOf(t TB, c *Cluster, tok *fleeetv1.RegistrationToken) string {
+	t.Helper()
+	secret := &corev1.Secret{}
+	if err := c.Client.Get(t.Context(), client.ObjectKey{Namespace: tok.Namespace, Name: tok.Status.SecretName}, secret); err != nil {
+		t.Fatal(err)
+	}
+	enrolment := string(secret.Data[credential.EnrolmentKey])
+	if enrolment == "" {
+		t.Fatalf("Secret %s/%s has no %q key", secret.Namespace, secret.Name, credential.EnrolmentKey)
+	}
+	return enrolment
+}

@@ -109,18 +109,22 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 		// The agent below asks for region=eu, which the token must free.
 		Spec: fleeetv1.RegistrationTokenSpec{RemoteLabels: map[string]string{"env": "edge"}, FreeLabelKeys: []string{"region"}},
 	}
-	agentValues := testenv.IssueToken(t, mgmt, token, func() string { return testenv.Tail(manager.LogPath, 30) })
+	testenv.IssueToken(t, mgmt, token, func() string { return testenv.Tail(manager.LogPath, 30) })
 
-	// fleet-agent, from the token's values.yaml as it is plus the cluster name.
+	// fleet-agent, from the enrolment string alone plus the cluster name and
+	// what this test's cluster needs.
 	// The default tenant role, admin, is an aggregated ClusterRole whose
 	// rules only kube-controller-manager fills in; none runs here.
 	g.Expect(down.Client.Create(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "tenant-apps"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}},
 	})).To(Succeed())
-	agentValues["clusterName"] = "edge"
-	agentValues["labels"] = map[string]any{"region": "eu"}
-	agentValues["tenantServiceAccount"] = map[string]any{"clusterRole": "tenant-apps"}
+	agentValues := map[string]any{
+		"token":                testenv.EnrolmentOf(t, mgmt, token),
+		"clusterName":          "edge",
+		"labels":               map[string]any{"region": "eu"},
+		"tenantServiceAccount": map[string]any{"clusterRole": "tenant-apps"},
+	}
 	agentChart := testenv.ChartOf(t, "fleet-agent")
 	agentHelm := testenv.HelmFor(t, down, agentNamespace)
 	agentRelease := agentChart.Install(t, agentHelm, "fleet-agent", agentNamespace, agentValues)

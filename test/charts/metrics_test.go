@@ -11,7 +11,9 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -40,11 +42,16 @@ func TestChartsServeMetricsOnlyToMetricsReaders(t *testing.T) {
 		"--webhook-host="+webhookHost)
 
 	// The agent never reaches this management URL; it serves metrics all
-	// the same.
+	// the same. No clusterName: the chart names the cluster after its
+	// kube-system namespace.
 	const agentNS = "fleeet-agent"
 	agentRelease := testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, c, agentNS), "fleet-agent", agentNS,
-		map[string]any{"token": "not-a-token", "clusterName": "edge",
-			"management": map[string]any{"url": "https://127.0.0.1:1", "namespace": tenant}})
+		map[string]any{"token": "not-a-token", "management": map[string]any{"url": "https://127.0.0.1:1", "namespace": tenant}})
+	kubeSystem := &corev1.Namespace{}
+	g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Name: "kube-system"}, kubeSystem)).To(Succeed())
+	up := &fleeetv1.Upstream{}
+	g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: tenant}, up)).To(Succeed())
+	g.Expect(up.Spec.ClusterName).To(Equal("cluster-"+string(kubeSystem.UID)), "a cluster named after its kube-system namespace's UID")
 	agentMetrics := testenv.FreeAddr(t)
 	testenv.RunRelease(t, c, agentRelease, testenv.BuildCommand(t, "fleet-agent", "v0.0.0-chart"),
 		map[string]string{"metrics-bind-address": agentMetrics})

@@ -14,29 +14,95 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
 {{/*
+The values an enrolment string carries, as JSON: `fleeet1.` and then base64
+JSON of {token, management: {url, namespace, caBundle}}, as `fleetctl token
+create` prints it. A bare bearer token (no `fleeet1.` prefix) carries only
+itself. A damaged string fails the release saying what is wrong, never
+quoting the string: it holds the bearer token.
+*/}}
+{{- define "fleet-agent.enrolment" -}}
+{{- $token := .token | default "" -}}
+{{- if not (hasPrefix "fleeet1." $token) -}}
+{{- toJson (dict "token" $token "management" dict) -}}
+{{- else -}}
+{{- $raw := trimPrefix "fleeet1." $token -}}
+{{- $json := $raw | b64dec -}}
+{{- if not (regexMatch "^[A-Za-z0-9+/]+={0,2}$" $raw) -}}
+{{- fail (printf "%s: not a whole enrolment string: after fleeet1. it must be base64, and it is not; copy the whole string fleetctl token create printed" .field) -}}
+{{- end -}}
+{{- if hasPrefix "illegal base64" $json -}}
+{{- fail (printf "%s: the enrolment string is cut short (its base64 ends mid-way); copy the whole string fleetctl token create printed" .field) -}}
+{{- end -}}
+{{- $e := $json | fromJson -}}
+{{- if hasKey $e "Error" -}}
+{{- fail (printf "%s: the enrolment string is cut short or damaged (what it carries does not parse); copy the whole string fleetctl token create printed" .field) -}}
+{{- end -}}
+{{- $m := $e.management | default dict -}}
+{{- range $key := list "url" "namespace" -}}
+{{- if not (get $m $key) -}}
+{{- fail (printf "%s: the enrolment string carries no management.%s; create the token again with fleetctl token create" $.field $key) -}}
+{{- end -}}
+{{- end -}}
+{{- if not $e.token -}}
+{{- fail (printf "%s: the enrolment string carries no bearer token; create the token again with fleetctl token create" .field) -}}
+{{- end -}}
+{{- toJson $e -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The name of this cluster's Remotes when clusterName is unset: cluster- and the
+UID of the kube-system namespace, stable for the life of the cluster and
+unique across clusters. It is looked up at install, so helm template and
+--dry-run=client, which cannot look it up, need clusterName set.
+*/}}
+{{- define "fleet-agent.defaultClusterName" -}}
+{{- $uid := dig "metadata" "uid" "" (lookup "v1" "Namespace" "" "kube-system") -}}
+{{- if not $uid -}}
+{{- fail "clusterName: not set, and the kube-system namespace cannot be read to name this cluster after its UID (helm template and --dry-run=client cannot look it up); set clusterName" -}}
+{{- end -}}
+{{- printf "cluster-%s" $uid -}}
+{{- end }}
+
+{{/*
 The tenants this cluster registers into, as a JSON list: the top-level values
-first, then .Values.tenants, each with the top-level url, caBundle and
-clusterName filled in where unset and its downstream namespace resolved.
+first, then .Values.tenants. A tenant's own values win; what it leaves unset
+comes from its token's enrolment string, then from the top-level values (and
+the top-level token's enrolment string). Its downstream namespace is resolved.
 A downstream namespace equal to the release namespace fails the release: a
 tenant's syncs and bindings could reach the other tenants' credentials there.
 */}}
 {{- define "fleet-agent.tenants" -}}
-{{- $primary := dict "token" .Values.token "management" .Values.management "labels" .Values.labels "namespace" .Values.namespace "clusterName" .Values.clusterName -}}
+{{- $top := include "fleet-agent.enrolment" (dict "token" .Values.token "field" "token") | fromJson -}}
+{{- $topM := merge (deepCopy .Values.management) $top.management -}}
+{{- $primary := dict "token" .Values.token "management" .Values.management "labels" .Values.labels "namespace" .Values.namespace "clusterName" .Values.clusterName "field" "token" -}}
 {{- $out := list -}}
-{{- range prepend .Values.tenants $primary -}}
-{{- $m := .management | default dict -}}
-{{- $namespace := .namespace | default $m.namespace -}}
+{{- range $i, $t := prepend .Values.tenants $primary -}}
+{{- $field := $t.field | default (printf "tenants[%d].token" (sub $i 1)) -}}
+{{- $e := include "fleet-agent.enrolment" (dict "token" $t.token "field" $field) | fromJson -}}
+{{- $m := merge (deepCopy ($t.management | default dict)) $e.management $topM -}}
+{{- if not $m.url -}}
+{{- fail (printf "%s: a bare registration token needs management.url; pass the enrolment string fleetctl token create prints, which carries it" $field) -}}
+{{- end -}}
+{{- if not $m.namespace -}}
+{{- fail (printf "%s: a bare registration token needs management.namespace; pass the enrolment string fleetctl token create prints, which carries it" $field) -}}
+{{- end -}}
+{{- $namespace := $t.namespace | default $m.namespace -}}
 {{- if eq $namespace $.Release.Namespace -}}
 {{- fail (printf "tenant %s: its downstream namespace %s is the release namespace, where the agent keeps every tenant's credential and token Secrets; give the tenant a namespace of its own (namespace, or tenants[].namespace)" $m.namespace $namespace) -}}
 {{- end -}}
+{{- $clusterName := $t.clusterName | default $.Values.clusterName -}}
+{{- if not $clusterName -}}
+{{- $clusterName = include "fleet-agent.defaultClusterName" $ -}}
+{{- end -}}
 {{- $out = append $out (dict
   "name" $m.namespace
-  "token" .token
-  "url" ($m.url | default $.Values.management.url)
-  "caBundle" ($m.caBundle | default $.Values.management.caBundle)
+  "token" $e.token
+  "url" $m.url
+  "caBundle" ($m.caBundle | default "")
   "managementNamespace" $m.namespace
-  "clusterName" (.clusterName | default $.Values.clusterName)
-  "labels" (.labels | default dict)
+  "clusterName" $clusterName
+  "labels" ($t.labels | default dict)
   "namespace" $namespace
 ) -}}
 {{- end -}}

@@ -297,12 +297,18 @@ func (t *TokenReconciler) ensureSecret(ctx context.Context, tok *fleeetv1.Regist
 	}
 	mgmt := t.Management
 	mgmt.Namespace = tok.Namespace
-	values, err := credential.AgentValues{Token: token.Value, Management: mgmt}.YAML()
+	agent := credential.AgentValues{Token: token.Value, Management: mgmt}
+	values, err := agent.YAML()
+	if err != nil {
+		return err
+	}
+	enrolment, err := agent.Enrolment()
 	if err != nil {
 		return err
 	}
 	secret.Data = token.SecretData()
 	secret.Data[credential.ValuesKey] = values
+	secret.Data[credential.EnrolmentKey] = []byte(enrolment)
 	if err := t.Client.Update(ctx, secret); err != nil {
 		return fmt.Errorf("writing Secret %s: %w", secret.Name, err)
 	}

@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -124,7 +126,7 @@ func registrationTokenName(ctx context.Context, reg client.Client, ns string) (s
 		if apierrors.IsUnauthorized(err) {
 			return "", registrationError(err)
 		}
-		return "", fmt.Errorf("asking the management cluster who the registration token is: %w", err)
+		return "", fmt.Errorf("asking the management cluster who the registration token is: %w", untrustedCA(err))
 	}
 	user := review.Status.UserInfo.Username
 	token, ok := fleeetv1.RegistrationTokenOfUser(user, ns)
@@ -132,6 +134,18 @@ func registrationTokenName(ctx context.Context, reg client.Client, ns string) (s
 		return "", refusal{fmt.Sprintf("spec.tokenSecretRef: the token authenticates as %s, not as a RegistrationToken's identity in namespace %s", user, ns)}
 	}
 	return token, nil
+}
+
+// untrustedCA explains a management API whose serving certificate the CA
+// the Upstream trusts did not sign: retrying changes nothing until one of
+// them changes, so it says which, and what to do.
+func untrustedCA(err error) error {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); !ok {
+		return err
+	}
+	return fmt.Errorf("the management API's serving certificate is not signed by the CA in spec.management.caBundle "+
+		"(the one the enrolment string carried): the token is for another management cluster, or that cluster's CA changed; "+
+		"create a new token: %w", err)
 }
 
 // registrationError explains why the management cluster refused a Remote.

@@ -86,3 +86,47 @@ func TestUpstreamWithoutServiceAccountIsRefusedBeforeRegistering(t *testing.T) {
 		g.Expect(apimeta.IsStatusConditionTrue(up.Status.Conditions, fleeetv1.StalledCondition)).To(BeFalse())
 	}, timeout, poll).Should(Succeed())
 }
+
+// TestAnUpstreamTrustingAnotherCASaysWhichCertificateFailed: a token whose
+// enrolment string carried another management cluster's CA (or whose
+// cluster changed its CA) fails registration saying so and what to do,
+// within seconds, not as a bare TLS error, and never repeating the token.
+func TestAnUpstreamTrustingAnotherCASaysWhichCertificateFailed(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := testenv.StartCluster(t, "downstream")
+	ns := c.Namespace(t, "agent", nil)
+	const token = "registration-token-value"
+	g.Expect(c.Client.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a-token"},
+		Data:       map[string][]byte{credential.TokenKey: []byte(token)},
+	})).To(Succeed())
+	_, foreignCA := testenv.ServingCertificate(t)
+	up := &fleeetv1.Upstream{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a"},
+		Spec: fleeetv1.UpstreamSpec{
+			// A real API server, whose certificate the trusted CA did not sign.
+			Management:         fleeetv1.ManagementEndpoint{URL: c.Config.Host, CABundle: foreignCA, Namespace: "team-a"},
+			TokenSecretRef:     &fleeetv1.LocalObjectReference{Name: "team-a-token"},
+			ClusterName:        "edge-1",
+			ServiceAccountName: "team-a",
+		},
+	}
+	g.Expect(c.Client.Create(ctx, up)).To(Succeed())
+	stop, err := testenv.StartManager(c, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
+		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 1})
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { stop(t.Failed()) })
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(up), up)).To(Succeed())
+		registered := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition)
+		g.Expect(registered).NotTo(BeNil(), "%+v", up.Status)
+		g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRegistrationFailed))
+		g.Expect(registered.Message).To(ContainSubstring("the management API's serving certificate is not signed by the CA in spec.management.caBundle"))
+		g.Expect(registered.Message).To(ContainSubstring("create a new token"))
+		g.Expect(registered.Message).NotTo(ContainSubstring(token))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "team-a-token"}, &corev1.Secret{})).To(Succeed(), "the token is kept for a retry")
+}
