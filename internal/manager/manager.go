@@ -83,7 +83,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := SetupModules(ctx, mgr, o); err != nil {
 		return err
 	}
-	push := &remote.PushReconciler{Client: mgr.GetClient(), Timeout: o.PushTimeout, Poll: o.PushPoll, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}
+	push := &remote.PushReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Timeout: o.PushTimeout, Poll: o.PushPoll, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}
 	if err := push.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func SetupModules(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Grace: o.OfflineGrace, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Grace: o.OfflineGrace, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}).SetupWithManager(mgr)

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,6 +38,16 @@ type Object interface {
 	GetStatus() any
 }
 
+// RecordFailure records the error a reconcile of obj returned, if any, as a
+// Warning ReconcileFailed event, so every failure shows in `kubectl
+// describe` and `kubectl events`. A conflict is not a failure: the
+// reconcile runs again on the newer object.
+func RecordFailure(recorder events.EventRecorder, obj runtime.Object, err error) {
+	if err != nil && !apierrors.IsConflict(err) {
+		recorder.Eventf(obj, nil, corev1.EventTypeWarning, fleeetv1.ReasonReconcileFailed, "Reconcile", "%v", err)
+	}
+}
+
 // Patcher writes the outcome of one reconcile into its object's status.
 // Reconcile creates it right after reading the object and defers Finish, so
 // every exit path records what happened, and nothing else writes the status.
@@ -59,8 +70,7 @@ func NewPatcher(c client.Client, recorder events.EventRecorder, obj Object) *Pat
 //     Module whose Remotes partly failed). An error before that leaves the
 //     status saying what the previous generation reached, as Flux's
 //     controllers do.
-//   - a failure is a Warning event; a conflict is not one, the reconcile
-//     runs again on the newer object.
+//   - a failure is a Warning event (RecordFailure).
 //   - the status is written whole, only if it changed, over the version
 //     read: a concurrent writer makes it a conflict, never a lost write. (A
 //     merge patch would send only the changed fields, but a status the API
@@ -74,9 +84,7 @@ func (p *Patcher) Finish(ctx context.Context, reconcileErr *error) {
 	if err == nil || ready != nil && ready.ObservedGeneration == p.obj.GetGeneration() {
 		p.obj.SetObservedGeneration(p.obj.GetGeneration())
 	}
-	if err != nil && !apierrors.IsConflict(err) {
-		p.recorder.Eventf(p.obj, nil, corev1.EventTypeWarning, fleeetv1.ReasonReconcileFailed, "Reconcile", "%v", err)
-	}
+	RecordFailure(p.recorder, p.obj, err)
 	if equality.Semantic.DeepEqual(p.before.GetStatus(), p.obj.GetStatus()) {
 		return
 	}

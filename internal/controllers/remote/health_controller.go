@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -25,6 +26,8 @@ type HealthReconciler struct {
 	Concurrent int
 	// Client reads Remotes and Leases from the cache and writes Remote status.
 	Client client.Client
+	// Recorder records failed reconciles as events on the Remote.
+	Recorder events.EventRecorder
 	// Grace is how long after its last heartbeat a Remote counts as Offline.
 	Grace time.Duration
 }
@@ -42,11 +45,12 @@ func (h *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile sets a Remote's mode, last heartbeat and Connected and Ready
 // conditions, and comes back when a fresh heartbeat would go stale.
-func (h *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (h *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	remote := &fleeetv1.Remote{}
 	if err := h.Client.Get(ctx, req.NamespacedName, remote); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	defer func() { status.RecordFailure(h.Recorder, remote, retErr) }()
 	if remote.Spec.KubeconfigRef != nil {
 		return ctrl.Result{}, nil // no agent heartbeat: the push controller reports
 	}

@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,7 +54,7 @@ func TestHealthJudgesAPullRemoteByItsLease(t *testing.T) {
 			}
 			c := fake.NewClientBuilder().WithScheme(testenv.Scheme).WithObjects(objs...).WithStatusSubresource(r).Build()
 
-			result, err := (&remote.HealthReconciler{Client: c, Grace: time.Minute}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+			result, err := (&remote.HealthReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Grace: time.Minute}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(r), r)).To(Succeed())
 			if tc.push {

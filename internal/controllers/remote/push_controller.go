@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -40,6 +41,8 @@ type PushReconciler struct {
 	Concurrent int
 	// Client reads the management cluster from the cache and writes status.
 	Client client.Client
+	// Recorder records refusals and failures as events on the Remote.
+	Recorder events.EventRecorder
 	// Timeout bounds each request to a downstream cluster.
 	Timeout time.Duration
 	// Poll is how often the status of a cluster still progressing is read;
@@ -80,11 +83,12 @@ func (p *PushReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 }
 
 // Reconcile pushes one Remote's plan and reads back its status.
-func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	remote := &fleeetv1.Remote{}
 	if err := p.Client.Get(ctx, req.NamespacedName, remote); err != nil || remote.Spec.KubeconfigRef == nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	defer func() { status.RecordFailure(p.Recorder, remote, retErr) }()
 	pa := &fleeetv1.ProxyAssemblage{}
 	if err := p.Client.Get(ctx, req.NamespacedName, pa); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -240,6 +244,7 @@ func (p *PushReconciler) clientFor(ctx context.Context, remote *fleeetv1.Remote)
 // setRefused records that the manager will not push to the Remote until its
 // spec or kubeconfig Secret changes: Connected=False and Stalled=True.
 func (p *PushReconciler) setRefused(ctx context.Context, remote *fleeetv1.Remote, reason, msg string) error {
+	p.Recorder.Eventf(remote, nil, corev1.EventTypeWarning, reason, "Push", "%s", msg)
 	before := remote.Status.DeepCopy()
 	remote.Status.Mode = fleeetv1.PushMode
 	setConnected(remote, metav1.ConditionFalse, reason, msg)

@@ -124,6 +124,10 @@ func expectRefused(t *testing.T, r *fleeetv1.Remote, reason, field string) {
 		g.Expect(c.Reason).To(Equal(reason), typ)
 		g.Expect(c.Message).To(ContainSubstring(field), typ)
 	}
+	// The refusal is an event too, for kubectl describe and alerting.
+	g.Eventually(func(g Gomega) []string {
+		return warnings(g, cluster.Client, r.Namespace, "Remote", r.Name, reason)
+	}, timeout, poll).Should(ContainElement(ContainSubstring(field)))
 }
 
 func TestPushKubeconfigCannotSendTheManagersFilesAsCredentials(t *testing.T) {

@@ -50,10 +50,10 @@ func setupRemote(ctx context.Context, mgr ctrl.Manager) error {
 	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Grace: grace, Concurrent: 2}).SetupWithManager(mgr); err != nil {
+	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Grace: grace, Concurrent: 2}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	push := &remote.PushReconciler{Client: mgr.GetClient(), Timeout: 5 * time.Second, Poll: time.Second, Concurrent: 2}
+	push := &remote.PushReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Timeout: 5 * time.Second, Poll: time.Second, Concurrent: 2}
 	return push.SetupWithManager(ctx, mgr)
 }
 
