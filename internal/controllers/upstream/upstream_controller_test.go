@@ -24,6 +24,58 @@ const (
 	poll    = 200 * time.Millisecond
 )
 
+// registrationToken is the bearer token the tests' Upstreams register with;
+// no status or message may repeat it.
+const registrationToken = "registration-token-value"
+
+// upstreamTo creates, in a namespace of its own in c, a registration token
+// Secret and an Upstream registering with it at mgmt as edge-1, its tenant's
+// syncs applied as serviceAccount.
+func upstreamTo(t *testing.T, c *testenv.Cluster, mgmt fleeetv1.ManagementEndpoint, serviceAccount string) *fleeetv1.Upstream {
+	t.Helper()
+	g := NewWithT(t)
+	ns := c.Namespace(t, "agent", nil)
+	g.Expect(c.Client.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a-token"},
+		Data:       map[string][]byte{credential.TokenKey: []byte(registrationToken)},
+	})).To(Succeed())
+	up := &fleeetv1.Upstream{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a"},
+		Spec: fleeetv1.UpstreamSpec{
+			Management:         mgmt,
+			TokenSecretRef:     &fleeetv1.LocalObjectReference{Name: "team-a-token"},
+			ClusterName:        "edge-1",
+			ServiceAccountName: serviceAccount,
+		},
+	}
+	g.Expect(c.Client.Create(t.Context(), up)).To(Succeed())
+	return up
+}
+
+// startAgent runs the agent against c until stopped.
+func startAgent(t *testing.T, c *testenv.Cluster, o agent.Options) func(bool) {
+	t.Helper()
+	stop, err := testenv.StartManager(c, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
+		return agent.Setup(ctx, mgr, o)
+	})
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	return stop
+}
+
+// registrationFailed waits until the Upstream says its registration failed,
+// to be retried, and returns that condition.
+func registrationFailed(g Gomega, c *testenv.Cluster, up *fleeetv1.Upstream) *metav1.Condition {
+	var registered *metav1.Condition
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Client.Get(context.Background(), client.ObjectKeyFromObject(up), up)).To(Succeed())
+		registered = apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition)
+		g.Expect(registered).NotTo(BeNil(), "%+v", up.Status)
+		g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRegistrationFailed))
+		g.Expect(apimeta.IsStatusConditionTrue(up.Status.Conditions, fleeetv1.StalledCondition)).To(BeFalse())
+	}, timeout, poll).Should(Succeed())
+	return registered
+}
+
 // TestUpstreamWithoutServiceAccountIsRefusedBeforeRegistering: an Upstream
 // naming no ServiceAccount would have Flux apply its tenant's syncs as
 // itself. The agent refuses it before spending its registration token,
@@ -32,30 +84,11 @@ func TestUpstreamWithoutServiceAccountIsRefusedBeforeRegistering(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	c := testenv.StartCluster(t, "downstream")
-	ns := c.Namespace(t, "agent", nil)
-	g.Expect(c.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a-token"},
-		Data:       map[string][]byte{credential.TokenKey: []byte("registration-token")},
-	})).To(Succeed())
-	up := &fleeetv1.Upstream{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a"},
-		Spec: fleeetv1.UpstreamSpec{
-			// Nothing listens there: an attempt to register fails.
-			Management:     fleeetv1.ManagementEndpoint{URL: "https://" + testenv.FreeAddr(t), Namespace: "team-a"},
-			TokenSecretRef: &fleeetv1.LocalObjectReference{Name: "team-a-token"},
-			ClusterName:    "edge-1",
-		},
-	}
-	g.Expect(c.Client.Create(ctx, up)).To(Succeed())
-	start := func(o agent.Options) func(bool) {
-		stop, err := testenv.StartManager(c, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
-			return agent.Setup(ctx, mgr, o)
-		})
-		g.Expect(err).NotTo(HaveOccurred())
-		return stop
-	}
+	// Nothing listens there: an attempt to register fails.
+	up := upstreamTo(t, c, fleeetv1.ManagementEndpoint{URL: "https://" + testenv.FreeAddr(t), Namespace: "team-a"}, "")
+	ns := up.Namespace
 
-	stop := start(agent.Options{Concurrent: 1})
+	stop := startAgent(t, c, agent.Options{Concurrent: 1})
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(up), up)).To(Succeed())
 		g.Expect(up.Status.ObservedGeneration).To(Equal(up.Generation))
@@ -76,15 +109,9 @@ func TestUpstreamWithoutServiceAccountIsRefusedBeforeRegistering(t *testing.T) {
 
 	// With the opt-out the agent tries to register, and fails only because
 	// nothing answers.
-	stop = start(agent.Options{Concurrent: 1, AllowUnconfined: true})
+	stop = startAgent(t, c, agent.Options{Concurrent: 1, AllowUnconfined: true})
 	t.Cleanup(func() { stop(t.Failed()) })
-	g.Eventually(func(g Gomega) {
-		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(up), up)).To(Succeed())
-		registered := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition)
-		g.Expect(registered).NotTo(BeNil(), "%+v", up.Status)
-		g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRegistrationFailed))
-		g.Expect(apimeta.IsStatusConditionTrue(up.Status.Conditions, fleeetv1.StalledCondition)).To(BeFalse())
-	}, timeout, poll).Should(Succeed())
+	registrationFailed(g, c, up)
 }
 
 // TestAnUpstreamTrustingAnotherCASaysWhichCertificateFailed: a token whose
@@ -93,40 +120,16 @@ func TestUpstreamWithoutServiceAccountIsRefusedBeforeRegistering(t *testing.T) {
 // within seconds, not as a bare TLS error, and never repeating the token.
 func TestAnUpstreamTrustingAnotherCASaysWhichCertificateFailed(t *testing.T) {
 	g := NewWithT(t)
-	ctx := t.Context()
 	c := testenv.StartCluster(t, "downstream")
-	ns := c.Namespace(t, "agent", nil)
-	const token = "registration-token-value"
-	g.Expect(c.Client.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a-token"},
-		Data:       map[string][]byte{credential.TokenKey: []byte(token)},
-	})).To(Succeed())
 	_, foreignCA := testenv.ServingCertificate(t)
-	up := &fleeetv1.Upstream{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-a"},
-		Spec: fleeetv1.UpstreamSpec{
-			// A real API server, whose certificate the trusted CA did not sign.
-			Management:         fleeetv1.ManagementEndpoint{URL: c.Config.Host, CABundle: foreignCA, Namespace: "team-a"},
-			TokenSecretRef:     &fleeetv1.LocalObjectReference{Name: "team-a-token"},
-			ClusterName:        "edge-1",
-			ServiceAccountName: "team-a",
-		},
-	}
-	g.Expect(c.Client.Create(ctx, up)).To(Succeed())
-	stop, err := testenv.StartManager(c, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
-		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 1})
-	})
-	g.Expect(err).NotTo(HaveOccurred())
+	// A real API server, whose certificate the trusted CA did not sign.
+	up := upstreamTo(t, c, fleeetv1.ManagementEndpoint{URL: c.Config.Host, CABundle: foreignCA, Namespace: "team-a"}, "team-a")
+	stop := startAgent(t, c, agent.Options{Concurrent: 1})
 	t.Cleanup(func() { stop(t.Failed()) })
 
-	g.Eventually(func(g Gomega) {
-		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(up), up)).To(Succeed())
-		registered := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition)
-		g.Expect(registered).NotTo(BeNil(), "%+v", up.Status)
-		g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRegistrationFailed))
-		g.Expect(registered.Message).To(ContainSubstring("the management API's serving certificate is not signed by the CA in spec.management.caBundle"))
-		g.Expect(registered.Message).To(ContainSubstring("create a new token"))
-		g.Expect(registered.Message).NotTo(ContainSubstring(token))
-	}, timeout, poll).Should(Succeed())
-	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "team-a-token"}, &corev1.Secret{})).To(Succeed(), "the token is kept for a retry")
+	registered := registrationFailed(g, c, up)
+	g.Expect(registered.Message).To(ContainSubstring("the management API's serving certificate is not signed by the CA in spec.management.caBundle"))
+	g.Expect(registered.Message).To(ContainSubstring("create a new token"))
+	g.Expect(registered.Message).NotTo(ContainSubstring(registrationToken))
+	g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Namespace: up.Namespace, Name: "team-a-token"}, &corev1.Secret{})).To(Succeed(), "the token is kept for a retry")
 }
