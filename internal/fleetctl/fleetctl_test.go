@@ -26,6 +26,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/fleetctl"
 	"github.com/fleeet-dev/fleeet/internal/fleetview"
 	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
+	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -80,7 +81,23 @@ func TestStatusShowsTheFleetGrid(t *testing.T) {
 	}), "plain text when not a terminal")
 
 	_, err = run(t, ns, "status", "-o", "xml")
-	g.Expect(err).To(MatchError(ContainSubstring(`--output "xml": want yaml or json`)))
+	g.Expect(err).To(MatchError(ContainSubstring(`--output "xml": want yaml, json or wide`)))
+
+	// -o wide adds the versions each Remote's agent reports, as the agent
+	// applies them.
+	edge1 := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-1"}}
+	g.Expect(status.Apply(t.Context(), cluster.Client, edge1, status.AgentManager,
+		map[string]string{"agentVersion": "v1.4.2", "kubernetesVersion": "v1.36.3"})).To(Succeed())
+	g.Eventually(func(g Gomega) []string {
+		out, err := run(t, ns, "status", "-o", "wide")
+		g.Expect(err).NotTo(HaveOccurred())
+		return strings.Split(strings.TrimSpace(out), "\n")
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Equal([]string{
+		"REMOTE  AGENT   KUBERNETES  app@v1.0.0                               crds@v1.0.0",
+		"edge-1  v1.4.2  v1.36.3     blocked v1.0.0                           ready v1.0.0 2/2 pods",
+		"edge-2  -       -           offline v1.0.0                           offline v1.0.0",
+		"lab     -       -           failed v1.0.0 0/2 pods CrashLoopBackOff  -",
+	}))
 }
 
 func TestWhyExplainsOneCell(t *testing.T) {

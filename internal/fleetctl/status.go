@@ -1,6 +1,7 @@
 package fleetctl
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -27,9 +28,13 @@ type StatusView struct {
 
 // RemoteView is one row of the grid.
 type RemoteView struct {
-	Name      string                    `json:"name"`
-	Connected bool                      `json:"connected"`
-	Cells     map[string]fleetview.Cell `json:"cells"`
+	Name      string `json:"name"`
+	Connected bool   `json:"connected"`
+	// AgentVersion and KubernetesVersion are what the Remote's agent
+	// reports; empty until it has.
+	AgentVersion      string                    `json:"agentVersion,omitempty"`
+	KubernetesVersion string                    `json:"kubernetesVersion,omitempty"`
+	Cells             map[string]fleetview.Cell `json:"cells"`
 }
 
 func newStatusCommand(s *session) *cobra.Command {
@@ -42,7 +47,8 @@ Remote runs of the Module: ready, pending (not in its plan or not reported yet),
 blocked (waiting for a dependency), failed or offline, and the version its plan holds; a version
 marked * is not the Module's current one yet; - marks a Remote the Module does not select. Where
 the sync runs workloads, their ready pods against those wanted follow, with the reason pods are
-not ready (CrashLoopBackOff, ImagePullBackOff, ReadinessProbeFailing…); fleetctl why says where.`,
+not ready (CrashLoopBackOff, ImagePullBackOff, ReadinessProbeFailing…); fleetctl why says where.
+-o wide adds the agent's and Kubernetes' versions each Remote reports.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, f, err := s.fleet(cmd.Context())
@@ -50,13 +56,17 @@ not ready (CrashLoopBackOff, ImagePullBackOff, ReadinessProbeFailing…); fleetc
 				return err
 			}
 			view := statusView(f)
-			if done, err := printStructured(cmd.OutOrStdout(), output, view); done {
+			switch output {
+			case "", "wide":
+				return printGrid(cmd.OutOrStdout(), f, view, colourful(cmd.OutOrStdout()), output == "wide")
+			case "yaml", "json":
+				_, err := printStructured(cmd.OutOrStdout(), output, view)
 				return err
 			}
-			return printGrid(cmd.OutOrStdout(), f, view, colourful(cmd.OutOrStdout()))
+			return fmt.Errorf("--output %q: want yaml, json or wide", output)
 		},
 	}
-	addOutputFlag(cmd, &output)
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: yaml, json, or wide (the table with versions); empty for the table")
 	return cmd
 }
 
@@ -68,7 +78,8 @@ func statusView(f *fleetview.Fleet) StatusView {
 	}
 	for i := range f.Remotes {
 		r := &f.Remotes[i]
-		row := RemoteView{Name: r.Name, Connected: !r.Offline(), Cells: map[string]fleetview.Cell{}}
+		row := RemoteView{Name: r.Name, Connected: !r.Offline(), Cells: map[string]fleetview.Cell{},
+			AgentVersion: r.Status.AgentVersion, KubernetesVersion: r.Status.KubernetesVersion}
 		for j := range f.Modules {
 			if cell := f.Cell(&f.Modules[j], r); cell.State != "" {
 				row.Cells[f.Modules[j].Name] = cell
@@ -80,14 +91,17 @@ func statusView(f *fleetview.Fleet) StatusView {
 }
 
 // printGrid writes v, the grid of f, as fleetctl status shows it: coloured
-// by state when colour is set.
-func printGrid(w io.Writer, f *fleetview.Fleet, v StatusView, colour bool) error {
+// by state when colour is set, with each Remote's versions when wide is.
+func printGrid(w io.Writer, f *fleetview.Fleet, v StatusView, colour, wide bool) error {
 	if len(f.Remotes) == 0 && len(f.Modules) == 0 {
 		_, err := fmt.Fprintf(w, "No Modules or Remotes in namespace %s.\n", f.Namespace)
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "REMOTE")
+	if wide {
+		fmt.Fprint(tw, "\tAGENT\tKUBERNETES")
+	}
 	for _, m := range f.Modules {
 		head := m.Name + "@" + v.Modules[m.Name]
 		if colour {
@@ -98,6 +112,9 @@ func printGrid(w io.Writer, f *fleetview.Fleet, v StatusView, colour bool) error
 	fmt.Fprintln(tw)
 	for _, row := range v.Remotes {
 		fmt.Fprint(tw, row.Name)
+		if wide {
+			fmt.Fprintf(tw, "\t%s\t%s", cmp.Or(row.AgentVersion, "-"), cmp.Or(row.KubernetesVersion, "-"))
+		}
 		for _, m := range f.Modules {
 			cell := row.Cells[m.Name]
 			text := cell.Text()
