@@ -52,7 +52,7 @@ func TestAFinishedReconcileWritesItsOutcomeOnce(t *testing.T) {
 	g.Expect(err).To(MatchError(failure))
 	g.Expect(read().Status.Version).To(Equal("v1.0.0"))
 	g.Expect(read().Status.ObservedGeneration).To(Equal(unobserved))
-	g.Expect(<-recorder.Events).To(And(HavePrefix("Warning "+fleeetv1.ReasonReconcileFailed), ContainSubstring("connection refused")))
+	g.Expect(recorder.Events).To(Receive(And(HavePrefix("Warning "+fleeetv1.ReasonReconcileFailed), ContainSubstring("connection refused"))))
 
 	// A failure after Ready was judged for this generation: the outcome is
 	// known, so the generation is observed.
@@ -60,7 +60,7 @@ func TestAFinishedReconcileWritesItsOutcomeOnce(t *testing.T) {
 	err = finish(got, func(m *fleeetv1.Module) { status.MarkFailed(m, fleeetv1.ReasonRemoteFailed, "edge failed") }, failure)
 	g.Expect(err).To(MatchError(failure))
 	g.Expect(read().Status.ObservedGeneration).To(Equal(got.Generation))
-	<-recorder.Events
+	g.Expect(recorder.Events).To(Receive())
 
 	// Success: the status is written.
 	got = read()

@@ -26,10 +26,10 @@ quoting the string: it holds the bearer token.
 {{- toJson (dict "token" $token "management" dict) -}}
 {{- else -}}
 {{- $raw := trimPrefix "fleeet1." $token -}}
-{{- $json := $raw | b64dec -}}
 {{- if not (regexMatch "^[A-Za-z0-9+/]+={0,2}$" $raw) -}}
 {{- fail (printf "%s: not a whole enrolment string: after fleeet1. it must be base64, and it is not; copy the whole string fleetctl token create printed" .field) -}}
 {{- end -}}
+{{- $json := $raw | b64dec -}}
 {{- if hasPrefix "illegal base64" $json -}}
 {{- fail (printf "%s: the enrolment string is cut short (its base64 ends mid-way); copy the whole string fleetctl token create printed" .field) -}}
 {{- end -}}
