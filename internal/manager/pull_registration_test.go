@@ -4,10 +4,12 @@ import (
 	"context"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -130,11 +132,27 @@ func TestARegisteredClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 		m.Spec.Sync.Package.Kustomize.TargetNamespace = e.upstream
 		g.Expect(cluster.Client.Create(ctx, m)).To(Succeed())
 	}
-	// A third tenant's token expires before the agent first uses it.
-	late := registered{tenant: tenant(t), upstream: "team-late"}
-	lateValues := issueToken(t, late.tenant, "edge", fleeetv1.RegistrationTokenSpec{TTL: &metav1.Duration{Duration: 2 * time.Second}})
-	time.Sleep(time.Until(tokenStatus(g, late.tenant, "edge").Status.ExpiresAt.Time))
-	registerUpstream(t, down, late, lateValues, lateValues.Management.URL)
+	// Three more tenants' tokens can register nobody by the time the agent
+	// first uses them: one expired, one revoked, one used up by another
+	// cluster. Each Upstream says which, as the agent chart's README lists.
+	expired := registered{tenant: tenant(t), upstream: "team-expired"}
+	expiredValues := issueToken(t, expired.tenant, "edge", fleeetv1.RegistrationTokenSpec{TTL: &metav1.Duration{Duration: 2 * time.Second}})
+	time.Sleep(time.Until(tokenStatus(g, expired.tenant, "edge").Status.ExpiresAt.Time))
+	registerUpstream(t, down, expired, expiredValues, expiredValues.Management.URL)
+
+	revoked := registered{tenant: tenant(t), upstream: "team-revoked"}
+	revokedValues := issueToken(t, revoked.tenant, "edge", fleeetv1.RegistrationTokenSpec{})
+	g.Expect(cluster.Client.Delete(ctx, &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Namespace: revoked.tenant, Name: "edge"}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		err := as(t, revokedValues.Token).Create(ctx, registrantRemote(revoked.tenant, "edge", "edge", nil))
+		g.Expect(apierrors.IsUnauthorized(err)).To(BeTrue(), "the deleted token's identity is gone: %v", err)
+	}, timeout, poll).Should(Succeed())
+	registerUpstream(t, down, revoked, revokedValues, revokedValues.Management.URL)
+
+	usedUp := registered{tenant: tenant(t), upstream: "team-used-up"}
+	usedUpValues := issueToken(t, usedUp.tenant, "edge", fleeetv1.RegistrationTokenSpec{FreeLabelKeys: []string{"region"}})
+	register(t, as(t, usedUpValues.Token), usedUp.tenant, "edge", "first")
+	registerUpstream(t, down, usedUp, usedUpValues, usedUpValues.Management.URL)
 
 	agentProcess := startAgent(t, bin, down, "--heartbeat-interval=2s")
 	dc, err := discovery.NewDiscoveryClientForConfig(down.Config)
@@ -168,16 +186,28 @@ func TestARegisteredClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the registration token is forgotten")
 	}
 
+	refusals := map[registered]types.GomegaMatcher{
+		expired: Or(ContainSubstring("rejected the registration token (HTTP 401): it has expired or been revoked; create a new RegistrationToken"),
+			ContainSubstring("RegistrationToken edge expired at")),
+		revoked: HavePrefix("the management cluster rejected the registration token (HTTP 401): it has expired or been revoked; create a new RegistrationToken"),
+		usedUp: And(HavePrefix("the management cluster refused the registration: "),
+			ContainSubstring("RegistrationToken edge is used up: 1 of 1 registrations")),
+	}
 	g.Eventually(func(g Gomega) {
-		c := upstreamCondition(g, down, late.upstream, fleeetv1.RegisteredCondition)
-		g.Expect(c.Reason).To(Equal("RegistrationRefused"))
-		g.Expect(c.Message).To(Or(
-			ContainSubstring("rejected the registration token (HTTP 401): it has expired"),
-			ContainSubstring("RegistrationToken edge expired at")))
 		logged, err := os.ReadFile(agentProcess.LogPath)
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(string(logged)).To(ContainSubstring("Registration refused"))
+		for e, message := range refusals {
+			c := upstreamCondition(g, down, e.upstream, fleeetv1.RegisteredCondition)
+			g.Expect(c.Reason).To(Equal("RegistrationRefused"), "Upstream %s", e.upstream)
+			g.Expect(c.Message).To(message, "Upstream %s", e.upstream)
+			g.Expect(strings.Split(string(logged), "\n")).To(ContainElement(And(ContainSubstring("Registration refused"), ContainSubstring(`"name":%q`, e.upstream))))
+		}
 	}, timeout, poll).Should(Succeed())
+	logged, err := os.ReadFile(agentProcess.LogPath)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, values := range []credential.AgentValues{expiredValues, revokedValues, usedUpValues} {
+		g.Expect(string(logged)).NotTo(ContainSubstring(values.Token), "no log repeats a token")
+	}
 
 	// The management cluster becomes unreachable mid-rollout: the agent keeps
 	// the last plan, deletes nothing, says so, and resumes without
