@@ -35,41 +35,44 @@ import (
 var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
 	`(-(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(\.(0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*)?$`)
 
+// options are the command's flags.
+type options struct {
+	registry, version, out string
+	plainHTTP              bool
+}
+
 func main() {
-	if err := run(context.Background(), os.Args[1:], os.Stdout); err != nil {
+	var o options
+	flag.StringVar(&o.registry, "registry", "", "registry and path the images and charts are pushed under, e.g. registry.example.com/fleeet")
+	flag.StringVar(&o.version, "version", "", "SemVer version of the images and the charts, e.g. 1.2.3 or 1.2.3-rc.1")
+	flag.StringVar(&o.out, "out", "bin/release", "directory the image archives and chart packages are written to")
+	flag.BoolVar(&o.plainHTTP, "plain-http", false, "talk plain HTTP to the registry (a registry on loopback)")
+	flag.Parse()
+	if err := publish(context.Background(), o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, stdout io.Writer) error {
-	fl := flag.NewFlagSet("release", flag.ContinueOnError)
-	reg := fl.String("registry", "", "registry and path the images and charts are pushed under, e.g. registry.example.com/fleeet")
-	version := fl.String("version", "", "SemVer version of the images and the charts, e.g. 1.2.3 or 1.2.3-rc.1")
-	out := fl.String("out", "bin/release", "directory the image archives and chart packages are written to")
-	plainHTTP := fl.Bool("plain-http", false, "talk plain HTTP to the registry (a registry on loopback)")
-	if err := fl.Parse(args); errors.Is(err, flag.ErrHelp) {
-		return nil
-	} else if err != nil {
+// publish builds, packages and pushes the release o names and prints what
+// it pushed to stdout.
+func publish(ctx context.Context, o options, stdout io.Writer) error {
+	if err := validate(o.registry, o.version, o.plainHTTP); err != nil {
 		return err
 	}
-	if err := validate(*reg, *version, *plainHTTP); err != nil {
-		return err
-	}
-
 	opts, err := release.DefaultOptions(ctx)
 	if err != nil {
 		return err
 	}
-	opts.Out, opts.Repository, opts.Version = *out, *reg, *version
+	opts.Out, opts.Repository, opts.Version = o.out, o.registry, o.version
 	images, err := release.BuildImages(ctx, opts)
 	if err != nil {
 		return err
 	}
-	if err := release.PushImages(ctx, images, *plainHTTP); err != nil {
+	if err := release.PushImages(ctx, images, o.plainHTTP); err != nil {
 		return err
 	}
-	client, err := registryClient(*plainHTTP)
+	client, err := registryClient(o.plainHTTP)
 	if err != nil {
 		return err
 	}
@@ -79,13 +82,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		c, err := release.PushChart(client, *reg+"/charts", path, opts.Created)
+		c, err := release.PushChart(client, o.registry+"/charts", path, opts.Created)
 		if err != nil {
 			return err
 		}
 		charts = append(charts, c)
 	}
-	printSummary(stdout, images, charts, *plainHTTP)
+	printSummary(stdout, images, charts, o.plainHTTP)
 	return nil
 }
 

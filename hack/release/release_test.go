@@ -52,8 +52,8 @@ func TestReleaseInstallsFromOCIThePushedImagesByDigest(t *testing.T) {
 	const version = "1.2.3-rc.1"
 
 	var out bytes.Buffer
-	args := []string{"--registry", registryPath, "--version", version, "--out", t.TempDir(), "--plain-http"}
-	g.Expect(run(ctx, args, &out)).To(Succeed())
+	opts := options{registry: registryPath, version: version, out: t.TempDir(), plainHTTP: true}
+	g.Expect(publish(ctx, opts, &out)).To(Succeed())
 	first := servedImageDigests(t, registryPath, version)
 
 	client, err := registryClient(true)
@@ -87,7 +87,7 @@ func TestReleaseInstallsFromOCIThePushedImagesByDigest(t *testing.T) {
 		g.Expect(deploymentImage(t, rel.Manifest, n)).To(Equal(imageRef+"@"+first[n]), "the image %s runs", n)
 	}
 
-	g.Expect(run(ctx, args, io.Discard)).To(Succeed())
+	g.Expect(publish(ctx, opts, io.Discard)).To(Succeed())
 	g.Expect(servedImageDigests(t, registryPath, version)).To(Equal(first), "image digests of a second release of the same commit")
 }
 
@@ -108,7 +108,7 @@ func TestReleaseRefusesAMissingRegistryOrABadVersion(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
-			err := run(context.Background(), []string{"--registry", tc.registry, "--version", tc.version}, io.Discard)
+			err := publish(context.Background(), options{registry: tc.registry, version: tc.version}, io.Discard)
 			g.Expect(err).To(MatchError(ContainSubstring(tc.want)))
 		})
 	}
