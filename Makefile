@@ -1,11 +1,13 @@
 # fleeet — every command CI runs goes through this Makefile.
 #
+#   make help      list every target with what it does
 #   make setup     install Debian packages the tests need, build the pinned tools
 #   make test      everything CI runs: vet, gofmt, verify, Go tests, opa check/test, promtool, ct lint
 #   make generate  regenerate deepcopy code, CRDs, the charts' CRDs and READMEs, the webhook config
 #   make verify    fail when generated files are stale
 #   make bench     benchmarks against real apiservers and Flux; figures go to BENCHMARKS.md
 #   make demo      a management and three downstream clusters on this machine, converging live
+#   make release   push both images and both charts to REGISTRY at VERSION (Helm OCI)
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
@@ -26,6 +28,10 @@ AGENT_CRDS := upstreams assemblages
 .PHONY: all
 all: build
 
+.PHONY: help
+help: ## List the targets with what each does.
+	@awk -F ':.*## ' '/^[a-z-]+:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
 .PHONY: setup
 setup: ## Install missing Debian packages and build every pinned tool once.
 	hack/setup-debian.sh
@@ -36,7 +42,7 @@ build: ## Build the three binaries into bin/.
 	go build -o bin/ ./cmd/...
 
 .PHONY: images
-images: ## OCI archives of fleet-manager and fleet-agent in bin/images, built without Docker (IMAGES_FLAGS=--version v1.2.3).
+images: ## OCI archives of fleet-manager and fleet-agent in bin/images, built without Docker (IMAGES_FLAGS=--version 1.2.3).
 	go run ./hack/images $(IMAGES_FLAGS)
 
 REGISTRY ?=
@@ -44,6 +50,12 @@ REGISTRY ?=
 images-push: ## make images, then push them to REGISTRY (make images-push REGISTRY=registry.example.com/fleeet) with your docker login.
 	@[ -n "$(REGISTRY)" ] || { echo "set REGISTRY, e.g. make images-push REGISTRY=registry.example.com/fleeet" >&2; exit 2; }
 	go run ./hack/images --repository $(REGISTRY) --push $(IMAGES_FLAGS)
+
+VERSION ?=
+RELEASE_FLAGS ?=
+.PHONY: release
+release: ## Push both images and both charts (oci://REGISTRY/charts/<name>) at VERSION, charts pinned to the images' digests (make release REGISTRY=registry.example.com/fleeet VERSION=1.2.3; RELEASE_FLAGS=--plain-http).
+	go run ./hack/release --registry "$(REGISTRY)" --version "$(VERSION)" $(RELEASE_FLAGS)
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code, CRDs, the charts' CRDs and READMEs, the webhook config.

@@ -1,4 +1,4 @@
-package main
+package release
 
 import (
 	"archive/tar"
@@ -33,37 +33,37 @@ func TestImagesAreReproducibleMinimalAndAnnotated(t *testing.T) {
 	}
 	g := NewWithT(t)
 	ctx := context.Background()
-	opts, err := defaultOptions(ctx)
+	opts, err := DefaultOptions(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	opts.version, opts.repository = "v0.0.0-test", "example.test/fleeet"
+	opts.Version, opts.Repository = "v0.0.0-test", "example.test/fleeet"
 
-	opts.out = t.TempDir()
-	first, err := build(ctx, opts)
+	opts.Out = t.TempDir()
+	first, err := BuildImages(ctx, opts)
 	g.Expect(err).NotTo(HaveOccurred())
-	opts.out = t.TempDir()
-	second, err := build(ctx, opts)
+	opts.Out = t.TempDir()
+	second, err := BuildImages(ctx, opts)
 	g.Expect(err).NotTo(HaveOccurred())
 
 	g.Expect(first).To(HaveLen(2))
 	for i := range first {
-		g.Expect(second[i].digest).To(Equal(first[i].digest), "digest of %s", first[i].name)
+		g.Expect(second[i].Digest).To(Equal(first[i].Digest), "digest of %s", first[i].Name)
 	}
 
 	// Read the archive back as any OCI tool would: unpack it, open the layout.
 	r := second[0]
-	g.Expect(r.name).To(Equal("fleet-manager"))
-	g.Expect(r.ref).To(Equal("example.test/fleeet/fleet-manager:v0.0.0-test"))
+	g.Expect(r.Name).To(Equal("fleet-manager"))
+	g.Expect(r.Ref).To(Equal("example.test/fleeet/fleet-manager:v0.0.0-test"))
 	dir := t.TempDir()
-	untar(t, r.archive, dir)
+	untar(t, r.Archive, dir)
 	idx, err := layout.ImageIndexFromPath(dir)
 	g.Expect(err).NotTo(HaveOccurred())
 	im, err := idx.IndexManifest()
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(im.Manifests).To(HaveLen(1))
 	desc := im.Manifests[0]
-	g.Expect(desc.Digest).To(Equal(r.digest))
+	g.Expect(desc.Digest).To(Equal(r.Digest))
 	g.Expect(desc.Annotations).To(HaveKeyWithValue("org.opencontainers.image.ref.name", "v0.0.0-test"))
-	g.Expect(desc.Annotations).To(HaveKeyWithValue(ociimage.ContainerdImageName, r.ref))
+	g.Expect(desc.Annotations).To(HaveKeyWithValue(ociimage.ContainerdImageName, r.Ref))
 
 	img, err := idx.Image(desc.Digest)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -72,9 +72,9 @@ func TestImagesAreReproducibleMinimalAndAnnotated(t *testing.T) {
 	g.Expect(m.Annotations).To(And(
 		HaveKeyWithValue("org.opencontainers.image.title", "fleet-manager"),
 		HaveKeyWithValue("org.opencontainers.image.version", "v0.0.0-test"),
-		HaveKeyWithValue("org.opencontainers.image.revision", opts.revision),
-		HaveKeyWithValue("org.opencontainers.image.source", sourceURL),
-		HaveKeyWithValue("org.opencontainers.image.created", opts.created.Format(time.RFC3339)),
+		HaveKeyWithValue("org.opencontainers.image.revision", opts.Revision),
+		HaveKeyWithValue("org.opencontainers.image.source", SourceURL),
+		HaveKeyWithValue("org.opencontainers.image.created", opts.Created.Format(time.RFC3339)),
 	))
 	cfg, err := img.ConfigFile()
 	g.Expect(err).NotTo(HaveOccurred())
@@ -98,7 +98,7 @@ func TestImagesAreReproducibleMinimalAndAnnotated(t *testing.T) {
 			break
 		}
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(hdr.ModTime.Equal(opts.created)).To(BeTrue(), "mtime of %s", hdr.Name)
+		g.Expect(hdr.ModTime.Equal(opts.Created)).To(BeTrue(), "mtime of %s", hdr.Name)
 		files[hdr.Name] = hdr
 	}
 	g.Expect(files).To(HaveKey("etc/ssl/certs/ca-certificates.crt"))
@@ -110,16 +110,16 @@ func TestImagesAreReproducibleMinimalAndAnnotated(t *testing.T) {
 // names its images unless told otherwise.
 func TestImagesAreTaggedWithTheChartsAppVersion(t *testing.T) {
 	g := NewWithT(t)
-	opts, err := defaultOptions(context.Background())
+	opts, err := DefaultOptions(context.Background())
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, name := range binaries {
-		data, err := os.ReadFile(filepath.Join(opts.root, "charts", name, "values.yaml"))
+	for _, name := range Names {
+		data, err := os.ReadFile(filepath.Join(opts.Root, "charts", name, "values.yaml"))
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(string(data)).To(ContainSubstring("repository: "+defaultRepository+"/"+name+"\n"), "the default repository of charts/%s", name)
+		g.Expect(string(data)).To(ContainSubstring("repository: "+DefaultRepository+"/"+name+"\n"), "the default repository of charts/%s", name)
 		g.Expect(string(data)).To(ContainSubstring(`tag: ""`), "charts/%s defaults its tag to appVersion", name)
-		chart, err := os.ReadFile(filepath.Join(opts.root, "charts", name, "Chart.yaml"))
+		chart, err := os.ReadFile(filepath.Join(opts.Root, "charts", name, "Chart.yaml"))
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(string(chart)).To(ContainSubstring(fmt.Sprintf("appVersion: %q", opts.version)))
+		g.Expect(string(chart)).To(ContainSubstring(fmt.Sprintf("appVersion: %q", opts.Version)))
 	}
 }
 
@@ -159,18 +159,18 @@ func TestImagesPushToARegistryUnchanged(t *testing.T) {
 	ctx := context.Background()
 	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(reg.Close)
-	opts, err := defaultOptions(ctx)
+	opts, err := DefaultOptions(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
-	opts.version, opts.out = "v0.0.0-test", t.TempDir()
-	opts.repository = strings.TrimPrefix(reg.URL, "http://") + "/fleeet"
-	results, err := build(ctx, opts)
+	opts.Version, opts.Out = "v0.0.0-test", t.TempDir()
+	opts.Repository = strings.TrimPrefix(reg.URL, "http://") + "/fleeet"
+	results, err := BuildImages(ctx, opts)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(push(ctx, results, true)).To(Succeed())
+	g.Expect(PushImages(ctx, results, true)).To(Succeed())
 	for _, r := range results {
-		ref, err := name.ParseReference(r.ref, name.Insecure)
+		ref, err := name.ParseReference(r.Ref, name.Insecure)
 		g.Expect(err).NotTo(HaveOccurred())
 		desc, err := remote.Head(ref, remote.WithContext(ctx))
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(desc.Digest).To(Equal(r.digest), "digest of %s in the registry", r.name)
+		g.Expect(desc.Digest).To(Equal(r.Digest), "digest of %s in the registry", r.Name)
 	}
 }
