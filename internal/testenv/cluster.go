@@ -99,6 +99,16 @@ func WithoutFleeetCRDs(extra ...string) ClusterOption {
 	}
 }
 
+// WithoutCRDs leaves every CRD out, fleeet's and Flux's, so that a test can
+// install them the way users do (the fleet-agent chart brings Flux's), and
+// adds the CRDs in extra.
+func WithoutCRDs(extra ...string) ClusterOption {
+	return func(env *envtest.Environment, _ string) error {
+		env.CRDDirectoryPaths = append([]string{}, extra...)
+		return nil
+	}
+}
+
 // WithWebhooks registers the fleet-manager's admission webhooks
 // (config/webhook) in the apiserver, served at an address and with a
 // certificate the Cluster's Webhooks field gives. Every write to a

@@ -2,11 +2,17 @@ package testenv
 
 import (
 	"context"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleeet-dev/fleeet/internal/ociimage"
 )
 
 // fluxNamespace is where the Flux controllers think they run.
@@ -90,4 +96,61 @@ func startFluxController(ctx context.Context, t TB, c *Cluster, fc FluxControlle
 	// The artifact server starts after readiness; a taken port shows as
 	// the process exiting.
 	return p, p.WaitHTTP(ctx, "http://"+storage+"/")
+}
+
+// FluxImages returns OCI archives of the given Flux controllers' images, for
+// Node.ImportImage, named as Flux publishes them
+// (ghcr.io/fluxcd/<controller>:<version>), which is what the fleet-agent
+// chart's flux subchart runs by default. Each is built from the controller's
+// Go module at the version pinned in hack/tools (static, CGO_ENABLED=0: the
+// same tagged source as Flux's image, not its bytes) with the CA bundle of
+// this machine, once per tools cache (a few minutes cold).
+func FluxImages(t TB, controllers ...FluxController) map[FluxController]string {
+	t.Helper()
+	cache, err := toolsCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(ociimage.CABundle)
+	if err != nil {
+		t.Fatalf("reading the CA bundle the Flux images carry: %v", err)
+	}
+	tools := filepath.Join(RepoRoot, "hack", "tools")
+	archives := map[FluxController]string{}
+	for _, fc := range controllers {
+		module := "github.com/fluxcd/" + string(fc)
+		version, err := runIn(tools, "go", "list", "-m", "-f", "{{.Version}}", module)
+		if err != nil {
+			t.Fatal(err)
+		}
+		version = strings.TrimSpace(version)
+		archive := filepath.Join(cache, "flux-images", string(fc), version, string(fc)+".oci.tar")
+		if _, err := os.Stat(archive); err != nil {
+			if err := buildFluxImage(t.Context(), tools, module, version, ca, archive); err != nil {
+				t.Fatalf("building the %s image: %v", fc, err)
+			}
+		}
+		archives[fc] = archive
+	}
+	return archives
+}
+
+// buildFluxImage builds one controller's image into archive.
+func buildFluxImage(ctx context.Context, tools, module, version string, ca []byte, archive string) error {
+	bin, err := ociimage.GoBinary(ctx, tools, module, "")
+	if err != nil {
+		return err
+	}
+	name := path.Base(module)
+	return cacheImage(ociimage.Spec{
+		Name:     name,
+		Binary:   bin,
+		CABundle: ca,
+		Created:  time.Unix(0, 0).UTC(),
+		Annotations: map[string]string{
+			"org.opencontainers.image.title":   name,
+			"org.opencontainers.image.version": version,
+			"org.opencontainers.image.source":  "https://" + module,
+		},
+	}, "ghcr.io/fluxcd/"+name+":"+version, archive)
 }

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"net"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
@@ -22,11 +23,35 @@ type GitServer struct {
 // NewGitServer starts a git server on loopback, stopped when the test ends.
 func NewGitServer(t TB) *GitServer {
 	t.Helper()
+	return startGitServer(t, "127.0.0.1")
+}
+
+// NewPodReachableGitServer starts a git server that Pods on testenv nodes
+// reach (Flux running as Pods), at the host address they route to, stopped
+// when the test ends.
+func NewPodReachableGitServer(t TB) *GitServer {
+	t.Helper()
+	host, err := podReachableHostIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startGitServer(t, host)
+}
+
+func startGitServer(t TB, host string) *GitServer {
+	t.Helper()
 	root := t.TempDir()
-	srv := httptest.NewServer(&cgi.Handler{
+	srv := httptest.NewUnstartedServer(&cgi.Handler{
 		Path: gitHTTPBackend,
 		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
 	})
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatalf("starting the git server: %v", err)
+	}
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return &GitServer{URL: srv.URL, root: root}
 }

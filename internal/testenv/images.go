@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"sync"
@@ -49,4 +51,22 @@ var pauseBinary = sync.OnceValues(func() ([]byte, error) {
 func writePauseImage(t TB, bin []byte) string {
 	t.Helper()
 	return writeImage(t, "pause", bin, pauseImage)
+}
+
+// cacheImage assembles the image of s and writes it, named ref, as the OCI
+// archive at path (in the tools cache), through a temporary name so an
+// interrupted build never looks done.
+func cacheImage(s ociimage.Spec, ref, archive string) error {
+	img, err := ociimage.Build(s)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(archive), 0o755); err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.%d", archive, os.Getpid())
+	if err := ociimage.WriteArchive(img, ref, tmp, s.Created); err != nil {
+		return err
+	}
+	return os.Rename(tmp, archive)
 }

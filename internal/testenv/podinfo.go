@@ -87,9 +87,6 @@ func buildPodinfo() (*Podinfo, error) {
 	if _, err := os.Stat(p.Archive); err == nil {
 		return p, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(p.Archive), 0o755); err != nil {
-		return nil, err
-	}
 	return p, p.buildImage()
 }
 
@@ -104,26 +101,17 @@ func (p *Podinfo) buildImage() error {
 		}
 		bins[i] = bin
 	}
-	created := time.Unix(0, 0).UTC()
-	img, err := ociimage.Build(ociimage.Spec{
+	return cacheImage(ociimage.Spec{
 		Name:    "podinfo",
 		Binary:  bins[0],
 		Files:   []ociimage.File{{Path: "/usr/local/bin/podcli", Mode: 0o755, Body: bins[1]}},
-		Created: created,
+		Created: time.Unix(0, 0).UTC(),
 		Annotations: map[string]string{
 			"org.opencontainers.image.title":   "podinfo",
 			"org.opencontainers.image.version": podinfoVersion,
 			"org.opencontainers.image.source":  "https://" + podinfoModule,
 		},
-	})
-	if err != nil {
-		return err
-	}
-	tmp := fmt.Sprintf("%s.%d", p.Archive, os.Getpid())
-	if err := ociimage.WriteArchive(img, p.Image, tmp, created); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p.Archive)
+	}, p.Image, p.Archive)
 }
 
 // toolsCache is where hack/tools/build.sh keeps the tools; built workloads

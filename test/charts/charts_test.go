@@ -128,6 +128,11 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	agentChart := testenv.ChartOf(t, "fleet-agent")
 	agentHelm := testenv.HelmFor(t, down, agentNamespace)
 	agentRelease := agentChart.Install(t, agentHelm, "fleet-agent", agentNamespace, agentValues)
+	// The cluster's Flux (its CRDs installed by the harness, not by the
+	// chart) is the one the agent uses: the chart brings no other.
+	for _, o := range testenv.Objects(t, agentRelease) {
+		g.Expect(o.GetLabels()).NotTo(HaveKeyWithValue("app.kubernetes.io/part-of", "flux"), "%s %s", o.GetKind(), o.GetName())
+	}
 	agent := testenv.RunRelease(t, down, agentRelease, testenv.BuildCommand(t, "fleet-agent", "v0.0.0-chart"),
 		map[string]string{"heartbeat-interval": "2s"})
 

@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -27,11 +28,14 @@ import (
 // TestChartsRunAsPodsFromTheirImages runs fleet-manager and fleet-agent the
 // way a user does: the Pods their charts render, on real nodes, from the
 // images `make images` builds, under the charts' default image names,
-// probes and security context. The agent Pod dials the management
-// apiserver; the management apiserver calls the manager's webhook through
-// its Service; the app is podinfo, whose Pods must be Ready for the Module
-// to be, and a version of it whose Pods never become ready fails, holds
-// its dependent and pauses the rollout until the next version repairs it.
+// probes and security context. The downstream cluster starts without Flux,
+// neither its CRDs nor its controllers: the agent chart brings both, and
+// its Flux runs as Pods from images built from Flux's pinned modules under
+// Flux's own image names. The agent Pod dials the management apiserver;
+// the management apiserver calls the manager's webhook through its Service;
+// the app is podinfo, whose Pods must be Ready for the Module to be, and a
+// version of it whose Pods never become ready fails, holds its dependent
+// and pauses the rollout until the next version repairs it.
 func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the images and runs real nodes")
@@ -39,12 +43,14 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	g := testenv.Assertions(t)
 	ctx := t.Context()
 	mgmt := testenv.StartCluster(t, "management", testenv.WithNodes(), testenv.WithoutFleeetCRDs())
-	down := testenv.StartCluster(t, "downstream", testenv.WithNodes(), testenv.WithoutFleeetCRDs())
-	testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController)
+	down := testenv.StartCluster(t, "downstream", testenv.WithNodes(), testenv.WithoutCRDs())
 	images := makeImages(t)
 	mgmt.StartNode(t, "management-1").ImportImage(t, images["fleet-manager"])
 	edge := down.StartNode(t, "edge-1")
 	edge.ImportImage(t, images["fleet-agent"])
+	for _, archive := range testenv.FluxImages(t, fluxControllers...) {
+		edge.ImportImage(t, archive)
+	}
 	podinfo := testenv.GetPodinfo(t)
 	edge.ImportImage(t, podinfo.Archive)
 
@@ -97,12 +103,36 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	g.Expect(down.Client.Create(ctx, podinfo.TenantRole("tenant-apps"))).To(Succeed())
 	agentValues["clusterName"] = "edge"
 	agentValues["tenantServiceAccount"] = map[string]any{"clusterRole": "tenant-apps"}
+	// The test nodes have no cluster DNS: source-controller advertises its
+	// Service's address from the environment instead of the DNS name.
+	agentValues["flux"] = map[string]any{"sourceController": map[string]any{
+		"storageAdvertisedAddress": "$(SOURCE_CONTROLLER_SERVICE_HOST):$(SOURCE_CONTROLLER_SERVICE_PORT)",
+	}}
 	testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, agentNamespace), "fleet-agent", agentNamespace, agentValues)
 	agentLog := podLog(t, down, agentNamespace, "fleet-agent")
 	waitAvailable(t, down, agentNamespace, "fleet-agent", agentLog)
 
-	// podinfo through the fleet: Ready means its Pod is.
-	git := testenv.NewGitServer(t)
+	// Flux came with the agent: each controller runs from the image of the
+	// version its CRDs are labelled with, as the chart's security context
+	// says.
+	for fc, name := range fluxMainCRDs {
+		waitAvailable(t, down, agentNamespace, string(fc), agentLog)
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(down.Client.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
+		g.Expect(crd.Labels).To(HaveKeyWithValue("app.kubernetes.io/part-of", "flux"))
+		g.Expect(crd.Labels).To(HaveKeyWithValue("app.kubernetes.io/component", string(fc)))
+		d := &appsv1.Deployment{}
+		g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: string(fc)}, d)).To(Succeed())
+		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("ghcr.io/fluxcd/" + string(fc) + ":" + crd.Labels["app.kubernetes.io/version"]))
+	}
+	proc = containerProcess(t, "/source-controller")
+	g.Expect(proc["Uid"]).To(HavePrefix("65532\t"), "runs as the non-root user")
+	g.Expect(proc["CapEff"]).To(Equal("0000000000000000"), "holds no capability")
+	g.Expect(proc["root"]).To(HavePrefix("ro,"), "its root filesystem is read-only")
+
+	// podinfo through the fleet: Ready means its Pod is. source-controller
+	// is a Pod, which reaches the host only at an address off loopback.
+	git := testenv.NewPodReachableGitServer(t)
 	repo, _ := git.Commit(t, "podinfo", podinfo.Kustomize(t, "deploy", nil), "v1")
 	module := podinfoModule(repo, "v1")
 	g.Expect(mgmt.Client.Create(ctx, module)).To(Succeed())
@@ -195,6 +225,17 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	remote := &fleeetv1.Remote{}
 	g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, remote)).To(Succeed())
 	g.Expect(remote.Annotations).NotTo(HaveKey(fleeetv1.RetryAnnotation), "no fleetctl retry was needed")
+}
+
+// fluxControllers are the Flux controllers the agent chart installs.
+var fluxControllers = []testenv.FluxController{testenv.SourceController, testenv.KustomizeController, testenv.HelmController}
+
+// fluxMainCRDs is, for each controller, the CRD whose owner decides whether
+// the agent chart runs it.
+var fluxMainCRDs = map[testenv.FluxController]string{
+	testenv.SourceController:    "gitrepositories.source.toolkit.fluxcd.io",
+	testenv.KustomizeController: "kustomizations.kustomize.toolkit.fluxcd.io",
+	testenv.HelmController:      "helmreleases.helm.toolkit.fluxcd.io",
 }
 
 // makeImages runs `make images`' command into a temporary directory and
