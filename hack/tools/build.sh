@@ -9,7 +9,7 @@
 # Usage: hack/tools/build.sh [tool...]   tools: kube-apiserver kubelet
 #        kube-controller-manager kube-scheduler kube-proxy etcd source-controller
 #        kustomize-controller helm-controller helm ct helm-unittest helm-docs
-#        controller-gen opa promtool
+#        controller-gen opa promtool cert-manager
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +34,7 @@ tools=(
 	"controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen sigs.k8s.io/controller-tools"
 	"opa github.com/open-policy-agent/opa github.com/open-policy-agent/opa"
 	"promtool github.com/prometheus/prometheus/cmd/promtool github.com/prometheus/prometheus promtool"
+	"cert-manager github.com/fleeet-dev/fleeet/hack/tools/cert-manager github.com/cert-manager/cert-manager cert-manager"
 )
 
 want=("$@")
@@ -49,6 +50,12 @@ for entry in "${tools[@]}"; do
 	selected "$name" || continue
 	cd "$here/${moddir:-.}"
 	version=$(go list -m -f '{{.Version}}' "$mod")
+	case "$pkg" in
+	github.com/fleeet-dev/fleeet/*)
+		# A main of ours around a pinned module: its sources key the cache too.
+		version="$version-$(cat ./*.go go.mod go.sum | sha256sum | cut -c1-12)"
+		;;
+	esac
 	dir="$cache/$name/$version"
 	if [ ! -x "$dir/$name" ]; then
 		echo "building $name $version into $dir" >&2

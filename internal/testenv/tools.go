@@ -1,7 +1,8 @@
 // Package testenv runs the real components fleeet's tests need: kube-apiservers
 // with etcd (through controller-runtime's envtest), Flux's source-, kustomize-
-// and helm-controller as processes, a smart-HTTP git server and a Helm chart
-// repository, and, for clusters started WithNodes, nodes that run real Pods
+// and helm-controller and cert-manager's controller and cainjector as
+// processes, a smart-HTTP git server and a Helm chart repository, and, for
+// clusters started WithNodes, nodes that run real Pods
 // (Cluster.StartNode: kubelet, containerd and kube-proxy, with
 // kube-controller-manager and kube-scheduler for the cluster). Every program
 // comes from hack/tools, built once into the tools cache on first use, except
@@ -74,14 +75,13 @@ func tool(name string) (string, error) {
 	return p, nil
 }
 
-// certManager is the cert-manager release whose CRDs tests install, so the
-// fleet-manager chart's Issuer and Certificate meet a real schema.
-const certManager = "github.com/cert-manager/cert-manager@v1.21.2"
-
-// CertManagerCRDDirectory returns the deploy/crds directory of the pinned
-// cert-manager module, downloaded through the module proxy.
+// CertManagerCRDDirectory returns the deploy/crds directory of the
+// cert-manager module pinned in hack/tools/cert-manager, the release
+// StartCertManager runs, so the fleet-manager chart's Issuer and Certificate
+// meet a real schema.
 var CertManagerCRDDirectory = sync.OnceValues(func() (string, error) {
-	out, err := runIn(filepath.Join(RepoRoot, "hack", "tools"), "go", "mod", "download", "-json", certManager)
+	const certManager = "github.com/cert-manager/cert-manager"
+	out, err := runIn(filepath.Join(RepoRoot, "hack", "tools", "cert-manager"), "go", "mod", "download", "-json", certManager)
 	if err != nil {
 		return "", fmt.Errorf("downloading %s: %w", certManager, err)
 	}
