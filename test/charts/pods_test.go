@@ -3,7 +3,6 @@ package charts_test
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,7 +41,10 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	}
 	g := testenv.Assertions(t)
 	ctx := t.Context()
-	mgmt := testenv.StartCluster(t, "management", testenv.WithNodes(), testenv.WithoutFleeetCRDs())
+	certManagerCRDs, err := testenv.CertManagerCRDDirectory()
+	g.Expect(err).NotTo(HaveOccurred())
+	mgmt := testenv.StartCluster(t, "management", testenv.WithNodes(), testenv.WithoutFleeetCRDs(certManagerCRDs))
+	testenv.StartCertManager(t, mgmt)
 	down := testenv.StartCluster(t, "downstream", testenv.WithNodes(), testenv.WithoutCRDs())
 	images := makeImages(t)
 	mgmt.StartNode(t, "management-1").ImportImage(t, images["fleet-manager"])
@@ -54,30 +56,21 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	podinfo := testenv.GetPodinfo(t)
 	edge.ImportImage(t, podinfo.Archive)
 
-	// fleet-manager, with the chart's own-certificate option: a Secret for
-	// the webhook Service's name, made before the install.
-	service := "fleet-manager-webhook." + managerNamespace + ".svc"
-	certDir, caPEM := testenv.ServingCertificate(t, service)
-	g.Expect(mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}})).To(Succeed())
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: managerNamespace, Name: "webhook-serving"}, Type: corev1.SecretTypeTLS, Data: map[string][]byte{}}
-	for _, key := range []string{"tls.crt", "tls.key"} {
-		data, err := os.ReadFile(filepath.Join(certDir, key))
-		g.Expect(err).NotTo(HaveOccurred())
-		secret.Data[key] = data
-	}
-	g.Expect(mgmt.Client.Create(ctx, secret)).To(Succeed())
+	// fleet-manager on the chart's default path: cert-manager issues the
+	// webhook's certificate from a self-signed Issuer into the Secret the
+	// Pod mounts, and its cainjector puts the CA into the webhook
+	// configuration.
 	testenv.ChartOf(t, "fleet-manager").Install(t, testenv.HelmFor(t, mgmt, managerNamespace), "fleet-manager", managerNamespace, map[string]any{
 		"management": map[string]any{"url": mgmt.Config.Host, "caBundle": string(mgmt.Config.CAData)},
-		"webhook": map[string]any{"certManager": map[string]any{"enabled": false},
-			"certSecret": secret.Name, "caBundle": base64.StdEncoding.EncodeToString(caPEM)},
-		"policies": map[string]any{"frozen": frozenPolicy},
+		"policies":   map[string]any{"frozen": frozenPolicy},
 	})
 	managerLog := podLog(t, mgmt, managerNamespace, "fleet-manager")
 	waitAvailable(t, mgmt, managerNamespace, "fleet-manager", managerLog)
+	expectCertManagerServesTheWebhook(t, mgmt)
 
 	// The Pod runs as the chart says, judged from the host: the kernel's
 	// view of the container's process, not the Pod spec.
-	proc := containerProcess(t, "/fleet-manager")
+	proc := containerProcess(t, podUID(t, mgmt, managerNamespace, "fleet-manager"), "/fleet-manager")
 	g.Expect(proc["Uid"]).To(HavePrefix("65532\t"), "runs as the non-root user")
 	g.Expect(proc["CapEff"]).To(Equal("0000000000000000"), "holds no capability")
 	g.Expect(proc["NoNewPrivs"]).To(Equal("1"), "cannot gain privileges")
@@ -125,7 +118,7 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 		g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: string(fc)}, d)).To(Succeed())
 		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("ghcr.io/fluxcd/" + string(fc) + ":" + crd.Labels["app.kubernetes.io/version"]))
 	}
-	proc = containerProcess(t, "/source-controller")
+	proc = containerProcess(t, podUID(t, down, agentNamespace, string(testenv.SourceController)), "/source-controller")
 	g.Expect(proc["Uid"]).To(HavePrefix("65532\t"), "runs as the non-root user")
 	g.Expect(proc["CapEff"]).To(Equal("0000000000000000"), "holds no capability")
 	g.Expect(proc["root"]).To(HavePrefix("ro,"), "its root filesystem is read-only")
@@ -304,10 +297,23 @@ func podLog(t *testing.T, c *testenv.Cluster, ns, release string) func() string 
 	}
 }
 
+// podUID returns the UID of the one Pod of a Deployment.
+func podUID(t *testing.T, c *testenv.Cluster, ns, deployment string) string {
+	t.Helper()
+	g := NewWithT(t)
+	d := &appsv1.Deployment{}
+	g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: deployment}, d)).To(Succeed())
+	pods := &corev1.PodList{}
+	g.Expect(c.Client.List(t.Context(), pods, client.InNamespace(ns), client.MatchingLabels(d.Spec.Selector.MatchLabels))).To(Succeed())
+	g.Expect(pods.Items).To(HaveLen(1), "pods of Deployment %s", deployment)
+	return string(pods.Items[0].UID)
+}
+
 // containerProcess finds the one process on this host whose command is
-// entrypoint and returns the fields of its /proc status, plus "root": the
-// mount options of its root filesystem.
-func containerProcess(t *testing.T, entrypoint string) map[string]string {
+// entrypoint in a container of the Pod with that UID (other tests on this
+// host may run the same image), and returns the fields of its /proc status,
+// plus "root": the mount options of its root filesystem.
+func containerProcess(t *testing.T, podUID, entrypoint string) map[string]string {
 	t.Helper()
 	dirs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
@@ -316,7 +322,12 @@ func containerProcess(t *testing.T, entrypoint string) map[string]string {
 	var found []string
 	for _, dir := range dirs {
 		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
-		if err == nil && bytes.Equal(bytes.SplitN(cmdline, []byte{0}, 2)[0], []byte(entrypoint)) {
+		if err != nil || !bytes.Equal(bytes.SplitN(cmdline, []byte{0}, 2)[0], []byte(entrypoint)) {
+			continue
+		}
+		// kubelet's cgroupfs driver names each Pod's cgroup pod<UID>.
+		cgroup, err := os.ReadFile(filepath.Join(dir, "cgroup"))
+		if err == nil && bytes.Contains(cgroup, []byte("/pod"+podUID+"/")) {
 			found = append(found, dir)
 		}
 	}
