@@ -1,7 +1,8 @@
 // Command fleet-agent runs in a downstream cluster: it registers the cluster
 // with each management namespace named by an Upstream, mirrors the plan it
 // pulls into a local Assemblage, and expands each Assemblage into Flux
-// objects, gated on cross-kind dependency readiness.
+// objects, gated on cross-kind dependency readiness. With --push-only it does
+// the last alone, for the Assemblages the fleet-manager pushes.
 package main
 
 import (
@@ -27,6 +28,9 @@ func main() {
 		"Run Upstreams and Assemblages that name no spec.serviceAccountName: Flux applies their syncs with its own identity "+
 			"(usually cluster-admin) and bindings are read as the agent. Only for a cluster whose every tenant is fully trusted; "+
 			"by default they are refused.")
+	pflag.BoolVar(&o.PushOnly, "push-only", false,
+		"Expand only the Assemblages the fleet-manager writes into this cluster through a kubeconfig (push mode): "+
+			"no Upstream is read, no cluster registers and no plan is pulled, so the agent needs no access to Upstreams or Secrets.")
 	own := pflag.String("namespace", os.Getenv("POD_NAMESPACE"),
 		"The agent's own namespace: the only one where it reads Upstreams and keeps their Secrets. "+
 			"Empty means every namespace, which needs cluster-wide permissions.")

@@ -48,6 +48,11 @@ type Options struct {
 	// to this long, drawn per agent: a fleet's clusters do not all hit the
 	// git or chart server in the same second.
 	FetchJitter time.Duration
+	// PushOnly leaves the Upstream controller out: the cluster registers
+	// with no management cluster and mirrors no plan, because the manager
+	// writes its Assemblages itself through a kubeconfig (push mode). The
+	// agent then reads neither Upstreams nor Secrets.
+	PushOnly bool
 }
 
 // CacheOptions confine what the agent reads to its own namespace, for
@@ -107,6 +112,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		FetchJitter:     o.FetchJitter,
 	}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if o.PushOnly {
+		return nil
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {

@@ -37,8 +37,14 @@ const (
 	tenantA = "team-a"
 	tenantB = "team-b"
 	// tenantC reaches the downstream cluster in push mode: the manager
-	// writes its Assemblage there through a kubeconfig.
+	// writes its Assemblage there through a kubeconfig of the push identity
+	// the agent chart's push release makes.
 	tenantC = "team-c"
+	// pushNamespace and pushRelease are where and as what the agent chart
+	// is installed in push mode, beside the pull release: its own
+	// namespace, so the two agents elect leaders apart.
+	pushNamespace = "fleeet-push"
+	pushRelease   = "team-c-agent"
 	// tenantSA is the downstream ServiceAccount Flux impersonates for each
 	// tenant, as the agent chart names it.
 	tenantSA = "fleeet-tenant"
@@ -51,12 +57,15 @@ type fleet struct {
 	mgmt, down *testenv.Cluster
 	manager    *testenv.Process
 	agent      *testenv.Process
+	// pushAgent expands the Assemblages the manager pushes.
+	pushAgent *testenv.Process
 	// webhookURL and webhookCA reach the manager's admission webhook
 	// directly, as any client on the network can.
 	webhookURL string
 	webhookCA  []byte
 	git        *testenv.GitServer
-	// pushKubeconfig reaches the downstream cluster as team-c's pusher.
+	// pushKubeconfig reaches the downstream cluster as the push
+	// release's ServiceAccount for the manager.
 	pushKubeconfig string
 	// managerMetrics, managerHealth and agentMetrics are where the manager
 	// and the agent serve metrics and health, reachable by anyone on the
@@ -65,7 +74,8 @@ type fleet struct {
 }
 
 func (f *fleet) logs() string {
-	return "manager:\n" + testenv.Tail(f.manager.LogPath, 40) + "\nagent:\n" + testenv.Tail(f.agent.LogPath, 40)
+	return "manager:\n" + testenv.Tail(f.manager.LogPath, 40) + "\nagent:\n" + testenv.Tail(f.agent.LogPath, 40) +
+		"\npush agent:\n" + testenv.Tail(f.pushAgent.LogPath, 40)
 }
 
 // startFleet brings up the management cluster with fleet-manager from its
@@ -129,10 +139,10 @@ func startFleet(t *testing.T) *fleet {
 	g.Expect(f.down.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantB, Name: "agent-reads-secrets"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "agent-reads-secrets"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: agentNamespace, Name: "fleet-agent"}}})).To(Succeed())
-	f.preparePushTenant(t)
-	f.agent = testenv.RunRelease(t, f.down, agentRelease, testenv.BuildCommand(t, "fleet-agent", "v0.0.0-adversarial"),
-		map[string]string{"heartbeat-interval": "2s", "watch-namespaces": strings.Join([]string{tenantA, tenantB, tenantC}, ","),
-			"metrics-bind-address": f.agentMetrics})
+	agentBin := testenv.BuildCommand(t, "fleet-agent", "v0.0.0-adversarial")
+	f.agent = testenv.RunRelease(t, f.down, agentRelease, agentBin,
+		map[string]string{"heartbeat-interval": "2s", "metrics-bind-address": f.agentMetrics})
+	f.installPushRelease(t, agentBin)
 	g.Eventually(func(g Gomega) {
 		for _, ns := range []string{tenantA, tenantB} {
 			remote := &fleeetv1.Remote{}
@@ -145,44 +155,22 @@ func startFleet(t *testing.T) *fleet {
 	return f
 }
 
-// preparePushTenant does downstream for team-c what the agent chart does
-// for a pull tenant (its namespace, the ServiceAccount Flux impersonates and
-// the agent's Role there, copied from team-a's), and makes the identity
-// the manager pushes with: it may write Assemblages in team-c and nothing
-// else.
-func (f *fleet) preparePushTenant(t *testing.T) {
-	g := NewWithT(t)
-	ctx := t.Context()
-	c := f.down.Client
-	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantC}})).To(Succeed())
-	g.Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenantC, Name: tenantSA}})).To(Succeed())
-	for _, name := range []string{"fleet-agent-tenant", "fleet-agent-assemblages"} {
-		rb := &rbacv1.RoleBinding{}
-		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: name}, rb)).To(Succeed())
-		for i := range rb.Subjects {
-			if rb.Subjects[i].Namespace == tenantA {
-				rb.Subjects[i].Namespace = tenantC
-			}
-		}
-		if rb.RoleRef.Kind == "Role" {
-			role := &rbacv1.Role{}
-			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: rb.RoleRef.Name}, role)).To(Succeed())
-			g.Expect(c.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: tenantC, Name: role.Name}, Rules: role.Rules})).To(Succeed())
-		}
-		g.Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantC, Name: rb.Name},
-			RoleRef: rb.RoleRef, Subjects: rb.Subjects})).To(Succeed())
-	}
-	g.Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenantC, Name: "pusher"}})).To(Succeed())
-	pusher := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: tenantC, Name: "pusher"}}
-	g.Expect(c.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: tenantC, Name: "pusher"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"fleeet.dev"}, Resources: []string{"assemblages"}, Verbs: []string{"*"}}}})).To(Succeed())
-	g.Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantC, Name: "pusher"},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pusher"}, Subjects: pusher})).To(Succeed())
-	g.Expect(c.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "pusher-namespaces"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}}}})).To(Succeed())
-	g.Expect(c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "pusher-namespaces"},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "pusher-namespaces"}, Subjects: pusher})).To(Succeed())
-	f.pushKubeconfig = kubeconfig(f.down.Config.Host, string(f.down.Config.CAData), "    token: "+mint(t, f.down, tenantC, "pusher")+"\n", "")
+// installPushRelease installs the agent chart in push mode for team-c, as
+// a downstream admin would, runs its agent, and makes the push kubeconfig
+// from the chart's ServiceAccount for the manager: it may write Assemblages
+// in team-c and nothing else.
+func (f *fleet) installPushRelease(t *testing.T, agentBin string) {
+	rel := testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, f.down, pushNamespace), pushRelease, pushNamespace, map[string]any{
+		"mode":                 "push",
+		"management":           map[string]any{"namespace": tenantC},
+		"clusterName":          "pushed",
+		"tenantServiceAccount": map[string]any{"clusterRole": "tenant-apps"},
+	})
+	f.pushAgent = testenv.RunRelease(t, f.down, rel, agentBin, nil)
+	// The chart's token Secret stays empty here (no kube-controller-manager
+	// fills it in); a token of the same ServiceAccount carries its rights.
+	token := testenv.ServiceAccountToken(t, f.down, pushNamespace, pushRelease+"-push")
+	f.pushKubeconfig = kubeconfig(f.down.Config.Host, string(f.down.Config.CAData), "    token: "+token+"\n", "")
 }
 
 // token creates a RegistrationToken and returns the agent chart values the

@@ -109,13 +109,55 @@ tenant's syncs and bindings could reach the other tenants' credentials there.
 {{- toJson $out -}}
 {{- end }}
 
+{{/*
+The tenants whose plans the fleet-manager pushes here (push mode), as a JSON
+list of {namespace, labels, clusterName}: the top-level values first, then
+.Values.tenants. The manager writes a tenant's Assemblage into the namespace
+named after its management namespace, so that is the downstream namespace;
+a different one, a token, or the release namespace (which holds the push
+identity's token Secret) fails the release.
+*/}}
+{{- define "fleet-agent.pushTenants" -}}
+{{- $primary := dict "token" .Values.token "management" .Values.management "labels" .Values.labels "namespace" .Values.namespace "clusterName" .Values.clusterName -}}
+{{- $out := list -}}
+{{- range $i, $t := prepend .Values.tenants $primary -}}
+{{- $field := ternary "" (printf "tenants[%d]." (sub $i 1)) (eq $i 0) -}}
+{{- if $t.token -}}
+{{- fail (printf "%stoken: push mode takes no token: the fleet-manager reaches this cluster through the kubeconfig the release notes show how to make; unset it, or install with mode=pull" $field) -}}
+{{- end -}}
+{{- $namespace := dig "namespace" "" ($t.management | default dict) -}}
+{{- if not $namespace -}}
+{{- fail (printf "%smanagement.namespace: required in push mode: the tenant namespace in the management cluster whose plans the fleet-manager pushes here, into the namespace of the same name" $field) -}}
+{{- end -}}
+{{- if and $t.namespace (ne $t.namespace $namespace) -}}
+{{- fail (printf "%snamespace: push mode writes tenant %s's Assemblage into the namespace of the same name, not %s; leave it unset" $field $namespace $t.namespace) -}}
+{{- end -}}
+{{- if eq $namespace $.Release.Namespace -}}
+{{- fail (printf "tenant %s: its downstream namespace is the release namespace, where the chart keeps the push identity's token Secret; install the release into a namespace of its own" $namespace) -}}
+{{- end -}}
+{{- $out = append $out (dict "namespace" $namespace "labels" ($t.labels | default dict) "clusterName" ($t.clusterName | default $.Values.clusterName)) -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end }}
+
 {{/* The tenants' downstream namespaces, sorted and unique, comma-separated. */}}
 {{- define "fleet-agent.namespaces" -}}
 {{- $ns := list -}}
-{{- range include "fleet-agent.tenants" . | fromJsonArray -}}
+{{- $tenants := ternary "fleet-agent.pushTenants" "fleet-agent.tenants" (eq .Values.mode "push") -}}
+{{- range include $tenants . | fromJsonArray -}}
 {{- $ns = append $ns .namespace -}}
 {{- end -}}
 {{- $ns | uniq | sortAlpha | join "," -}}
+{{- end }}
+
+{{/*
+The Remote name the release notes suggest for this cluster in push mode:
+clusterName, else cluster-<kube-system UID> where it can be looked up, else a
+placeholder to fill in.
+*/}}
+{{- define "fleet-agent.pushClusterName" -}}
+{{- $uid := dig "metadata" "uid" "" (lookup "v1" "Namespace" "" "kube-system") -}}
+{{- .clusterName | default (ternary (printf "cluster-%s" $uid) "<cluster-name>" (ne $uid "")) -}}
 {{- end }}
 
 {{/* How a ServiceMonitor endpoint reaches the metrics: with metrics.secure,

@@ -129,15 +129,14 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 }
 
 // push writes the Assemblage, named after the tenant namespace, into the
-// namespace of the same name downstream, creating the namespace if needed.
-// Flux applies it as the Remote's spec.serviceAccountName, whatever the plan
-// says. Errors describe the cluster's answers without their bodies.
+// namespace of the same name downstream. Flux applies it as the Remote's
+// spec.serviceAccountName, whatever the plan says. The namespace is created
+// only when the Assemblage cannot be created for want of it, so an identity
+// confined to Assemblages in namespaces that exist (the agent chart's push
+// mode) needs no right to namespaces at all. Errors describe the cluster's
+// answers without their bodies.
 func (p *PushReconciler) push(ctx context.Context, downstream client.Client, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage) (*fleeetv1.Assemblage, error) {
 	sa := remote.Spec.ServiceAccountName
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pa.Namespace}}
-	if err := downstream.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, &targetError{op: "creating namespace " + pa.Namespace, err: err}
-	}
 	asm := &fleeetv1.Assemblage{}
 	key := client.ObjectKey{Namespace: pa.Namespace, Name: pa.Namespace}
 	err := downstream.Get(ctx, key, asm)
@@ -145,8 +144,8 @@ func (p *PushReconciler) push(ctx context.Context, downstream client.Client, rem
 	case apierrors.IsNotFound(err):
 		asm = &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
 		mirror.Spec(asm, pa, sa)
-		if err := downstream.Create(ctx, asm); err != nil {
-			return nil, &targetError{op: "creating Assemblage " + key.String(), err: err}
+		if err := createAssemblage(ctx, downstream, asm); err != nil {
+			return nil, err
 		}
 	case err != nil:
 		return nil, &targetError{op: "reading Assemblage " + key.String(), err: err}
@@ -156,6 +155,23 @@ func (p *PushReconciler) push(ctx context.Context, downstream client.Client, rem
 		}
 	}
 	return asm, nil
+}
+
+// createAssemblage creates asm downstream, and its namespace first if the
+// cluster says that is what is missing.
+func createAssemblage(ctx context.Context, downstream client.Client, asm *fleeetv1.Assemblage) error {
+	err := downstream.Create(ctx, asm)
+	if apierrors.IsNotFound(err) {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: asm.Namespace}}
+		if err := downstream.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return &targetError{op: "creating namespace " + asm.Namespace, err: err}
+		}
+		err = downstream.Create(ctx, asm)
+	}
+	if err != nil {
+		return &targetError{op: "creating Assemblage " + client.ObjectKeyFromObject(asm).String(), err: err}
+	}
+	return nil
 }
 
 // targetError is a failed request to a push Remote's cluster. Its text
