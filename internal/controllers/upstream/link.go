@@ -332,10 +332,15 @@ func (l *link) reportVersions(ctx context.Context, fluxStatus fleeetv1.FluxStatu
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: l.cluster}}
-	return status.Apply(ctx, l.client, remote, status.AgentManager, map[string]any{
-		"agentVersion": l.versions.Agent, "kubernetesVersion": l.versions.Kubernetes,
-		"flux": fluxStatus, "conditions": conditions,
-	})
+	owned := map[string]any{
+		"agentVersion": l.versions.Agent, "kubernetesVersion": l.versions.Kubernetes, "flux": fluxStatus,
+	}
+	if len(conditions) > 0 {
+		// Sent only with a condition to own: the list is shared with
+		// the manager's writers.
+		owned["conditions"] = conditions
+	}
+	return status.Apply(ctx, l.client, remote, status.AgentManager, owned)
 }
 
 // renew replaces the credential at 80% of its lifetime with a new token
