@@ -25,6 +25,12 @@ const (
 	// has issued that credential.
 	RegisteredCondition = "Registered"
 
+	// FluxCompatibleCondition is True on an Upstream, and on its Remote,
+	// while the cluster's Flux serves every kind at the API version fleeet
+	// writes; False names the CustomResourceDefinition that is missing or
+	// serves other versions. It never stops the plan from being mirrored.
+	FluxCompatibleCondition = "FluxCompatible"
+
 	// RolloutPausedCondition is True on a Module whose rollout stopped because
 	// a Remote failed on the new version.
 	RolloutPausedCondition = "RolloutPaused"

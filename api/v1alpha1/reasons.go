@@ -115,6 +115,22 @@ const (
 	ReasonRevoked = "Revoked"
 )
 
+// Reasons of the FluxCompatible condition of Upstreams and Remotes, and of
+// the agent's events when it changes.
+const (
+	// ReasonFluxServed: every kind fleeet writes is served at its version.
+	ReasonFluxServed = "FluxServed"
+	// ReasonFluxMissing: a CustomResourceDefinition of a kind fleeet writes
+	// is not installed.
+	ReasonFluxMissing = "FluxMissing"
+	// ReasonFluxIncompatible: a CustomResourceDefinition does not serve the
+	// API version fleeet writes.
+	ReasonFluxIncompatible = "FluxIncompatible"
+	// ReasonFluxUnreadable: a CustomResourceDefinition could not be read,
+	// so whether Flux is compatible is unknown.
+	ReasonFluxUnreadable = "FluxUnreadable"
+)
+
 // Reasons of an Upstream's Connected and Ready conditions.
 const (
 	// ReasonConnected: the management cluster answers.

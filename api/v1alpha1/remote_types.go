@@ -1,7 +1,9 @@
 package v1alpha1
 
 import (
+	"maps"
 	"slices"
+	"strings"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,7 +58,9 @@ type RemoteSpec struct {
 //   - fleet-manager-push (push Remotes): mode, lastHeartbeatTime and the
 //     Connected, Ready and Stalled conditions, from delivering the plan;
 //   - fleet-manager-registration: the Registered condition;
-//   - fleet-agent (the cluster itself): agentVersion and kubernetesVersion.
+//   - fleet-agent (the cluster itself; fleet-manager-push for push Remotes):
+//     agentVersion and kubernetesVersion (pull only), flux and the
+//     FluxCompatible condition.
 //
 // observedGeneration is applied by each manager writer with the generation
 // it judged.
@@ -66,7 +70,8 @@ type RemoteStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration"`
 
-	// Conditions: Ready, Reconciling, Stalled, Connected.
+	// Conditions: Ready, Reconciling, Stalled, Connected, Registered (pull),
+	// FluxCompatible.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -87,6 +92,47 @@ type RemoteStatus struct {
 	// KubernetesVersion is the cluster's Kubernetes version.
 	// +optional
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+
+	// Flux is the Flux the cluster runs, read from the CustomResourceDefinitions
+	// of the kinds fleeet writes there; the FluxCompatible condition says
+	// whether those serve the API versions fleeet writes.
+	// +optional
+	Flux *FluxStatus `json:"flux,omitempty"`
+}
+
+// FluxStatus is the Flux a cluster runs, read from the
+// app.kubernetes.io/version labels of the CustomResourceDefinitions of
+// GitRepository, HelmRepository, Kustomization and HelmRelease.
+type FluxStatus struct {
+	// Version is Flux's version when all those CRDs carry the same label, as
+	// `flux install` labels them with Flux's release (v2.7.3); "unknown" when
+	// none carries one. Empty when they differ: see controllers.
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Controllers are, when the CRDs carry different versions, each Flux
+	// controller's version from the CRDs it serves (source-controller,
+	// kustomize-controller, helm-controller), as a Flux installed controller
+	// by controller labels them; "unknown" for a controller whose CRDs carry
+	// no label.
+	// +optional
+	Controllers map[string]string `json:"controllers,omitempty"`
+}
+
+// String is the Flux version, or each controller's, in one line; empty
+// when nothing was read.
+func (f *FluxStatus) String() string {
+	if f == nil {
+		return ""
+	}
+	if f.Version != "" {
+		return f.Version
+	}
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(f.Controllers)) {
+		parts = append(parts, name+" "+f.Controllers[name])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Remote is a downstream cluster as one tenant sees it.
@@ -99,6 +145,8 @@ type RemoteStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.lastHeartbeatTime`
 // +kubebuilder:printcolumn:name="Kubernetes",type=string,JSONPath=`.status.kubernetesVersion`,priority=1
+// +kubebuilder:printcolumn:name="Flux",type=string,JSONPath=`.status.flux.version`,priority=1
+// +kubebuilder:printcolumn:name="Flux-Compatible",type=string,JSONPath=`.status.conditions[?(@.type=="FluxCompatible")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Remote struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -75,11 +75,16 @@ type UpstreamStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration"`
 
-	// Conditions: Ready, Reconciling, Stalled, Registered, Connected.
+	// Conditions: Ready, Reconciling, Stalled, Registered, Connected,
+	// FluxCompatible.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Flux is the Flux this cluster runs, as reported on the Remote.
+	// +optional
+	Flux *FluxStatus `json:"flux,omitempty"`
 
 	// CredentialSecretName is the Secret holding this cluster's own credential.
 	// +optional
@@ -108,6 +113,7 @@ type UpstreamStatus struct {
 // +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="Connected")].status`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.management.url`,priority=1
+// +kubebuilder:printcolumn:name="Flux-Compatible",type=string,JSONPath=`.status.conditions[?(@.type=="FluxCompatible")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Upstream struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -19,6 +19,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/controllers/assemblage"
 	"github.com/fleeet-dev/fleeet/internal/controllers/upstream"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
+	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/version"
 )
 
@@ -132,6 +133,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		Recorder:        mgr.GetEventRecorder(Name),
 		Heartbeat:       o.Heartbeat,
 		Versions:        upstream.Versions{Agent: version.Version, Kubernetes: kube.GitVersion},
+		InspectFlux:     (&flux.Inspector{Reader: mgr.GetAPIReader()}).Inspect,
 		Concurrent:      o.Concurrent,
 		AllowUnconfined: o.AllowUnconfined,
 	}).SetupWithManager(ctx, mgr)

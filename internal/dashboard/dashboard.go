@@ -30,6 +30,8 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -589,12 +591,15 @@ func remoteView(f *fleetview.Fleet, name string) (view, int) {
 		Module, Text, WaitsFor string
 	}
 	body := struct {
-		Name, Connection, Heartbeat, Agent string
-		Syncs                              []sync
-		Graph                              template.HTML
-	}{Name: name, Connection: fleetview.ConditionMessage(r.Status.Conditions, fleeetv1.ConnectedCondition)}
+		Name, Connection, Heartbeat, Agent, Flux, FluxProblem string
+		Syncs                                                 []sync
+		Graph                                                 template.HTML
+	}{Name: name, Connection: fleetview.ConditionMessage(r.Status.Conditions, fleeetv1.ConnectedCondition), Flux: r.Status.Flux.String()}
 	if r.Status.AgentVersion != "" {
 		body.Agent = r.Status.AgentVersion + " on Kubernetes " + r.Status.KubernetesVersion
+	}
+	if c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.FluxCompatibleCondition); c != nil && c.Status == metav1.ConditionFalse {
+		body.FluxProblem = c.Reason + ": " + c.Message
 	}
 	if hb := r.Status.LastHeartbeatTime; hb != nil {
 		body.Heartbeat = hb.UTC().Format(time.RFC3339)

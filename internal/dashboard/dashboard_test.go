@@ -28,6 +28,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/dashboard"
 	"github.com/fleeet-dev/fleeet/internal/fleetview"
 	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
+	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -169,6 +170,18 @@ func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 	g.Expect(edge1).To(ContainSubstring(`<line class="edge blocking"`), "the graph highlights what app waits for")
 	g.Expect(edge1).To(ContainSubstring("<title>app waits for crds</title>"))
 	g.Expect(edge1).To(MatchRegexp(`<g class="node blocked"><rect [^>]*/><text [^>]*>app</text>`))
+
+	// A Remote's page shows the cluster's Flux, and what is wrong with it.
+	lab := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lab"}}
+	g.Expect(status.Apply(t.Context(), cluster.Client, lab, status.AgentManager, map[string]any{
+		"flux": fleeetv1.FluxStatus{Version: "v2.0.0"},
+		"conditions": []metav1.Condition{{Type: fleeetv1.FluxCompatibleCondition, Status: metav1.ConditionFalse,
+			Reason: fleeetv1.ReasonFluxMissing, Message: "CustomResourceDefinition helmreleases.helm.toolkit.fluxcd.io is not installed",
+			LastTransitionTime: metav1.Now()}},
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) string { return fetch(g, base+"/remotes/lab") }, fleetviewtest.Timeout, fleetviewtest.Poll).Should(And(
+		ContainSubstring("; Flux v2.0.0</p>"),
+		ContainSubstring(`<p class="failed">FluxMissing: CustomResourceDefinition helmreleases.helm.toolkit.fluxcd.io is not installed</p>`)))
 
 	// A change arrives as an event that carries the changed parts: the
 	// header row with the new version, not the rows that stayed.

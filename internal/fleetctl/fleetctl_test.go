@@ -84,20 +84,44 @@ func TestStatusShowsTheFleetGrid(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring(`--output "xml": want yaml, json or wide`)))
 
 	// -o wide adds the versions each Remote's agent reports, as the agent
-	// applies them.
+	// applies them, and what is wrong with a cluster's Flux.
+	fluxCompatible := func(cs metav1.ConditionStatus, reason, msg string) []metav1.Condition {
+		return []metav1.Condition{{Type: fleeetv1.FluxCompatibleCondition, Status: cs, Reason: reason, Message: msg,
+			LastTransitionTime: metav1.Now()}}
+	}
 	edge1 := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-1"}}
-	g.Expect(status.Apply(t.Context(), cluster.Client, edge1, status.AgentManager,
-		map[string]string{"agentVersion": "v1.4.2", "kubernetesVersion": "v1.36.3"})).To(Succeed())
+	g.Expect(status.Apply(t.Context(), cluster.Client, edge1, status.AgentManager, map[string]any{
+		"agentVersion": "v1.4.2", "kubernetesVersion": "v1.36.3", "flux": fleeetv1.FluxStatus{Version: "v2.7.3"},
+		"conditions": fluxCompatible(metav1.ConditionTrue, fleeetv1.ReasonFluxServed, "Flux serves …"),
+	})).To(Succeed())
+	const incompatible = "CustomResourceDefinition helmreleases.helm.toolkit.fluxcd.io serves v2beta2, not v2 " +
+		"(the agent writes HelmRelease helm.toolkit.fluxcd.io/v2; upgrade Flux's helm-controller)"
+	lab := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lab"}}
+	g.Expect(status.Apply(t.Context(), cluster.Client, lab, status.AgentManager, map[string]any{
+		"agentVersion": "v1.4.2", "kubernetesVersion": "v1.35.0",
+		"flux": fleeetv1.FluxStatus{Controllers: map[string]string{
+			"source-controller": "v1.9.6", "kustomize-controller": "v1.9.5", "helm-controller": "v0.37.4"}},
+		"conditions": fluxCompatible(metav1.ConditionFalse, fleeetv1.ReasonFluxIncompatible, incompatible),
+	})).To(Succeed())
 	g.Eventually(func(g Gomega) []string {
 		out, err := run(t, ns, "status", "-o", "wide")
 		g.Expect(err).NotTo(HaveOccurred())
 		return strings.Split(strings.TrimSpace(out), "\n")
 	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Equal([]string{
-		"REMOTE  AGENT   KUBERNETES  app@v1.0.0                               crds@v1.0.0",
-		"edge-1  v1.4.2  v1.36.3     blocked v1.0.0                           ready v1.0.0 2/2 pods",
-		"edge-2  -       -           offline v1.0.0                           offline v1.0.0",
-		"lab     -       -           failed v1.0.0 0/2 pods CrashLoopBackOff  -",
+		"REMOTE  AGENT   KUBERNETES  FLUX                                                                                             app@v1.0.0                               crds@v1.0.0",
+		"edge-1  v1.4.2  v1.36.3     v2.7.3                                                                                           blocked v1.0.0                           ready v1.0.0 2/2 pods",
+		"edge-2  -       -           -                                                                                                offline v1.0.0                           offline v1.0.0",
+		"lab     v1.4.2  v1.35.0     helm-controller v0.37.4, kustomize-controller v1.9.5, source-controller v1.9.6 FluxIncompatible  failed v1.0.0 0/2 pods CrashLoopBackOff  -",
 	}))
+	out, err = run(t, ns, "status", "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred())
+	var view fleetctl.StatusView
+	g.Expect(json.Unmarshal([]byte(out), &view)).To(Succeed())
+	g.Expect(view.Remotes).To(ContainElement(And(HaveField("Name", "lab"),
+		HaveField("Flux", HaveValue(HaveField("Controllers", HaveKeyWithValue("helm-controller", "v0.37.4")))),
+		HaveField("FluxProblem", "FluxIncompatible: "+incompatible))))
+	g.Expect(view.Remotes).To(ContainElement(And(HaveField("Name", "edge-1"),
+		HaveField("Flux", HaveValue(HaveField("Version", "v2.7.3"))), HaveField("FluxProblem", ""))))
 }
 
 func TestWhyExplainsOneCell(t *testing.T) {

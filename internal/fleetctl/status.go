@@ -4,9 +4,14 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/fleetview"
@@ -32,9 +37,15 @@ type RemoteView struct {
 	Connected bool   `json:"connected"`
 	// AgentVersion and KubernetesVersion are what the Remote's agent
 	// reports; empty until it has.
-	AgentVersion      string                    `json:"agentVersion,omitempty"`
-	KubernetesVersion string                    `json:"kubernetesVersion,omitempty"`
-	Cells             map[string]fleetview.Cell `json:"cells"`
+	AgentVersion      string `json:"agentVersion,omitempty"`
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// Flux is the Flux the cluster runs, as its agent (or, in push mode,
+	// the manager) reads it; FluxProblem says, while the cluster's Flux
+	// does not serve what fleeet writes, why (the FluxCompatible
+	// condition's reason and message).
+	Flux        *fleeetv1.FluxStatus      `json:"flux,omitempty"`
+	FluxProblem string                    `json:"fluxProblem,omitempty"`
+	Cells       map[string]fleetview.Cell `json:"cells"`
 }
 
 func newStatusCommand(s *session) *cobra.Command {
@@ -48,7 +59,8 @@ blocked (waiting for a dependency), failed or offline, and the version its plan 
 marked * is not the Module's current one yet; - marks a Remote the Module does not select. Where
 the sync runs workloads, their ready pods against those wanted follow, with the reason pods are
 not ready (CrashLoopBackOff, ImagePullBackOff, ReadinessProbeFailing…); fleetctl why says where.
--o wide adds the agent's and Kubernetes' versions each Remote reports.`,
+-o wide adds the agent's, Kubernetes' and Flux's versions each Remote reports; FLUX names the
+reason (FluxMissing, FluxIncompatible) when the cluster's Flux does not serve what fleeet writes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, f, err := s.fleet(cmd.Context())
@@ -79,7 +91,10 @@ func statusView(f *fleetview.Fleet) StatusView {
 	for i := range f.Remotes {
 		r := &f.Remotes[i]
 		row := RemoteView{Name: r.Name, Connected: !r.Offline(), Cells: map[string]fleetview.Cell{},
-			AgentVersion: r.Status.AgentVersion, KubernetesVersion: r.Status.KubernetesVersion}
+			AgentVersion: r.Status.AgentVersion, KubernetesVersion: r.Status.KubernetesVersion, Flux: r.Status.Flux}
+		if c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.FluxCompatibleCondition); c != nil && c.Status == metav1.ConditionFalse {
+			row.FluxProblem = c.Reason + ": " + c.Message
+		}
 		for j := range f.Modules {
 			if cell := f.Cell(&f.Modules[j], r); cell.State != "" {
 				row.Cells[f.Modules[j].Name] = cell
@@ -100,7 +115,7 @@ func printGrid(w io.Writer, f *fleetview.Fleet, v StatusView, colour, wide bool)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "REMOTE")
 	if wide {
-		fmt.Fprint(tw, "\tAGENT\tKUBERNETES")
+		fmt.Fprint(tw, "\tAGENT\tKUBERNETES\tFLUX")
 	}
 	for _, m := range f.Modules {
 		head := m.Name + "@" + v.Modules[m.Name]
@@ -113,7 +128,7 @@ func printGrid(w io.Writer, f *fleetview.Fleet, v StatusView, colour, wide bool)
 	for _, row := range v.Remotes {
 		fmt.Fprint(tw, row.Name)
 		if wide {
-			fmt.Fprintf(tw, "\t%s\t%s", cmp.Or(row.AgentVersion, "-"), cmp.Or(row.KubernetesVersion, "-"))
+			fmt.Fprintf(tw, "\t%s\t%s\t%s", cmp.Or(row.AgentVersion, "-"), cmp.Or(row.KubernetesVersion, "-"), fluxText(row))
 		}
 		for _, m := range f.Modules {
 			cell := row.Cells[m.Name]
@@ -132,4 +147,14 @@ func printGrid(w io.Writer, f *fleetview.Fleet, v StatusView, colour, wide bool)
 		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
+}
+
+// fluxText is a row's FLUX column: the version (or each controller's), then
+// the reason when Flux does not serve what fleeet writes; - until reported.
+func fluxText(row RemoteView) string {
+	text := row.Flux.String()
+	if reason, _, ok := strings.Cut(row.FluxProblem, ":"); ok {
+		text = strings.TrimSpace(text + " " + reason)
+	}
+	return cmp.Or(text, "-")
 }

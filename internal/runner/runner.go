@@ -12,6 +12,7 @@ import (
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/spf13/pflag"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -84,6 +85,8 @@ func NewScheme() (*runtime.Scheme, error) {
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, fleeetv1.AddToScheme,
 		sourcev1.AddToScheme, kustomizev1.AddToScheme, helmv2.AddToScheme,
+		// CustomResourceDefinitions are read, by name, for Flux's versions.
+		apiextensionsv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return nil, err

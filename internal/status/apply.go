@@ -17,13 +17,14 @@ const (
 	// HealthManager owns a pull Remote's mode, heartbeat and Connected and
 	// Ready conditions.
 	HealthManager = "fleet-manager-remote-health"
-	// PushManager owns a push Remote's mode, heartbeat and Connected, Ready
-	// and Stalled conditions, and a push Remote's ProxyAssemblage status.
+	// PushManager owns a push Remote's mode, heartbeat, flux and Connected,
+	// Ready, Stalled and FluxCompatible conditions, and a push Remote's
+	// ProxyAssemblage status.
 	PushManager = "fleet-manager-push"
 	// RegistrationManager owns a Remote's Registered condition.
 	RegistrationManager = "fleet-manager-registration"
-	// AgentManager owns a Remote's agent and Kubernetes versions and a pull
-	// Remote's ProxyAssemblage status.
+	// AgentManager owns a pull Remote's agent and Kubernetes versions, flux
+	// and FluxCompatible condition, and its ProxyAssemblage status.
 	AgentManager = "fleet-agent"
 )
 

@@ -166,6 +166,10 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 		remote := &fleeetv1.Remote{}
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, remote)).To(Succeed())
 		g.Expect(apimeta.IsStatusConditionTrue(remote.Status.Conditions, fleeetv1.ConnectedCondition)).To(BeTrue())
+		// Read with the chart's ClusterRole alone; the harness's Flux CRDs
+		// carry no version label.
+		g.Expect(remote.Status.Flux).To(HaveValue(Equal(fleeetv1.FluxStatus{Version: "unknown"})))
+		g.Expect(apimeta.IsStatusConditionTrue(remote.Status.Conditions, fleeetv1.FluxCompatibleCondition)).To(BeTrue())
 		g.Expect(upstreamReady(g, down)).To(BeTrue())
 	}, 3*timeout, poll).Should(Succeed(), logs)
 	ks := &kustomizev1.KustomizationList{}

@@ -136,7 +136,8 @@ func TestAgentChartInPushModeGrantsTheManagerExactlyWhatItPushes(t *testing.T) {
 	t.Logf("%s used: %s", pushUser, strings.Join(used, ", "))
 	g.Expect(refused).To(BeEmpty(), "requests refused to the push identity")
 	granted := grantedTo(t, agentRelease, agentNamespace, pusher)
-	g.Expect(granted).To(ConsistOf("get fleeet.dev/assemblages", "create fleeet.dev/assemblages", "update fleeet.dev/assemblages"))
+	g.Expect(granted).To(ConsistOf("get fleeet.dev/assemblages", "create fleeet.dev/assemblages", "update fleeet.dev/assemblages",
+		"get apiextensions.k8s.io/customresourcedefinitions"))
 	g.Expect(used).To(ContainElements(granted), "every permission the chart grants the push identity is used")
 	agentUser := "system:serviceaccount:" + agentNamespace + ":fleet-agent"
 	_, refused = permissionsUsed(t, audit, agentUser)
@@ -145,20 +146,20 @@ func TestAgentChartInPushModeGrantsTheManagerExactlyWhatItPushes(t *testing.T) {
 
 // grantedTo lists what the release's RBAC lets ServiceAccount namespace/name
 // do, as "verb group/resource" the way permissionsUsed names requests. A
-// binding of it to a ClusterRole fails the test: the chart grants it
-// nothing beyond namespaced Roles.
+// binding to a role the release does not hold fails the test: its rules
+// cannot be seen used.
 func grantedTo(t *testing.T, rel *release.Release, namespace, name string) []string {
 	t.Helper()
 	roles := map[string][]rbacv1.PolicyRule{}
-	var bindings []rbacv1.RoleBinding
+	var bindings []string
 	for _, o := range testenv.Objects(t, rel) {
 		switch o.GetKind() {
-		case "Role":
-			role := &rbacv1.Role{}
+		case "Role", "ClusterRole":
+			role := &rbacv1.ClusterRole{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, role); err != nil {
 				t.Fatal(err)
 			}
-			roles[role.Namespace+"/"+role.Name] = role.Rules
+			roles[o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName()] = role.Rules
 		case "RoleBinding", "ClusterRoleBinding":
 			b := &rbacv1.RoleBinding{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, b); err != nil {
@@ -167,15 +168,20 @@ func grantedTo(t *testing.T, rel *release.Release, namespace, name string) []str
 			if !slices.ContainsFunc(b.Subjects, isServiceAccount(namespace, name)) {
 				continue
 			}
-			if o.GetKind() == "ClusterRoleBinding" || b.RoleRef.Kind != "Role" {
-				t.Fatalf("%s %s binds %s/%s to %s %s, whose rules this test cannot see used", o.GetKind(), b.Name, namespace, name, b.RoleRef.Kind, b.RoleRef.Name)
+			ns := b.Namespace
+			if b.RoleRef.Kind == "ClusterRole" {
+				ns = ""
 			}
-			bindings = append(bindings, *b)
+			bindings = append(bindings, b.RoleRef.Kind+" "+ns+"/"+b.RoleRef.Name)
 		}
 	}
 	seen := map[string]bool{}
-	for _, b := range bindings {
-		for _, rule := range roles[b.Namespace+"/"+b.RoleRef.Name] {
+	for _, role := range bindings {
+		rules, ok := roles[role]
+		if !ok {
+			t.Fatalf("%s/%s is bound to %s, which the release does not hold", namespace, name, role)
+		}
+		for _, rule := range rules {
 			for _, group := range rule.APIGroups {
 				for _, resource := range rule.Resources {
 					for _, verb := range rule.Verbs {

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
 	"github.com/fleeet-dev/fleeet/internal/status"
@@ -56,10 +57,12 @@ type PushReconciler struct {
 	clients map[client.ObjectKey]pushClient
 }
 
-// pushClient is a downstream client built from one version of a kubeconfig Secret.
+// pushClient is a downstream client built from one version of a kubeconfig
+// Secret, and what reads the cluster's Flux through it.
 type pushClient struct {
 	secretVersion string
 	client        client.Client
+	flux          *flux.Inspector
 }
 
 // SetupWithManager registers the controller: ProxyAssemblage spec changes,
@@ -107,7 +110,7 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		}
 		return ctrl.Result{}, p.setRefused(ctx, remote, reason, err.Error())
 	}
-	asm, err := p.push(ctx, downstream, remote, pa)
+	asm, err := p.push(ctx, downstream.client, remote, pa)
 	if err != nil {
 		msg := fmt.Sprintf("cannot reach the cluster: %v", err)
 		if serr := p.setConnected(ctx, remote, metav1.ConditionFalse, fleeetv1.ReasonUnreachable, msg); serr != nil {
@@ -118,7 +121,10 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	if err := p.copyStatus(ctx, pa, asm); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := p.setConnected(ctx, remote, metav1.ConditionTrue, fleeetv1.ReasonPushed, "plan delivered to the cluster"); err != nil {
+	before := remote.Status.DeepCopy()
+	p.reconcileFlux(ctx, downstream.flux, remote)
+	markConnected(remote, metav1.ConditionTrue, fleeetv1.ReasonPushed, "plan delivered to the cluster")
+	if err := p.applyStatus(ctx, remote, before); err != nil {
 		return ctrl.Result{}, err
 	}
 	// The downstream cluster is not watched from here, so its progress is read on an interval.
@@ -174,6 +180,22 @@ func createAssemblage(ctx context.Context, downstream client.Client, asm *fleeet
 	return nil
 }
 
+// reconcileFlux reads the cluster's Flux through the kubeconfig, as a pull
+// cluster's agent does on each heartbeat, into the Remote's status.flux and
+// FluxCompatible condition (written with Connected), with a Warning event
+// when it does not serve what the cluster's Assemblage will be expanded
+// into. The push identity needs `get` on the CRDs flux.CRDNames lists; what
+// the cluster answers is never quoted.
+func (p *PushReconciler) reconcileFlux(ctx context.Context, inspector *flux.Inspector, remote *fleeetv1.Remote) {
+	st, c := inspector.Inspect(ctx)
+	remote.Status.Flux = &st
+	before := apimeta.FindStatusCondition(remote.Status.Conditions, fleeetv1.FluxCompatibleCondition)
+	if c.Status == metav1.ConditionFalse && (before == nil || before.Status != c.Status || before.Message != c.Message) {
+		p.Recorder.Eventf(remote, nil, corev1.EventTypeWarning, c.Reason, "CheckFlux", "%s", c.Message)
+	}
+	status.SetCondition(&remote.Status.Conditions, remote.Generation, fleeetv1.FluxCompatibleCondition, c.Status, c.Reason, c.Message)
+}
+
 // targetError is a failed request to a push Remote's cluster. Its text
 // leaves out what the cluster answered: the server is the tenant's choice,
 // possibly a service inside the manager's network, and an answer copied into
@@ -225,36 +247,37 @@ func (p *PushReconciler) copyStatus(ctx context.Context, pa *fleeetv1.ProxyAssem
 
 // clientFor returns a client for the Remote's cluster, rebuilt whenever its
 // kubeconfig Secret changes. Errors never quote the Secret's content.
-func (p *PushReconciler) clientFor(ctx context.Context, remote *fleeetv1.Remote) (client.Client, error) {
+func (p *PushReconciler) clientFor(ctx context.Context, remote *fleeetv1.Remote) (pushClient, error) {
 	ref := remote.Spec.KubeconfigRef
 	secret := &corev1.Secret{}
 	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: ref.Name}, secret); err != nil {
-		return nil, fmt.Errorf("spec.kubeconfigRef: reading Secret %s: %w", ref.Name, err)
+		return pushClient{}, fmt.Errorf("spec.kubeconfigRef: reading Secret %s: %w", ref.Name, err)
 	}
 	key := client.ObjectKeyFromObject(remote)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.clients[key]; ok && c.secretVersion == secret.ResourceVersion {
-		return c.client, nil
+		return c, nil
 	}
 	data, ok := secret.Data[ref.Key]
 	if !ok {
-		return nil, fmt.Errorf("spec.kubeconfigRef: Secret %s has no key %q", ref.Name, ref.Key)
+		return pushClient{}, fmt.Errorf("spec.kubeconfigRef: Secret %s has no key %q", ref.Name, ref.Key)
 	}
 	cfg, err := kubeconfig.Load(data, p.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("spec.kubeconfigRef: Secret %s key %q: %w", ref.Name, ref.Key, err)
+		return pushClient{}, fmt.Errorf("spec.kubeconfigRef: Secret %s key %q: %w", ref.Name, ref.Key, err)
 	}
 	cfg.Timeout = p.Timeout
 	c, err := client.New(cfg, client.Options{Scheme: p.Client.Scheme()})
 	if err != nil {
-		return nil, fmt.Errorf("spec.kubeconfigRef: Secret %s: %w", ref.Name, err)
+		return pushClient{}, fmt.Errorf("spec.kubeconfigRef: Secret %s: %w", ref.Name, err)
 	}
 	if p.clients == nil {
 		p.clients = map[client.ObjectKey]pushClient{}
 	}
-	p.clients[key] = pushClient{secretVersion: secret.ResourceVersion, client: c}
-	return c, nil
+	pc := pushClient{secretVersion: secret.ResourceVersion, client: c, flux: &flux.Inspector{Reader: c, Describe: describe}}
+	p.clients[key] = pc
+	return pc, nil
 }
 
 // setRefused records that the manager will not push to the Remote until its
@@ -271,6 +294,13 @@ func (p *PushReconciler) setRefused(ctx context.Context, remote *fleeetv1.Remote
 // setConnected records whether the Remote's cluster could be reached.
 func (p *PushReconciler) setConnected(ctx context.Context, remote *fleeetv1.Remote, cs metav1.ConditionStatus, reason, msg string) error {
 	before := remote.Status.DeepCopy()
+	markConnected(remote, cs, reason, msg)
+	return p.applyStatus(ctx, remote, before)
+}
+
+// markConnected sets, in memory, whether the Remote's cluster could be
+// reached, and when it last was.
+func markConnected(remote *fleeetv1.Remote, cs metav1.ConditionStatus, reason, msg string) {
 	remote.Status.Mode = fleeetv1.PushMode
 	apimeta.RemoveStatusCondition(&remote.Status.Conditions, fleeetv1.StalledCondition)
 	setConnected(remote, cs, reason, msg)
@@ -280,7 +310,6 @@ func (p *PushReconciler) setConnected(ctx context.Context, remote *fleeetv1.Remo
 			remote.Status.LastHeartbeatTime = &now
 		}
 	}
-	return p.applyStatus(ctx, remote, before)
 }
 
 // applyStatus writes the fields of a push Remote's status the push
@@ -290,11 +319,13 @@ func (p *PushReconciler) applyStatus(ctx context.Context, remote *fleeetv1.Remot
 	if equality.Semantic.DeepEqual(*before, remote.Status) {
 		return nil
 	}
+	// Flux is kept as last read while the cluster cannot be reached.
 	return status.Apply(ctx, p.Client, remote, status.PushManager, fleeetv1.RemoteStatus{
 		ObservedGeneration: remote.Generation,
 		Mode:               fleeetv1.PushMode,
 		LastHeartbeatTime:  remote.Status.LastHeartbeatTime,
-		Conditions: status.Conditions(remote.Status.Conditions,
-			fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition, fleeetv1.StalledCondition),
+		Flux:               remote.Status.Flux,
+		Conditions: status.Conditions(remote.Status.Conditions, fleeetv1.ConnectedCondition,
+			fleeetv1.ReadyCondition, fleeetv1.StalledCondition, fleeetv1.FluxCompatibleCondition),
 	})
 }

@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"context"
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -319,4 +322,39 @@ func TestPushCopiesBackTheStatusOfThePlanItPushed(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 	get(g, r)
 	g.Expect(connected(g, r).Reason).To(Equal(fleeetv1.ReasonPushed))
+}
+
+// The manager reads a push cluster's Flux through its kubeconfig, as a pull
+// cluster's agent does, and follows a change of it.
+func TestPushReportsTheClustersFlux(t *testing.T) {
+	g := NewWithT(t)
+	// The management cluster plays the downstream one, with Flux's CRDs
+	// from its Go modules, unlabelled.
+	admin, err := os.ReadFile(cluster.Kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	r := pushRemote(t, admin, nil)
+	reports := func(version string) func(g Gomega) {
+		return func(g Gomega) {
+			got := &fleeetv1.Remote{ObjectMeta: r.ObjectMeta}
+			get(g, got)
+			g.Expect(got.Status.Flux).To(HaveValue(Equal(fleeetv1.FluxStatus{Version: version})))
+			c := apimeta.FindStatusCondition(got.Status.Conditions, fleeetv1.FluxCompatibleCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(fleeetv1.ReasonFluxServed))
+			g.Expect(apimeta.IsStatusConditionTrue(got.Status.Conditions, fleeetv1.ConnectedCondition)).To(BeTrue())
+		}
+	}
+	g.Eventually(reports("unknown"), timeout, poll).Should(Succeed())
+
+	relabel := func(labels map[string]string) {
+		for _, name := range flux.CRDNames() {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			g.Expect(cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, crd)).To(Succeed())
+			crd.Labels = labels
+			g.Expect(cluster.Client.Update(context.Background(), crd)).To(Succeed())
+		}
+	}
+	relabel(map[string]string{flux.VersionLabel: "v2.7.3"})
+	t.Cleanup(func() { relabel(nil) })
+	g.Eventually(reports("v2.7.3"), timeout, poll).Should(Succeed())
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
@@ -46,6 +48,7 @@ type link struct {
 	token       atomic.Pointer[credential.Token]
 	heartbeat   time.Duration
 	versions    Versions
+	inspectFlux func(context.Context) (fleeetv1.FluxStatus, flux.Compatibility)
 	store       func(context.Context, credential.Token) error
 	notify      func()
 	log         logr.Logger
@@ -67,6 +70,18 @@ type linkState struct {
 	revoked string
 	// contact is when a request last succeeded.
 	contact time.Time
+	// flux is what the cluster's Flux serves; nil until first read.
+	flux *fluxReport
+}
+
+// fluxReport is what the agent found of the cluster's Flux.
+type fluxReport struct {
+	status fleeetv1.FluxStatus
+	compat flux.Compatibility
+}
+
+func (r fluxReport) equal(o fluxReport) bool {
+	return r.compat == o.compat && equality.Semantic.DeepEqual(r.status, o.status)
 }
 
 // Versions are what the agent reports about itself on its Remote.
@@ -232,13 +247,20 @@ func consume(w watch.Interface, rv string, apply func(client.Object)) string {
 }
 
 // beat renews the Lease named after the cluster every heartbeat, and
-// reports the agent's versions on the Remote once connected.
+// reports the agent's versions and the cluster's Flux on the Remote once
+// connected and again whenever what it reports changed. Flux is read again
+// on every heartbeat, so an upgrade in place shows within one without a
+// restart; see flux.Inspector for why that is cheaper than a watch.
 func (l *link) beat(ctx context.Context) {
 	var lease *coordinationv1.Lease
-	reported := false
+	var reported *fluxReport
+	var conditions []metav1.Condition
 	var backoff time.Duration
 	for wait := time.Duration(0); sleep(ctx, wait); {
 		wait = l.heartbeat
+		// Flux is read first: the Upstream's condition is about this
+		// cluster and stays true while the management cluster is away.
+		current := l.checkFlux(ctx)
 		var err error
 		if lease, err = l.renewLease(ctx, lease); err != nil {
 			lease = nil
@@ -250,10 +272,39 @@ func (l *link) beat(ctx context.Context) {
 		}
 		backoff = 0
 		l.succeeded()
-		if !reported {
-			reported = l.reportVersions(ctx) == nil
+		if reported == nil || !reported.equal(current) {
+			if current.compat.Status != "" {
+				status.SetCondition(&conditions, 0, fleeetv1.FluxCompatibleCondition, current.compat.Status, current.compat.Reason, current.compat.Message)
+			}
+			if l.reportVersions(ctx, current.status, conditions) == nil {
+				reported = &current
+			}
 		}
 	}
+}
+
+// checkFlux reads the cluster's Flux, records it and says so in the log
+// when whether it serves what the agent writes changed.
+func (l *link) checkFlux(ctx context.Context) fluxReport {
+	var current fluxReport
+	if l.inspectFlux == nil {
+		return current
+	}
+	current.status, current.compat = l.inspectFlux(ctx)
+	before := l.snapshot().flux
+	if before != nil && before.equal(current) {
+		return current
+	}
+	if before == nil || before.compat != current.compat {
+		if current.compat.Status == metav1.ConditionTrue {
+			l.log.Info("Flux serves every kind the agent writes", "flux", current.status.String())
+		} else {
+			l.log.Info("Flux does not serve what the agent writes; the plan is still mirrored",
+				"reason", current.compat.Reason, "message", current.compat.Message)
+		}
+	}
+	l.update(func(s *linkState) { s.flux = &current })
+	return current
 }
 
 func (l *link) renewLease(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
@@ -274,13 +325,22 @@ func (l *link) renewLease(ctx context.Context, lease *coordinationv1.Lease) (*co
 	return lease, nil
 }
 
-func (l *link) reportVersions(ctx context.Context) error {
+// reportVersions applies the fields of the Remote's status the agent owns:
+// its own and Kubernetes' versions, the cluster's Flux and the
+// FluxCompatible condition.
+func (l *link) reportVersions(ctx context.Context, fluxStatus fleeetv1.FluxStatus, conditions []metav1.Condition) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: l.cluster}}
-	return status.Apply(ctx, l.client, remote, status.AgentManager, map[string]string{
-		"agentVersion": l.versions.Agent, "kubernetesVersion": l.versions.Kubernetes,
-	})
+	owned := map[string]any{
+		"agentVersion": l.versions.Agent, "kubernetesVersion": l.versions.Kubernetes, "flux": fluxStatus,
+	}
+	if len(conditions) > 0 {
+		// Sent only with a condition to own: the list is shared with
+		// the manager's writers.
+		owned["conditions"] = conditions
+	}
+	return status.Apply(ctx, l.client, remote, status.AgentManager, owned)
 }
 
 // renew replaces the credential at 80% of its lifetime with a new token

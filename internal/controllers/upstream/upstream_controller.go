@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,6 +32,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
@@ -49,6 +51,9 @@ type Reconciler struct {
 	Heartbeat time.Duration
 	// Versions are reported on the cluster's Remote.
 	Versions Versions
+	// InspectFlux reads the cluster's Flux, reported on the Upstream and its
+	// Remote on every heartbeat; nil reports none.
+	InspectFlux func(context.Context) (fleeetv1.FluxStatus, flux.Compatibility)
 	// Concurrent is how many Upstreams reconcile at once.
 	Concurrent int
 	// AllowUnconfined lets an Upstream without spec.serviceAccountName register
@@ -133,6 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	st := l.snapshot()
+	r.reconcileFlux(up, st.flux)
 	token := l.token.Load()
 	up.Status.CredentialExpiresAt = &metav1.Time{Time: token.ExpiresAt}
 	if st.revoked != "" {
@@ -168,6 +174,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	return ctrl.Result{}, nil
 }
 
+// reconcileFlux sets the FluxCompatible condition from what the link last
+// read of the cluster's Flux, with a Warning event when Flux stops serving
+// what the agent writes (or serves it differently wrong) and a Normal one
+// when it serves it again. The plan is mirrored either way: nothing is
+// deleted, and Flux objects of a version not served fail on their own.
+func (r *Reconciler) reconcileFlux(up *fleeetv1.Upstream, report *fluxReport) {
+	if report == nil || report.compat.Status == "" {
+		return
+	}
+	up.Status.Flux = report.status.DeepCopy()
+	c := report.compat
+	var before *metav1.Condition
+	if c := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.FluxCompatibleCondition); c != nil {
+		before = c.DeepCopy() // setCondition changes it in place
+	}
+	setCondition(up, fleeetv1.FluxCompatibleCondition, c.Status, c.Reason, c.Message)
+	switch {
+	case c.Status == metav1.ConditionFalse && (before == nil || before.Status != c.Status || before.Message != c.Message):
+		r.Recorder.Eventf(up, nil, corev1.EventTypeWarning, c.Reason, "CheckFlux", "%s", c.Message)
+	case c.Status == metav1.ConditionTrue && before != nil && before.Status == metav1.ConditionFalse:
+		r.Recorder.Eventf(up, nil, corev1.EventTypeNormal, c.Reason, "CheckFlux", "%s", c.Message)
+	}
+}
+
 // connect returns the Upstream's running link, starting one from the stored
 // credential, or registering first when the cluster has none.
 func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link, error) {
@@ -185,7 +215,7 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 	}
 	l = &link{
 		ns: up.Spec.Management.Namespace, cluster: up.Spec.ClusterName, generation: up.Generation,
-		heartbeat: r.Heartbeat, versions: r.Versions,
+		heartbeat: r.Heartbeat, versions: r.Versions, inspectFlux: r.InspectFlux,
 		log:   log.FromContext(ctx).WithValues("management", up.Spec.Management.URL, "remote", up.Spec.Management.Namespace+"/"+up.Spec.ClusterName),
 		store: func(ctx context.Context, t credential.Token) error { return r.storeCredential(ctx, up, t) },
 		notify: func() {
