@@ -3,6 +3,11 @@
 // pulls into a local Assemblage, and expands each Assemblage into Flux
 // objects, gated on cross-kind dependency readiness. With --push-only it does
 // the last alone, for the Assemblages the fleet-manager pushes.
+//
+// `fleet-agent check` is the chart's helm test: it passes when every
+// Upstream in the agent's namespace is Ready. `fleet-agent uninstall` is its
+// pre-delete hook: it removes the plans of the namespaces the release created
+// while the agent and Flux still run (internal/helmhooks).
 package main
 
 import (
@@ -13,10 +18,21 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fleeet-dev/fleeet/internal/agent"
+	"github.com/fleeet-dev/fleeet/internal/helmhooks"
 	"github.com/fleeet-dev/fleeet/internal/runner"
 )
 
 func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "check":
+			helmhooks.Main("fleet-agent", os.Args[1:], helmhooks.Registered)
+			return
+		case "uninstall":
+			helmhooks.Main("fleet-agent", os.Args[1:], helmhooks.Uninstall())
+			return
+		}
+	}
 	var o agent.Options
 	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of Assemblages and Upstreams reconciled at once.")
 	pflag.DurationVar(&o.Heartbeat, "heartbeat-interval", agent.DefaultHeartbeat,

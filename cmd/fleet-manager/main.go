@@ -6,6 +6,10 @@
 // `fleet-manager dashboard --in-cluster` runs the web dashboard instead —
 // fleetctl's (internal/dashboard), shipped in this image for the chart's
 // dashboard Deployment.
+//
+// `fleet-manager check --namespace <not a tenant>` is the chart's helm test:
+// it passes when the admission webhook refuses a Module there
+// (internal/helmhooks).
 package main
 
 import (
@@ -21,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/fleeet-dev/fleeet/internal/dashboard"
+	"github.com/fleeet-dev/fleeet/internal/helmhooks"
 	"github.com/fleeet-dev/fleeet/internal/manager"
 	"github.com/fleeet-dev/fleeet/internal/runner"
 )
@@ -30,6 +35,10 @@ func main() {
 		if err := runDashboard(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
 			os.Exit(1)
 		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "check" {
+		helmhooks.Main("fleet-manager", os.Args[1:], helmhooks.Admission)
 		return
 	}
 	var o manager.Options

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -89,10 +90,13 @@ func (h *Chart) Upgrade(t TB, cfg *action.Configuration, name, namespace string,
 	return rel
 }
 
-// Uninstall removes release name.
+// Uninstall removes release name without running its hooks, whose Pods
+// need a node (test/ct runs them on one through ct install).
 func Uninstall(t TB, cfg *action.Configuration, name string) {
 	t.Helper()
-	if _, err := action.NewUninstall(cfg).Run(name); err != nil {
+	uninstall := action.NewUninstall(cfg)
+	uninstall.DisableHooks = true
+	if _, err := uninstall.Run(name); err != nil {
 		t.Fatalf("helm uninstall %s: %v", name, err)
 	}
 }
@@ -246,4 +250,29 @@ func ServiceAccountToken(t TB, c *Cluster, namespace, name string) string {
 		t.Fatalf("token for ServiceAccount %s/%s: %v", namespace, name, err)
 	}
 	return tr.Status.Token
+}
+
+// HelmCLI runs the pinned helm command against c, as a user at a shell
+// does, with Helm's cache, configuration and data in the test's temporary
+// directory, and returns its output.
+func HelmCLI(t TB, c *Cluster, args ...string) string {
+	t.Helper()
+	helm, err := tool("helm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(t.Context(), helm, args...)
+	cmd.Env = append(os.Environ(), append(helmHomes(t.TempDir()), "KUBECONFIG="+c.Kubeconfig)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// helmHomes is the environment that keeps Helm's cache, configuration and
+// data under home.
+func helmHomes(home string) []string {
+	return []string{"HELM_CACHE_HOME=" + filepath.Join(home, "cache"), "HELM_CONFIG_HOME=" + filepath.Join(home, "config"),
+		"HELM_DATA_HOME=" + filepath.Join(home, "data")}
 }
