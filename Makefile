@@ -2,7 +2,7 @@
 #
 #   make help      list every target with what it does
 #   make setup     install Debian packages the tests need, build the pinned tools
-#   make test      everything CI runs: vet, gofmt, verify, Go tests, opa check/test, promtool, ct lint
+#   make test      everything CI runs: vet, gofmt, verify, Go tests (ct install in test/ct), opa check/test, promtool, ct lint
 #   make generate  regenerate deepcopy code, CRDs, the charts' CRDs and READMEs, the webhook config
 #   make verify    fail when generated files are stale
 #   make bench     benchmarks against real apiservers and Flux; figures go to BENCHMARKS.md

@@ -23,6 +23,7 @@ tools=(
 	"kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes"
 	"kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes"
 	"kube-proxy k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes"
+	"kubectl k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes"
 	"etcd go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3"
 	"source-controller github.com/fluxcd/source-controller github.com/fluxcd/source-controller"
 	"kustomize-controller github.com/fluxcd/kustomize-controller github.com/fluxcd/kustomize-controller"

@@ -70,3 +70,18 @@ func cacheImage(s ociimage.Spec, ref, archive string) error {
 	}
 	return os.Rename(tmp, archive)
 }
+
+// MakeImages runs `make images`' command into a temporary directory and
+// returns each image's archive by name (fleet-manager, fleet-agent), named
+// as the charts' default images.
+func MakeImages(t TB) map[string]string {
+	t.Helper()
+	out := t.TempDir()
+	if _, err := runIn(RepoRoot, "go", "run", "./hack/images", "--out", out); err != nil {
+		t.Fatalf("make images: %v", err)
+	}
+	return map[string]string{
+		"fleet-manager": filepath.Join(out, "fleet-manager.oci.tar"),
+		"fleet-agent":   filepath.Join(out, "fleet-agent.oci.tar"),
+	}
+}

@@ -80,17 +80,35 @@ func tool(name string) (string, error) {
 // StartCertManager runs, so the fleet-manager chart's Issuer and Certificate
 // meet a real schema.
 var CertManagerCRDDirectory = sync.OnceValues(func() (string, error) {
-	const certManager = "github.com/cert-manager/cert-manager"
-	out, err := runIn(filepath.Join(RepoRoot, "hack", "tools", "cert-manager"), "go", "mod", "download", "-json", certManager)
+	dir, err := moduleDir(filepath.Join(RepoRoot, "hack", "tools", "cert-manager"), "github.com/cert-manager/cert-manager")
+	return filepath.Join(dir, "deploy", "crds"), err
+})
+
+// prometheusOperator is the prometheus-operator release whose CRDs tests
+// install, so the charts' ServiceMonitors and PrometheusRules meet a real
+// schema.
+const prometheusOperator = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
+
+// PrometheusOperatorCRDDirectory returns the directory of prometheus-operator's
+// CRDs in its Go module, downloaded once.
+var PrometheusOperatorCRDDirectory = sync.OnceValues(func() (string, error) {
+	dir, err := moduleDir(os.TempDir(), prometheusOperator)
+	return filepath.Join(dir, "example", "prometheus-operator-crd"), err
+})
+
+// moduleDir downloads module (a path, resolved by the go.mod in dir, or
+// path@version) into the module cache and returns its directory there.
+func moduleDir(dir, module string) (string, error) {
+	out, err := runIn(dir, "go", "mod", "download", "-json", module)
 	if err != nil {
-		return "", fmt.Errorf("downloading %s: %w", certManager, err)
+		return "", fmt.Errorf("downloading %s: %w", module, err)
 	}
 	var mod struct{ Dir string }
 	if err := json.Unmarshal([]byte(out), &mod); err != nil {
-		return "", fmt.Errorf("downloading %s: %w", certManager, err)
+		return "", fmt.Errorf("downloading %s: %w", module, err)
 	}
-	return filepath.Join(mod.Dir, "deploy", "crds"), nil
-})
+	return mod.Dir, nil
+}
 
 // fluxCRDDirectories returns the config/crd/bases directories of the Flux
 // controller modules pinned in hack/tools, so tests install exactly the CRDs
