@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"net"
+	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
@@ -41,19 +42,27 @@ func NewPodReachableGitServer(t TB) *GitServer {
 func startGitServer(t TB, host string) *GitServer {
 	t.Helper()
 	root := t.TempDir()
-	srv := httptest.NewUnstartedServer(&cgi.Handler{
+	srv := serve(t, host, &cgi.Handler{
 		Path: gitHTTPBackend,
 		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
 	})
+	return &GitServer{URL: srv.URL, root: root}
+}
+
+// serve serves handler over plain HTTP on a free port of host until the
+// test ends.
+func serve(t TB, host string, handler http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(handler)
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
-		t.Fatalf("starting the git server: %v", err)
+		t.Fatalf("listening on %s: %v", host, err)
 	}
 	srv.Listener.Close()
 	srv.Listener = l
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &GitServer{URL: srv.URL, root: root}
+	return srv
 }
 
 // Commit writes files (path → content) into repository repo on branch main as

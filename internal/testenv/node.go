@@ -25,7 +25,8 @@ import (
 
 // Node is a kubelet with its own containerd, CNI network and kube-proxy,
 // registered in a cluster started WithNodes: Pods scheduled to it run as
-// real containers. Images come from ImportImage, never from a registry.
+// real containers. Images come from ImportImage, or from a registry the test
+// started and named with PullFrom.
 type Node struct {
 	// Name is the Node object's name.
 	Name string
@@ -261,8 +262,30 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     bin_dir = %[8]q
     conf_dir = %[9]q
     max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[10]q
 `, filepath.Join(dir, "containerd", "root"), filepath.Join(dir, "containerd", "state"), socket, socket+".ttrpc",
-		filepath.Join(dir, "containerd", "opt"), pauseImage, filepath.Join(dir, "runc"), cniDir, cniConf)
+		filepath.Join(dir, "containerd", "opt"), pauseImage, filepath.Join(dir, "runc"), cniDir, cniConf, registryHosts(dir))
+}
+
+// registryHosts is the directory of per-registry hosts.toml files the
+// node's containerd reads at each pull.
+func registryHosts(dir string) string { return filepath.Join(dir, "containerd", "certs.d") }
+
+// PullFrom lets the node pull images from the plain-HTTP registry at
+// hostport (host:port, reachable from the node's network, as a test's
+// registry on PodReachableHostIP is), as a cluster pulls from the registry
+// a release was pushed to.
+func (n *Node) PullFrom(t TB, hostport string) {
+	t.Helper()
+	dir := filepath.Join(registryHosts(n.dir), hostport)
+	hosts := fmt.Sprintf("server = %[1]q\n\n[host.%[1]q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+hostport)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // ImportImage loads the OCI image archive at path into the node's

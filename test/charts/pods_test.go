@@ -3,10 +3,12 @@ package charts_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -21,13 +23,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	cli "github.com/fleeet-dev/fleeet/internal/fleetctl"
+	"github.com/fleeet-dev/fleeet/internal/fleetview"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
 // TestChartsRunAsPodsFromTheirImages runs fleet-manager and fleet-agent the
-// way a user does: the Pods their charts render, on real nodes, from the
-// images `make images` builds, under the charts' default image names,
-// probes and security context. The downstream cluster starts without Flux,
+// way a user does: the Pods their charts render, on real nodes, with the
+// charts' probes and security context. The manager runs from the image
+// `make images` builds under the chart's default name; the agent is enrolled
+// as the README's quickstart says — `make release` into a registry,
+// `fleetctl token create`, `helm install` of the released chart from oci://
+// with the printed enrolment string — and its node pulls the image the
+// release pinned. The downstream cluster starts without Flux,
 // neither its CRDs nor its controllers: the agent chart brings both, and
 // its Flux runs as Pods from images built from Flux's pinned modules under
 // Flux's own image names. The agent Pod dials the management apiserver;
@@ -46,10 +54,9 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	mgmt := testenv.StartCluster(t, "management", testenv.WithNodes(), testenv.WithoutFleeetCRDs(certManagerCRDs))
 	testenv.StartCertManager(t, mgmt)
 	down := testenv.StartCluster(t, "downstream", testenv.WithNodes(), testenv.WithoutCRDs())
-	images := makeImages(t)
+	images := testenv.MakeImages(t)
 	mgmt.StartNode(t, "management-1").ImportImage(t, images["fleet-manager"])
 	edge := down.StartNode(t, "edge-1")
-	edge.ImportImage(t, images["fleet-agent"])
 	for _, archive := range testenv.FluxImages(t, fluxControllers...) {
 		edge.ImportImage(t, archive)
 	}
@@ -88,20 +95,31 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 		return mgmt.Client.Create(ctx, m)
 	}, timeout, poll).Should(MatchError(ContainSubstring("metadata.labels.frozen: frozen objects are refused")), managerLog)
 
-	// fleet-agent from the token's values; its Pod dials the management
-	// apiserver at the URL the token names.
-	agentValues := testenv.IssueToken(t, mgmt, &fleeetv1.RegistrationToken{
-		ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "edge"},
-	}, managerLog)
+	// fleet-agent as a new user installs it. `make release` publishes the
+	// charts and images to a registry; `fleetctl token create` prints the
+	// helm command with the enrolment string; helm installs the released
+	// chart from oci:// with it, and the node pulls the agent's image from
+	// the registry by the digest the chart pins. The cluster is named after
+	// its kube-system namespace.
+	registry := testenv.NewPodReachableRegistry(t)
+	edge.PullFrom(t, registry)
+	chartRef := makeRelease(t, registry+"/fleeet", releaseVersion)
+	fleetctl := fleetctlFor(t, mgmt)
+	printed := fleetctl("-n", tenant, "token", "create", "edge", "--chart", chartRef)
+	token := regexp.MustCompile(`--set token=(\S+)`).FindStringSubmatch(printed)
+	g.Expect(token).To(HaveLen(2), "fleetctl token create printed:\n%s", printed)
 	g.Expect(down.Client.Create(ctx, podinfo.TenantRole("tenant-apps"))).To(Succeed())
-	agentValues["clusterName"] = "edge"
-	agentValues["tenantServiceAccount"] = map[string]any{"clusterRole": "tenant-apps"}
-	// The test nodes have no cluster DNS: source-controller advertises its
-	// Service's address from the environment instead of the DNS name.
-	agentValues["flux"] = map[string]any{"sourceController": map[string]any{
-		"storageAdvertisedAddress": "$(SOURCE_CONTROLLER_SERVICE_HOST):$(SOURCE_CONTROLLER_SERVICE_PORT)",
-	}}
-	testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, agentNamespace), "fleet-agent", agentNamespace, agentValues)
+	testenv.HelmCLI(t, down, "install", "fleet-agent", chartRef, "--version", releaseVersion, "--plain-http",
+		"--namespace", agentNamespace, "--create-namespace", "--set", "token="+token[1],
+		// What this test's cluster lacks: the default tenant role, admin,
+		// has no rules here (no aggregation controller fills them), and
+		// there is no cluster DNS, so source-controller advertises its
+		// Service's address from the environment instead of its DNS name.
+		"--set", "tenantServiceAccount.clusterRole=tenant-apps",
+		"--set", "flux.sourceController.storageAdvertisedAddress=$(SOURCE_CONTROLLER_SERVICE_HOST):$(SOURCE_CONTROLLER_SERVICE_PORT)")
+	kubeSystem := &corev1.Namespace{}
+	g.Expect(down.Client.Get(ctx, client.ObjectKey{Name: "kube-system"}, kubeSystem)).To(Succeed())
+	cluster := "cluster-" + string(kubeSystem.UID)
 	agentLog := podLog(t, down, agentNamespace, "fleet-agent")
 	waitAvailable(t, down, agentNamespace, "fleet-agent", agentLog)
 
@@ -137,12 +155,25 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 		g.Expect(d.Status.ReadyReplicas).To(BeNumerically(">=", 1))
 	}, 3*timeout, poll).Should(Succeed(), func() string {
 		pa := &fleeetv1.ProxyAssemblage{}
-		_ = mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, pa)
+		_ = mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: cluster}, pa)
 		return fmt.Sprintf("plan status: %+v\nmanager:\n%s\nagent:\n%s", pa.Status, managerLog(), agentLog())
 	})
+	// fleetctl status shows the cluster connected, running the released
+	// agent, and podinfo ready on it.
+	view := cli.StatusView{}
+	g.Expect(json.Unmarshal([]byte(fleetctl("-n", tenant, "status", "-o", "json")), &view)).To(Succeed())
+	g.Expect(view.Remotes).To(HaveLen(1))
+	g.Expect(view.Remotes[0].Name).To(Equal(cluster))
+	g.Expect(view.Remotes[0].Connected).To(BeTrue())
+	g.Expect(view.Remotes[0].AgentVersion).To(Equal(releaseVersion))
+	g.Expect(view.Remotes[0].Cells).To(HaveKeyWithValue("podinfo", HaveField("State", fleetview.StateReady)))
+	agent := &appsv1.Deployment{}
+	g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: "fleet-agent"}, agent)).To(Succeed())
+	g.Expect(agent.Spec.Template.Spec.Containers[0].Image).To(MatchRegexp(`^%s/fleeet/fleet-agent:%s@sha256:[0-9a-f]{64}$`,
+		regexp.QuoteMeta(registry), regexp.QuoteMeta(releaseVersion)), "the released chart pins the pushed image")
 	explain := func() string {
 		pa := &fleeetv1.ProxyAssemblage{}
-		_ = mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, pa)
+		_ = mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: cluster}, pa)
 		m := &fleeetv1.Module{}
 		_ = mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), m)
 		return fmt.Sprintf("plan status: %+v\nmodule status: %+v", pa.Status, m.Status)
@@ -166,7 +197,7 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	// reported is the cluster's report on one sync of its current plan.
 	reported := func(g Gomega, sync string) *fleeetv1.SyncStatus {
 		pa := &fleeetv1.ProxyAssemblage{}
-		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, pa)).To(Succeed())
+		g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: cluster}, pa)).To(Succeed())
 		st := pa.ReportedSync(sync)
 		g.Expect(st).NotTo(BeNil(), "no report on %s for the current plan", sync)
 		return st
@@ -216,8 +247,40 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 		g.Expect(d.Status.ReadyReplicas).To(Equal(*d.Spec.Replicas))
 	}, 3*timeout, poll).Should(Succeed(), explain)
 	remote := &fleeetv1.Remote{}
-	g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "edge"}, remote)).To(Succeed())
+	g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: cluster}, remote)).To(Succeed())
 	g.Expect(remote.Annotations).NotTo(HaveKey(fleeetv1.RetryAnnotation), "no fleetctl retry was needed")
+}
+
+// releaseVersion is the version the test releases the charts and images at.
+const releaseVersion = "0.0.0-enrol"
+
+// makeRelease runs `make release`'s command into the registry path at
+// version, over plain HTTP, and returns the agent chart's oci:// reference.
+func makeRelease(t *testing.T, registry, version string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "go", "run", "./hack/release", "--registry", registry, "--version", version,
+		"--plain-http", "--out", t.TempDir())
+	cmd.Dir = testenv.RepoRoot
+	cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_CACHE_HOME="+t.TempDir())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make release: %v\n%s", err, out)
+	}
+	return "oci://" + registry + "/charts/fleet-agent"
+}
+
+// fleetctlFor builds fleetctl and returns a function that runs it against
+// c and returns what it printed.
+func fleetctlFor(t *testing.T, c *testenv.Cluster) func(args ...string) string {
+	t.Helper()
+	bin := testenv.BuildCommand(t, "fleetctl", "v0.0.0-chart")
+	return func(args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(t.Context(), bin, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("fleetctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
 }
 
 // fluxControllers are the Flux controllers the agent chart installs.
@@ -229,22 +292,6 @@ var fluxMainCRDs = map[testenv.FluxController]string{
 	testenv.SourceController:    "gitrepositories.source.toolkit.fluxcd.io",
 	testenv.KustomizeController: "kustomizations.kustomize.toolkit.fluxcd.io",
 	testenv.HelmController:      "helmreleases.helm.toolkit.fluxcd.io",
-}
-
-// makeImages runs `make images`' command into a temporary directory and
-// returns each image's archive by name.
-func makeImages(t *testing.T) map[string]string {
-	t.Helper()
-	out := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), "go", "run", "./hack/images", "--out", out)
-	cmd.Dir = testenv.RepoRoot
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make images: %v\n%s", err, b)
-	}
-	return map[string]string{
-		"fleet-manager": filepath.Join(out, "fleet-manager.oci.tar"),
-		"fleet-agent":   filepath.Join(out, "fleet-agent.oci.tar"),
-	}
 }
 
 func podinfoModule(url, tag string) *fleeetv1.Module {
