@@ -108,14 +108,11 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	printed := fleetctl("-n", tenant, "token", "create", "edge", "--chart", chartRef)
 	token := regexp.MustCompile(`--set token=(\S+)`).FindStringSubmatch(printed)
 	g.Expect(token).To(HaveLen(2), "fleetctl token create printed:\n%s", printed)
-	g.Expect(down.Client.Create(ctx, podinfo.TenantRole("tenant-apps"))).To(Succeed())
 	testenv.HelmCLI(t, down, "install", "fleet-agent", chartRef, "--version", releaseVersion, "--plain-http",
 		"--namespace", agentNamespace, "--create-namespace", "--set", "token="+token[1],
-		// What this test's cluster lacks: the default tenant role, admin,
-		// has no rules here (no aggregation controller fills them), and
-		// there is no cluster DNS, so source-controller advertises its
-		// Service's address from the environment instead of its DNS name.
-		"--set", "tenantServiceAccount.clusterRole=tenant-apps",
+		// The one thing this test's cluster lacks is cluster DNS, so
+		// source-controller advertises its Service's address from the
+		// environment instead of its DNS name.
 		"--set", "flux.sourceController.storageAdvertisedAddress=$(SOURCE_CONTROLLER_SERVICE_HOST):$(SOURCE_CONTROLLER_SERVICE_PORT)")
 	kubeSystem := &corev1.Namespace{}
 	g.Expect(down.Client.Get(ctx, client.ObjectKey{Name: "kube-system"}, kubeSystem)).To(Succeed())
