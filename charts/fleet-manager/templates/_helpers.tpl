@@ -50,3 +50,22 @@ tlsConfig:
 scheme: http
 {{- end -}}
 {{- end }}
+
+{{/* The Pod security context of every Pod the chart runs: non-root (the
+images' user 65532) under the runtime's default seccomp profile. */}}
+{{- define "fleet-manager.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* The security context of every container the chart runs: no privilege
+escalation, a read-only root filesystem, no capabilities. */}}
+{{- define "fleet-manager.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+{{- end }}
