@@ -44,6 +44,11 @@ func helmSync() fleeetv1.SyncSpec {
 	}
 }
 
+// ociSource is an OCI artifact source at tag or digest.
+func ociSource(tag, digest string) fleeetv1.Source {
+	return fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: "oci://registry.example.com/platform", Tag: tag, Digest: digest}}
+}
+
 func minimalModule(ns string) *fleeetv1.Module {
 	return &fleeetv1.Module{
 		ObjectMeta: metav1.ObjectMeta{Name: "platform", Namespace: ns},
@@ -172,15 +177,66 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 	}, {
 		name: "both git and helm sources",
 		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source.Helm = helmSync().Source.Helm }),
-		want: []string{"spec.sync.source", "exactly one of git or helm must be set"},
+		want: []string{"spec.sync.source", "exactly one of git, helm or oci must be set"},
 	}, {
 		name: "neither git nor helm source",
 		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git = nil }),
-		want: []string{"spec.sync.source", "exactly one of git or helm must be set"},
+		want: []string{"spec.sync.source", "exactly one of git, helm or oci must be set"},
 	}, {
-		name: "git source with a helm package",
+		name: "git source with a helm package naming no chart path",
 		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Package = helmSync().Package }),
-		want: []string{"spec.sync", "a git source is applied with a kustomize package"},
+		want: []string{"spec.sync", "package.helm.chart must name the chart's path in the git source"},
+	}, {
+		name: "helm source with a kustomize package",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source = helmSync().Source }),
+		want: []string{"spec.sync", "a helm source is installed with a helm package"},
+	}, {
+		name: "chart path for a helm source",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync = helmSync(); m.Spec.Sync.Package.Helm.Chart = "charts/app" }),
+		want: []string{"spec.sync", "package.helm.chart is only for a git source"},
+	}, {
+		name: "chart path leaving the repository",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Package = fleeetv1.Package{Helm: &fleeetv1.HelmPackage{Chart: "charts/../../etc"}}
+		}),
+		want: []string{"spec.sync.package.helm.chart", "must stay inside the repository"},
+	}, {
+		name: "ssh git source without credentials",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.URL = "ssh://git@git.example.com/platform.git" }),
+		want: []string{"spec.sync.source", "an ssh:// git source needs secretRef", "the host key is always checked"},
+	}, {
+		name: "CA Secret for a git source",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Source.CertSecretRef = &fleeetv1.LocalObjectReference{Name: "ca"}
+		}),
+		want: []string{"spec.sync.source", "certSecretRef is for helm and oci sources"},
+	}, {
+		name: "oci source at latest",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source = ociSource("latest", "") }),
+		want: []string{"spec.sync.source.oci.tag", "latest moves"},
+	}, {
+		name: "oci source with neither tag nor digest",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source = ociSource("", "") }),
+		want: []string{"spec.sync.source.oci", "exactly one of tag or digest must be set"},
+	}, {
+		name: "oci source with a short digest",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source = ociSource("", "sha256:abc") }),
+		want: []string{"spec.sync.source.oci.digest", "64 lower-case hex"},
+	}, {
+		name: "oci URL carrying a tag",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Source = ociSource("1.0.0", "")
+			m.Spec.Sync.Source.OCI.URL += ":1.0.0"
+		}),
+		want: []string{"spec.sync.source.oci.url", "must not carry a tag"},
+	}, {
+		name: "interval below a minute",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Interval = &metav1.Duration{Duration: 30 * time.Second} }),
+		want: []string{"spec.sync.interval", "must be at least 1m"},
+	}, {
+		name: "retry interval below ten seconds",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.RetryInterval = &metav1.Duration{Duration: time.Second} }),
+		want: []string{"spec.sync.retryInterval", "must be at least 10s"},
 	}, {
 		name: "both kustomize and helm packages",
 		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Package.Helm = &fleeetv1.HelmPackage{} }),
@@ -437,5 +493,36 @@ func TestWorkloadHealthAClusterReportsIsBounded(t *testing.T) {
 		{fleeetv1.WorkloadHealth{ReadyPods: -1}, "status.syncs[0].health.readyPods"},
 	} {
 		g.Expect(report(tc.health)).To(MatchError(ContainSubstring(tc.want)), "%+v", tc.health)
+	}
+}
+
+// Each source a sync may name is accepted with the packages it pairs with.
+func TestEverySourceKindIsAcceptedWithItsPackages(t *testing.T) {
+	ns := cluster.Namespace(t, "sources", nil)
+	const digest = "sha256:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	secret := &fleeetv1.LocalObjectReference{Name: "credentials"}
+	ignore := "*.md\n"
+	kustomize := fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{}}
+	helm := fleeetv1.Package{Helm: &fleeetv1.HelmPackage{}}
+	cases := map[string]fleeetv1.SyncSpec{
+		"ssh-git": {Source: fleeetv1.Source{
+			Git:       &fleeetv1.GitSource{URL: "ssh://git@git.example.com/platform.git", Tag: "v1.0.0", Ignore: &ignore},
+			SecretRef: secret,
+		}, Package: kustomize, Interval: &metav1.Duration{Duration: time.Hour}, RetryInterval: &metav1.Duration{Duration: 10 * time.Second}},
+		"git-chart": {Source: gitSync().Source, Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{Chart: "charts/app"}}},
+		"oci-kustomize": {Source: func() fleeetv1.Source {
+			s := ociSource("", digest)
+			s.OCI.Verify = &fleeetv1.OCIVerification{SecretRef: fleeetv1.LocalObjectReference{Name: "cosign"}}
+			s.SecretRef, s.CertSecretRef = secret, &fleeetv1.LocalObjectReference{Name: "ca"}
+			return s
+		}(), Package: kustomize},
+		"oci-chart": {Source: ociSource("1.2.3", ""), Package: helm},
+	}
+	for name, spec := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := minimalModule(ns)
+			m.Name, m.Spec.Sync = name, spec
+			NewWithT(t).Expect(cluster.Client.Create(t.Context(), m, client.FieldValidation(metav1.FieldValidationStrict))).To(Succeed())
+		})
 	}
 }

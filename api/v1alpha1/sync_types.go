@@ -9,10 +9,13 @@ import (
 // from (Source), how it is applied (Package), which values are bound into it
 // downstream (Bindings) and which other syncs must be ready first (DependsOn).
 //
-// A git source is applied with a kustomize package and a helm source with a
-// helm package.
+// A helm source is installed with a helm package; a git or oci source is
+// applied with either package, a git source naming its chart's path in
+// package.helm.chart.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.source.git) == has(self.package.kustomize)",message="a git source is applied with a kustomize package and a helm source with a helm package"
+// +kubebuilder:validation:XValidation:rule="!has(self.source.helm) || has(self.package.helm)",message="a helm source is installed with a helm package"
+// +kubebuilder:validation:XValidation:rule="!has(self.source.git) || !has(self.package.helm) || has(self.package.helm.chart)",message="package.helm.chart must name the chart's path in the git source"
+// +kubebuilder:validation:XValidation:rule="!has(self.package.helm) || !has(self.package.helm.chart) || has(self.source.git)",message="package.helm.chart is only for a git source: a helm source names its chart in source.helm.chart and an oci source is the chart"
 type SyncSpec struct {
 	// Source is the exact version of the configuration to apply.
 	// +required
@@ -37,6 +40,23 @@ type SyncSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	DependsOn []Dependency `json:"dependsOn,omitempty"`
+
+	// Interval is how often Flux checks the source and re-applies the sync
+	// without any change, which repairs drift. 10m unless set; at least 1m.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="must be at least 1m"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// RetryInterval is how soon Flux tries a failed Kustomization again.
+	// 1m unless set; at least 10s. A HelmRelease retries as its
+	// remediation says instead.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="must be at least 10s"
+	RetryInterval *metav1.Duration `json:"retryInterval,omitempty"`
 }
 
 // NamedSync is a SyncSpec with the name and labels it carries inside an
@@ -59,9 +79,11 @@ type NamedSync struct {
 }
 
 // Source is where a sync's configuration comes from, at one exact version.
-// Exactly one of git or helm is set.
+// Exactly one of git, helm or oci is set.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.git) != has(self.helm)",message="exactly one of git or helm must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.git), has(self.helm), has(self.oci)].filter(x, x).size() == 1",message="exactly one of git, helm or oci must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.git) || !self.git.url.startsWith('ssh://') || has(self.secretRef)",message="an ssh:// git source needs secretRef naming a Secret with identity and known_hosts: the host key is always checked"
+// +kubebuilder:validation:XValidation:rule="!has(self.certSecretRef) || !has(self.git)",message="certSecretRef is for helm and oci sources; a git source reads ca.crt from the secretRef Secret"
 type Source struct {
 	// Git is a git repository at a tag or a full commit.
 	// +optional
@@ -71,11 +93,28 @@ type Source struct {
 	// +optional
 	Helm *HelmSource `json:"helm,omitempty"`
 
+	// OCI is an OCI artifact at an exact tag or digest: Flux's kustomize
+	// artifact format for a kustomize package, a Helm chart for a helm
+	// package.
+	// +optional
+	OCI *OCISource `json:"oci,omitempty"`
+
 	// SecretRef names a Secret that already exists in the downstream namespace
-	// and holds the credentials for the source. Only the name travels through
-	// the management cluster; secret material never does.
+	// and holds the credentials for the source, in Flux's formats: for git
+	// over https, username and password, or bearerToken (and ca.crt for a
+	// private CA); for git over ssh, identity and known_hosts; for helm,
+	// username and password, or a kubernetes.io/dockerconfigjson Secret for
+	// oci:// repositories; for oci, a kubernetes.io/dockerconfigjson Secret.
+	// Only the name travels through the management cluster; secret material
+	// never does.
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// CertSecretRef names a Secret in the downstream namespace with the
+	// ca.crt (and, for client certificates, tls.crt and tls.key) a helm or
+	// oci source's server is checked against, for servers with a private CA.
+	// +optional
+	CertSecretRef *LocalObjectReference `json:"certSecretRef,omitempty"`
 }
 
 // GitSource is a git repository pinned to a tag or a full 40-hex commit.
@@ -102,6 +141,52 @@ type GitSource struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9a-f]{40}$')",message="must be a full 40-character lower-case hex commit SHA"
 	// +kubebuilder:validation:MaxLength=40
 	Revision string `json:"revision,omitempty"`
+
+	// Ignore excludes files from the fetched source, in .gitignore syntax,
+	// such as files that are not manifests. Flux's defaults (.git, CI
+	// configuration, …) are excluded too.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Ignore *string `json:"ignore,omitempty"`
+}
+
+// OCISource is an OCI artifact pinned to a tag or a digest. A tag must not
+// move: latest is refused as a branch is.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.tag) != has(self.digest)",message="exactly one of tag or digest must be set"
+type OCISource struct {
+	// URL of the artifact's repository: oci://host/path, without tag or digest.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^oci://[^\s@]+$`
+	// +kubebuilder:validation:XValidation:rule="!self.substring(6).matches('.*/[^/]*:[^/]*$')",message="must not carry a tag; set tag or digest instead"
+	URL string `json:"url"`
+
+	// Tag of the artifact, such as 1.2.3. For a helm package it is the
+	// chart's version, as helm push names it.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`
+	// +kubebuilder:validation:XValidation:rule="self != 'latest'",message="latest moves; name an exact tag or a digest"
+	Tag string `json:"tag,omitempty"`
+
+	// Digest of the artifact's manifest: sha256: and 64 hex characters.
+	// +optional
+	// +kubebuilder:validation:MaxLength=71
+	// +kubebuilder:validation:XValidation:rule="self.matches('^sha256:[0-9a-f]{64}$')",message="must be sha256: followed by 64 lower-case hex characters"
+	Digest string `json:"digest,omitempty"`
+
+	// Verify makes Flux check the artifact's cosign signature before
+	// using it.
+	// +optional
+	Verify *OCIVerification `json:"verify,omitempty"`
+}
+
+// OCIVerification says how an OCI artifact's signature is checked.
+type OCIVerification struct {
+	// SecretRef names a Secret in the downstream namespace whose keys
+	// ending in .pub are the cosign public keys a signature must match.
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
 }
 
 // HelmSource is a chart in a Helm repository (https or oci) at an exact version.
@@ -130,11 +215,11 @@ type HelmSource struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.kustomize) != has(self.helm)",message="exactly one of kustomize or helm must be set"
 type Package struct {
-	// Kustomize applies a path of a git source as a Flux Kustomization.
+	// Kustomize applies a path of a git or oci source as a Flux Kustomization.
 	// +optional
 	Kustomize *KustomizePackage `json:"kustomize,omitempty"`
 
-	// Helm installs a helm source as a Flux HelmRelease.
+	// Helm installs a chart of a helm, oci or git source as a Flux HelmRelease.
 	// +optional
 	Helm *HelmPackage `json:"helm,omitempty"`
 }
@@ -190,6 +275,14 @@ type HelmPackage struct {
 	// +kubebuilder:validation:MaxLength=53
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	ReleaseName string `json:"releaseName,omitempty"`
+
+	// Chart is the path of the chart's directory in a git source, such as
+	// charts/podinfo; set only for a git source.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="must stay inside the repository"
+	Chart string `json:"chart,omitempty"`
 
 	// TargetNamespace is the namespace the release is installed into.
 	// +optional

@@ -1,9 +1,11 @@
-// Package flux turns fleeet syncs into Flux objects (GitRepository and
-// Kustomization, or HelmRepository and HelmRelease) and reads back whether
-// those objects are Ready at the version the sync pins.
+// Package flux turns fleeet syncs into Flux objects (a GitRepository,
+// OCIRepository or HelmRepository, and a Kustomization or HelmRelease
+// reading from it) and reads back whether those objects are Ready at the
+// version the sync pins.
 package flux
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -26,14 +28,20 @@ import (
 )
 
 // fluxInterval is how often Flux re-checks a source and re-applies a sync
-// without any change. Versions are exact, so this only repairs drift.
+// without any change, unless the sync sets its interval. Versions are
+// exact, so this only repairs drift.
 const fluxInterval = 10 * time.Minute
 
-// fluxRetryInterval is how soon Flux retries a Kustomization that failed.
-// Flux's default is the interval itself; a transient failure (seen here: a
-// build racing an artifact update) would then hold a sync, and every sync
-// depending on it, for ten minutes.
+// fluxRetryInterval is how soon Flux retries a Kustomization that failed,
+// unless the sync sets its retryInterval. Flux's default is the interval
+// itself; a transient failure (seen here: a build racing an artifact
+// update) would then hold a sync, and every sync depending on it, for ten
+// minutes.
 const fluxRetryInterval = time.Minute
+
+// helmChartLayer is the media type of the layer holding a Helm chart in an
+// OCI artifact, as helm push writes it.
+const helmChartLayer = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 
 // defaultTimeout bounds a sync's Flux work when the sync sets no timeout:
 // building, applying and waiting for a Kustomization's objects to be ready,
@@ -47,8 +55,8 @@ const defaultTimeout = 5 * time.Minute
 // tried when a sync does not say.
 const defaultHelmRetries = 3
 
-// Expansion is what one sync becomes: a source object
-// (GitRepository or HelmRepository) and an applier (Kustomization or
+// Expansion is what one sync becomes: a source object (GitRepository,
+// OCIRepository or HelmRepository) and an applier (Kustomization or
 // HelmRelease) reading from it, with the revision the applier must report
 // before dependents may proceed.
 type Expansion struct {
@@ -59,33 +67,63 @@ type Expansion struct {
 
 // Revision is the desired version of a sync as Flux reports it once applied.
 type Revision struct {
-	// gitTag or gitCommit for kustomize syncs; chartVersion for helm syncs.
-	GitTag, GitCommit, ChartVersion string
+	// GitTag or GitCommit for git sources, OCITag or OCIDigest for oci
+	// sources, ChartVersion for helm sources.
+	GitTag, GitCommit, OCITag, OCIDigest, ChartVersion string
+	// Chart is set for a HelmRelease of a chart in a git or oci source:
+	// Flux versions such a chart after the source's artifact, so the
+	// release is matched against what the source fetched.
+	Chart bool
 }
 
 // String renders the revision for messages.
 func (r Revision) String() string {
+	return cmp.Or(r.GitTag, r.GitCommit, r.OCITag, r.OCIDigest, r.ChartVersion)
+}
+
+// Matches reports whether what an applier applied is this revision.
+// applied is what Flux reports: a Kustomization's lastAppliedRevision, the
+// source's artifact revision such as "v1.0.0@sha1:…" or "1.0.0@sha256:…", or
+// a HelmRelease's chart version (AppliedRevision). fetched is the revision
+// of the source's artifact, which a chart of a git or oci source is matched
+// through.
+func (r Revision) Matches(applied, fetched string) bool {
 	switch {
-	case r.GitTag != "":
-		return r.GitTag
-	case r.GitCommit != "":
-		return r.GitCommit
+	case r.Chart && (r.GitTag != "" || r.GitCommit != ""):
+		// Source-controller versions a chart built from git
+		// <version>+<first 12 hex of the commit> (reconcileStrategy
+		// Revision), so the release names the commit the source fetched.
+		i := strings.LastIndex(fetched, "sha1:")
+		if i < 0 || !r.matchesArtifact(fetched) {
+			return false
+		}
+		sha := fetched[i+len("sha1:"):]
+		return len(sha) >= 12 && strings.HasSuffix(applied, "+"+sha[:12])
+	case r.Chart:
+		// Helm-controller records the digest of the artifact it released
+		// (AppliedRevision adds it as @sha256:…).
+		_, digest, _ := strings.Cut(fetched, "@")
+		return r.matchesArtifact(fetched) && strings.HasSuffix(applied, "@"+cmp.Or(digest, fetched))
+	case r.ChartVersion != "":
+		return strings.TrimPrefix(applied, "v") == strings.TrimPrefix(r.ChartVersion, "v")
 	default:
-		return r.ChartVersion
+		return r.matchesArtifact(applied)
 	}
 }
 
-// Matches reports whether a revision Flux reports (a Kustomization's
-// lastAppliedRevision such as "v1.0.0@sha1:…", or a chart version) is this one.
-func (r Revision) Matches(applied string) bool {
+// matchesArtifact reports whether a source artifact's revision is this one.
+func (r Revision) matchesArtifact(rev string) bool {
 	switch {
 	case r.GitTag != "":
-		return strings.HasPrefix(applied, r.GitTag+"@sha1:")
+		return strings.HasPrefix(rev, r.GitTag+"@sha1:")
 	case r.GitCommit != "":
-		return strings.HasSuffix(applied, "sha1:"+r.GitCommit)
-	default:
-		return strings.TrimPrefix(applied, "v") == strings.TrimPrefix(r.ChartVersion, "v")
+		return strings.HasSuffix(rev, "sha1:"+r.GitCommit)
+	case r.OCITag != "":
+		return strings.HasPrefix(rev, r.OCITag+"@sha256:")
+	case r.OCIDigest != "":
+		return rev == r.OCIDigest || strings.HasSuffix(rev, "@"+r.OCIDigest)
 	}
+	return false
 }
 
 // ObjectName is the name of a sync's Flux objects: the sync's name with a
@@ -130,19 +168,23 @@ func Expand(t Target, sync *fleeetv1.NamedSync, values map[string]string, deps [
 	objectMeta := func() metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: t.Namespace, Labels: maps.Clone(t.Labels)}
 	}
+	src, want, err := expandSource(sync, objectMeta())
+	if err != nil {
+		return nil, err
+	}
 	var x *Expansion
-	var err error
 	switch {
-	case sync.Source.Git != nil && sync.Package.Kustomize != nil:
-		x = expandKustomize(t, sync, values, objectMeta)
-	case sync.Source.Helm != nil && sync.Package.Helm != nil:
-		x, err = expandHelm(t, sync, values, objectMeta)
+	case sync.Package.Kustomize != nil && sync.Source.Helm == nil:
+		x = expandKustomize(t, sync, values, objectMeta(), src)
+	case sync.Package.Helm != nil:
+		x, err = expandHelm(t, sync, values, objectMeta(), src)
 	default:
-		err = fmt.Errorf("a git source needs a kustomize package and a helm source a helm package")
+		err = fmt.Errorf("package: a helm source is installed with a helm package")
 	}
 	if err != nil {
 		return nil, err
 	}
+	x.Want, x.Want.Chart = want, sync.Package.Helm != nil && sync.Source.Helm == nil
 	objs := []client.Object{x.Source, x.Applier}
 	for _, obj := range objs {
 		obj.SetAnnotations(map[string]string{})
@@ -169,22 +211,72 @@ func Expand(t Target, sync *fleeetv1.NamedSync, values map[string]string, deps [
 	return x, nil
 }
 
-func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]string, objectMeta func() metav1.ObjectMeta) *Expansion {
-	git, pkg := sync.Source.Git, sync.Package.Kustomize
-	repo := &sourcev1.GitRepository{
-		ObjectMeta: objectMeta(),
-		Spec: sourcev1.GitRepositorySpec{
-			URL:       git.URL,
-			Interval:  metav1.Duration{Duration: fluxInterval},
-			Reference: &sourcev1.GitRepositoryRef{Tag: strings.TrimPrefix(git.Tag, "refs/tags/"), Commit: git.Revision},
-			SecretRef: secretRef(sync.Source.SecretRef),
-		},
+// intervals are a sync's interval and retryInterval, or their defaults.
+func intervals(sync *fleeetv1.NamedSync) (interval, retry metav1.Duration) {
+	interval, retry = metav1.Duration{Duration: fluxInterval}, metav1.Duration{Duration: fluxRetryInterval}
+	if sync.Interval != nil {
+		interval = *sync.Interval
 	}
+	if sync.RetryInterval != nil {
+		retry = *sync.RetryInterval
+	}
+	return interval, retry
+}
+
+// expandSource makes the Flux source object of a sync: a GitRepository, an
+// OCIRepository or a HelmRepository, and the revision it pins.
+func expandSource(sync *fleeetv1.NamedSync, om metav1.ObjectMeta) (client.Object, Revision, error) {
+	interval, _ := intervals(sync)
+	s := sync.Source
+	switch {
+	case s.Git != nil:
+		tag := strings.TrimPrefix(s.Git.Tag, "refs/tags/")
+		return &sourcev1.GitRepository{ObjectMeta: om, Spec: sourcev1.GitRepositorySpec{
+			URL:       s.Git.URL,
+			Interval:  interval,
+			Reference: &sourcev1.GitRepositoryRef{Tag: tag, Commit: s.Git.Revision},
+			SecretRef: secretRef(s.SecretRef),
+			Ignore:    s.Git.Ignore,
+		}}, Revision{GitTag: tag, GitCommit: s.Git.Revision}, nil
+	case s.OCI != nil:
+		repo := &sourcev1.OCIRepository{ObjectMeta: om, Spec: sourcev1.OCIRepositorySpec{
+			URL:           s.OCI.URL,
+			Interval:      interval,
+			Reference:     &sourcev1.OCIRepositoryRef{Tag: s.OCI.Tag, Digest: s.OCI.Digest},
+			SecretRef:     secretRef(s.SecretRef),
+			CertSecretRef: secretRef(s.CertSecretRef),
+		}}
+		if sync.Package.Helm != nil {
+			// Helm-controller wants the chart archive as it was pushed.
+			repo.Spec.LayerSelector = &sourcev1.OCILayerSelector{MediaType: helmChartLayer, Operation: sourcev1.OCILayerCopy}
+		}
+		if v := s.OCI.Verify; v != nil {
+			repo.Spec.Verify = &sourcev1.OCIRepositoryVerification{Provider: "cosign", SecretRef: secretRef(&v.SecretRef)}
+		}
+		return repo, Revision{OCITag: s.OCI.Tag, OCIDigest: s.OCI.Digest}, nil
+	case s.Helm != nil:
+		repo := &sourcev1.HelmRepository{ObjectMeta: om, Spec: sourcev1.HelmRepositorySpec{
+			URL:           s.Helm.URL,
+			Interval:      interval,
+			SecretRef:     secretRef(s.SecretRef),
+			CertSecretRef: secretRef(s.CertSecretRef),
+		}}
+		if strings.HasPrefix(s.Helm.URL, "oci://") {
+			repo.Spec.Type = sourcev1.HelmRepositoryTypeOCI
+		}
+		return repo, Revision{ChartVersion: s.Helm.Version}, nil
+	}
+	return nil, Revision{}, fmt.Errorf("source: exactly one of git, helm or oci must be set")
+}
+
+func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]string, om metav1.ObjectMeta, src client.Object) *Expansion {
+	pkg := sync.Package.Kustomize
+	interval, retry := intervals(sync)
 	ks := &kustomizev1.Kustomization{
-		ObjectMeta: objectMeta(),
+		ObjectMeta: om,
 		Spec: kustomizev1.KustomizationSpec{
-			Interval:           metav1.Duration{Duration: fluxInterval},
-			RetryInterval:      &metav1.Duration{Duration: fluxRetryInterval},
+			Interval:           interval,
+			RetryInterval:      &retry,
 			Path:               pkg.Path,
 			Prune:              pkg.Prune == nil || *pkg.Prune,
 			Wait:               pkg.Wait == nil || *pkg.Wait,
@@ -193,7 +285,7 @@ func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]strin
 			ServiceAccountName: t.ServiceAccountName,
 			KubeConfig:         t.KubeConfig,
 			SourceRef: kustomizev1.CrossNamespaceSourceReference{
-				Kind: sourcev1.GitRepositoryKind, Name: repo.Name,
+				Kind: sourceKind(src), Name: src.GetName(),
 			},
 		},
 	}
@@ -204,44 +296,41 @@ func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]strin
 		}
 		ks.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: subst}
 	}
-	want := Revision{GitTag: strings.TrimPrefix(git.Tag, "refs/tags/"), GitCommit: git.Revision}
-	return &Expansion{Source: repo, Applier: ks, Want: want}
+	return &Expansion{Source: src, Applier: ks}
 }
 
-func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, objectMeta func() metav1.ObjectMeta) (*Expansion, error) {
-	src, pkg := sync.Source.Helm, sync.Package.Helm
-	repo := &sourcev1.HelmRepository{
-		ObjectMeta: objectMeta(),
-		Spec: sourcev1.HelmRepositorySpec{
-			URL:       src.URL,
-			Interval:  metav1.Duration{Duration: fluxInterval},
-			SecretRef: secretRef(sync.Source.SecretRef),
-		},
-	}
-	if strings.HasPrefix(src.URL, "oci://") {
-		repo.Spec.Type = sourcev1.HelmRepositoryTypeOCI
-	}
+func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, om metav1.ObjectMeta, src client.Object) (*Expansion, error) {
+	pkg := sync.Package.Helm
+	interval, _ := intervals(sync)
 	releaseName := pkg.ReleaseName
 	if releaseName == "" {
 		releaseName = sync.Name
 	}
 	hr := &helmv2.HelmRelease{
-		ObjectMeta: objectMeta(),
+		ObjectMeta: om,
 		Spec: helmv2.HelmReleaseSpec{
-			Interval:           metav1.Duration{Duration: fluxInterval},
+			Interval:           interval,
 			ReleaseName:        releaseName,
 			TargetNamespace:    pkg.TargetNamespace,
 			ServiceAccountName: t.ServiceAccountName,
 			KubeConfig:         t.KubeConfig,
 			Timeout:            timeout(pkg.Timeout),
-			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
-				Chart:   src.Chart,
-				Version: src.Version,
-				SourceRef: helmv2.CrossNamespaceObjectReference{
-					Kind: sourcev1.HelmRepositoryKind, Name: repo.Name,
-				},
-			}},
 		},
+	}
+	ref := helmv2.CrossNamespaceObjectReference{Kind: sourceKind(src), Name: src.GetName()}
+	switch s := sync.Source; {
+	case s.Helm != nil:
+		hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+			Chart: s.Helm.Chart, Version: s.Helm.Version, SourceRef: ref,
+		}}
+	case s.Git != nil:
+		// Revision: a new commit is a new chart even when Chart.yaml keeps
+		// its version, and the chart's version names the commit.
+		hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+			Chart: pkg.Chart, SourceRef: ref, ReconcileStrategy: sourcev1.ReconcileStrategyRevision,
+		}}
+	default:
+		hr.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: ref.Kind, Name: ref.Name}
 	}
 	hr.Spec.Install, hr.Spec.Upgrade = remediation(pkg.Remediation)
 	if pkg.Values != nil && len(pkg.Values.Raw) > 0 {
@@ -251,7 +340,19 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, ob
 		}
 		hr.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
 	}
-	return &Expansion{Source: repo, Applier: hr, Want: Revision{ChartVersion: src.Version}}, nil
+	return &Expansion{Source: src, Applier: hr}, nil
+}
+
+// sourceKind is the Flux kind of a source object expandSource made.
+func sourceKind(src client.Object) string {
+	switch src.(type) {
+	case *sourcev1.GitRepository:
+		return sourcev1.GitRepositoryKind
+	case *sourcev1.OCIRepository:
+		return sourcev1.OCIRepositoryKind
+	default:
+		return sourcev1.HelmRepositoryKind
+	}
 }
 
 // timeout is a sync's timeout, or defaultTimeout.

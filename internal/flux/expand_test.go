@@ -7,6 +7,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -25,23 +26,41 @@ func TestObjectNamesAreStableShortAndCollisionFree(t *testing.T) {
 
 func TestRevisionMatchesWhatFluxReports(t *testing.T) {
 	const sha = "0123456789abcdef0123456789abcdef01234567"
+	const digest = "sha256:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	const other = "sha256:ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"
 	cases := []struct {
-		want    Revision
-		applied string
-		match   bool
+		want             Revision
+		applied, fetched string
+		match            bool
 	}{
-		{Revision{GitTag: "v1.0.0"}, "v1.0.0@sha1:" + sha, true},
-		{Revision{GitTag: "v1.0.0"}, "v1.0.01@sha1:" + sha, false},
-		{Revision{GitTag: "v1.0.0"}, "", false},
-		{Revision{GitCommit: sha}, "sha1:" + sha, true},
-		{Revision{GitCommit: sha}, "main@sha1:" + sha, true},
-		{Revision{GitCommit: sha}, "sha1:ffff", false},
-		{Revision{ChartVersion: "1.2.3"}, "1.2.3", true},
-		{Revision{ChartVersion: "v1.2.3"}, "1.2.3", true},
-		{Revision{ChartVersion: "1.2.3"}, "1.2.4", false},
+		{Revision{GitTag: "v1.0.0"}, "v1.0.0@sha1:" + sha, "", true},
+		{Revision{GitTag: "v1.0.0"}, "v1.0.01@sha1:" + sha, "", false},
+		{Revision{GitTag: "v1.0.0"}, "", "", false},
+		{Revision{GitCommit: sha}, "sha1:" + sha, "", true},
+		{Revision{GitCommit: sha}, "main@sha1:" + sha, "", true},
+		{Revision{GitCommit: sha}, "sha1:ffff", "", false},
+		{Revision{ChartVersion: "1.2.3"}, "1.2.3", "", true},
+		{Revision{ChartVersion: "v1.2.3"}, "1.2.3", "", true},
+		{Revision{ChartVersion: "1.2.3"}, "1.2.4", "", false},
+		// A Kustomization of an OCIRepository applies its artifact revision.
+		{Revision{OCITag: "1.0.0"}, "1.0.0@" + digest, "", true},
+		{Revision{OCITag: "1.0.0"}, "1.0.01@" + digest, "", false},
+		{Revision{OCIDigest: digest}, digest, "", true},
+		{Revision{OCIDigest: digest}, other, "", false},
+		// A chart from git is versioned after the commit the source fetched.
+		{Revision{GitTag: "v1.0.0", Chart: true}, "0.1.0+" + sha[:12], "v1.0.0@sha1:" + sha, true},
+		{Revision{GitTag: "v1.0.0", Chart: true}, "0.1.0+ffffffffffff", "v1.0.0@sha1:" + sha, false},
+		{Revision{GitTag: "v1.0.0", Chart: true}, "0.1.0+" + sha[:12], "v2.0.0@sha1:" + sha, false},
+		{Revision{GitTag: "v1.0.0", Chart: true}, "0.1.0+" + sha[:12], "", false},
+		{Revision{GitCommit: sha, Chart: true}, "0.1.0+" + sha[:12], "sha1:" + sha, true},
+		// A chart from an OCI artifact records the digest it came from.
+		{Revision{OCITag: "0.1.0", Chart: true}, "0.1.0+001122334455@" + digest, "0.1.0@" + digest, true},
+		{Revision{OCITag: "0.1.0", Chart: true}, "0.1.0+ffeeddccbbaa@" + other, "0.1.0@" + digest, false},
+		{Revision{OCIDigest: digest, Chart: true}, "0.1.0+001122334455@" + digest, digest, true},
+		{Revision{OCIDigest: digest, Chart: true}, "0.1.0+001122334455@" + digest, "", false},
 	}
 	for _, tc := range cases {
-		NewWithT(t).Expect(tc.want.Matches(tc.applied)).To(Equal(tc.match), "%+v vs %q", tc.want, tc.applied)
+		NewWithT(t).Expect(tc.want.Matches(tc.applied, tc.fetched)).To(Equal(tc.match), "%+v vs %q, %q", tc.want, tc.applied, tc.fetched)
 	}
 }
 
@@ -150,5 +169,153 @@ func TestHelmReleasesRemediateByDefault(t *testing.T) {
 		g.Expect(*hr.Spec.Install.Remediation).To(Equal(tc.install), tc.name)
 		g.Expect(*hr.Spec.Upgrade.Remediation).To(Equal(tc.upgrade), tc.name)
 		g.Expect(hr.Spec.Install.Remediation.MustRemediateLastFailure()).To(BeFalse(), "%s: a failed install stays to be looked at", tc.name)
+	}
+}
+
+// expand expands one sync for tenant team-a, failing the test on an error.
+func expand(g Gomega, spec fleeetv1.SyncSpec) *Expansion {
+	x, err := Expand(Target{Owner: "plan", Namespace: "team-a", ServiceAccountName: "tenant"},
+		&fleeetv1.NamedSync{Name: "app", SyncSpec: spec}, nil, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	return x
+}
+
+// A private git source passes its credentials Secret and ignore rules to
+// the GitRepository, which the Kustomization reads.
+func TestAPrivateGitSourceNamesItsSecretAndIgnores(t *testing.T) {
+	g := NewWithT(t)
+	ignore := "/*\n!/deploy\n"
+	x := expand(g, fleeetv1.SyncSpec{
+		Source: fleeetv1.Source{
+			Git:       &fleeetv1.GitSource{URL: "ssh://git@git.example.com/app.git", Tag: "v1.0.0", Ignore: &ignore},
+			SecretRef: &fleeetv1.LocalObjectReference{Name: "git-ssh"},
+		},
+		Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "deploy"}},
+	})
+	repo := x.Source.(*sourcev1.GitRepository)
+	g.Expect(repo.Spec.URL).To(Equal("ssh://git@git.example.com/app.git"))
+	g.Expect(repo.Spec.SecretRef).To(Equal(&meta.LocalObjectReference{Name: "git-ssh"}))
+	g.Expect(repo.Spec.Ignore).To(Equal(&ignore))
+	g.Expect(x.Applier.(*kustomizev1.Kustomization).Spec.SourceRef).To(Equal(
+		kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.GitRepositoryKind, Name: repo.Name}))
+	g.Expect(x.Want).To(Equal(Revision{GitTag: "v1.0.0"}))
+}
+
+// An OCI source becomes an OCIRepository pinned to its tag or digest, with
+// its credentials, CA and cosign keys; a Kustomization applies it.
+func TestAnOCISourceBecomesAPinnedOCIRepository(t *testing.T) {
+	g := NewWithT(t)
+	const digest = "sha256:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	x := expand(g, fleeetv1.SyncSpec{
+		Source: fleeetv1.Source{
+			OCI: &fleeetv1.OCISource{URL: "oci://registry.example.com/app", Digest: digest,
+				Verify: &fleeetv1.OCIVerification{SecretRef: fleeetv1.LocalObjectReference{Name: "cosign-keys"}}},
+			SecretRef:     &fleeetv1.LocalObjectReference{Name: "pull"},
+			CertSecretRef: &fleeetv1.LocalObjectReference{Name: "ca"},
+		},
+		Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./"}},
+	})
+	repo := x.Source.(*sourcev1.OCIRepository)
+	g.Expect(repo.Spec.URL).To(Equal("oci://registry.example.com/app"))
+	g.Expect(repo.Spec.Reference).To(Equal(&sourcev1.OCIRepositoryRef{Digest: digest}))
+	g.Expect(repo.Spec.SecretRef).To(Equal(&meta.LocalObjectReference{Name: "pull"}))
+	g.Expect(repo.Spec.CertSecretRef).To(Equal(&meta.LocalObjectReference{Name: "ca"}))
+	g.Expect(repo.Spec.Verify).To(Equal(&sourcev1.OCIRepositoryVerification{
+		Provider: "cosign", SecretRef: &meta.LocalObjectReference{Name: "cosign-keys"}}))
+	g.Expect(repo.Spec.LayerSelector).To(BeNil(), "Flux's kustomize artifact has one layer")
+	g.Expect(repo.Spec.Insecure).To(BeFalse())
+	g.Expect(x.Applier.(*kustomizev1.Kustomization).Spec.SourceRef.Kind).To(Equal(sourcev1.OCIRepositoryKind))
+	g.Expect(x.Want).To(Equal(Revision{OCIDigest: digest}))
+}
+
+// A helm package of an OCI source installs the chart layer of the artifact
+// through chartRef, Flux's way for OCI charts.
+func TestAnOCIChartIsReleasedThroughChartRef(t *testing.T) {
+	g := NewWithT(t)
+	x := expand(g, fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: "oci://registry.example.com/charts/app", Tag: "1.2.3"}},
+		Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{}},
+	})
+	repo := x.Source.(*sourcev1.OCIRepository)
+	g.Expect(repo.Spec.Reference).To(Equal(&sourcev1.OCIRepositoryRef{Tag: "1.2.3"}))
+	g.Expect(repo.Spec.LayerSelector).To(Equal(&sourcev1.OCILayerSelector{
+		MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip", Operation: sourcev1.OCILayerCopy}))
+	hr := x.Applier.(*helmv2.HelmRelease)
+	g.Expect(hr.Spec.Chart).To(BeNil())
+	g.Expect(hr.Spec.ChartRef).To(Equal(&helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: repo.Name}))
+	g.Expect(x.Want).To(Equal(Revision{OCITag: "1.2.3", Chart: true}))
+}
+
+// A helm package of a git source builds the chart at package.helm.chart,
+// anew for every commit, so the release names the commit.
+func TestAChartFromAGitPathIsRebuiltForEveryCommit(t *testing.T) {
+	g := NewWithT(t)
+	x := expand(g, fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
+		Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{Chart: "charts/app"}},
+	})
+	hr := x.Applier.(*helmv2.HelmRelease)
+	g.Expect(hr.Spec.Chart.Spec).To(Equal(helmv2.HelmChartTemplateSpec{
+		Chart: "charts/app", ReconcileStrategy: sourcev1.ReconcileStrategyRevision,
+		SourceRef: helmv2.CrossNamespaceObjectReference{Kind: sourcev1.GitRepositoryKind, Name: x.Source.GetName()},
+	}))
+	g.Expect(x.Want).To(Equal(Revision{GitTag: "v1.0.0", Chart: true}))
+}
+
+// An oci:// Helm repository is typed oci and checked against its CA.
+func TestAnOCIHelmRepositoryIsTypedOCI(t *testing.T) {
+	g := NewWithT(t)
+	x := expand(g, fleeetv1.SyncSpec{
+		Source: fleeetv1.Source{
+			Helm:          &fleeetv1.HelmSource{URL: "oci://registry.example.com/charts", Chart: "app", Version: "1.2.3"},
+			SecretRef:     &fleeetv1.LocalObjectReference{Name: "pull"},
+			CertSecretRef: &fleeetv1.LocalObjectReference{Name: "ca"},
+		},
+		Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{}},
+	})
+	repo := x.Source.(*sourcev1.HelmRepository)
+	g.Expect(repo.Spec.Type).To(Equal(sourcev1.HelmRepositoryTypeOCI))
+	g.Expect(repo.Spec.SecretRef).To(Equal(&meta.LocalObjectReference{Name: "pull"}))
+	g.Expect(repo.Spec.CertSecretRef).To(Equal(&meta.LocalObjectReference{Name: "ca"}))
+	g.Expect(x.Applier.(*helmv2.HelmRelease).Spec.Chart.Spec.Version).To(Equal("1.2.3"))
+	g.Expect(x.Want).To(Equal(Revision{ChartVersion: "1.2.3"}))
+}
+
+// Every Flux object of a sync runs at the sync's interval; its
+// Kustomization retries at its retryInterval. Unset, 10m and 1m.
+func TestIntervalsReachEveryFluxObject(t *testing.T) {
+	git := fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}}
+	helm := fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}}
+	kustomize := fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{}}
+	helmPkg := fleeetv1.Package{Helm: &fleeetv1.HelmPackage{}}
+	cases := []struct {
+		name            string
+		spec            fleeetv1.SyncSpec
+		interval, retry time.Duration
+	}{
+		{"kustomize defaults", fleeetv1.SyncSpec{Source: git, Package: kustomize}, 10 * time.Minute, time.Minute},
+		{"kustomize set", fleeetv1.SyncSpec{Source: git, Package: kustomize,
+			Interval: &metav1.Duration{Duration: time.Hour}, RetryInterval: &metav1.Duration{Duration: 30 * time.Second}},
+			time.Hour, 30 * time.Second},
+		{"helm defaults", fleeetv1.SyncSpec{Source: helm, Package: helmPkg}, 10 * time.Minute, 0},
+		{"helm set", fleeetv1.SyncSpec{Source: helm, Package: helmPkg, Interval: &metav1.Duration{Duration: 2 * time.Minute}},
+			2 * time.Minute, 0},
+	}
+	for _, tc := range cases {
+		g := NewWithT(t)
+		x := expand(g, tc.spec)
+		switch src := x.Source.(type) {
+		case *sourcev1.GitRepository:
+			g.Expect(src.Spec.Interval.Duration).To(Equal(tc.interval), tc.name)
+		case *sourcev1.HelmRepository:
+			g.Expect(src.Spec.Interval.Duration).To(Equal(tc.interval), tc.name)
+		}
+		switch a := x.Applier.(type) {
+		case *kustomizev1.Kustomization:
+			g.Expect(a.Spec.Interval.Duration).To(Equal(tc.interval), tc.name)
+			g.Expect(a.Spec.RetryInterval.Duration).To(Equal(tc.retry), tc.name)
+		case *helmv2.HelmRelease:
+			g.Expect(a.Spec.Interval.Duration).To(Equal(tc.interval), tc.name)
+		}
 	}
 }

@@ -43,6 +43,7 @@ func (k writtenKind) crdName() string { return k.plural + "." + k.gvk.Group }
 // packages they are built from.
 var written = []writtenKind{
 	{sourcev1.GroupVersion.WithKind(sourcev1.GitRepositoryKind), "gitrepositories", "source-controller"},
+	{sourcev1.GroupVersion.WithKind(sourcev1.OCIRepositoryKind), "ocirepositories", "source-controller"},
 	{sourcev1.GroupVersion.WithKind(sourcev1.HelmRepositoryKind), "helmrepositories", "source-controller"},
 	{kustomizev1.GroupVersion.WithKind(kustomizev1.KustomizationKind), "kustomizations", "kustomize-controller"},
 	{helmv2.GroupVersion.WithKind(helmv2.HelmReleaseKind), "helmreleases", "helm-controller"},

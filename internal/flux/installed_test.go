@@ -11,9 +11,10 @@ import (
 )
 
 // crds are the states of the CRDs in written's order: GitRepository,
-// HelmRepository, Kustomization, HelmRelease.
+// OCIRepository (in the GitRepository's state: both are source-controller's
+// and installed together), HelmRepository, Kustomization, HelmRelease.
 func crds(gitRepo, helmRepo, kustomization, helmRelease crdState) []crdState {
-	return []crdState{gitRepo, helmRepo, kustomization, helmRelease}
+	return []crdState{gitRepo, gitRepo, helmRepo, kustomization, helmRelease}
 }
 
 func serving(version string, served ...string) crdState {
@@ -66,11 +67,11 @@ func TestCompatibilityNamesTheCRDAndTheVersions(t *testing.T) {
 		want   Compatibility
 	}{
 		{"every kind served", all, Compatibility{metav1.ConditionTrue, fleeetv1.ReasonFluxServed,
-			"Flux serves GitRepository source.toolkit.fluxcd.io/v1, HelmRepository source.toolkit.fluxcd.io/v1, " +
+			"Flux serves GitRepository source.toolkit.fluxcd.io/v1, OCIRepository source.toolkit.fluxcd.io/v1, HelmRepository source.toolkit.fluxcd.io/v1, " +
 				"Kustomization kustomize.toolkit.fluxcd.io/v1, HelmRelease helm.toolkit.fluxcd.io/v2"}},
 		{"older versions served too", crds(serving("", "v1beta2", "v1"), serving("", "v1"), serving("", "v1"), serving("", "v2beta2", "v2")),
 			Compatibility{metav1.ConditionTrue, fleeetv1.ReasonFluxServed,
-				"Flux serves GitRepository source.toolkit.fluxcd.io/v1, HelmRepository source.toolkit.fluxcd.io/v1, " +
+				"Flux serves GitRepository source.toolkit.fluxcd.io/v1, OCIRepository source.toolkit.fluxcd.io/v1, HelmRepository source.toolkit.fluxcd.io/v1, " +
 					"Kustomization kustomize.toolkit.fluxcd.io/v1, HelmRelease helm.toolkit.fluxcd.io/v2"}},
 		{"a version not served", crds(serving("", "v1"), serving("", "v1"), serving("", "v1"), serving("", "v2beta1", "v2beta2")),
 			Compatibility{metav1.ConditionFalse, fleeetv1.ReasonFluxIncompatible,

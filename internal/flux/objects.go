@@ -26,7 +26,7 @@ func List(ctx context.Context, c client.Client, namespace string, labels map[str
 		source bool
 	}{
 		{&kustomizev1.KustomizationList{}, false}, {&helmv2.HelmReleaseList{}, false},
-		{&sourcev1.GitRepositoryList{}, true}, {&sourcev1.HelmRepositoryList{}, true},
+		{&sourcev1.GitRepositoryList{}, true}, {&sourcev1.OCIRepositoryList{}, true}, {&sourcev1.HelmRepositoryList{}, true},
 	} {
 		if err := c.List(ctx, l.list, opts...); err != nil {
 			return nil, fmt.Errorf("listing Flux objects in %s: %w", namespace, err)
@@ -77,5 +77,6 @@ func Owns(b *builder.Builder) *builder.Builder {
 	return b.Owns(&kustomizev1.Kustomization{}).
 		Owns(&helmv2.HelmRelease{}).
 		Owns(&sourcev1.GitRepository{}).
+		Owns(&sourcev1.OCIRepository{}).
 		Owns(&sourcev1.HelmRepository{})
 }

@@ -125,7 +125,7 @@ func Judge(o Objects, want Revision) Verdict {
 		return Verdict{State: fleeetv1.SyncProgressing, Revision: applied, Message: "waiting for the source: " + msg}
 	case status == failed:
 		return Verdict{State: fleeetv1.SyncFailed, Revision: applied, Message: msg}
-	case status == current && want.Matches(applied):
+	case status == current && want.Matches(applied, artifactRevision(o.Source)):
 		return Verdict{State: fleeetv1.SyncReady, Revision: applied, Message: msg}
 	case status == current:
 		return Verdict{State: fleeetv1.SyncProgressing, Revision: applied,
@@ -153,20 +153,41 @@ func sourceKstatus(src client.Object) (kstatus, string) {
 	switch s := src.(type) {
 	case *sourcev1.GitRepository:
 		return computeKstatus(s.Generation, s.Status.ObservedGeneration, s.Status.Conditions)
+	case *sourcev1.OCIRepository:
+		return computeKstatus(s.Generation, s.Status.ObservedGeneration, s.Status.Conditions)
 	case *sourcev1.HelmRepository:
 		return computeKstatus(s.Generation, s.Status.ObservedGeneration, s.Status.Conditions)
 	}
 	return inProgress, ""
 }
 
+// artifactRevision is the revision of a git or oci source's artifact, such
+// as "v1.0.0@sha1:…"; empty for anything else.
+func artifactRevision(src client.Object) string {
+	var a *meta.Artifact
+	switch s := src.(type) {
+	case *sourcev1.GitRepository:
+		a = s.Status.Artifact
+	case *sourcev1.OCIRepository:
+		a = s.Status.Artifact
+	}
+	if a == nil {
+		return ""
+	}
+	return a.Revision
+}
+
 // AppliedRevision is the revision a Kustomization last applied, or the chart
-// version of a HelmRelease's latest release; empty for anything else.
+// version of a HelmRelease's latest release, followed by @ and the digest of
+// the OCI artifact it came from, if any; empty for anything else.
 func AppliedRevision(applier client.Object) string {
 	switch a := applier.(type) {
 	case *kustomizev1.Kustomization:
 		return a.Status.LastAppliedRevision
 	case *helmv2.HelmRelease:
-		if latest := a.Status.History.Latest(); latest != nil {
+		if latest := a.Status.History.Latest(); latest != nil && latest.OCIDigest != "" {
+			return latest.ChartVersion + "@" + latest.OCIDigest
+		} else if latest != nil {
 			return latest.ChartVersion
 		}
 	}

@@ -296,6 +296,9 @@ func (p *Policies) sourceHostProblems(src fleeetv1.Source) []map[string]string {
 	if src.Helm != nil {
 		urls["spec.sync.source.helm.url"] = src.Helm.URL
 	}
+	if src.OCI != nil {
+		urls["spec.sync.source.oci.url"] = src.OCI.URL
+	}
 	problems := []map[string]string{}
 	for field, url := range urls {
 		if err := p.SourceNetworks.CheckHost(network.URLHost(url)); err != nil {

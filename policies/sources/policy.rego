@@ -8,7 +8,7 @@ secure := {"https", "ssh", "oci"}
 
 urls[path] := url if {
 	lib.kind in lib.placement_kinds
-	some s in ["git", "helm"]
+	some s in ["git", "helm", "oci"]
 	url := input.object.spec.sync.source[s].url
 	path := sprintf("spec.sync.source.%s.url", [s])
 }

@@ -47,3 +47,7 @@ test_hosts_the_webhook_refuses_are_denied if {
 test_no_refused_hosts_no_denial if {
 	count(sources.deny) == 0 with input as object.union(module({"git": {"url": "https://git.example.com/a.git"}}, {}), {"context": {"sourceHosts": []}})
 }
+
+test_oci_source_credentials_denied if {
+	sources.deny == {"spec.sync.source.oci.url: carries credentials before the host; remove them and name a Secret that holds them in spec.sync.source.secretRef"} with input as module({"oci": {"url": "oci://u:p@ghcr.io/x"}}, {})
+}

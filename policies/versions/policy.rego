@@ -1,5 +1,6 @@
 # Syncs pin exact versions: a git tag or a full commit, never a branch or a
-# pattern; a Helm chart at an exact semantic version, never a range.
+# pattern; a Helm chart at an exact semantic version, never a range; an OCI
+# artifact at a tag that does not move or a sha256 digest.
 package fleeet.versions
 
 import data.fleeet.lib
@@ -37,3 +38,21 @@ moving_tag(tag) if startswith(tag, "refs/heads/")
 moving_tag(tag) if regex.match(`[*?^~\[\] ]`, tag)
 
 moving_tag(tag) if lower(tag) in {"head", "latest", "main", "master"}
+
+deny contains msg if {
+	tag := sync.source.oci.tag
+	moving_tag(tag)
+	msg := sprintf("spec.sync.source.oci.tag: %q moves; name an exact tag or a digest", [tag])
+}
+
+deny contains msg if {
+	d := sync.source.oci.digest
+	not regex.match(`^sha256:[0-9a-f]{64}$`, d)
+	msg := sprintf("spec.sync.source.oci.digest: %q is not sha256: followed by 64 hex characters", [d])
+}
+
+deny contains "spec.sync.source.oci: name a tag or a digest; a sync never follows latest" if {
+	sync.source.oci
+	not sync.source.oci.tag
+	not sync.source.oci.digest
+}

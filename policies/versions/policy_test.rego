@@ -28,3 +28,20 @@ test_short_revision_denied if {
 test_branchless_git_denied if {
 	versions.deny == {"spec.sync.source.git: name a tag or a revision; a sync never follows a branch"} with input as module({"git": {"url": "https://x"}})
 }
+
+test_pinned_oci_allowed if {
+	count(versions.deny) == 0 with input as module({"oci": {"tag": "1.4.2"}})
+	count(versions.deny) == 0 with input as module({"oci": {"digest": concat("", ["sha256:", strings.replace_n({"x": "0123456789abcdef"}, "xxxx")])}})
+}
+
+test_moving_oci_tag_denied if {
+	versions.deny == {`spec.sync.source.oci.tag: "latest" moves; name an exact tag or a digest`} with input as module({"oci": {"tag": "latest"}})
+}
+
+test_bad_oci_digest_denied if {
+	versions.deny == {`spec.sync.source.oci.digest: "sha256:abc" is not sha256: followed by 64 hex characters`} with input as module({"oci": {"digest": "sha256:abc"}})
+}
+
+test_unpinned_oci_denied if {
+	versions.deny == {"spec.sync.source.oci: name a tag or a digest; a sync never follows latest"} with input as module({"oci": {"url": "oci://r/app"}})
+}

@@ -65,6 +65,7 @@ func TestTheRemoteShowsTheClustersFluxAndItsUpgrades(t *testing.T) {
 
 	controllerVersions := map[string]string{
 		"gitrepositories.source.toolkit.fluxcd.io":   "v1.9.6",
+		"ocirepositories.source.toolkit.fluxcd.io":   "v1.9.6",
 		"helmrepositories.source.toolkit.fluxcd.io":  "v1.9.6",
 		"kustomizations.kustomize.toolkit.fluxcd.io": "v1.9.5",
 		"helmreleases.helm.toolkit.fluxcd.io":        "v1.6.4",
