@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"crypto/subtle"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -24,7 +25,32 @@ type GitServer struct {
 // NewGitServer starts a git server on loopback, stopped when the test ends.
 func NewGitServer(t TB) *GitServer {
 	t.Helper()
-	return startGitServer(t, "127.0.0.1")
+	return startGitServer(t, "127.0.0.1", nil)
+}
+
+// GitCredentials are what a private GitServer accepts: HTTP basic auth with
+// Username and Password, or Token as a bearer token.
+type GitCredentials struct {
+	Username, Password, Token string
+}
+
+// accept reports whether a request carries these credentials.
+func (c GitCredentials) accept(r *http.Request) bool {
+	if user, pass, ok := r.BasicAuth(); ok {
+		return equal(user, c.Username) && equal(pass, c.Password)
+	}
+	bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && c.Token != "" && equal(bearer, c.Token)
+}
+
+func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+
+// NewPrivateGitServer starts a git server on loopback that answers only
+// requests carrying creds, as a private git host over HTTP does, stopped
+// when the test ends.
+func NewPrivateGitServer(t TB, creds GitCredentials) *GitServer {
+	t.Helper()
+	return startGitServer(t, "127.0.0.1", &creds)
 }
 
 // NewPodReachableGitServer starts a git server that Pods on testenv nodes
@@ -36,16 +62,30 @@ func NewPodReachableGitServer(t TB) *GitServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startGitServer(t, host)
+	return startGitServer(t, host, nil)
 }
 
-func startGitServer(t TB, host string) *GitServer {
+// startGitServer serves a new directory of repositories on host, to
+// requests carrying creds when they are not nil.
+func startGitServer(t TB, host string, creds *GitCredentials) *GitServer {
 	t.Helper()
 	root := t.TempDir()
-	srv := serve(t, host, &cgi.Handler{
+	var handler http.Handler = &cgi.Handler{
 		Path: gitHTTPBackend,
 		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
-	})
+	}
+	if creds != nil {
+		backend := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !creds.accept(r) {
+				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+				http.Error(w, "authentication required", http.StatusUnauthorized)
+				return
+			}
+			backend.ServeHTTP(w, r)
+		})
+	}
+	srv := serve(t, host, handler)
 	return &GitServer{URL: srv.URL, root: root}
 }
 

@@ -35,12 +35,14 @@ const (
 	poll    = 200 * time.Millisecond
 )
 
-// env is one downstream cluster with the real Flux controllers, a git server
-// and a chart repository, shared by the subtests of TestAssemblage.
+// env is one downstream cluster with the real Flux controllers, a git server,
+// a chart repository and private sources, shared by the subtests of
+// TestAssemblage.
 type env struct {
-	c      *testenv.Cluster
-	git    string
-	charts string
+	c       *testenv.Cluster
+	git     string
+	charts  string
+	private *privateSources
 }
 
 // TestAssemblage runs the agent's Assemblage controller in-process against a
@@ -57,7 +59,7 @@ func TestAssemblage(t *testing.T) {
 	}
 	e := &env{c: c, git: publishConfigs(t), charts: testenv.NewChartRepo(t,
 		testenv.ChartDir("hello"), testenv.ChartDir("widget"), testenv.ChartDir("gadget-crd"),
-		web("1.0.0"), web("2.0.0"), web("3.0.0")).URL}
+		web("1.0.0"), web("2.0.0"), web("3.0.0")).URL, private: publishPrivateSources(t)}
 	startAgent(t, c, agent.Options{Concurrent: 4})
 
 	t.Run("HelmReleaseWaitsForKustomizationInstallingItsCRD", e.testHelmWaitsForKustomization)
@@ -74,6 +76,9 @@ func TestAssemblage(t *testing.T) {
 	t.Run("AssemblageWithoutServiceAccountIsStalledAndAppliesNothing", e.testNoServiceAccount)
 	t.Run("UnhealthyDeploymentFailsItsSyncAndHoldsDependentsUnlessWaitIsOff", e.testUnhealthyWorkload)
 	t.Run("FailedHelmUpgradeRollsBackAndANewVersionRecoversWithoutRetry", e.testHelmRemediation)
+	t.Run("PrivateGitOverHTTPSyncsWithCredentialsAndFailsWithoutLeakingThem", e.testPrivateGitOverHTTP)
+	t.Run("PrivateGitOverSSHSyncsWithThePinnedHostKeyOnly", e.testPrivateGitOverSSH)
+	t.Run("PrivateOCIRegistrySyncsArtifactsAndChartsAtTagOrDigest", e.testPrivateOCIRegistry)
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,

@@ -1,0 +1,208 @@
+package testenv
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+)
+
+// The media types of what Flux and Helm push to OCI registries, which
+// source-controller reads back.
+const (
+	fluxConfigMediaType  types.MediaType = "application/vnd.cncf.flux.config.v1+json"
+	fluxContentMediaType types.MediaType = "application/vnd.cncf.flux.content.v1.tar+gzip"
+	helmConfigMediaType  types.MediaType = "application/vnd.cncf.helm.config.v1+json"
+	helmChartMediaType   types.MediaType = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+)
+
+// PrivateRegistry is an OCI registry (go-containerregistry's, in memory)
+// that answers only requests with its credentials, served over TLS with its
+// own CA on loopback, as a private registry is.
+type PrivateRegistry struct {
+	// Host is the registry's host:port; an artifact is at oci://Host/<repo>.
+	Host string
+	// Username and Password are the credentials it accepts.
+	Username, Password string
+	// CA is the PEM certificate its TLS certificate is signed with.
+	CA []byte
+
+	transport http.RoundTripper
+}
+
+// NewPrivateRegistry starts a registry with fresh credentials, stopped when
+// the test ends.
+func NewPrivateRegistry(t TB) *PrivateRegistry {
+	t.Helper()
+	secret := make([]byte, 16)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	creds := GitCredentials{Username: "fleeet", Password: hex.EncodeToString(secret)}
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !creds.accept(r) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="registry"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	return &PrivateRegistry{
+		Host:      strings.TrimPrefix(srv.URL, "https://"),
+		Username:  creds.Username,
+		Password:  creds.Password,
+		CA:        pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}),
+		transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+	}
+}
+
+// DockerConfigJSON is the .dockerconfigjson of a kubernetes.io/dockerconfigjson
+// Secret holding the registry's credentials, or, with password set, other
+// (wrong) ones.
+func (r *PrivateRegistry) DockerConfigJSON(t TB, password string) []byte {
+	t.Helper()
+	auth := base64.StdEncoding.EncodeToString([]byte(r.Username + ":" + password))
+	b, err := json.Marshal(map[string]any{"auths": map[string]any{
+		r.Host: map[string]string{"username": r.Username, "password": password, "auth": auth},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// PushKustomize pushes files (path → content) as a Flux artifact, the
+// format `flux push artifact` writes, to repository repo at tag, and returns
+// the artifact's URL (oci://Host/repo) and manifest digest.
+func (r *PrivateRegistry) PushKustomize(t TB, repo, tag string, files map[string]string) (url, digest string) {
+	t.Helper()
+	return r.push(t, repo, tag, fluxConfigMediaType, []byte("{}"), static.NewLayer(tarGz(t, files), fluxContentMediaType))
+}
+
+// PushChart packages the chart in dir and pushes it as helm push does: to
+// repository repo/<chart name>, tagged with its version. It returns the
+// repository URL (oci://Host/repo/<name>), the version and the digest.
+func (r *PrivateRegistry) PushChart(t TB, repo, dir string) (url, version, digest string) {
+	t.Helper()
+	ch, err := loader.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive, err := chartutil.Save(ch, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := json.Marshal(ch.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, digest = r.push(t, repo+"/"+ch.Name(), ch.Metadata.Version, helmConfigMediaType, config,
+		static.NewLayer(content, helmChartMediaType))
+	return url, ch.Metadata.Version, digest
+}
+
+// push writes a one-layer OCI artifact with the given config blob, and
+// returns its repository's URL and its manifest's digest.
+func (r *PrivateRegistry) push(t TB, repo, tag string, configType types.MediaType, config []byte, layer v1.Layer) (url, digest string) {
+	t.Helper()
+	ref, err := name.ParseReference(r.Host + "/" + repo + ":" + tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := authn.FromConfig(authn.AuthConfig{Username: r.Username, Password: r.Password})
+	opts := []remote.Option{remote.WithAuth(auth), remote.WithTransport(r.transport), remote.WithContext(t.Context())}
+	manifest := v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1}
+	for i, l := range []v1.Layer{static.NewLayer(config, configType), layer} {
+		if err := remote.WriteLayer(ref.Context(), l, opts...); err != nil {
+			t.Fatalf("pushing to %s: %v", ref, err)
+		}
+		d, err := partial.Descriptor(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			manifest.Config = *d
+		} else {
+			manifest.Layers = append(manifest.Layers, *d)
+		}
+	}
+	raw, err := json.Marshal(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Put(ref, rawManifest(raw), opts...); err != nil {
+		t.Fatalf("pushing %s: %v", ref, err)
+	}
+	d, _, err := v1.SHA256(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "oci://" + r.Host + "/" + repo, d.String()
+}
+
+// rawManifest is an OCI image manifest as remote.Put writes it.
+type rawManifest []byte
+
+func (m rawManifest) RawManifest() ([]byte, error)        { return m, nil }
+func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
+
+// tarGz packs files as a gzipped tarball, in name order with fixed times so
+// the same files make the same artifact.
+func tarGz(t TB, files map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		hdr := &tar.Header{Name: filepath.ToSlash(name), Mode: 0o644, Size: int64(len(files[name])), ModTime: time.Unix(0, 0)}
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(files[name])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
