@@ -294,7 +294,8 @@ type ModuleStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// Version is the git tag, commit or chart version the Module rolls out.
+	// Version is the git tag, commit, chart version or OCI tag or digest the
+	// Module rolls out.
 	// +optional
 	Version string `json:"version,omitempty"`
 
@@ -361,7 +362,8 @@ type RolloutStatus struct {
 type Rollback struct {
 	// To is the revision the Remotes went back to.
 	To string `json:"to"`
-	// Version is that revision's git tag, commit or chart version.
+	// Version is that revision's git tag, commit, chart version or OCI tag
+	// or digest.
 	Version string `json:"version"`
 	// Remote is the failing Remote that started it; empty for fleetctl
 	// rollout undo.
@@ -389,7 +391,7 @@ const (
 type RolloutRecord struct {
 	// Revision is the hash of the sync and its control-plane bindings.
 	Revision string `json:"revision"`
-	// Version is its git tag, commit or chart version.
+	// Version is its git tag, commit, chart version or OCI tag or digest.
 	Version string `json:"version"`
 	// Outcome is Succeeded or RolledBack.
 	Outcome RolloutOutcome `json:"outcome"`

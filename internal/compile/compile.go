@@ -6,6 +6,7 @@
 package compile
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -195,8 +196,8 @@ func RolledBackTo(m *fleeetv1.Module, revision string) *fleeetv1.RolloutRecord {
 	return nil
 }
 
-// Version renders the exact version a sync pins: its git tag or commit, or
-// its chart version.
+// Version renders the exact version a sync pins: its git tag or commit, its
+// chart version, or its OCI artifact's tag or digest.
 func Version(s *fleeetv1.SyncSpec) string {
 	switch {
 	case s.Source.Git != nil && s.Source.Git.Tag != "":
@@ -205,6 +206,8 @@ func Version(s *fleeetv1.SyncSpec) string {
 		return s.Source.Git.Revision
 	case s.Source.Helm != nil:
 		return s.Source.Helm.Version
+	case s.Source.OCI != nil:
+		return cmp.Or(s.Source.OCI.Tag, s.Source.OCI.Digest)
 	}
 	return ""
 }

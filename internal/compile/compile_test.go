@@ -334,6 +334,8 @@ func TestVersionIsTheExactVersionASyncPins(t *testing.T) {
 		"a git tag":                {fleeetv1.Source{Git: &fleeetv1.GitSource{Tag: "v1.2.3", Revision: "abc123"}}, "v1.2.3"},
 		"a git commit without tag": {fleeetv1.Source{Git: &fleeetv1.GitSource{Revision: "abc123"}}, "abc123"},
 		"a chart version":          {fleeetv1.Source{Helm: &fleeetv1.HelmSource{Chart: "app", Version: "4.5.6"}}, "4.5.6"},
+		"an OCI tag":               {fleeetv1.Source{OCI: &fleeetv1.OCISource{Tag: "7.8.9"}}, "7.8.9"},
+		"an OCI digest":            {fleeetv1.Source{OCI: &fleeetv1.OCISource{Digest: "sha256:0123"}}, "sha256:0123"},
 		"no source":                {fleeetv1.Source{}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -157,6 +157,7 @@ func admissionAttacks(ctx context.Context, f *fleet, alice client.Client, id str
 		{"source-at-metadata-name", id, "Module whose git source is ssh://git@metadata.google.internal/repo.git", func(t *testing.T, g Gomega) string {
 			return refused(g, alice.Create(ctx, module(tenantA, "m", func(m *fleeetv1.Module) {
 				m.Spec.Sync.Source.Git.URL = "ssh://git@metadata.google.internal/repo.git"
+				m.Spec.Sync.Source.SecretRef = &fleeetv1.LocalObjectReference{Name: "git-ssh"}
 			})), "spec.sync.source.git.url", "names a cloud metadata service")
 		}},
 		{"source-at-mapped-ipv6", id, "Module whose git source is https://[::ffff:169.254.169.254]/repo.git", func(t *testing.T, g Gomega) string {
