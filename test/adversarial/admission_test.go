@@ -160,6 +160,16 @@ func admissionAttacks(ctx context.Context, f *fleet, alice client.Client, id str
 				m.Spec.Sync.Source.SecretRef = &fleeetv1.LocalObjectReference{Name: "git-ssh"}
 			})), "spec.sync.source.git.url", "names a cloud metadata service")
 		}},
+		{"oci-source-at-metadata-address", id, "Module whose OCI source is oci://169.254.169.254/latest (fetched by Flux inside the cluster)", func(t *testing.T, g Gomega) string {
+			return refused(g, alice.Create(ctx, module(tenantA, "m", func(m *fleeetv1.Module) {
+				m.Spec.Sync.Source = fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: "oci://169.254.169.254/meta-data", Tag: "v1"}}
+			})), "spec.sync.source.oci.url: 169.254.169.254 lies in 169.254.0.0/16")
+		}},
+		{"ssh-source-without-host-key", id, "Module whose git source is ssh:// with no secretRef, so no known_hosts to check the server against", func(t *testing.T, g Gomega) string {
+			return refused(g, alice.Create(ctx, module(tenantA, "m", func(m *fleeetv1.Module) {
+				m.Spec.Sync.Source.Git.URL = "ssh://git@git.example.com/platform.git"
+			})), "spec.sync.source", "an ssh:// git source needs secretRef")
+		}},
 		{"source-at-mapped-ipv6", id, "Module whose git source is https://[::ffff:169.254.169.254]/repo.git", func(t *testing.T, g Gomega) string {
 			return refused(g, alice.Create(ctx, module(tenantA, "m", func(m *fleeetv1.Module) {
 				m.Spec.Sync.Source.Git.URL = "https://[::ffff:169.254.169.254]/repo.git"
