@@ -4,7 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -41,6 +44,10 @@ const (
 	fluxContentMediaType types.MediaType = "application/vnd.cncf.flux.content.v1.tar+gzip"
 	helmConfigMediaType  types.MediaType = "application/vnd.cncf.helm.config.v1+json"
 	helmChartMediaType   types.MediaType = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+	// cosignPayloadMediaType is the layer of a cosign signature image; its
+	// descriptor carries the signature in cosignSignatureAnnotation.
+	cosignPayloadMediaType    types.MediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
+	cosignSignatureAnnotation                 = "dev.cosignproject.cosign/signature"
 )
 
 // PrivateRegistry is an OCI registry (go-containerregistry's, in memory)
@@ -108,7 +115,7 @@ func (r *PrivateRegistry) DockerConfigJSON(t TB, password string) []byte {
 // the artifact's URL (oci://Host/repo) and manifest digest.
 func (r *PrivateRegistry) PushKustomize(t TB, repo, tag string, files map[string]string) (url, digest string) {
 	t.Helper()
-	return r.push(t, repo, tag, fluxConfigMediaType, []byte("{}"), static.NewLayer(tarGz(t, files), fluxContentMediaType))
+	return r.push(t, repo, tag, fluxConfigMediaType, []byte("{}"), static.NewLayer(tarGz(t, files), fluxContentMediaType), nil)
 }
 
 // PushChart packages the chart in dir and pushes it as helm push does: to
@@ -133,13 +140,14 @@ func (r *PrivateRegistry) PushChart(t TB, repo, dir string) (url, version, diges
 		t.Fatal(err)
 	}
 	url, digest = r.push(t, repo+"/"+ch.Name(), ch.Metadata.Version, helmConfigMediaType, config,
-		static.NewLayer(content, helmChartMediaType))
+		static.NewLayer(content, helmChartMediaType), nil)
 	return url, ch.Metadata.Version, digest
 }
 
-// push writes a one-layer OCI artifact with the given config blob, and
-// returns its repository's URL and its manifest's digest.
-func (r *PrivateRegistry) push(t TB, repo, tag string, configType types.MediaType, config []byte, layer v1.Layer) (url, digest string) {
+// push writes a one-layer OCI artifact with the given config blob, the
+// layer's descriptor carrying annotations, and returns its repository's URL
+// and its manifest's digest.
+func (r *PrivateRegistry) push(t TB, repo, tag string, configType types.MediaType, config []byte, layer v1.Layer, annotations map[string]string) (url, digest string) {
 	t.Helper()
 	ref, err := name.ParseReference(r.Host + "/" + repo + ":" + tag)
 	if err != nil {
@@ -159,6 +167,7 @@ func (r *PrivateRegistry) push(t TB, repo, tag string, configType types.MediaTyp
 		if i == 0 {
 			manifest.Config = *d
 		} else {
+			d.Annotations = annotations
 			manifest.Layers = append(manifest.Layers, *d)
 		}
 	}
@@ -181,6 +190,43 @@ type rawManifest []byte
 
 func (m rawManifest) RawManifest() ([]byte, error)        { return m, nil }
 func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
+
+// SignCosign signs the artifact at digest in repository repo as `cosign
+// sign --key` does without a transparency log: a simple-signing payload
+// naming the digest, signed with a fresh ECDSA P-256 key, pushed as the
+// image tagged sha256-<hex>.sig. It returns the PEM public key, which
+// Flux's cosign verification takes from a Secret key ending in .pub.
+func (r *PrivateRegistry) SignCosign(t TB, repo, digest string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := json.Marshal(map[string]any{
+		"critical": map[string]any{
+			"identity": map[string]string{"docker-reference": r.Host + "/" + repo},
+			"image":    map[string]string{"docker-manifest-digest": digest},
+			"type":     "cosign container image signature",
+		},
+		"optional": nil,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(payload)
+	sig, err := ecdsa.SignASN1(rand.Reader, key, sum[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.push(t, repo, strings.Replace(digest, ":", "-", 1)+".sig", "application/vnd.oci.image.config.v1+json", []byte("{}"),
+		static.NewLayer(payload, cosignPayloadMediaType),
+		map[string]string{cosignSignatureAnnotation: base64.StdEncoding.EncodeToString(sig)})
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub})
+}
 
 // tarGz packs files as a gzipped tarball, in name order with fixed times so
 // the same files make the same artifact.

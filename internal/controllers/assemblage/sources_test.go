@@ -32,8 +32,10 @@ type privateSources struct {
 	ssh               *testenv.SSHGitServer
 	registry          *testenv.PrivateRegistry
 	// ociURL holds podinfo's kustomize directory as a Flux artifact
-	// tagged 6.9.2 at ociDigest.
-	ociURL, ociDigest string
+	// tagged 6.9.2 at ociDigest, signed with cosign by cosignKey's private
+	// key; otherKey signed something else.
+	ociURL, ociDigest   string
+	cosignKey, otherKey []byte
 	// chartURL holds the hello chart at chartVersion, chartDigest.
 	chartURL, chartVersion, chartDigest string
 }
@@ -57,6 +59,8 @@ func publishPrivateSources(t testing.TB) *privateSources {
 
 	s.registry = testenv.NewPrivateRegistry(t)
 	s.ociURL, s.ociDigest = s.registry.PushKustomize(t, "podinfo", "6.9.2", podinfo.Kustomize(t, "", nil))
+	s.cosignKey = s.registry.SignCosign(t, "podinfo", s.ociDigest)
+	s.otherKey = s.registry.SignCosign(t, "other", s.ociDigest)
 	s.chartURL, s.chartVersion, s.chartDigest = s.registry.PushChart(t, "charts", testenv.ChartDir("hello"))
 	return s
 }
@@ -230,9 +234,10 @@ func (e *env) testPrivateGitOverSSH(t *testing.T) {
 }
 
 // An OCI registry requiring credentials, over TLS with its own CA, serves
-// podinfo's manifests at a tag and at a digest and the hello chart through
-// an OCIRepository and through an oci:// HelmRepository; wrong credentials
-// fail the sync without the password in its status.
+// podinfo's manifests at a tag, at a digest and with its cosign signature
+// verified, and the hello chart through an OCIRepository and through an
+// oci:// HelmRepository; wrong credentials fail the sync without the
+// password in its status, and a signature by another key fails it too.
 func (e *env) testPrivateOCIRegistry(t *testing.T) {
 	g := NewWithT(t)
 	s, r := e.private, e.private.registry
@@ -243,9 +248,13 @@ func (e *env) testPrivateOCIRegistry(t *testing.T) {
 	oci := func(url, tag, digest string) fleeetv1.Source {
 		return fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: url, Tag: tag, Digest: digest}, SecretRef: pull, CertSecretRef: ca}
 	}
+	keys := e.secret(t, ns, "cosign-keys", corev1.SecretTypeOpaque, map[string][]byte{"cosign.pub": s.cosignKey})
+	signed := oci(s.ociURL, "", s.ociDigest)
+	signed.OCI.Verify = &fleeetv1.OCIVerification{SecretRef: *keys}
 	asm := e.create(t, ns,
 		podinfoSync(ns, "tag", oci(s.ociURL, "6.9.2", ""), "./"),
 		podinfoSync(ns, "digest", oci(s.ociURL, "", s.ociDigest), "./"),
+		podinfoSync(ns, "signed", signed, "./"),
 		helloSync("chart", oci(s.chartURL, s.chartVersion, ""), ""),
 		helloSync("repository", fleeetv1.Source{
 			Helm:      &fleeetv1.HelmSource{URL: strings.TrimSuffix(s.chartURL, "/hello"), Chart: "hello", Version: s.chartVersion},
@@ -262,6 +271,7 @@ func (e *env) testPrivateOCIRegistry(t *testing.T) {
 	g.Expect(revisions).To(Equal(map[string]string{
 		"tag":        "6.9.2@" + s.ociDigest,
 		"digest":     s.ociDigest,
+		"signed":     s.ociDigest,
 		"chart":      s.chartVersion + "+" + digest12 + "@" + s.chartDigest,
 		"repository": s.chartVersion,
 	}))
@@ -273,8 +283,17 @@ func (e *env) testPrivateOCIRegistry(t *testing.T) {
 	bad := e.secret(t, wrongNS, "registry", corev1.SecretTypeDockerConfigJson, map[string][]byte{
 		corev1.DockerConfigJsonKey: r.DockerConfigJSON(t, wrong)})
 	badCA := e.secret(t, wrongNS, "registry-ca", corev1.SecretTypeOpaque, map[string][]byte{"ca.crt": r.CA})
-	failing := e.create(t, wrongNS, podinfoSync(wrongNS, "tag", fleeetv1.Source{
-		OCI: &fleeetv1.OCISource{URL: s.ociURL, Tag: "6.9.2"}, SecretRef: bad, CertSecretRef: badCA}, "./"))
+	good := e.secret(t, wrongNS, "registry-good", corev1.SecretTypeDockerConfigJson, map[string][]byte{
+		corev1.DockerConfigJsonKey: r.DockerConfigJSON(t, r.Password)})
+	otherKeys := e.secret(t, wrongNS, "cosign-keys", corev1.SecretTypeOpaque, map[string][]byte{"cosign.pub": s.otherKey})
+	failing := e.create(t, wrongNS,
+		podinfoSync(wrongNS, "tag", fleeetv1.Source{
+			OCI: &fleeetv1.OCISource{URL: s.ociURL, Tag: "6.9.2"}, SecretRef: bad, CertSecretRef: badCA}, "./"),
+		podinfoSync(wrongNS, "forged", fleeetv1.Source{
+			OCI:       &fleeetv1.OCISource{URL: s.ociURL, Digest: s.ociDigest, Verify: &fleeetv1.OCIVerification{SecretRef: *otherKeys}},
+			SecretRef: good, CertSecretRef: badCA}, "./"))
 	msg := e.expectFailedWithout(t, failing, "tag", wrong, r.Password)
 	g.Expect(msg).To(ContainSubstring("401 Unauthorized"))
+	msg = e.expectFailedWithout(t, failing, "forged", r.Password)
+	g.Expect(msg).To(ContainSubstring("signature"))
 }
