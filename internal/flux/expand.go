@@ -179,7 +179,7 @@ func Expand(t Target, sync *fleeetv1.NamedSync, values map[string]string, deps [
 	case sync.Package.Helm != nil:
 		x, err = expandHelm(t, sync, values, objectMeta(), src)
 	default:
-		err = fmt.Errorf("package: a helm source is installed with a helm package")
+		err = fmt.Errorf("package: set kustomize or helm; a helm source is installed with a helm package")
 	}
 	if err != nil {
 		return nil, err
@@ -323,6 +323,8 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, om
 		hr.Spec.Chart = &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
 			Chart: s.Helm.Chart, Version: s.Helm.Version, SourceRef: ref,
 		}}
+	case s.Git != nil && pkg.Chart == "":
+		return nil, fmt.Errorf("package.helm.chart: must name the chart's path in the git source")
 	case s.Git != nil:
 		// Revision: a new commit is a new chart even when Chart.yaml keeps
 		// its version, and the chart's version names the commit.

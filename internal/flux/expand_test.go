@@ -319,3 +319,18 @@ func TestIntervalsReachEveryFluxObject(t *testing.T) {
 		}
 	}
 }
+
+// A sync the schema would refuse is an error naming the field, not Flux
+// objects that cannot work.
+func TestImpossiblePairingsAreErrors(t *testing.T) {
+	git := fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}}
+	helm := fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}}
+	for spec, want := range map[*fleeetv1.SyncSpec]string{
+		{Source: git, Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{}}}:               "package.helm.chart: must name",
+		{Source: helm, Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{}}}:    "package: set kustomize or helm",
+		{Source: fleeetv1.Source{}, Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{}}}: "source: exactly one of",
+	} {
+		_, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, &fleeetv1.NamedSync{Name: "app", SyncSpec: *spec}, nil, nil)
+		NewWithT(t).Expect(err).To(MatchError(ContainSubstring(want)))
+	}
+}

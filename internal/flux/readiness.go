@@ -185,9 +185,12 @@ func AppliedRevision(applier client.Object) string {
 	case *kustomizev1.Kustomization:
 		return a.Status.LastAppliedRevision
 	case *helmv2.HelmRelease:
-		if latest := a.Status.History.Latest(); latest != nil && latest.OCIDigest != "" {
+		latest := a.Status.History.Latest()
+		switch {
+		case latest == nil:
+		case latest.OCIDigest != "":
 			return latest.ChartVersion + "@" + latest.OCIDigest
-		} else if latest != nil {
+		default:
 			return latest.ChartVersion
 		}
 	}
