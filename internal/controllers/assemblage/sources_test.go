@@ -210,7 +210,8 @@ func (e *env) testPrivateGitOverHTTP(t *testing.T) {
 }
 
 // Git over SSH with a pinned host key applies podinfo; a known_hosts naming
-// another key fails the sync, the private key nowhere in its status.
+// another key, or none, fails the sync, the private key nowhere in its
+// status.
 func (e *env) testPrivateGitOverSSH(t *testing.T) {
 	g := NewWithT(t)
 	s := e.private
@@ -227,10 +228,16 @@ func (e *env) testPrivateGitOverSSH(t *testing.T) {
 	host := strings.TrimPrefix(s.ssh.URL, "ssh://git@")
 	other := e.secret(t, otherNS, "git-ssh", corev1.SecretTypeOpaque, map[string][]byte{
 		"identity": s.ssh.Identity, "known_hosts": []byte(testenv.NewSSHHostKey(t, host))})
-	failing := e.create(t, otherNS, podinfoSync(otherNS, "ssh", s.gitSource(url, other), "./deploy"))
+	unpinned := e.secret(t, otherNS, "git-ssh-unpinned", corev1.SecretTypeOpaque, map[string][]byte{"identity": s.ssh.Identity})
+	failing := e.create(t, otherNS,
+		podinfoSync(otherNS, "ssh", s.gitSource(url, other), "./deploy"),
+		podinfoSync(otherNS, "unpinned", s.gitSource(url, unpinned), "./deploy"))
 	identity := strings.Split(strings.TrimSpace(string(s.ssh.Identity)), "\n")
 	msg := e.expectFailedWithout(t, failing, "ssh", identity[1:len(identity)-1]...)
 	g.Expect(msg).To(ContainSubstring("knownhosts: key mismatch"))
+	// Without known_hosts Flux refuses to connect at all.
+	msg = e.expectFailedWithout(t, failing, "unpinned", identity[1:len(identity)-1]...)
+	g.Expect(msg).To(ContainSubstring("'known_hosts' is required"))
 }
 
 // An OCI registry requiring credentials, over TLS with its own CA, serves
