@@ -188,7 +188,10 @@ func (r *PrivateRegistry) push(t TB, repo, tag string, configType types.MediaTyp
 // rawManifest is an OCI image manifest as remote.Put writes it.
 type rawManifest []byte
 
-func (m rawManifest) RawManifest() ([]byte, error)        { return m, nil }
+// RawManifest is the manifest's bytes, as remote.Put writes them.
+func (m rawManifest) RawManifest() ([]byte, error) { return m, nil }
+
+// MediaType is what remote.Put sends as the manifest's Content-Type.
 func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIManifestSchema1, nil }
 
 // SignCosign signs the artifact at digest in repository repo as `cosign
