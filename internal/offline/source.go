@@ -1,0 +1,189 @@
+package offline
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/getter"
+	"helm.sh/helm/v3/pkg/registry"
+	helmrepo "helm.sh/helm/v3/pkg/repo"
+)
+
+// gitURL and helmURL are the schemes a source may name, as the CRDs'
+// validation has them: files are not admitted by an apiserver, and git
+// would run a command for an ext:: URL.
+var (
+	gitURL  = regexp.MustCompile(`^(https?|ssh)://\S+$`)
+	helmURL = regexp.MustCompile(`^(https?|oci)://\S+$`)
+)
+
+// Sources fetches the sources syncs name, each once per Sources, into a
+// work directory: git repositories with the git CLI at the exact tag or
+// commit, charts through the Helm SDK from https and oci repositories.
+type Sources struct {
+	dir       string
+	creds     *Credentials
+	plainHTTP bool
+	checkouts map[string]string
+	charts    map[string]*chart.Chart
+}
+
+// NewSources fetches into dir with creds; plainHTTP talks to oci registries
+// over plain HTTP, as helm --plain-http does.
+func NewSources(dir string, creds *Credentials, plainHTTP bool) *Sources {
+	return &Sources{dir: dir, creds: creds, plainHTTP: plainHTTP, checkouts: map[string]string{}, charts: map[string]*chart.Chart{}}
+}
+
+// Checkout returns a directory holding a GitRepository's files at its tag
+// or commit, without .git. It must not be written to.
+func (s *Sources) Checkout(ctx context.Context, repo *sourcev1.GitRepository) (string, error) {
+	spec := repo.Spec
+	if !gitURL.MatchString(spec.URL) {
+		return "", fmt.Errorf("source.git.url %q: want https://, http:// or ssh://", spec.URL)
+	}
+	ref := spec.Reference
+	key := spec.URL + "@" + ref.Tag + ref.Commit
+	if dir, ok := s.checkouts[key]; ok {
+		return dir, nil
+	}
+	dir, err := os.MkdirTemp(s.dir, "git-")
+	if err != nil {
+		return "", err
+	}
+	if err := s.git(ctx, dir, "init", "--quiet"); err != nil {
+		return "", err
+	}
+	switch {
+	case ref.Tag != "":
+		err = s.git(ctx, dir, "fetch", "--quiet", "--depth=1", "--", spec.URL, "refs/tags/"+ref.Tag)
+	default:
+		// Servers that refuse a want of a bare commit get a full fetch.
+		if err = s.git(ctx, dir, "fetch", "--quiet", "--depth=1", "--", spec.URL, ref.Commit); err != nil {
+			err = s.git(ctx, dir, "fetch", "--quiet", "--", spec.URL, "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("fetching %s at %s: %w", spec.URL, ref.Tag+ref.Commit, err)
+	}
+	want := "FETCH_HEAD"
+	if ref.Commit != "" {
+		want = ref.Commit
+	}
+	if err := s.git(ctx, dir, "-c", "advice.detachedHead=false", "checkout", "--quiet", want); err != nil {
+		return "", fmt.Errorf("checking out %s of %s: %w", ref.Tag+ref.Commit, spec.URL, err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, ".git")); err != nil {
+		return "", err
+	}
+	s.checkouts[key] = dir
+	return dir, nil
+}
+
+// git runs the git CLI in dir, never prompting, speaking only http(s) and
+// ssh, and with the credentials file as its only credential store.
+func (s *Sources) git(ctx context.Context, dir string, args ...string) error {
+	if s.creds != nil && s.creds.File != "" {
+		args = append([]string{"-c", "credential.helper=", "-c", "credential.helper=store --file=" + s.creds.File}, args...)
+	}
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ALLOW_PROTOCOL=http:https:ssh")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git %s: %w: %s", args[len(args)-1], err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// Chart returns a chart at an exact version from a HelmRepository: an https
+// repository's index and archive, or an oci registry's artifact.
+func (s *Sources) Chart(repo *sourcev1.HelmRepository, name, version string) (*chart.Chart, error) {
+	url := repo.Spec.URL
+	if !helmURL.MatchString(url) {
+		return nil, fmt.Errorf("source.helm.url %q: want https://, http:// or oci://", url)
+	}
+	key := url + " " + name + "@" + version
+	if ch, ok := s.charts[key]; ok {
+		return ch, nil
+	}
+	var archive []byte
+	var err error
+	if repo.Spec.Type == sourcev1.HelmRepositoryTypeOCI {
+		archive, err = s.pullOCI(url, name, version)
+	} else {
+		archive, err = s.download(url, name, version)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("chart %s %s from %s: %w", name, version, url, err)
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(archive))
+	if err != nil {
+		return nil, fmt.Errorf("chart %s %s from %s: %w", name, version, url, err)
+	}
+	s.charts[key] = ch
+	return ch, nil
+}
+
+// download fetches a chart archive through an https repository's index,
+// as helm pull --repo does; credentials go only to the repository's host.
+func (s *Sources) download(url, name, version string) ([]byte, error) {
+	user, password := s.creds.For(url)
+	getters := getter.Providers{{Schemes: []string{"http", "https"}, New: getter.NewHTTPGetter}}
+	cr, err := helmrepo.NewChartRepository(&helmrepo.Entry{Name: "offline", URL: url, Username: user, Password: password}, getters)
+	if err != nil {
+		return nil, err
+	}
+	cr.CachePath = filepath.Join(s.dir, "helm")
+	index, err := cr.DownloadIndexFile()
+	if err != nil {
+		return nil, err
+	}
+	entries, err := helmrepo.LoadIndexFile(index)
+	if err != nil {
+		return nil, err
+	}
+	cv, err := entries.Get(name, version)
+	if err != nil || len(cv.URLs) == 0 {
+		return nil, fmt.Errorf("version %s not in the repository's index", version)
+	}
+	chartURL, err := helmrepo.ResolveReferenceURL(url, cv.URLs[0])
+	if err != nil {
+		return nil, err
+	}
+	buf, err := cr.Client.Get(chartURL, getter.WithURL(url), getter.WithBasicAuth(user, password))
+	if err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// pullOCI pulls a chart from an oci registry, as helm pull oci://… does.
+func (s *Sources) pullOCI(url, name, version string) ([]byte, error) {
+	var opts []registry.ClientOption
+	if user, password := s.creds.For(url); user != "" {
+		opts = append(opts, registry.ClientOptBasicAuth(user, password))
+	}
+	if s.plainHTTP {
+		opts = append(opts, registry.ClientOptPlainHTTP())
+	}
+	client, err := registry.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	ref := strings.TrimSuffix(strings.TrimPrefix(url, "oci://"), "/") + "/" + name + ":" + version
+	pulled, err := client.Pull(ref, registry.PullOptWithChart(true))
+	if err != nil {
+		return nil, err
+	}
+	return pulled.Chart.Data, nil
+}
