@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	. "github.com/onsi/gomega"
 	"k8s.io/utils/ptr"
 
@@ -141,4 +142,17 @@ func TestCompareGivesOneUnifiedDiffPerChangedRendering(t *testing.T) {
 	g.Expect(diffs[1].Unified).To(Equal("--- base/team-a/edge-1/app\n+++ head/team-a/edge-1/app\n@@ -1,2 +1,2 @@\n kind: Deployment\n-image: app:1\n+image: app:2\n"))
 	g.Expect(diffs[0].Unified).To(Equal("--- /dev/null\n+++ head/team-a/edge-1/(plan)\n@@ -0,0 +1 @@\n+# Module big left out\n"))
 	g.Expect(diffs[2].Unified).To(HavePrefix("--- base/team-a/edge-1/crds\n+++ /dev/null\n"))
+}
+
+func TestSourcesRefuseSchemesTheAPIRefuses(t *testing.T) {
+	g := NewWithT(t)
+	s := NewSources(t.TempDir(), nil, false)
+	for _, url := range []string{"ext::sh -c touch% /tmp/owned", "file:///etc", "https://host/repo.git --upload-pack=touch"} {
+		_, err := s.Checkout(t.Context(), &sourcev1.GitRepository{Spec: sourcev1.GitRepositorySpec{URL: url, Reference: &sourcev1.GitRepositoryRef{Tag: "v1"}}})
+		g.Expect(err).To(MatchError(ContainSubstring("want https://, http:// or ssh://")), url)
+	}
+	for _, url := range []string{"file:///etc/charts", "s3://bucket/charts"} {
+		_, err := s.Chart(&sourcev1.HelmRepository{Spec: sourcev1.HelmRepositorySpec{URL: url}}, "app", "1.0.0")
+		g.Expect(err).To(MatchError(ContainSubstring("want https://, http:// or oci://")), url)
+	}
 }

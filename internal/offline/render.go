@@ -1,12 +1,14 @@
 package offline
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
@@ -15,6 +17,8 @@ import (
 	"github.com/fluxcd/pkg/kustomize"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -35,8 +39,16 @@ type Renderer struct {
 	// (the Upstream's), where a helm release without a targetNamespace
 	// goes; it is not known offline.
 	Namespace string
-	done      map[string]string
+	// KubeVersion is the Kubernetes version charts are templated for
+	// (.Capabilities.KubeVersion, kubeVersion constraints); empty is
+	// DefaultKubeVersion.
+	KubeVersion string
+	done        map[string]string
 }
+
+// DefaultKubeVersion is the Kubernetes version charts are templated for
+// unless told: the one fleeet is built and tested against.
+const DefaultKubeVersion = "v1.36.0"
 
 // Render returns what one sync applies, as YAML, headed by comments naming
 // what cannot be known offline: downstream bindings (left as $(NAME)),
@@ -163,7 +175,8 @@ func (r *Renderer) kustomize(ctx context.Context, repo *sourcev1.GitRepository, 
 
 // helm templates a HelmRelease's chart as helm template does (client only,
 // CRDs and hooks included, lookups finding nothing), in the release's
-// target namespace or the Assemblage's.
+// target namespace or the Assemblage's. Test hooks are left out: Flux runs
+// no chart tests unless told, and their names are often random.
 func (r *Renderer) helm(ctx context.Context, repo *sourcev1.HelmRepository, hr *helmv2.HelmRelease) (string, error) {
 	spec := hr.Spec.Chart.Spec
 	ch, err := r.Sources.Chart(repo, spec.Chart, spec.Version)
@@ -179,6 +192,11 @@ func (r *Renderer) helm(ctx context.Context, repo *sourcev1.HelmRepository, hr *
 	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	install.DryRun, install.ClientOnly, install.Replace, install.IncludeCRDs = true, true, true, true
 	install.ReleaseName, install.Namespace = hr.Spec.ReleaseName, hr.Spec.TargetNamespace
+	kube, err := chartutil.ParseKubeVersion(cmp.Or(r.KubeVersion, DefaultKubeVersion))
+	if err != nil {
+		return "", fmt.Errorf("--kube-version: %w", err)
+	}
+	install.KubeVersion = kube
 	if install.Namespace == "" {
 		install.Namespace = r.Namespace
 	}
@@ -189,6 +207,9 @@ func (r *Renderer) helm(ctx context.Context, repo *sourcev1.HelmRepository, hr *
 	var out strings.Builder
 	out.WriteString(rel.Manifest)
 	for _, h := range rel.Hooks {
+		if slices.Contains(h.Events, release.HookTest) {
+			continue
+		}
 		fmt.Fprintf(&out, "---\n# Source: %s\n%s\n", h.Path, h.Manifest)
 	}
 	return out.String(), nil

@@ -1,0 +1,197 @@
+package offline_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ggcr "github.com/google/go-containerregistry/pkg/registry"
+	. "github.com/onsi/gomega"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/registry"
+
+	"github.com/fleeet-dev/fleeet/internal/offline"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+// fleetFiles is a fleet as a checkout holds it: two Remotes, the ConfigMap
+// a control-plane binding reads, a kustomize Module from git and a helm
+// Module from an https chart repository, with %s for the git reference
+// (tag: … or revision: …), the helm Module's selector and any further
+// documents.
+const fleetFiles = `apiVersion: fleeet.dev/v1alpha1
+kind: Remote
+metadata: {name: edge-1, labels: {region: eu}}
+---
+apiVersion: fleeet.dev/v1alpha1
+kind: Remote
+metadata: {name: edge-2, labels: {region: us}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: defaults}
+data: {team: payments}
+---
+apiVersion: fleeet.dev/v1alpha1
+kind: Module
+metadata: {name: web}
+spec:
+  selector: {}
+  controlPlaneBindings:
+  - {name: REGION, objectFieldRef: {kind: Remote, fieldPath: /metadata/labels/region}}
+  - {name: TEAM, objectFieldRef: {kind: ConfigMap, name: defaults, fieldPath: /data/team}}
+  sync:
+    source: {git: {url: "%[1]s", %[2]s}}
+    package: {kustomize: {path: ./deploy, targetNamespace: web, substitute: {COLOUR: "$(REGION)-$(TEAM)"}}}
+---
+apiVersion: fleeet.dev/v1alpha1
+kind: Module
+metadata: {name: chart}
+spec:
+  selector: %[4]s
+  controlPlaneBindings:
+  - {name: REGION, objectFieldRef: {kind: Remote, fieldPath: /metadata/labels/region}}
+  sync:
+    source: {helm: {url: "%[3]s", chart: podinfo, version: 6.9.2}}
+    package: {helm: {values: {ui: {message: "hello $(REGION) from $(SITE)"}}}}
+    bindings:
+    - {name: SITE, objectFieldRef: {apiVersion: v1, kind: ConfigMap, name: site, fieldPath: /data/name}}
+%[5]s`
+
+// ociModule is a helm Module from an oci registry, for %[5]s.
+const ociModule = `---
+apiVersion: fleeet.dev/v1alpha1
+kind: Module
+metadata: {name: oci}
+spec:
+  selector: {matchLabels: {region: us}}
+  sync:
+    source: {helm: {url: "oci://%s/charts", chart: podinfo, version: 6.9.2}}
+    package: {helm: {releaseName: from-oci, targetNamespace: apps}}
+`
+
+func TestOfflineRenderingComparesWhatEachClusterAppliesFromRealSources(t *testing.T) {
+	g := NewWithT(t)
+	podinfo := testenv.GetPodinfo(t)
+	git := testenv.NewGitServer(t)
+	colour := func(pull string) func(string, []byte) []byte {
+		return func(name string, content []byte) []byte {
+			if name == "deployment.yaml" {
+				content = bytes.Replace(content, []byte(`value: "#34577c"`), []byte(`value: "${COLOUR}"`), 1)
+				content = bytes.Replace(content, []byte("imagePullPolicy: IfNotPresent"), []byte("imagePullPolicy: "+pull), 1)
+			}
+			return content
+		}
+	}
+	repo, _ := git.Commit(t, "podinfo", podinfo.Kustomize(t, "deploy", colour("IfNotPresent")), "v1.0.0")
+	_, commit := git.Commit(t, "podinfo", podinfo.Kustomize(t, "deploy", colour("Always")), "")
+	charts := testenv.NewChartRepo(t, podinfo.ChartDir())
+	oci := chartRegistry(t, podinfo.ChartDir(), "robot", "t0ken")
+
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		g.Expect(os.MkdirAll(filepath.Dir(p), 0o755)).To(Succeed())
+		g.Expect(os.WriteFile(p, []byte(content), 0o600)).To(Succeed())
+		return p
+	}
+	write("base/fleet.yaml", fmt.Sprintf(fleetFiles, repo, "tag: v1.0.0", charts.URL, "{matchLabels: {region: eu}}", ""))
+	write("head/fleet.yaml", fmt.Sprintf(fleetFiles, repo, "revision: "+commit, charts.URL, "{}", fmt.Sprintf(ociModule, oci)))
+	creds, err := offline.ReadCredentials(write("credentials", "oci://robot:t0ken@"+oci+"\n"))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	sources := offline.NewSources(t.TempDir(), creds, true)
+	render := func(checkout string) *offline.Rendered {
+		f, err := offline.Load("team-a", filepath.Join(dir, checkout))
+		g.Expect(err).NotTo(HaveOccurred())
+		plans, err := f.Plans(t.Context(), 0)
+		g.Expect(err).NotTo(HaveOccurred())
+		rendered := offline.RenderPlans(t.Context(), &offline.Renderer{Sources: sources, Namespace: "tenant-a"}, plans)
+		g.Expect(rendered.Failed).To(BeEmpty())
+		return rendered
+	}
+	base, head := render("base"), render("head")
+
+	key := func(remote, sync string) offline.Key {
+		return offline.Key{Namespace: "team-a", Remote: remote, Sync: sync}
+	}
+	// The control-plane bindings are each Remote's, substituted by Flux's
+	// post-build substitution into the kustomize build.
+	g.Expect(base.Manifests[key("edge-1", "web")]).To(ContainSubstring("\n          value: eu-payments\n"))
+	g.Expect(base.Manifests[key("edge-2", "web")]).To(ContainSubstring("\n          value: us-payments\n"))
+	g.Expect(base.Manifests[key("edge-1", "web")]).To(ContainSubstring("kind: Deployment\nmetadata:\n  name: podinfo\n  namespace: web\n"))
+	// The helm release is templated with the Remote's values; the downstream
+	// binding is named and left as written.
+	chart := base.Manifests[key("edge-1", "chart")]
+	g.Expect(chart).To(HavePrefix("# unresolved: binding SITE reads ConfigMap site /data/name in the cluster: shown as $(SITE)\n"))
+	g.Expect(chart).To(ContainSubstring("\n  name: chart-podinfo\n  namespace: tenant-a\n"))
+	g.Expect(chart).To(MatchRegexp(`- name: PODINFO_UI_MESSAGE\n\s+value: "hello eu from \$\(SITE\)"\n`))
+	g.Expect(chart).NotTo(ContainSubstring("helm.sh/hook: test"), "Flux runs no chart tests unless told")
+	g.Expect(base.Manifests).NotTo(HaveKey(key("edge-2", "chart")))
+	g.Expect(head.Manifests[key("edge-2", "oci")]).To(ContainSubstring("\n  name: from-oci-podinfo\n  namespace: apps\n"))
+
+	// Without the credentials the registry refuses the chart, and the
+	// failure names the sync, never the password.
+	plans := func() []offline.Plan {
+		f, err := offline.Load("team-a", filepath.Join(dir, "head"))
+		g.Expect(err).NotTo(HaveOccurred())
+		plans, err := f.Plans(t.Context(), 0)
+		g.Expect(err).NotTo(HaveOccurred())
+		return plans
+	}()
+	anonymous := offline.NewSources(t.TempDir(), nil, true)
+	failed := offline.RenderPlans(t.Context(), &offline.Renderer{Sources: anonymous, Namespace: "tenant-a"}, plans).Failed
+	g.Expect(failed).To(ConsistOf(And(HavePrefix("team-a/edge-2/oci: sync oci: chart podinfo 6.9.2 from oci://"+oci+"/charts: "), ContainSubstring("basic credential not found"))))
+
+	var changes []string
+	for _, d := range offline.Compare(base, head) {
+		changes = append(changes, d.Remote+"/"+d.Sync+" "+d.Change)
+		switch d.Sync {
+		case "web":
+			g.Expect(d.Unified).To(ContainSubstring("\n-        imagePullPolicy: IfNotPresent\n+        imagePullPolicy: Always\n"))
+			g.Expect(strings.Count(d.Unified, "\n-")).To(Equal(1), "only the pull policy changes:\n"+d.Unified)
+		case "chart":
+			g.Expect(d.Unified).To(MatchRegexp(`\n\+\s+value: "hello us from \$\(SITE\)"\n`))
+		}
+	}
+	g.Expect(changes).To(Equal([]string{"edge-1/web changed", "edge-2/chart added", "edge-2/oci added", "edge-2/web changed"}))
+}
+
+// chartRegistry serves an in-memory OCI registry on loopback that asks for
+// user and password, pushes the chart in chartDir to it as charts/NAME and
+// returns its host:port.
+func chartRegistry(t *testing.T, chartDir, user, password string) string {
+	t.Helper()
+	g := NewWithT(t)
+	reg := ggcr.New(ggcr.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="charts"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+
+	ch, err := loader.Load(chartDir)
+	g.Expect(err).NotTo(HaveOccurred())
+	archive, err := chartutil.Save(ch, t.TempDir())
+	g.Expect(err).NotTo(HaveOccurred())
+	data, err := os.ReadFile(archive)
+	g.Expect(err).NotTo(HaveOccurred())
+	client, err := registry.NewClient(registry.ClientOptPlainHTTP(), registry.ClientOptBasicAuth(user, password))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = client.Push(data, fmt.Sprintf("%s/charts/%s:%s", host, ch.Name(), ch.Metadata.Version))
+	g.Expect(err).NotTo(HaveOccurred())
+	return host
+}
