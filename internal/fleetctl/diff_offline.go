@@ -1,6 +1,7 @@
 package fleetctl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ type offlineDiff struct {
 	credentialsFile string
 	plainHTTP       bool
 	downstreamNS    string
+	kubeVersion     string
 }
 
 // OfflineView is what fleetctl diff --offline shows: every rendering that
@@ -38,6 +40,7 @@ func addOfflineFlags(cmd *cobra.Command, o *offlineDiff) {
 	cmd.Flags().BoolVar(&o.plainHTTP, "plain-http", false, "With --offline: pull charts from oci registries over plain HTTP")
 	cmd.Flags().StringVar(&o.downstreamNS, "downstream-namespace", "",
 		"With --offline: the tenant's downstream namespace, where a helm release without targetNamespace goes; default the management namespace")
+	cmd.Flags().StringVar(&o.kubeVersion, "kube-version", offline.DefaultKubeVersion, "With --offline: the Kubernetes version charts are templated for")
 }
 
 // offlineDiff runs fleetctl diff --offline, reporting whether anything
@@ -49,10 +52,9 @@ func (s *session) offlineDiff(cmd *cobra.Command, off *offlineDiff, head, online
 	case online != "":
 		return false, errors.New("--offline previews two checkouts: --delete and --remote preview a change to the cluster")
 	}
-	ns, err := s.namespace()
-	if err != nil {
-		return false, err
-	}
+	// Files are read the same wherever the command runs: the kubeconfig's
+	// namespace is not.
+	ns := cmp.Or(*s.kube.Namespace, "default")
 	off.head = head
 	view, err := off.run(cmd.Context(), ns, maxPlanBytes)
 	if err != nil {
@@ -79,7 +81,7 @@ func (o *offlineDiff) run(ctx context.Context, namespace string, maxPlanBytes in
 		return nil, err
 	}
 	defer os.RemoveAll(work)
-	downstream := o.downstreamNS
+	downstream := cmp.Or(o.downstreamNS, namespace)
 	sources := offline.NewSources(work, creds, o.plainHTTP)
 	render := func(path string) (*offline.Rendered, error) {
 		if path == "" {
@@ -93,10 +95,8 @@ func (o *offlineDiff) run(ctx context.Context, namespace string, maxPlanBytes in
 		if err != nil {
 			return nil, err
 		}
-		if downstream == "" {
-			downstream = namespace
-		}
-		return offline.RenderPlans(ctx, &offline.Renderer{Sources: sources, Namespace: downstream}, plans), nil
+		r := &offline.Renderer{Sources: sources, Namespace: downstream, KubeVersion: o.kubeVersion}
+		return offline.RenderPlans(ctx, r, plans), nil
 	}
 	base, err := render(o.base)
 	if err != nil {
