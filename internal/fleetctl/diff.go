@@ -135,12 +135,7 @@ that cannot be rendered exits 2.`,
 				if err != nil {
 					return false, err
 				}
-				if done, err := printStructured(cmd.OutOrStdout(), output, view); done && err != nil {
-					return false, err
-				} else if !done {
-					view.print(cmd.OutOrStdout())
-				}
-				return view.differs(), nil
+				return view.differs(), show(cmd.OutOrStdout(), output, view)
 			}()
 			switch {
 			case err != nil:

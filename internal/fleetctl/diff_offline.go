@@ -60,10 +60,8 @@ func (s *session) offlineDiff(cmd *cobra.Command, off *offlineDiff, head, online
 	if err != nil {
 		return false, err
 	}
-	if done, err := printStructured(cmd.OutOrStdout(), output, view); done && err != nil {
+	if err := show(cmd.OutOrStdout(), output, view); err != nil {
 		return false, err
-	} else if !done {
-		view.print(cmd.OutOrStdout())
 	}
 	return len(view.Diffs) > 0, view.err()
 }
