@@ -148,7 +148,7 @@ func TestSourcesRefuseSchemesTheAPIRefuses(t *testing.T) {
 	g := NewWithT(t)
 	s := NewSources(t.TempDir(), nil, false)
 	for _, url := range []string{"ext::sh -c touch% /tmp/owned", "file:///etc", "https://host/repo.git --upload-pack=touch"} {
-		_, err := s.Checkout(t.Context(), &sourcev1.GitRepository{Spec: sourcev1.GitRepositorySpec{URL: url, Reference: &sourcev1.GitRepositoryRef{Tag: "v1"}}})
+		err := s.CheckoutTo(t.Context(), &sourcev1.GitRepository{Spec: sourcev1.GitRepositorySpec{URL: url, Reference: &sourcev1.GitRepositoryRef{Tag: "v1"}}}, t.TempDir())
 		g.Expect(err).To(MatchError(ContainSubstring("want https://, http:// or ssh://")), url)
 	}
 	for _, url := range []string{"file:///etc/charts", "s3://bucket/charts"} {

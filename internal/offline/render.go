@@ -121,20 +121,16 @@ func downstreamValues(syncBindings []fleeetv1.Binding) (map[string]string, []str
 	return values, unresolved
 }
 
-// kustomize builds a Kustomization from a copy of its source's checkout, as
+// kustomize builds a Kustomization from a fresh checkout of its source, as
 // kustomize-controller does, with remote bases refused and SOPS-encrypted
 // data left encrypted: no key is used offline.
 func (r *Renderer) kustomize(ctx context.Context, repo *sourcev1.GitRepository, ks *kustomizev1.Kustomization) (string, error) {
-	checkout, err := r.Sources.Checkout(ctx, repo)
-	if err != nil {
-		return "", err
-	}
 	root, err := os.MkdirTemp(r.Sources.dir, "build-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(root)
-	if err := os.CopyFS(root, os.DirFS(checkout)); err != nil {
+	if err := r.Sources.CheckoutTo(ctx, repo, root); err != nil {
 		return "", err
 	}
 	dir, err := securejoin.SecureJoin(root, ks.Spec.Path)

@@ -18,6 +18,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/registry"
 
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/offline"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
@@ -137,6 +138,14 @@ func TestOfflineRenderingComparesWhatEachClusterAppliesFromRealSources(t *testin
 	g.Expect(chart).NotTo(ContainSubstring("helm.sh/hook: test"), "Flux runs no chart tests unless told")
 	g.Expect(base.Manifests).NotTo(HaveKey(key("edge-2", "chart")))
 	g.Expect(head.Manifests[key("edge-2", "oci")]).To(ContainSubstring("\n  name: from-oci-podinfo\n  namespace: apps\n"))
+
+	// A path out of the repository stays in it.
+	escape := &fleeetv1.NamedSync{Name: "escape", SyncSpec: fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: repo, Tag: "v1.0.0"}},
+		Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "../../../../../../etc"}},
+	}}
+	_, err = (&offline.Renderer{Sources: sources}).Render(t.Context(), escape)
+	g.Expect(err).To(MatchError(`sync escape: package.kustomize.path "../../../../../../etc": not in the repository at v1.0.0`))
 
 	// Without the credentials the registry refuses the chart, and the
 	// failure names the sync, never the password.

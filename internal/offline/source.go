@@ -33,7 +33,7 @@ type Sources struct {
 	dir       string
 	creds     *Credentials
 	plainHTTP bool
-	checkouts map[string]string
+	checkouts map[string]string // URL@revision → git directory
 	charts    map[string]*chart.Chart
 }
 
@@ -43,49 +43,54 @@ func NewSources(dir string, creds *Credentials, plainHTTP bool) *Sources {
 	return &Sources{dir: dir, creds: creds, plainHTTP: plainHTTP, checkouts: map[string]string{}, charts: map[string]*chart.Chart{}}
 }
 
-// Checkout returns a directory holding a GitRepository's files at its tag
-// or commit, without .git. It must not be written to.
-func (s *Sources) Checkout(ctx context.Context, repo *sourcev1.GitRepository) (string, error) {
+// CheckoutTo writes a GitRepository's files at its tag or commit into dir,
+// symbolic links included and .git left out; the repository is fetched
+// once per Sources.
+func (s *Sources) CheckoutTo(ctx context.Context, repo *sourcev1.GitRepository, dir string) error {
+	gitDir, rev, err := s.fetch(ctx, repo)
+	if err != nil {
+		return err
+	}
+	if err := s.git(ctx, dir, "--git-dir="+gitDir, "--work-tree="+dir, "checkout", "--quiet", "--force", rev, "--", "."); err != nil {
+		return fmt.Errorf("checking out %s of %s: %w", rev, repo.Spec.URL, err)
+	}
+	return nil
+}
+
+// fetch fetches the commit a GitRepository pins into a git directory of
+// its own, and returns it and the revision to check out.
+func (s *Sources) fetch(ctx context.Context, repo *sourcev1.GitRepository) (gitDir, rev string, err error) {
 	spec := repo.Spec
 	if !gitURL.MatchString(spec.URL) {
-		return "", fmt.Errorf("source.git.url %q: want https://, http:// or ssh://", spec.URL)
+		return "", "", fmt.Errorf("source.git.url %q: want https://, http:// or ssh://", spec.URL)
 	}
 	ref := spec.Reference
-	key := spec.URL + "@" + ref.Tag + ref.Commit
+	rev = ref.Commit
+	if ref.Tag != "" {
+		rev = "refs/tags/" + ref.Tag
+	}
+	key := spec.URL + "@" + rev
 	if dir, ok := s.checkouts[key]; ok {
-		return dir, nil
+		return dir, rev, nil
 	}
-	dir, err := os.MkdirTemp(s.dir, "git-")
+	gitDir, err = os.MkdirTemp(s.dir, "git-")
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	if err := s.git(ctx, dir, "init", "--quiet"); err != nil {
-		return "", err
+	if err := s.git(ctx, gitDir, "init", "--quiet", "--bare"); err != nil {
+		return "", "", err
 	}
-	switch {
-	case ref.Tag != "":
-		err = s.git(ctx, dir, "fetch", "--quiet", "--depth=1", "--", spec.URL, "refs/tags/"+ref.Tag)
-	default:
-		// Servers that refuse a want of a bare commit get a full fetch.
-		if err = s.git(ctx, dir, "fetch", "--quiet", "--depth=1", "--", spec.URL, ref.Commit); err != nil {
-			err = s.git(ctx, dir, "fetch", "--quiet", "--", spec.URL, "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
-		}
+	if ref.Tag != "" {
+		err = s.git(ctx, gitDir, "fetch", "--quiet", "--depth=1", "--", spec.URL, "+"+rev+":"+rev)
+	} else if err = s.git(ctx, gitDir, "fetch", "--quiet", "--depth=1", "--", spec.URL, rev); err != nil {
+		// A server that refuses a bare commit is fetched in full.
+		err = s.git(ctx, gitDir, "fetch", "--quiet", "--", spec.URL, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 	}
 	if err != nil {
-		return "", fmt.Errorf("fetching %s at %s: %w", spec.URL, ref.Tag+ref.Commit, err)
+		return "", "", fmt.Errorf("fetching %s at %s: %w", spec.URL, rev, err)
 	}
-	want := "FETCH_HEAD"
-	if ref.Commit != "" {
-		want = ref.Commit
-	}
-	if err := s.git(ctx, dir, "-c", "advice.detachedHead=false", "checkout", "--quiet", want); err != nil {
-		return "", fmt.Errorf("checking out %s of %s: %w", ref.Tag+ref.Commit, spec.URL, err)
-	}
-	if err := os.RemoveAll(filepath.Join(dir, ".git")); err != nil {
-		return "", err
-	}
-	s.checkouts[key] = dir
-	return dir, nil
+	s.checkouts[key] = gitDir
+	return gitDir, rev, nil
 }
 
 // git runs the git CLI in dir, never prompting, speaking only http(s) and
