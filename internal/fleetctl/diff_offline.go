@@ -40,7 +40,7 @@ func addOfflineFlags(cmd *cobra.Command, o *offlineDiff) {
 	cmd.Flags().BoolVar(&o.plainHTTP, "plain-http", false, "With --offline: pull charts from oci registries over plain HTTP")
 	cmd.Flags().StringVar(&o.downstreamNS, "downstream-namespace", "",
 		"With --offline: the tenant's downstream namespace, where a helm release without targetNamespace goes; default the management namespace")
-	cmd.Flags().StringVar(&o.kubeVersion, "kube-version", offline.DefaultKubeVersion, "With --offline: the Kubernetes version charts are templated for")
+	cmd.Flags().StringVar(&o.kubeVersion, "kube-version", offline.DefaultKubeVersion, "With --offline: the Kubernetes version charts are templated for on a Remote whose status in the files does not say")
 }
 
 // offlineDiff runs fleetctl diff --offline, reporting whether anything

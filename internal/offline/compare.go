@@ -43,7 +43,7 @@ func RenderPlans(ctx context.Context, r *Renderer, plans []Plan) *Rendered {
 		}
 		for i := range p.Syncs {
 			key := Key{Namespace: p.Namespace, Remote: p.Remote, Sync: p.Syncs[i].Name}
-			manifests, err := r.Render(ctx, &p.Syncs[i])
+			manifests, err := r.Render(ctx, &p.Syncs[i], p.KubeVersion)
 			if err != nil {
 				manifests = fmt.Sprintf("# render failed: %v\n", err)
 				out.Failed = append(out.Failed, key.path()+": "+err.Error())

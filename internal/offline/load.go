@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,8 +52,10 @@ type Namespace struct {
 
 // Load reads every YAML or JSON file under paths (files or directories;
 // directories whose name starts with a dot, such as .git, are skipped) and
-// keeps the fleeet.dev Modules and Remotes and the ConfigMaps; other
-// documents are skipped, since a checkout holds much else. An object without
+// keeps the fleeet.dev Modules and Remotes and the ConfigMaps, alone or in a
+// List as kubectl get -o yaml writes them (pull-mode Remotes are made by
+// registration, so a checkout holds them exported); other documents are
+// skipped, since a checkout holds much else. An object without
 // a namespace is in namespace. A fleeet.dev document is decoded strictly, so
 // a misspelt field is an error naming the file and the document.
 func Load(namespace string, paths ...string) (*Fleet, error) {
@@ -109,6 +112,19 @@ func (f *Fleet) loadDocument(namespace, path string, doc []byte) error {
 	}
 	var obj client.Object
 	switch {
+	case meta.APIVersion == "v1" && meta.Kind == "List": // kubectl get -o yaml
+		var list struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := yaml.Unmarshal(doc, &list); err != nil {
+			return fmt.Errorf("List: %w", err)
+		}
+		for i, item := range list.Items {
+			if err := f.loadDocument(namespace, path, item); err != nil {
+				return fmt.Errorf("items[%d]: %w", i, err)
+			}
+		}
+		return nil
 	case meta.APIVersion == fleeetv1.GroupVersion.String() && meta.Kind == "Module":
 		obj = &fleeetv1.Module{}
 	case meta.APIVersion == fleeetv1.GroupVersion.String() && meta.Kind == "Remote":
@@ -151,7 +167,10 @@ func (f *Fleet) loadDocument(namespace, path string, doc []byte) error {
 // Plan is one Remote's compiled plan.
 type Plan struct {
 	Namespace, Remote string
-	Syncs             []fleeetv1.NamedSync
+	// KubeVersion is the Remote's Kubernetes version as its status says,
+	// if the files hold its status.
+	KubeVersion string
+	Syncs       []fleeetv1.NamedSync
 	// Notes say what the compiler left out of the plan and why: Modules
 	// whose control-plane bindings do not resolve for this Remote, or that
 	// would take the plan past the size limit.
@@ -173,7 +192,7 @@ func (f *Fleet) Plans(ctx context.Context, maxPlanBytes int) ([]Plan, error) {
 			if err != nil {
 				return nil, fmt.Errorf("compiling the plan of Remote %s/%s: %w", name, remotes[i].Name, err)
 			}
-			p := Plan{Namespace: name, Remote: remotes[i].Name, Syncs: syncs}
+			p := Plan{Namespace: name, Remote: remotes[i].Name, KubeVersion: remotes[i].Status.KubernetesVersion, Syncs: syncs}
 			for _, module := range slices.Sorted(maps.Keys(stamps)) {
 				switch s := stamps[module]; {
 				case s.BindingError != "":

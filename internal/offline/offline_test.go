@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -76,6 +77,14 @@ metadata: {name: edge-1, namespace: team-b, labels: {region: eu}}
 `)
 	write("fleet/remotes.json", `{"apiVersion": "fleeet.dev/v1alpha1", "kind": "Remote", "metadata": {"name": "edge-2"}}`)
 	write("fleet/colours.yml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: colours}\ndata: {eu: blue}\n")
+	write("fleet/exported.yaml", `apiVersion: v1
+kind: List
+items:
+- apiVersion: fleeet.dev/v1alpha1
+  kind: Remote
+  metadata: {name: edge-3}
+  status: {kubernetesVersion: v1.31.2}
+`)
 	write("README.md", "apiVersion: fleeet.dev/v1alpha1\nkind: Module\n")
 	write(".git/stray.yaml", "apiVersion: fleeet.dev/v1alpha1\nkind: Remote\nmetadata: {name: stray}\n")
 
@@ -86,10 +95,19 @@ metadata: {name: edge-1, namespace: team-b, labels: {region: eu}}
 	g.Expect(a.Modules).To(HaveLen(1))
 	g.Expect(a.Modules[0].Namespace).To(Equal("team-a"))
 	g.Expect(a.Modules[0].Spec.Sync.Source.Git.Tag).To(Equal("v1.0.0"))
-	g.Expect(a.Remotes).To(HaveLen(1))
-	g.Expect(a.Remotes[0].Name).To(Equal("edge-2"))
+	g.Expect(a.Remotes).To(HaveLen(2))
+	g.Expect(a.Remotes[0].Name).To(Equal("edge-3"))
+	g.Expect(a.Remotes[1].Name).To(Equal("edge-2"))
 	g.Expect(a.ConfigMaps).To(HaveKey("colours"))
 	g.Expect(f.Namespaces["team-b"].Remotes[0].Labels).To(Equal(map[string]string{"region": "eu"}))
+
+	plans, err := f.Plans(t.Context(), 0)
+	g.Expect(err).NotTo(HaveOccurred())
+	var names []string
+	for _, p := range plans {
+		names = append(names, fmt.Sprintf("%s/%s %q %d", p.Namespace, p.Remote, p.KubeVersion, len(p.Syncs)))
+	}
+	g.Expect(names).To(Equal([]string{`team-a/edge-2 "" 1`, `team-a/edge-3 "v1.31.2" 1`, `team-b/edge-1 "" 0`}))
 }
 
 func TestLoadRefusesWhatItCannotReadUnambiguously(t *testing.T) {

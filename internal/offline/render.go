@@ -40,8 +40,8 @@ type Renderer struct {
 	// goes; it is not known offline.
 	Namespace string
 	// KubeVersion is the Kubernetes version charts are templated for
-	// (.Capabilities.KubeVersion, kubeVersion constraints); empty is
-	// DefaultKubeVersion.
+	// (.Capabilities.KubeVersion, kubeVersion constraints) on a cluster
+	// whose version is not known; empty is DefaultKubeVersion.
 	KubeVersion string
 	done        map[string]string
 }
@@ -50,17 +50,19 @@ type Renderer struct {
 // unless told: the one fleeet is built and tested against.
 const DefaultKubeVersion = "v1.36.0"
 
-// Render returns what one sync applies, as YAML, headed by comments naming
-// what cannot be known offline: downstream bindings (left as $(NAME)),
-// substituteFrom and valuesFrom objects, which live in the cluster. A sync
-// that cannot be rendered is an error naming it.
-func (r *Renderer) Render(ctx context.Context, s *fleeetv1.NamedSync) (string, error) {
+// Render returns what one sync applies on a cluster running kubeVersion
+// (empty: r.KubeVersion), as YAML, headed by comments naming what cannot be
+// known offline: downstream bindings (left as $(NAME)), substituteFrom and
+// valuesFrom objects, which live in the cluster. A sync that cannot be
+// rendered is an error naming it.
+func (r *Renderer) Render(ctx context.Context, s *fleeetv1.NamedSync, kubeVersion string) (string, error) {
 	values, unresolved := downstreamValues(s.Bindings)
 	x, err := flux.Expand(flux.Target{Namespace: r.Namespace}, s, values, nil)
 	if err != nil {
 		return "", fmt.Errorf("sync %s: %w", s.Name, err)
 	}
-	raw, err := json.Marshal([]any{x.Source, x.Applier})
+	kubeVersion = cmp.Or(kubeVersion, r.KubeVersion, DefaultKubeVersion)
+	raw, err := json.Marshal([]any{x.Source, x.Applier, kubeVersion})
 	if err != nil {
 		return "", err
 	}
@@ -82,7 +84,7 @@ func (r *Renderer) Render(ctx context.Context, s *fleeetv1.NamedSync) (string, e
 		for _, ref := range applier.Spec.ValuesFrom {
 			unresolved = append(unresolved, fmt.Sprintf("valuesFrom %s %s is read in the cluster: its values are not merged here", ref.Kind, ref.Name))
 		}
-		manifests, err = r.helm(ctx, x.Source.(*sourcev1.HelmRepository), applier)
+		manifests, err = r.helm(ctx, x.Source.(*sourcev1.HelmRepository), applier, kubeVersion)
 	default:
 		err = fmt.Errorf("a %T applier cannot be rendered offline", x.Applier)
 	}
@@ -171,9 +173,9 @@ func (r *Renderer) kustomize(ctx context.Context, repo *sourcev1.GitRepository, 
 
 // helm templates a HelmRelease's chart as helm template does (client only,
 // CRDs and hooks included, lookups finding nothing), in the release's
-// target namespace or the Assemblage's. Test hooks are left out: Flux runs
+// target namespace or the Assemblage's, for kubeVersion. Test hooks are left out: Flux runs
 // no chart tests unless told, and their names are often random.
-func (r *Renderer) helm(ctx context.Context, repo *sourcev1.HelmRepository, hr *helmv2.HelmRelease) (string, error) {
+func (r *Renderer) helm(ctx context.Context, repo *sourcev1.HelmRepository, hr *helmv2.HelmRelease, kubeVersion string) (string, error) {
 	spec := hr.Spec.Chart.Spec
 	ch, err := r.Sources.Chart(repo, spec.Chart, spec.Version)
 	if err != nil {
@@ -188,9 +190,9 @@ func (r *Renderer) helm(ctx context.Context, repo *sourcev1.HelmRepository, hr *
 	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
 	install.DryRun, install.ClientOnly, install.Replace, install.IncludeCRDs = true, true, true, true
 	install.ReleaseName, install.Namespace = hr.Spec.ReleaseName, hr.Spec.TargetNamespace
-	kube, err := chartutil.ParseKubeVersion(cmp.Or(r.KubeVersion, DefaultKubeVersion))
+	kube, err := chartutil.ParseKubeVersion(kubeVersion)
 	if err != nil {
-		return "", fmt.Errorf("--kube-version: %w", err)
+		return "", fmt.Errorf("kubernetes version %q: %w", kubeVersion, err)
 	}
 	install.KubeVersion = kube
 	if install.Namespace == "" {

@@ -110,16 +110,20 @@ func TestOfflineRenderingComparesWhatEachClusterAppliesFromRealSources(t *testin
 	g.Expect(err).NotTo(HaveOccurred())
 
 	sources := offline.NewSources(t.TempDir(), creds, true)
-	render := func(checkout string) *offline.Rendered {
+	plansOf := func(checkout string) []offline.Plan {
 		f, err := offline.Load("team-a", filepath.Join(dir, checkout))
 		g.Expect(err).NotTo(HaveOccurred())
 		plans, err := f.Plans(t.Context(), 0)
 		g.Expect(err).NotTo(HaveOccurred())
+		return plans
+	}
+	render := func(plans []offline.Plan) *offline.Rendered {
 		rendered := offline.RenderPlans(t.Context(), &offline.Renderer{Sources: sources, Namespace: "tenant-a"}, plans)
 		g.Expect(rendered.Failed).To(BeEmpty())
 		return rendered
 	}
-	base, head := render("base"), render("head")
+	plans := plansOf("head")
+	base, head := render(plansOf("base")), render(plans)
 
 	key := func(remote, sync string) offline.Key {
 		return offline.Key{Namespace: "team-a", Remote: remote, Sync: sync}
@@ -144,18 +148,17 @@ func TestOfflineRenderingComparesWhatEachClusterAppliesFromRealSources(t *testin
 		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: repo, Tag: "v1.0.0"}},
 		Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "../../../../../../etc"}},
 	}}
-	_, err = (&offline.Renderer{Sources: sources}).Render(t.Context(), escape)
+	_, err = (&offline.Renderer{Sources: sources}).Render(t.Context(), escape, "")
 	g.Expect(err).To(MatchError(`sync escape: package.kustomize.path "../../../../../../etc": not in the repository at v1.0.0`))
+
+	// A chart is templated for its cluster's version, when known.
+	chartSync := &plans[0].Syncs[0]
+	g.Expect(chartSync.Name).To(Equal("chart"))
+	_, err = (&offline.Renderer{Sources: sources}).Render(t.Context(), chartSync, "v1.22.0")
+	g.Expect(err).To(MatchError(ContainSubstring("incompatible with Kubernetes v1.22.0")))
 
 	// Without the credentials the registry refuses the chart, and the
 	// failure names the sync, never the password.
-	plans := func() []offline.Plan {
-		f, err := offline.Load("team-a", filepath.Join(dir, "head"))
-		g.Expect(err).NotTo(HaveOccurred())
-		plans, err := f.Plans(t.Context(), 0)
-		g.Expect(err).NotTo(HaveOccurred())
-		return plans
-	}()
 	anonymous := offline.NewSources(t.TempDir(), nil, true)
 	failed := offline.RenderPlans(t.Context(), &offline.Renderer{Sources: anonymous, Namespace: "tenant-a"}, plans).Failed
 	g.Expect(failed).To(ConsistOf(And(HavePrefix("team-a/edge-2/oci: sync oci: chart podinfo 6.9.2 from oci://"+oci+"/charts: "), ContainSubstring("basic credential not found"))))
