@@ -53,7 +53,8 @@ const DefaultKubeVersion = "v1.36.0"
 // Render returns what one sync applies on a cluster running kubeVersion
 // (empty: r.KubeVersion), as YAML, headed by comments naming what cannot be
 // known offline: downstream bindings (left as $(NAME)), substituteFrom and
-// valuesFrom objects, which live in the cluster. A sync that cannot be
+// valuesFrom objects, which live in the cluster, and a HelmRelease's
+// postRenderers, which are not applied here. A sync that cannot be
 // rendered is an error naming it.
 func (r *Renderer) Render(ctx context.Context, s *fleeetv1.NamedSync, kubeVersion string) (string, error) {
 	values, unresolved := downstreamValues(s.Bindings)
@@ -83,6 +84,9 @@ func (r *Renderer) Render(ctx context.Context, s *fleeetv1.NamedSync, kubeVersio
 	case *helmv2.HelmRelease:
 		for _, ref := range applier.Spec.ValuesFrom {
 			unresolved = append(unresolved, fmt.Sprintf("valuesFrom %s %s is read in the cluster: its values are not merged here", ref.Kind, ref.Name))
+		}
+		if len(applier.Spec.PostRenderers) > 0 {
+			unresolved = append(unresolved, "postRenderers are applied in the cluster, not here")
 		}
 		manifests, err = r.helm(ctx, x.Source.(*sourcev1.HelmRepository), applier, kubeVersion)
 	default:

@@ -7,11 +7,14 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
 	. "github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -206,4 +209,54 @@ func chartRegistry(t *testing.T, chartDir, user, password string) string {
 	_, err = client.Push(data, fmt.Sprintf("%s/charts/%s:%s", host, ch.Name(), ch.Metadata.Version))
 	g.Expect(err).NotTo(HaveOccurred())
 	return host
+}
+
+func TestGitCredentialsReachOnlyTheirHost(t *testing.T) {
+	g := NewWithT(t)
+	git := testenv.NewGitServer(t)
+	upstream, _ := git.Commit(t, "private", map[string]string{"deploy/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: private}\n"}, "v1.0.0")
+	// The git server behind a proxy that wants a user and password, as a
+	// private git host does.
+	target, err := url.Parse(git.URL)
+	g.Expect(err).NotTo(HaveOccurred())
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	private := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "ci" || p != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(private.Close)
+	repo := &sourcev1.GitRepository{Spec: sourcev1.GitRepositorySpec{
+		URL:       strings.Replace(upstream, git.URL, private.URL, 1),
+		Reference: &sourcev1.GitRepositoryRef{Tag: "v1.0.0"},
+	}}
+	credentials := func(lines string) *offline.Credentials {
+		file := filepath.Join(t.TempDir(), "credentials")
+		g.Expect(os.WriteFile(file, []byte(lines), 0o600)).To(Succeed())
+		t.Cleanup(func() {
+			kept, err := os.ReadFile(file)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(kept)).To(Equal(lines), "git changed the credentials file")
+		})
+		c, err := offline.ReadCredentials(file)
+		g.Expect(err).NotTo(HaveOccurred())
+		return c
+	}
+	checkout := func(c *offline.Credentials) error {
+		return offline.NewSources(t.TempDir(), c, false).CheckoutTo(t.Context(), repo, t.TempDir())
+	}
+
+	g.Expect(checkout(credentials(strings.Replace(private.URL, "http://", "http://ci:s3cret@", 1)))).To(Succeed())
+	for name, c := range map[string]*offline.Credentials{
+		"none":         nil,
+		"another host": credentials("http://ci:s3cret@git.example.com\n"),
+		"wrong":        credentials(strings.Replace(private.URL, "http://", "http://ci:guess@", 1)),
+	} {
+		err := checkout(c)
+		g.Expect(err).To(MatchError(ContainSubstring("fetching "+repo.Spec.URL+" at refs/tags/v1.0.0: git fetch: exit status 128")), name)
+		g.Expect(err.Error()).NotTo(ContainSubstring("s3cret"), name)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -93,19 +94,29 @@ func (s *Sources) fetch(ctx context.Context, repo *sourcev1.GitRepository) (gitD
 	return gitDir, rev, nil
 }
 
+// readOnlyStore is a git credential helper answering from the credentials
+// file named by $FLEETCTL_GIT_CREDENTIALS and nothing else: git's own
+// store helper would also erase a credential the server refused, or store
+// one, changing the user's file.
+const readOnlyStore = `!f() { test "$1" = get && exec git credential-store --file="$FLEETCTL_GIT_CREDENTIALS" get; }; f`
+
 // git runs the git CLI in dir, never prompting, speaking only http(s) and
-// ssh, and with the credentials file as its only credential store.
+// ssh, and with the credentials file, read only, as its only credential
+// store.
 func (s *Sources) git(ctx context.Context, dir string, args ...string) error {
+	sub := args[slices.IndexFunc(args, func(a string) bool { return !strings.HasPrefix(a, "-") })]
+	env := append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ALLOW_PROTOCOL=http:https:ssh")
 	if s.creds != nil && s.creds.File != "" {
-		args = append([]string{"-c", "credential.helper=", "-c", "credential.helper=store --file=" + s.creds.File}, args...)
+		args = append([]string{"-c", "credential.helper=", "-c", "credential.helper=" + readOnlyStore}, args...)
+		env = append(env, "FLEETCTL_GIT_CREDENTIALS="+s.creds.File)
 	}
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_ALLOW_PROTOCOL=http:https:ssh")
+	cmd.Env = env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("git %s: %w: %s", args[len(args)-1], err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("git %s: %w: %s", sub, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
 }
