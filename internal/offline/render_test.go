@@ -187,16 +187,7 @@ func chartRegistry(t *testing.T, chartDir, user, password string) string {
 	t.Helper()
 	g := NewWithT(t)
 	reg := ggcr.New(ggcr.Logger(log.New(io.Discard, "", 0)))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
-			w.Header().Set("WWW-Authenticate", `Basic realm="charts"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		reg.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
+	host := strings.TrimPrefix(behindBasicAuth(t, user, password, reg), "http://")
 
 	ch, err := loader.Load(chartDir)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -217,20 +208,9 @@ func TestGitCredentialsReachOnlyTheirHost(t *testing.T) {
 	upstream, _ := git.Commit(t, "private", map[string]string{"deploy/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: private}\n"}, "v1.0.0")
 	// The git server behind a proxy that wants a user and password, as a
 	// private git host does.
-	target, err := url.Parse(git.URL)
-	g.Expect(err).NotTo(HaveOccurred())
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	private := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "ci" || p != "s3cret" {
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(private.Close)
+	private := behindBasicAuth(t, "ci", "s3cret", proxyTo(t, git.URL))
 	repo := &sourcev1.GitRepository{Spec: sourcev1.GitRepositorySpec{
-		URL:       strings.Replace(upstream, git.URL, private.URL, 1),
+		URL:       strings.Replace(upstream, git.URL, private, 1),
 		Reference: &sourcev1.GitRepositoryRef{Tag: "v1.0.0"},
 	}}
 	credentials := func(lines string) *offline.Credentials {
@@ -249,14 +229,58 @@ func TestGitCredentialsReachOnlyTheirHost(t *testing.T) {
 		return offline.NewSources(t.TempDir(), c, false).CheckoutTo(t.Context(), repo, t.TempDir())
 	}
 
-	g.Expect(checkout(credentials(strings.Replace(private.URL, "http://", "http://ci:s3cret@", 1)))).To(Succeed())
+	g.Expect(checkout(credentials(strings.Replace(private, "http://", "http://ci:s3cret@", 1)))).To(Succeed())
 	for name, c := range map[string]*offline.Credentials{
 		"none":         nil,
 		"another host": credentials("http://ci:s3cret@git.example.com\n"),
-		"wrong":        credentials(strings.Replace(private.URL, "http://", "http://ci:guess@", 1)),
+		"wrong":        credentials(strings.Replace(private, "http://", "http://ci:guess@", 1)),
 	} {
 		err := checkout(c)
 		g.Expect(err).To(MatchError(ContainSubstring("fetching "+repo.Spec.URL+" at refs/tags/v1.0.0: git fetch: exit status 128")), name)
 		g.Expect(err.Error()).NotTo(ContainSubstring("s3cret"), name)
 	}
+}
+
+func TestChartRepositoryCredentialsReachOnlyTheirHost(t *testing.T) {
+	g := NewWithT(t)
+	charts := testenv.NewChartRepo(t, testenv.ChartDir("hello"))
+	private := behindBasicAuth(t, "ci", "s3cret", proxyTo(t, charts.URL))
+	repo := &sourcev1.HelmRepository{Spec: sourcev1.HelmRepositorySpec{URL: private}}
+	file := filepath.Join(t.TempDir(), "credentials")
+	g.Expect(os.WriteFile(file, []byte(strings.Replace(private, "http://", "http://ci:s3cret@", 1)+"\nhttp://ci:guess@charts.example.com\n"), 0o600)).To(Succeed())
+	creds, err := offline.ReadCredentials(file)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	ch, err := offline.NewSources(t.TempDir(), creds, false).Chart(repo, "hello", "1.2.3")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ch.Metadata.Version).To(Equal("1.2.3"))
+	_, err = offline.NewSources(t.TempDir(), nil, false).Chart(repo, "hello", "1.2.3")
+	g.Expect(err).To(MatchError(ContainSubstring("chart hello 1.2.3 from " + private + ": ")))
+	g.Expect(err).To(MatchError(ContainSubstring("401 Unauthorized")))
+}
+
+// behindBasicAuth serves next on loopback to requests with user and
+// password only, as a private host does, and returns its URL.
+func behindBasicAuth(t *testing.T, user, password string, next http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="private"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// proxyTo forwards requests to a server of the test.
+func proxyTo(t *testing.T, upstream string) http.Handler {
+	t.Helper()
+	target, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return httputil.NewSingleHostReverseProxy(target)
 }
