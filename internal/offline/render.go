@@ -80,7 +80,11 @@ func (r *Renderer) Render(ctx context.Context, s *fleeetv1.NamedSync, kubeVersio
 				unresolved = append(unresolved, fmt.Sprintf("substituteFrom %s %s is read in the cluster: its variables are not substituted here", ref.Kind, ref.Name))
 			}
 		}
-		manifests, err = r.kustomize(ctx, x.Source.(*sourcev1.GitRepository), applier)
+		if repo, ok := x.Source.(*sourcev1.GitRepository); ok {
+			manifests, err = r.kustomize(ctx, repo, applier)
+		} else {
+			err = notYet(x)
+		}
 	case *helmv2.HelmRelease:
 		for _, ref := range applier.Spec.ValuesFrom {
 			unresolved = append(unresolved, fmt.Sprintf("valuesFrom %s %s is read in the cluster: its values are not merged here", ref.Kind, ref.Name))
@@ -88,9 +92,13 @@ func (r *Renderer) Render(ctx context.Context, s *fleeetv1.NamedSync, kubeVersio
 		if len(applier.Spec.PostRenderers) > 0 {
 			unresolved = append(unresolved, "postRenderers are applied in the cluster, not here")
 		}
-		manifests, err = r.helm(ctx, x.Source.(*sourcev1.HelmRepository), applier, kubeVersion)
+		if repo, ok := x.Source.(*sourcev1.HelmRepository); ok && applier.Spec.Chart != nil {
+			manifests, err = r.helm(ctx, repo, applier, kubeVersion)
+		} else {
+			err = notYet(x)
+		}
 	default:
-		err = fmt.Errorf("a %T applier cannot be rendered offline", x.Applier)
+		err = notYet(x)
 	}
 	if err != nil {
 		return "", fmt.Errorf("sync %s: %w", s.Name, err)
@@ -105,6 +113,12 @@ func (r *Renderer) Render(ctx context.Context, s *fleeetv1.NamedSync, kubeVersio
 	}
 	r.done[key] = out.String()
 	return out.String(), nil
+}
+
+// notYet is the error for an expansion whose kind of source is not
+// rendered offline.
+func notYet(x *flux.Expansion) error {
+	return fmt.Errorf("a %T from a %T cannot be rendered offline yet", x.Applier, x.Source)
 }
 
 // downstreamValues are a sync's bindings as far as they are known offline:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -283,4 +284,33 @@ func proxyTo(t *testing.T, upstream string) http.Handler {
 		t.Fatal(err)
 	}
 	return httputil.NewSingleHostReverseProxy(target)
+}
+
+func TestCheckoutLeavesOutWhatSourceControllerIgnores(t *testing.T) {
+	g := NewWithT(t)
+	git := testenv.NewGitServer(t)
+	files := map[string]string{
+		"deploy/app.yaml": "kind: ConfigMap\n", "deploy/logo.png": "png", ".github/workflows/ci.yml": "on: push\n",
+		".gitignore": "*.tmp\n",
+	}
+	url, _ := git.Commit(t, "app", files, "v1.0.0")
+	files = map[string]string{"deploy/.sourceignore": "draft.yaml\n", "deploy/draft.yaml": "kind: Secret\n"}
+	git.Commit(t, "app", files, "v1.1.0")
+	checkout := func(tag string) []string {
+		dir := t.TempDir()
+		repo := &sourcev1.GitRepository{Spec: sourcev1.GitRepositorySpec{URL: url, Reference: &sourcev1.GitRepositoryRef{Tag: tag}}}
+		g.Expect(offline.NewSources(t.TempDir(), nil, false).CheckoutTo(t.Context(), repo, dir)).To(Succeed())
+		var kept []string
+		g.Expect(filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				kept = append(kept, strings.TrimPrefix(path, dir+"/"))
+			}
+			return err
+		})).To(Succeed())
+		return kept
+	}
+	// Without .sourceignore, Flux's defaults leave out CI files and images.
+	g.Expect(checkout("v1.0.0")).To(ConsistOf("deploy/app.yaml"))
+	// With one, its patterns replace the defaults.
+	g.Expect(checkout("v1.1.0")).To(ConsistOf("deploy/app.yaml", "deploy/logo.png", "deploy/.sourceignore", ".github/workflows/ci.yml"))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fluxcd/pkg/sourceignore"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -44,9 +46,9 @@ func NewSources(dir string, creds *Credentials, plainHTTP bool) *Sources {
 	return &Sources{dir: dir, creds: creds, plainHTTP: plainHTTP, checkouts: map[string]string{}, charts: map[string]*chart.Chart{}}
 }
 
-// CheckoutTo writes a GitRepository's files at its tag or commit into dir,
-// symbolic links included and .git left out; the repository is fetched
-// once per Sources.
+// CheckoutTo writes a GitRepository's files at its tag or commit into dir
+// as source-controller's artifact holds them: symbolic links included, what
+// it ignores left out. The repository is fetched once per Sources.
 func (s *Sources) CheckoutTo(ctx context.Context, repo *sourcev1.GitRepository, dir string) error {
 	gitDir, rev, err := s.fetch(ctx, repo)
 	if err != nil {
@@ -55,7 +57,33 @@ func (s *Sources) CheckoutTo(ctx context.Context, repo *sourcev1.GitRepository, 
 	if err := s.git(ctx, dir, "--git-dir="+gitDir, "--work-tree="+dir, "checkout", "--quiet", "--force", rev, "--", "."); err != nil {
 		return fmt.Errorf("checking out %s of %s: %w", rev, repo.Spec.URL, err)
 	}
-	return nil
+	return ignore(dir, repo.Spec.Ignore)
+}
+
+// ignore removes from a checkout in dir what source-controller leaves out
+// of a git source's artifact: what the repository's .sourceignore files and
+// the GitRepository's ignore patterns match, or, with neither, Flux's
+// default patterns (CI configuration, images, archives, …); version
+// control files always.
+func ignore(dir string, patterns *string) error {
+	domain := strings.Split(dir, string(filepath.Separator))
+	ps, err := sourceignore.LoadIgnorePatterns(dir, domain)
+	if err != nil {
+		return fmt.Errorf("reading .sourceignore: %w", err)
+	}
+	if patterns != nil {
+		ps = append(ps, sourceignore.ReadPatterns(strings.NewReader(*patterns), domain)...)
+	}
+	matcher := sourceignore.NewDefaultMatcher(ps, domain)
+	if len(ps) > 0 {
+		matcher = sourceignore.NewMatcher(append(sourceignore.VCSPatterns(domain), ps...))
+	}
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !matcher.Match(strings.Split(path, string(filepath.Separator)), false) {
+			return err
+		}
+		return os.Remove(path)
+	})
 }
 
 // fetch fetches the commit a GitRepository pins into a git directory of
