@@ -79,8 +79,8 @@ func (o *offlineDiff) run(ctx context.Context, namespace string, maxPlanBytes in
 		return nil, err
 	}
 	defer os.RemoveAll(work)
-	downstream := cmp.Or(o.downstreamNS, namespace)
-	sources := offline.NewSources(work, creds, o.plainHTTP)
+	// One renderer for both: what the change leaves alone renders once.
+	r := &offline.Renderer{Sources: offline.NewSources(work, creds, o.plainHTTP), Namespace: cmp.Or(o.downstreamNS, namespace), KubeVersion: o.kubeVersion}
 	render := func(path string) (*offline.Rendered, error) {
 		if path == "" {
 			return &offline.Rendered{}, nil // no base: everything is added
@@ -93,7 +93,6 @@ func (o *offlineDiff) run(ctx context.Context, namespace string, maxPlanBytes in
 		if err != nil {
 			return nil, err
 		}
-		r := &offline.Renderer{Sources: sources, Namespace: downstream, KubeVersion: o.kubeVersion}
 		return offline.RenderPlans(ctx, r, plans), nil
 	}
 	base, err := render(o.base)

@@ -180,11 +180,19 @@ type Plan struct {
 // Plans compiles every Remote's plan as the manager would once every
 // rollout is through (compile.Eventual), control-plane bindings reading the
 // Remote and the namespace's ConfigMaps from the files, within maxPlanBytes
-// (zero: no limit). Plans come sorted by namespace and Remote.
+// (zero: no limit). Plans come sorted by namespace and Remote. A Module
+// whose selector is invalid is an error.
 func (f *Fleet) Plans(ctx context.Context, maxPlanBytes int) ([]Plan, error) {
 	var plans []Plan
 	for _, name := range slices.Sorted(maps.Keys(f.Namespaces)) {
 		ns := f.Namespaces[name]
+		for _, m := range ns.Modules {
+			// The compiler skips a Module whose selector is invalid, which
+			// the Module's status reports; offline nothing would.
+			if _, err := compile.Selects(m.Spec.Selector, &fleeetv1.Remote{}); err != nil {
+				return nil, fmt.Errorf("module %s/%s: %w", name, m.Name, err)
+			}
+		}
 		remotes := slices.Clone(ns.Remotes)
 		slices.SortFunc(remotes, func(a, b fleeetv1.Remote) int { return strings.Compare(a.Name, b.Name) })
 		for i := range remotes {

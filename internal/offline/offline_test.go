@@ -67,6 +67,16 @@ spec:
     source: {git: {url: "https://git.example.com/app.git", tag: v1.0.0}}
     package: {kustomize: {path: ./deploy}}
 ---
+apiVersion: fleeet.dev/v1alpha1
+kind: Module
+metadata: {name: needs}
+spec:
+  selector: {matchLabels: {region: eu}}
+  controlPlaneBindings: [{name: X, objectFieldRef: {kind: ConfigMap, name: absent, fieldPath: /data/x}}]
+  sync:
+    source: {git: {url: "https://git.example.com/app.git", tag: v1.0.0}}
+    package: {kustomize: {path: ./deploy}}
+---
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: not-ours}
@@ -92,7 +102,7 @@ items:
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(f.Namespaces).To(HaveLen(2))
 	a := f.Namespaces["team-a"]
-	g.Expect(a.Modules).To(HaveLen(1))
+	g.Expect(a.Modules).To(HaveLen(2))
 	g.Expect(a.Modules[0].Namespace).To(Equal("team-a"))
 	g.Expect(a.Modules[0].Spec.Sync.Source.Git.Tag).To(Equal("v1.0.0"))
 	g.Expect(a.Remotes).To(HaveLen(2))
@@ -108,6 +118,12 @@ items:
 		names = append(names, fmt.Sprintf("%s/%s %q %d", p.Namespace, p.Remote, p.KubeVersion, len(p.Syncs)))
 	}
 	g.Expect(names).To(Equal([]string{`team-a/edge-2 "" 1`, `team-a/edge-3 "v1.31.2" 1`, `team-b/edge-1 "" 0`}))
+	g.Expect(plans[0].Notes).To(BeEmpty())
+	edge3 := &f.Namespaces["team-a"].Remotes[0]
+	edge3.Labels = map[string]string{"region": "eu"}
+	plans, err = f.Plans(t.Context(), 0)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(plans[1].Notes).To(Equal([]string{`Module needs left out: spec.controlPlaneBindings[X]: reading ConfigMap absent: configmaps "absent" not found`}))
 }
 
 func TestLoadRefusesWhatItCannotReadUnambiguously(t *testing.T) {
@@ -124,6 +140,15 @@ func TestLoadRefusesWhatItCannotReadUnambiguously(t *testing.T) {
 		_, err := Load("team-a", file)
 		g.Expect(err).To(MatchError(ContainSubstring(file+": "+tc.want)), tc.name)
 	}
+
+	g := NewWithT(t)
+	file := filepath.Join(t.TempDir(), "fleet.yaml")
+	g.Expect(os.WriteFile(file, []byte("apiVersion: fleeet.dev/v1alpha1\nkind: Module\nmetadata: {name: app}\n"+
+		"spec: {selector: {matchExpressions: [{key: env, operator: Near}]}}\n"), 0o644)).To(Succeed())
+	f, err := Load("team-a", file)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = f.Plans(t.Context(), 0)
+	g.Expect(err).To(MatchError(`module team-a/app: spec.selector: "Near" is not a valid label selector operator`))
 }
 
 func TestDownstreamValuesResolveLiteralsAndKeepReadsAsMentions(t *testing.T) {
