@@ -147,7 +147,7 @@ that cannot be rendered exits 2.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "A Module manifest (YAML or JSON) to preview creating or updating; - reads stdin")
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "A Module manifest (YAML or JSON) to preview creating or updating; - reads stdin. With --offline: the checkout to render, a file or directory")
 	cmd.Flags().StringVar(&deleteModule, "delete", "", "A Module whose deletion to preview")
 	cmd.Flags().StringVar(&remote, "remote", "", "A Remote whose label change to preview, with --labels")
 	cmd.Flags().StringVar(&labels, "labels", "", "Label changes for --remote, as kubectl label writes them: k=v sets, k- removes")

@@ -108,11 +108,15 @@ func (o *offlineDiff) run(ctx context.Context, namespace string, maxPlanBytes in
 
 // print writes the view as unified diffs, then what failed.
 func (v *OfflineView) print(w io.Writer) {
+	remotes := map[string]bool{}
 	for _, d := range v.Diffs {
 		fmt.Fprint(w, d.Unified)
+		remotes[d.Namespace+"/"+d.Remote] = true
 	}
 	if len(v.Diffs) == 0 {
 		fmt.Fprintln(w, "no differences in what any cluster would apply")
+	} else {
+		fmt.Fprintf(w, "%d rendering(s) differ on %d Remote(s)\n", len(v.Diffs), len(remotes))
 	}
 	for _, f := range v.Failed {
 		fmt.Fprintf(w, "render failed: %s\n", f)

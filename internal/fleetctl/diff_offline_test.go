@@ -62,6 +62,7 @@ func TestDiffOfflineComparesTwoCheckoutsWithNoCluster(t *testing.T) {
 	g.Expect(fleetctl.ExitCode(err)).To(Equal(1), out)
 	g.Expect(out).To(ContainSubstring("--- base/team-a/edge-1/web\n+++ head/team-a/edge-1/web\n"))
 	g.Expect(out).To(ContainSubstring("\n-        imagePullPolicy: IfNotPresent\n+        imagePullPolicy: Always\n"))
+	g.Expect(out).To(HaveSuffix("\n1 rendering(s) differ on 1 Remote(s)\n"))
 
 	out, err = offlineRun("--base", base, "-f", checkout("v1.0.0", "./deploy"), "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred(), out)
