@@ -72,7 +72,7 @@ func TestDiffOfflineComparesTwoCheckoutsWithNoCluster(t *testing.T) {
 
 	out, err = offlineRun("--base", base, "-f", checkout("v1.1.0", "./nowhere"))
 	g.Expect(fleetctl.ExitCode(err)).To(Equal(2), out)
-	g.Expect(out).To(ContainSubstring(`render failed: team-a/edge-1/web: sync web: package.kustomize.path "./nowhere": not in the repository at v1.1.0`))
+	g.Expect(out).To(ContainSubstring(`render failed: team-a/edge-1/web: sync web: package.kustomize.path "./nowhere": not in the source`))
 	g.Expect(out).To(ContainSubstring("+# render failed: "), "the diff shows the failure too")
 
 	out, err = offlineRun("-f", base, "--remote", "edge-1")

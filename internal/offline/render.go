@@ -21,6 +21,7 @@ import (
 	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/bindings"
@@ -80,11 +81,7 @@ func (r *Renderer) Render(ctx context.Context, s *fleeetv1.NamedSync, kubeVersio
 				unresolved = append(unresolved, fmt.Sprintf("substituteFrom %s %s is read in the cluster: its variables are not substituted here", ref.Kind, ref.Name))
 			}
 		}
-		if repo, ok := x.Source.(*sourcev1.GitRepository); ok {
-			manifests, err = r.kustomize(ctx, repo, applier)
-		} else {
-			err = notYet(x)
-		}
+		manifests, err = r.kustomize(ctx, x.Source, applier)
 	case *helmv2.HelmRelease:
 		for _, ref := range applier.Spec.ValuesFrom {
 			unresolved = append(unresolved, fmt.Sprintf("valuesFrom %s %s is read in the cluster: its values are not merged here", ref.Kind, ref.Name))
@@ -141,16 +138,16 @@ func downstreamValues(syncBindings []fleeetv1.Binding) (map[string]string, []str
 	return values, unresolved
 }
 
-// kustomize builds a Kustomization from a fresh checkout of its source, as
+// kustomize builds a Kustomization from a fresh copy of its source, as
 // kustomize-controller does, with remote bases refused and SOPS-encrypted
 // data left encrypted: no key is used offline.
-func (r *Renderer) kustomize(ctx context.Context, repo *sourcev1.GitRepository, ks *kustomizev1.Kustomization) (string, error) {
+func (r *Renderer) kustomize(ctx context.Context, src client.Object, ks *kustomizev1.Kustomization) (string, error) {
 	root, err := os.MkdirTemp(r.Sources.dir, "build-")
 	if err != nil {
 		return "", err
 	}
 	defer os.RemoveAll(root)
-	if err := r.Sources.CheckoutTo(ctx, repo, root); err != nil {
+	if err := r.Sources.FetchTo(ctx, src, root); err != nil {
 		return "", err
 	}
 	dir, err := securejoin.SecureJoin(root, ks.Spec.Path)
@@ -158,7 +155,7 @@ func (r *Renderer) kustomize(ctx context.Context, repo *sourcev1.GitRepository, 
 		return "", fmt.Errorf("package.kustomize.path %q: %w", ks.Spec.Path, err)
 	}
 	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("package.kustomize.path %q: not in the repository at %s", ks.Spec.Path, repo.Spec.Reference.Tag+repo.Spec.Reference.Commit)
+		return "", fmt.Errorf("package.kustomize.path %q: not in the source", ks.Spec.Path)
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ks)
 	if err != nil {

@@ -16,7 +16,11 @@ import (
 	"testing"
 
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/crane"
+	"github.com/google/go-containerregistry/pkg/name"
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	. "github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -110,8 +114,7 @@ func TestOfflineRenderingComparesWhatEachClusterAppliesFromRealSources(t *testin
 	}
 	write("base/fleet.yaml", fmt.Sprintf(fleetFiles, repo, "tag: v1.0.0", charts.URL, "{matchLabels: {region: eu}}", ""))
 	write("head/fleet.yaml", fmt.Sprintf(fleetFiles, repo, "revision: "+commit, charts.URL, "{}", fmt.Sprintf(ociModule, oci)))
-	creds, err := offline.ReadCredentials(write("credentials", "oci://robot:t0ken@"+oci+"\n"))
-	g.Expect(err).NotTo(HaveOccurred())
+	creds := credentialsFile(t, "oci://robot:t0ken@"+oci+"\n")
 
 	sources := offline.NewSources(t.TempDir(), creds, true)
 	plansOf := func(checkout string) []offline.Plan {
@@ -152,8 +155,8 @@ func TestOfflineRenderingComparesWhatEachClusterAppliesFromRealSources(t *testin
 		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: repo, Tag: "v1.0.0"}},
 		Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "../../../../../../etc"}},
 	}}
-	_, err = (&offline.Renderer{Sources: sources}).Render(t.Context(), escape, "")
-	g.Expect(err).To(MatchError(`sync escape: package.kustomize.path "../../../../../../etc": not in the repository at v1.0.0`))
+	_, err := (&offline.Renderer{Sources: sources}).Render(t.Context(), escape, "")
+	g.Expect(err).To(MatchError(`sync escape: package.kustomize.path "../../../../../../etc": not in the source`))
 
 	// A chart is templated for its cluster's version, when known.
 	chartSync := &plans[0].Syncs[0]
@@ -214,27 +217,15 @@ func TestGitCredentialsReachOnlyTheirHost(t *testing.T) {
 		URL:       strings.Replace(upstream, git.URL, private, 1),
 		Reference: &sourcev1.GitRepositoryRef{Tag: "v1.0.0"},
 	}}
-	credentials := func(lines string) *offline.Credentials {
-		file := filepath.Join(t.TempDir(), "credentials")
-		g.Expect(os.WriteFile(file, []byte(lines), 0o600)).To(Succeed())
-		t.Cleanup(func() {
-			kept, err := os.ReadFile(file)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(kept)).To(Equal(lines), "git changed the credentials file")
-		})
-		c, err := offline.ReadCredentials(file)
-		g.Expect(err).NotTo(HaveOccurred())
-		return c
-	}
 	checkout := func(c *offline.Credentials) error {
 		return offline.NewSources(t.TempDir(), c, false).CheckoutTo(t.Context(), repo, t.TempDir())
 	}
 
-	g.Expect(checkout(credentials(strings.Replace(private, "http://", "http://ci:s3cret@", 1)))).To(Succeed())
+	g.Expect(checkout(credentialsFile(t, strings.Replace(private, "http://", "http://ci:s3cret@", 1)))).To(Succeed())
 	for name, c := range map[string]*offline.Credentials{
 		"none":         nil,
-		"another host": credentials("http://ci:s3cret@git.example.com\n"),
-		"wrong":        credentials(strings.Replace(private, "http://", "http://ci:guess@", 1)),
+		"another host": credentialsFile(t, "http://ci:s3cret@git.example.com\n"),
+		"wrong":        credentialsFile(t, strings.Replace(private, "http://", "http://ci:guess@", 1)),
 	} {
 		err := checkout(c)
 		g.Expect(err).To(MatchError(ContainSubstring("fetching "+repo.Spec.URL+" at refs/tags/v1.0.0: git fetch: exit status 128")), name)
@@ -247,10 +238,7 @@ func TestChartRepositoryCredentialsReachOnlyTheirHost(t *testing.T) {
 	charts := testenv.NewChartRepo(t, testenv.ChartDir("hello"))
 	private := behindBasicAuth(t, "ci", "s3cret", proxyTo(t, charts.URL))
 	repo := &sourcev1.HelmRepository{Spec: sourcev1.HelmRepositorySpec{URL: private}}
-	file := filepath.Join(t.TempDir(), "credentials")
-	g.Expect(os.WriteFile(file, []byte(strings.Replace(private, "http://", "http://ci:s3cret@", 1)+"\nhttp://ci:guess@charts.example.com\n"), 0o600)).To(Succeed())
-	creds, err := offline.ReadCredentials(file)
-	g.Expect(err).NotTo(HaveOccurred())
+	creds := credentialsFile(t, strings.Replace(private, "http://", "http://ci:s3cret@", 1)+"\nhttp://ci:guess@charts.example.com\n")
 
 	ch, err := offline.NewSources(t.TempDir(), creds, false).Chart(repo, "hello", "1.2.3")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -300,17 +288,77 @@ func TestCheckoutLeavesOutWhatSourceControllerIgnores(t *testing.T) {
 		dir := t.TempDir()
 		repo := &sourcev1.GitRepository{Spec: sourcev1.GitRepositorySpec{URL: url, Reference: &sourcev1.GitRepositoryRef{Tag: tag}}}
 		g.Expect(offline.NewSources(t.TempDir(), nil, false).CheckoutTo(t.Context(), repo, dir)).To(Succeed())
-		var kept []string
-		g.Expect(filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				kept = append(kept, strings.TrimPrefix(path, dir+"/"))
-			}
-			return err
-		})).To(Succeed())
-		return kept
+		return filesUnder(t, dir)
 	}
 	// Without .sourceignore, Flux's defaults leave out CI files and images.
 	g.Expect(checkout("v1.0.0")).To(ConsistOf("deploy/app.yaml"))
 	// With one, its patterns replace the defaults.
 	g.Expect(checkout("v1.1.0")).To(ConsistOf("deploy/app.yaml", "deploy/logo.png", "deploy/.sourceignore", ".github/workflows/ci.yml"))
+}
+
+func TestOCIArtifactIsExtractedAsSourceControllerDoes(t *testing.T) {
+	g := NewWithT(t)
+	reg := ggcr.New(ggcr.Logger(log.New(io.Discard, "", 0)))
+	host := strings.TrimPrefix(behindBasicAuth(t, "robot", "t0ken", reg), "http://")
+	img, err := crane.Image(map[string][]byte{"deploy/app.yaml": []byte("kind: ConfigMap\n"), ".github/ci.yml": []byte("on: push\n")})
+	g.Expect(err).NotTo(HaveOccurred())
+	ref, err := name.ParseReference(host+"/manifests:v1.0.0", name.Insecure)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(remote.Write(ref, img, remote.WithAuth(&authn.Basic{Username: "robot", Password: "t0ken"}))).To(Succeed())
+	digest, err := img.Digest()
+	g.Expect(err).NotTo(HaveOccurred())
+	creds := credentialsFile(t, "oci://robot:t0ken@"+host+"\n")
+
+	fetch := func(c *offline.Credentials, r *sourcev1.OCIRepositoryRef) ([]string, error) {
+		dir := t.TempDir()
+		repo := &sourcev1.OCIRepository{Spec: sourcev1.OCIRepositorySpec{URL: "oci://" + host + "/manifests", Reference: r}}
+		err := offline.NewSources(t.TempDir(), c, true).FetchTo(t.Context(), repo, dir)
+		return filesUnder(t, dir), err
+	}
+	for _, r := range []*sourcev1.OCIRepositoryRef{{Tag: "v1.0.0"}, {Digest: digest.String()}} {
+		files, err := fetch(creds, r)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(files).To(ConsistOf("deploy/app.yaml"), "Flux's default ignore patterns leave out CI files")
+	}
+	_, err = fetch(nil, &sourcev1.OCIRepositoryRef{Tag: "v1.0.0"})
+	g.Expect(err).To(MatchError(ContainSubstring("artifact oci://" + host + "/manifests: ")))
+	g.Expect(err.Error()).NotTo(ContainSubstring("t0ken"))
+	_, err = fetch(creds, nil)
+	g.Expect(err).To(MatchError(ContainSubstring("no tag or digest: a moving reference is not rendered")))
+}
+
+// filesUnder lists the files under dir, relative to it.
+func filesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, strings.TrimPrefix(path, dir+"/"))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// credentialsFile writes lines to a credentials file and reads it; the
+// test fails if the file is changed by the time it ends.
+func credentialsFile(t *testing.T, lines string) *offline.Credentials {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "credentials")
+	if err := os.WriteFile(file, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if kept, err := os.ReadFile(file); err != nil || string(kept) != lines {
+			t.Errorf("the credentials file was changed or removed: %v", err)
+		}
+	})
+	c, err := offline.ReadCredentials(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

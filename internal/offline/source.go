@@ -3,7 +3,9 @@ package offline
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -13,37 +15,147 @@ import (
 	"strings"
 
 	"github.com/fluxcd/pkg/sourceignore"
+	"github.com/fluxcd/pkg/tar"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/getter"
 	"helm.sh/helm/v3/pkg/registry"
 	helmrepo "helm.sh/helm/v3/pkg/repo"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// gitURL and helmURL are the schemes a source may name, as the CRDs'
-// validation has them: files are not admitted by an apiserver, and git
-// would run a command for an ext:: URL.
+// gitURL, helmURL and ociURL are the schemes a source may name, as the
+// CRDs' validation has them: files are not admitted by an apiserver, and
+// git would run a command for an ext:: URL.
 var (
 	gitURL  = regexp.MustCompile(`^(https?|ssh)://\S+$`)
 	helmURL = regexp.MustCompile(`^(https?|oci)://\S+$`)
+	ociURL  = regexp.MustCompile(`^oci://\S+$`)
 )
 
 // Sources fetches the sources syncs name, each once per Sources, into a
 // work directory: git repositories with the git CLI at the exact tag or
-// commit, charts through the Helm SDK from https and oci repositories.
+// commit, OCI artifacts at their tag or digest, charts through the Helm SDK
+// from https and oci repositories.
 type Sources struct {
 	dir       string
 	creds     *Credentials
 	plainHTTP bool
 	checkouts map[string]string // URL@revision → git directory
+	artifacts map[string]string // reference → the layer's file
 	charts    map[string]*chart.Chart
 }
 
 // NewSources fetches into dir with creds; plainHTTP talks to oci registries
 // over plain HTTP, as helm --plain-http does.
 func NewSources(dir string, creds *Credentials, plainHTTP bool) *Sources {
-	return &Sources{dir: dir, creds: creds, plainHTTP: plainHTTP, checkouts: map[string]string{}, charts: map[string]*chart.Chart{}}
+	return &Sources{dir: dir, creds: creds, plainHTTP: plainHTTP, checkouts: map[string]string{}, artifacts: map[string]string{}, charts: map[string]*chart.Chart{}}
+}
+
+// FetchTo writes a source's files into dir as source-controller's artifact
+// holds them: a GitRepository's (CheckoutTo) or an OCIRepository's
+// (ArtifactTo).
+func (s *Sources) FetchTo(ctx context.Context, src client.Object, dir string) error {
+	switch src := src.(type) {
+	case *sourcev1.GitRepository:
+		return s.CheckoutTo(ctx, src, dir)
+	case *sourcev1.OCIRepository:
+		return s.ArtifactTo(ctx, src, dir)
+	}
+	return fmt.Errorf("a %T cannot be fetched offline", src)
+}
+
+// ArtifactTo writes an OCIRepository's artifact at its digest or tag into
+// dir as source-controller extracts it: the layer of the media type its
+// layerSelector names, else the first, symbolic links skipped, what it
+// ignores left out; within the untar size limit of Flux's tar package, as
+// the artifact is the pull request's to choose. Each artifact is pulled
+// once per Sources.
+func (s *Sources) ArtifactTo(ctx context.Context, repo *sourcev1.OCIRepository, dir string) error {
+	layer, err := s.pullLayer(ctx, repo)
+	if err != nil {
+		return fmt.Errorf("artifact %s: %w", repo.Spec.URL, err)
+	}
+	blob, err := os.Open(layer)
+	if err != nil {
+		return err
+	}
+	defer blob.Close()
+	if err := tar.Untar(blob, dir, tar.WithSkipSymlinks()); err != nil {
+		return fmt.Errorf("artifact %s: %w", repo.Spec.URL, err)
+	}
+	return ignore(dir, repo.Spec.Ignore)
+}
+
+// pullLayer pulls the layer of an OCIRepository's artifact that
+// source-controller would pick into a file of the work directory.
+func (s *Sources) pullLayer(ctx context.Context, repo *sourcev1.OCIRepository) (string, error) {
+	spec := repo.Spec
+	if !ociURL.MatchString(spec.URL) {
+		return "", fmt.Errorf("source.oci.url %q: want oci://", spec.URL)
+	}
+	ref := strings.TrimPrefix(spec.URL, "oci://")
+	switch r := spec.Reference; {
+	case r != nil && r.Digest != "":
+		ref += "@" + r.Digest
+	case r != nil && r.Tag != "":
+		ref += ":" + r.Tag
+	default:
+		return "", errors.New("no tag or digest: a moving reference is not rendered")
+	}
+	if file, ok := s.artifacts[ref]; ok {
+		return file, nil
+	}
+	var nameOpts []name.Option
+	if s.plainHTTP {
+		nameOpts = append(nameOpts, name.Insecure)
+	}
+	parsed, err := name.ParseReference(ref, nameOpts...)
+	if err != nil {
+		return "", err
+	}
+	opts := []remote.Option{remote.WithContext(ctx)}
+	if user, password := s.creds.For(spec.URL); user != "" {
+		opts = append(opts, remote.WithAuth(&authn.Basic{Username: user, Password: password}))
+	}
+	img, err := remote.Image(parsed, opts...)
+	if err != nil {
+		return "", err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return "", err
+	}
+	i := 0
+	if want := repo.GetLayerMediaType(); want != "" {
+		i = slices.IndexFunc(layers, func(l v1.Layer) bool {
+			mt, err := l.MediaType()
+			return err == nil && string(mt) == want
+		})
+	}
+	if i < 0 || len(layers) == 0 {
+		return "", fmt.Errorf("no layer of media type %q", repo.GetLayerMediaType())
+	}
+	blob, err := layers[i].Compressed()
+	if err != nil {
+		return "", err
+	}
+	defer blob.Close()
+	file, err := os.CreateTemp(s.dir, "layer-")
+	if err != nil {
+		return "", err
+	}
+	defer file.Close()
+	if _, err := io.Copy(file, blob); err != nil {
+		return "", err
+	}
+	s.artifacts[ref] = file.Name()
+	return file.Name(), nil
 }
 
 // CheckoutTo writes a GitRepository's files at its tag or commit into dir
