@@ -195,7 +195,7 @@ func TestSourcesRefuseSchemesTheAPIRefuses(t *testing.T) {
 		g.Expect(err).To(MatchError(ContainSubstring("want https://, http:// or ssh://")), url)
 	}
 	for _, url := range []string{"file:///etc/charts", "s3://bucket/charts"} {
-		_, err := s.Chart(&sourcev1.HelmRepository{Spec: sourcev1.HelmRepositorySpec{URL: url}}, "app", "1.0.0")
+		_, err := s.Chart(t.Context(), &sourcev1.HelmRepository{Spec: sourcev1.HelmRepositorySpec{URL: url}}, "app", "1.0.0")
 		g.Expect(err).To(MatchError(ContainSubstring("want https://, http:// or oci://")), url)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/kustomize"
-	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
@@ -89,13 +88,9 @@ func (r *Renderer) Render(ctx context.Context, s *fleeetv1.NamedSync, kubeVersio
 		if len(applier.Spec.PostRenderers) > 0 {
 			unresolved = append(unresolved, "postRenderers are applied in the cluster, not here")
 		}
-		if repo, ok := x.Source.(*sourcev1.HelmRepository); ok && applier.Spec.Chart != nil {
-			manifests, err = r.helm(ctx, repo, applier, kubeVersion)
-		} else {
-			err = notYet(x)
-		}
+		manifests, err = r.helm(ctx, x.Source, applier, kubeVersion)
 	default:
-		err = notYet(x)
+		err = fmt.Errorf("a %T cannot be rendered offline", x.Applier)
 	}
 	if err != nil {
 		return "", fmt.Errorf("sync %s: %w", s.Name, err)
@@ -110,12 +105,6 @@ func (r *Renderer) Render(ctx context.Context, s *fleeetv1.NamedSync, kubeVersio
 	}
 	r.done[key] = out.String()
 	return out.String(), nil
-}
-
-// notYet is the error for an expansion whose kind of source is not
-// rendered offline.
-func notYet(x *flux.Expansion) error {
-	return fmt.Errorf("a %T from a %T cannot be rendered offline yet", x.Applier, x.Source)
 }
 
 // downstreamValues are a sync's bindings as far as they are known offline:
@@ -190,9 +179,12 @@ func (r *Renderer) kustomize(ctx context.Context, src client.Object, ks *kustomi
 // CRDs and hooks included, lookups finding nothing), in the release's
 // target namespace or the Assemblage's, for kubeVersion. Test hooks are left out: Flux runs
 // no chart tests unless told, and their names are often random.
-func (r *Renderer) helm(ctx context.Context, repo *sourcev1.HelmRepository, hr *helmv2.HelmRelease, kubeVersion string) (string, error) {
-	spec := hr.Spec.Chart.Spec
-	ch, err := r.Sources.Chart(repo, spec.Chart, spec.Version)
+func (r *Renderer) helm(ctx context.Context, src client.Object, hr *helmv2.HelmRelease, kubeVersion string) (string, error) {
+	var name, version string
+	if c := hr.Spec.Chart; c != nil { // else a chartRef: the source is the chart
+		name, version = c.Spec.Chart, c.Spec.Version
+	}
+	ch, err := r.Sources.Chart(ctx, src, name, version)
 	if err != nil {
 		return "", err
 	}
@@ -215,7 +207,7 @@ func (r *Renderer) helm(ctx context.Context, repo *sourcev1.HelmRepository, hr *
 	}
 	rel, err := install.RunWithContext(ctx, ch, values)
 	if err != nil {
-		return "", fmt.Errorf("helm template %s %s: %w", spec.Chart, spec.Version, err)
+		return "", fmt.Errorf("helm template %s %s: %w", ch.Name(), ch.Metadata.Version, err)
 	}
 	var out strings.Builder
 	out.WriteString(rel.Manifest)

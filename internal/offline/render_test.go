@@ -240,10 +240,10 @@ func TestChartRepositoryCredentialsReachOnlyTheirHost(t *testing.T) {
 	repo := &sourcev1.HelmRepository{Spec: sourcev1.HelmRepositorySpec{URL: private}}
 	creds := credentialsFile(t, strings.Replace(private, "http://", "http://ci:s3cret@", 1)+"\nhttp://ci:guess@charts.example.com\n")
 
-	ch, err := offline.NewSources(t.TempDir(), creds, false).Chart(repo, "hello", "1.2.3")
+	ch, err := offline.NewSources(t.TempDir(), creds, false).Chart(t.Context(), repo, "hello", "1.2.3")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(ch.Metadata.Version).To(Equal("1.2.3"))
-	_, err = offline.NewSources(t.TempDir(), nil, false).Chart(repo, "hello", "1.2.3")
+	_, err = offline.NewSources(t.TempDir(), nil, false).Chart(t.Context(), repo, "hello", "1.2.3")
 	g.Expect(err).To(MatchError(ContainSubstring("chart hello 1.2.3 from " + private + ": ")))
 	g.Expect(err).To(MatchError(ContainSubstring("401 Unauthorized")))
 }
@@ -361,4 +361,34 @@ func credentialsFile(t *testing.T, lines string) *offline.Credentials {
 		t.Fatal(err)
 	}
 	return c
+}
+
+func TestChartsAreReadFromAGitPathAndFromAnOCIArtifact(t *testing.T) {
+	g := NewWithT(t)
+	files := map[string]string{}
+	for _, name := range filesUnder(t, testenv.ChartDir("hello")) {
+		content, err := os.ReadFile(filepath.Join(testenv.ChartDir("hello"), name))
+		g.Expect(err).NotTo(HaveOccurred())
+		files["charts/hello/"+name] = string(content)
+	}
+	git := testenv.NewGitServer(t)
+	url, _ := git.Commit(t, "app", files, "v1.0.0")
+	host := chartRegistry(t, testenv.ChartDir("hello"), "robot", "t0ken")
+	sources := offline.NewSources(t.TempDir(), credentialsFile(t, "oci://robot:t0ken@"+host+"\n"), true)
+
+	repo := &sourcev1.GitRepository{Spec: sourcev1.GitRepositorySpec{URL: url, Reference: &sourcev1.GitRepositoryRef{Tag: "v1.0.0"}}}
+	ch, err := sources.Chart(t.Context(), repo, "charts/hello", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ch.Metadata.Name + " " + ch.Metadata.Version).To(Equal("hello 1.2.3"))
+	_, err = sources.Chart(t.Context(), repo, "../../charts/nowhere", "")
+	g.Expect(err).To(MatchError(HavePrefix("chart ../../charts/nowhere of " + url + ": stat ./charts/nowhere: no such file or directory")))
+
+	artifact := &sourcev1.OCIRepository{Spec: sourcev1.OCIRepositorySpec{
+		URL:           "oci://" + host + "/charts/hello",
+		Reference:     &sourcev1.OCIRepositoryRef{Tag: "1.2.3"},
+		LayerSelector: &sourcev1.OCILayerSelector{MediaType: registry.ChartLayerMediaType, Operation: sourcev1.OCILayerCopy},
+	}}
+	ch, err = sources.Chart(t.Context(), artifact, "", "")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ch.Metadata.Name + " " + ch.Metadata.Version).To(Equal("hello 1.2.3"))
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	securejoin "github.com/cyphar/filepath-securejoin"
 	"github.com/fluxcd/pkg/sourceignore"
 	"github.com/fluxcd/pkg/tar"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -261,9 +262,54 @@ func (s *Sources) git(ctx context.Context, dir string, args ...string) error {
 	return nil
 }
 
-// Chart returns a chart at an exact version from a HelmRepository: an https
-// repository's index and archive, or an oci registry's artifact.
-func (s *Sources) Chart(repo *sourcev1.HelmRepository, name, version string) (*chart.Chart, error) {
+// Chart returns the chart a HelmRelease installs from src: chart name at an
+// exact version from a HelmRepository (an https repository's index and
+// archive, or an oci registry's artifact), the chart at path name of a
+// GitRepository, or the chart archive an OCIRepository's artifact holds.
+// A chart from git is loaded as it is in the repository: its version is
+// not suffixed with the commit as source-controller's is, and dependencies
+// not kept in its charts/ directory are missing.
+func (s *Sources) Chart(ctx context.Context, src client.Object, name, version string) (*chart.Chart, error) {
+	switch src := src.(type) {
+	case *sourcev1.HelmRepository:
+		return s.repositoryChart(src, name, version)
+	case *sourcev1.GitRepository:
+		dir, err := os.MkdirTemp(s.dir, "chart-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if err := s.CheckoutTo(ctx, src, dir); err != nil {
+			return nil, err
+		}
+		path, err := securejoin.SecureJoin(dir, name)
+		if err != nil {
+			return nil, fmt.Errorf("package.helm.chart %q: %w", name, err)
+		}
+		ch, err := loader.Load(path)
+		if err != nil {
+			// Without the work directory, which would differ between the
+			// two checkouts' renderings.
+			return nil, fmt.Errorf("chart %s of %s: %s", name, src.Spec.URL, strings.ReplaceAll(err.Error(), dir, "."))
+		}
+		return ch, nil
+	case *sourcev1.OCIRepository:
+		layer, err := s.pullLayer(ctx, src)
+		if err != nil {
+			return nil, fmt.Errorf("chart artifact %s: %w", src.Spec.URL, err)
+		}
+		ch, err := loader.Load(layer)
+		if err != nil {
+			return nil, fmt.Errorf("chart artifact %s: %w", src.Spec.URL, err)
+		}
+		return ch, nil
+	}
+	return nil, fmt.Errorf("a chart cannot be read from a %T offline", src)
+}
+
+// repositoryChart returns a chart at an exact version from a
+// HelmRepository.
+func (s *Sources) repositoryChart(repo *sourcev1.HelmRepository, name, version string) (*chart.Chart, error) {
 	url := repo.Spec.URL
 	if !helmURL.MatchString(url) {
 		return nil, fmt.Errorf("source.helm.url %q: want https://, http:// or oci://", url)
