@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -139,6 +140,12 @@ func (r *Renderer) kustomize(ctx context.Context, src client.Object, ks *kustomi
 	if err := r.Sources.FetchTo(ctx, src, root); err != nil {
 		return "", err
 	}
+	manifests, err := build(ctx, root, ks)
+	return manifests, inDir(err, root)
+}
+
+// build builds a Kustomization in the source copied to root.
+func build(ctx context.Context, root string, ks *kustomizev1.Kustomization) (string, error) {
 	dir, err := securejoin.SecureJoin(root, ks.Spec.Path)
 	if err != nil {
 		return "", fmt.Errorf("package.kustomize.path %q: %w", ks.Spec.Path, err)
@@ -173,6 +180,16 @@ func (r *Renderer) kustomize(ctx context.Context, src client.Object, ks *kustomi
 	}
 	yaml, err := m.AsYaml()
 	return string(yaml), err
+}
+
+// inDir writes the paths under dir that err names relative to it: the work
+// directory differs between runs and between the two checkouts, and a
+// failure must read the same in both.
+func inDir(err error, dir string) error {
+	if err == nil {
+		return nil
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), dir, "."))
 }
 
 // helm templates a HelmRelease's chart as helm template does (client only,

@@ -158,6 +158,13 @@ func TestOfflineRenderingComparesWhatEachClusterAppliesFromRealSources(t *testin
 	_, err := (&offline.Renderer{Sources: sources}).Render(t.Context(), escape, "")
 	g.Expect(err).To(MatchError(`sync escape: package.kustomize.path "../../../../../../etc": not in the source`))
 
+	// A failing build names its files relative to the source, so that it
+	// reads the same in both checkouts.
+	broken, _ := git.Commit(t, "broken", map[string]string{"deploy/cm.yaml": "kind: ConfigMap\nmetadata: {name: [\n"}, "v1.0.0")
+	escape.Source.Git.URL, escape.Package.Kustomize.Path = broken, "deploy"
+	_, err = (&offline.Renderer{Sources: sources}).Render(t.Context(), escape, "")
+	g.Expect(err).To(MatchError(HavePrefix("sync escape: generating kustomization.yaml: failed to decode Kubernetes YAML from ./deploy/cm.yaml: ")))
+
 	// A chart is templated for its cluster's version, when known.
 	chartSync := &plans[0].Syncs[0]
 	g.Expect(chartSync.Name).To(Equal("chart"))

@@ -288,9 +288,7 @@ func (s *Sources) Chart(ctx context.Context, src client.Object, name, version st
 		}
 		ch, err := loader.Load(path)
 		if err != nil {
-			// Without the work directory, which would differ between the
-			// two checkouts' renderings.
-			return nil, fmt.Errorf("chart %s of %s: %s", name, src.Spec.URL, strings.ReplaceAll(err.Error(), dir, "."))
+			return nil, fmt.Errorf("chart %s of %s: %w", name, src.Spec.URL, inDir(err, dir))
 		}
 		return ch, nil
 	case *sourcev1.OCIRepository:
