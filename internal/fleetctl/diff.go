@@ -87,9 +87,10 @@ func ExitCode(err error) int {
 
 func newDiffCommand(s *session) *cobra.Command {
 	var file, deleteModule, remote, labels, output string
+	var off offlineDiff
 	maxPlanBytes := compile.DefaultMaxPlanBytes
 	cmd := &cobra.Command{
-		Use:   "diff (-f MODULE.yaml | --delete MODULE | --remote REMOTE --labels k=v,k2-)",
+		Use:   "diff (-f MODULE.yaml | --delete MODULE | --remote REMOTE --labels k=v,k2- | --offline [--base DIR] -f DIR)",
 		Short: "Preview what a change to a Module, or to a Remote's labels, does to every cluster's plan",
 		Long: `Computes, with the manager's own compiler and writing nothing, what a change does once rolled
 out: the Remotes a Module comes to select or no longer selects, and for each Remote whose plan
@@ -98,10 +99,22 @@ changed dependency. The changed object goes through a server-side dry run, so de
 admission policies' verdict are the apiserver's. A plan that would pass --max-plan-bytes leaves
 out the Modules that do not fit, as the manager does: give the manager's own --max-plan-bytes
 when it is not the default. Exit status as kubectl diff: 0 no differences,
-1 differences (a refused change included), 2 an error.`,
+1 differences (a refused change included), 2 an error.
+
+With --offline no cluster is read: -f names a checkout (a file or directory) of the fleet's
+Modules, Remotes and the ConfigMaps control-plane bindings read, --base another (say the pull
+request's base). Each checkout's plans are compiled by the manager's compiler and each sync is
+rendered as Flux would apply it on that cluster (kustomize build with post-build substitution,
+helm template), its sources fetched at their pinned versions; the output is a unified diff per
+cluster and sync. What only the cluster knows (downstream bindings, substituteFrom, valuesFrom)
+is named in a comment and left unresolved. Private sources: --credentials-file. A sync of -f
+that cannot be rendered exits 2.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			differs, err := func() (bool, error) {
+				if off.on {
+					return s.offlineDiff(cmd, &off, file, deleteModule+remote, output, maxPlanBytes)
+				}
 				c, ns, err := s.client()
 				if err != nil {
 					return false, err
@@ -122,12 +135,7 @@ when it is not the default. Exit status as kubectl diff: 0 no differences,
 				if err != nil {
 					return false, err
 				}
-				if done, err := printStructured(cmd.OutOrStdout(), output, view); done && err != nil {
-					return false, err
-				} else if !done {
-					view.print(cmd.OutOrStdout())
-				}
-				return view.differs(), nil
+				return view.differs(), show(cmd.OutOrStdout(), output, view)
 			}()
 			switch {
 			case err != nil:
@@ -139,12 +147,13 @@ when it is not the default. Exit status as kubectl diff: 0 no differences,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "filename", "f", "", "A Module manifest (YAML or JSON) to preview creating or updating; - reads stdin")
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "A Module manifest (YAML or JSON) to preview creating or updating; - reads stdin. With --offline: the checkout to render, a file or directory")
 	cmd.Flags().StringVar(&deleteModule, "delete", "", "A Module whose deletion to preview")
 	cmd.Flags().StringVar(&remote, "remote", "", "A Remote whose label change to preview, with --labels")
 	cmd.Flags().StringVar(&labels, "labels", "", "Label changes for --remote, as kubectl label writes them: k=v sets, k- removes")
 	cmd.Flags().IntVar(&maxPlanBytes, "max-plan-bytes", maxPlanBytes,
 		"The manager's --max-plan-bytes: a plan over it leaves out the Modules that do not fit, newest first")
+	addOfflineFlags(cmd, &off)
 	addOutputFlag(cmd, &output)
 	return cmd
 }
@@ -220,17 +229,10 @@ func (p *preview) remoteBefore(name string) *fleeetv1.Remote {
 }
 
 // eventual is the plan a Remote holds once every rollout of modules is
-// through: the compiler's plan with every Remote admitted, within the
-// manager's size limit, and the Modules it leaves out for size, each with
-// why.
+// through (compile.Eventual), within the manager's size limit, and the
+// Modules it leaves out for size, each with why.
 func (p *preview) eventual(ctx context.Context, modules []fleeetv1.Module, r *fleeetv1.Remote) ([]fleeetv1.NamedSync, map[string]string, error) {
-	done := make([]fleeetv1.Module, len(modules))
-	for i := range modules {
-		modules[i].DeepCopyInto(&done[i])
-		done[i].Spec.Rollout.Strategy = fleeetv1.AllAtOnceStrategy
-	}
-	limit := compile.Limit{MaxBytes: p.maxPlanBytes, RetryRequestedAt: r.Annotations[fleeetv1.RetryAnnotation]}
-	syncs, stamps, err := compile.Plan(ctx, p.c, done, r, p.plans[r.Name], limit)
+	syncs, stamps, err := compile.Eventual(ctx, p.c, modules, r, p.plans[r.Name], p.maxPlanBytes)
 	leftOut := map[string]string{}
 	for name, stamp := range stamps {
 		if stamp.TooLarge != "" {

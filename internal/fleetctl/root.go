@@ -119,6 +119,15 @@ func printStructured(w io.Writer, output string, v any) (bool, error) {
 	return true, fmt.Errorf("--output %q: want yaml or json", output)
 }
 
+// show writes v as YAML or JSON when output asks, else as its human view.
+func show(w io.Writer, output string, v interface{ print(io.Writer) }) error {
+	if done, err := printStructured(w, output, v); done {
+		return err
+	}
+	v.print(w)
+	return nil
+}
+
 // colourful reports whether w is a terminal that wants colour.
 func colourful(w io.Writer) bool {
 	f, ok := w.(*os.File)

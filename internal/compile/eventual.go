@@ -1,0 +1,24 @@
+package compile
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// Eventual is the plan a Remote holds once every rollout of modules is
+// through: Plan with each Module rolled out all at once, so every Remote is
+// admitted, and each selecting Module's stamp. Previews use it: what a
+// change does once rolled out, not where its rollout stands.
+func Eventual(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, r *fleeetv1.Remote,
+	current []fleeetv1.NamedSync, maxBytes int) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
+	done := make([]fleeetv1.Module, len(modules))
+	for i := range modules {
+		modules[i].DeepCopyInto(&done[i])
+		done[i].Spec.Rollout.Strategy = fleeetv1.AllAtOnceStrategy
+	}
+	limit := Limit{MaxBytes: maxBytes, RetryRequestedAt: r.Annotations[fleeetv1.RetryAnnotation]}
+	return Plan(ctx, reader, done, r, current, limit)
+}
