@@ -104,33 +104,36 @@ func (d *DeliveryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := d.Client.Get(ctx, req.NamespacedName, pa); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
-	items, err := d.collect(ctx, remote, pa.Spec.Assemblage.Syncs)
+	syncs := pa.Spec.Assemblage.Syncs
+	items, err := collectDeliveries(ctx, d.Client, d.Recorder, remote, syncs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	data, err := delivery.Encode(items)
 	if err != nil {
-		d.report(ctx, remote, pa.Spec.Assemblage.Syncs, slices.Collect(maps.Keys(items)), fleeetv1.ReasonDeliveryTooLarge, err.Error())
+		reportDelivery(ctx, d.Client, d.Recorder, remote, syncs, slices.Collect(maps.Keys(items)), fleeetv1.ReasonDeliveryTooLarge, err.Error())
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{}, d.write(ctx, remote, data)
 }
 
-// collect reads the Secrets syncs deliver, leaving out and reporting those
-// that are missing or may not be delivered.
-func (d *DeliveryReconciler) collect(ctx context.Context, remote *fleeetv1.Remote, syncs []fleeetv1.NamedSync) (map[string]delivery.Item, error) {
+// collectDeliveries reads from c the Secrets syncs deliver to remote,
+// leaving out, and reporting through rec, those that are missing or may
+// not be delivered.
+func collectDeliveries(ctx context.Context, c client.Reader, rec events.EventRecorder, remote *fleeetv1.Remote, syncs []fleeetv1.NamedSync) (map[string]delivery.Item, error) {
 	names := delivery.Names(syncs)
 	if len(names) == 0 {
 		return nil, nil
 	}
-	kubeconfigs, err := kubeconfigSecrets(ctx, d.Client, remote.Namespace)
+	kubeconfigs, err := kubeconfigSecrets(ctx, c, remote.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	items := map[string]delivery.Item{}
+	var refused, why []string
 	for _, name := range names {
 		secret := &corev1.Secret{}
-		err := d.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: name}, secret)
+		err := c.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: name}, secret)
 		switch {
 		case apierrors.IsNotFound(err):
 			err = fmt.Errorf("Secret %s does not exist in namespace %s", name, remote.Namespace)
@@ -140,10 +143,16 @@ func (d *DeliveryReconciler) collect(ctx context.Context, remote *fleeetv1.Remot
 			err = delivery.Check(secret, kubeconfigs)
 		}
 		if err != nil {
-			d.report(ctx, remote, syncs, []string{name}, fleeetv1.ReasonSecretNotDeliverable, err.Error()+"; it is not delivered")
+			refused, why = append(refused, name), append(why, err.Error())
 			continue
 		}
 		items[name] = delivery.ItemOf(secret)
+	}
+	if len(refused) > 0 {
+		// One event: events of one reason about one object form a series
+		// that keeps only the first message.
+		reportDelivery(ctx, c, rec, remote, syncs, refused, fleeetv1.ReasonSecretNotDeliverable,
+			strings.Join(why, "; ")+"; not delivered")
 	}
 	return items, nil
 }
@@ -197,20 +206,20 @@ func (d *DeliveryReconciler) write(ctx context.Context, remote *fleeetv1.Remote,
 	return nil
 }
 
-// report records why Secrets names are not delivered, or not delivered any
-// more, on the Remote and on each Module whose sync in the plan names one.
-// msg names Secrets only.
-func (d *DeliveryReconciler) report(ctx context.Context, remote *fleeetv1.Remote, syncs []fleeetv1.NamedSync, names []string, reason, msg string) {
+// reportDelivery records why Secrets names are not delivered, or not
+// delivered any more, on the Remote and on each Module whose sync in the
+// plan names one. msg names Secrets only.
+func reportDelivery(ctx context.Context, c client.Reader, rec events.EventRecorder, remote *fleeetv1.Remote, syncs []fleeetv1.NamedSync, names []string, reason, msg string) {
 	log.FromContext(ctx).Info("Secrets not delivered", "secrets", names, "reason", reason)
-	d.Recorder.Eventf(remote, nil, corev1.EventTypeWarning, reason, "Deliver", "%s", msg)
+	rec.Eventf(remote, nil, corev1.EventTypeWarning, reason, "Deliver", "%s", msg)
 	for i := range syncs {
 		if !slices.ContainsFunc(syncs[i].Secrets, func(s fleeetv1.SecretDelivery) bool { return slices.Contains(names, s.Name) }) {
 			continue
 		}
 		m := &fleeetv1.Module{}
-		if err := d.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: syncs[i].Name}, m); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: syncs[i].Name}, m); err != nil {
 			continue
 		}
-		d.Recorder.Eventf(m, remote, corev1.EventTypeWarning, reason, "Deliver", "Remote %s: %s", remote.Name, msg)
+		rec.Eventf(m, remote, corev1.EventTypeWarning, reason, "Deliver", "Remote %s: %s", remote.Name, msg)
 	}
 }
