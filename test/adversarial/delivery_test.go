@@ -145,8 +145,8 @@ func deliveryAttacks(ctx context.Context, f *fleet, alice, cluster client.Client
 			err = alice.Create(ctx, u.DeepCopy(), client.FieldValidation("Strict"))
 			g.Expect(apierrors.IsBadRequest(err)).To(BeTrue(), "refused for another reason: %v", err)
 			g.Expect(err.Error()).To(ContainSubstring(`unknown field "spec.sync.secrets[0].namespace"`))
-			// Without strict validation the field is pruned: db is team-a's.
-			g.Expect(alice.Create(ctx, u)).To(Succeed())
+			// Unvalidated, the field is pruned: db is team-a's.
+			g.Expect(alice.Create(ctx, u, client.FieldValidation("Ignore"))).To(Succeed())
 			stored := &fleeetv1.Module{}
 			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(u), stored)).To(Succeed())
 			g.Expect(stored.Spec.Sync.Secrets).To(Equal([]fleeetv1.SecretDelivery{{Name: "db"}}))
