@@ -2,7 +2,6 @@ package manager_test
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -45,15 +44,7 @@ func benchRotation(b *testing.B, managerBin, agentBin string, agents int) {
 	if err := mgmt.Client.Update(ctx, creds); err != nil {
 		b.Fatal(err)
 	}
-	done := watchDelivered(b, down, agents, "v2")
-	latencies := make([]time.Duration, 0, len(done))
-	for _, at := range done {
-		latencies = append(latencies, at.Sub(start))
-	}
-	slices.Sort(latencies)
-	b.ReportMetric(float64(percentile(latencies, 50).Milliseconds()), "p50-ms")
-	b.ReportMetric(float64(percentile(latencies, 99).Milliseconds()), "p99-ms")
-	b.ReportMetric(float64(latencies[len(latencies)-1].Milliseconds()), "max-ms")
+	reportLatencies(b, start, watchDelivered(b, down, agents, "v2"))
 }
 
 // watchDelivered watches the delivered Secrets downstream until n

@@ -202,6 +202,12 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	}()
 	done := watchAssemblages(b, down, agents, tagged("v2.0.0"))
 	b.ReportMetric(float64((<-planned).Milliseconds()), "all-plans-written-ms")
+	reportLatencies(b, start, done)
+}
+
+// reportLatencies reports the p50, p99 and largest of the times from start
+// to each of done.
+func reportLatencies(b *testing.B, start time.Time, done map[string]time.Time) {
 	latencies := make([]time.Duration, 0, len(done))
 	for _, at := range done {
 		latencies = append(latencies, at.Sub(start))

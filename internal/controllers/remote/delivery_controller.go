@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/delivery"
@@ -62,27 +61,10 @@ func (d *DeliveryReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 		Watches(&fleeetv1.Remote{}, watches.SameName, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A delivered Secret's rotation or relabelling, and a bundle
 		// changed by someone else.
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(d.remotesOfSecret)).
+		Watches(&corev1.Secret{}, watches.Referrers(d.Client, func() client.ObjectList { return &fleeetv1.ProxyAssemblageList{} }, deliveredSecretsIndex)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &fleeetv1.Remote{}, handler.OnlyControllerOwner())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, d.Concurrent)}).
 		Complete(d)
-}
-
-// remotesOfSecret maps a bundle to its Remote and any other Secret to the
-// Remotes whose plans deliver it.
-func (d *DeliveryReconciler) remotesOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	if remote, ok := strings.CutPrefix(o.GetName(), fleeetv1.DeliveryBundlePrefix); ok {
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: remote}}}
-	}
-	pas := &fleeetv1.ProxyAssemblageList{}
-	if err := d.Client.List(ctx, pas, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy,
-		client.MatchingFields{deliveredSecretsIndex: o.GetName()}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(pas.Items))
-	for i := range pas.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pas.Items[i])})
-	}
-	return reqs
 }
 
 // Reconcile writes one Remote's bundle from the plan it holds. A Secret

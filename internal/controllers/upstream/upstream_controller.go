@@ -359,7 +359,8 @@ func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link,
 }
 
 // deliver writes into the Assemblage's namespace every Secret of the
-// cluster's bundle that the plan names, and sets the Delivered condition.
+// cluster's bundle that the plan names, and sets the Delivered condition
+// while the plan names any.
 // It only writes: a delivered Secret is deleted by the Assemblage
 // controller once no sync there, present or being removed, names it. A
 // Secret the plan names that the bundle does not hold yet is not an error;
@@ -367,10 +368,14 @@ func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link,
 // of the same name the fleet did not deliver is left alone and reported,
 // with a Warning event when the conflicts change.
 func (r *Reconciler) deliver(ctx context.Context, up *fleeetv1.Upstream, asm *fleeetv1.Assemblage, st linkState) error {
+	names := delivery.Names(st.pa.Spec.Assemblage.Syncs)
+	if len(names) == 0 {
+		apimeta.RemoveStatusCondition(&up.Status.Conditions, fleeetv1.DeliveredCondition)
+		return nil
+	}
 	if st.bundle == nil {
 		return nil // not read yet
 	}
-	names := delivery.Names(st.pa.Spec.Assemblage.Syncs)
 	items := map[string]delivery.Item{}
 	for _, name := range names {
 		if item, ok := st.bundle[name]; ok {
