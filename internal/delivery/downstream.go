@@ -24,8 +24,8 @@ func Delivered(secret *corev1.Secret, asm *fleeetv1.Assemblage) bool {
 
 // Write writes each item as a Secret of the same name in asm's namespace,
 // labelled as delivered and controlled by asm, so that it goes when the
-// Assemblage does. Existing Secrets are read through live, since a cache
-// may hold only delivered ones. A Secret of that name the fleet did not
+// Assemblage does. Existing Secrets are read through c and, when c does not
+// hold one, through live: c may be a cache of delivered Secrets only. A Secret of that name the fleet did not
 // deliver for asm is left alone and its name returned among the conflicts.
 // A delivered Secret whose type changed is replaced (a Secret's type cannot
 // be updated). Errors name Secrets, never data.
@@ -34,7 +34,11 @@ func Write(ctx context.Context, c client.Client, live client.Reader, asm *fleeet
 	for _, name := range slices.Sorted(maps.Keys(items)) {
 		item := items[name]
 		held := &corev1.Secret{}
-		err := live.Get(ctx, client.ObjectKey{Namespace: asm.Namespace, Name: name}, held)
+		key := client.ObjectKey{Namespace: asm.Namespace, Name: name}
+		err := c.Get(ctx, key, held)
+		if apierrors.IsNotFound(err) {
+			err = live.Get(ctx, key, held)
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			err = create(ctx, c, asm, name, item)
