@@ -39,6 +39,10 @@ const (
 	// rolled back, automatically or by fleetctl rollout undo; it holds until
 	// the sync's spec changes.
 	RolledBackCondition = "RolledBack"
+
+	// DeliveredCondition on an Upstream says whether every Secret its plan
+	// delivers is written in the tenant's namespace downstream.
+	DeliveredCondition = "Delivered"
 )
 
 // Labels and annotations under fleeet.dev/ are reserved for fleeet's own
@@ -66,6 +70,23 @@ const (
 	// RegistrationTokenLabel names, on the objects the manager creates for
 	// registration, the RegistrationToken they serve.
 	RegistrationTokenLabel = "fleeet.dev/registration-token"
+
+	// DeliverableLabel set to "true" on a Secret of a tenant namespace on the
+	// management cluster lets Modules of that namespace deliver it
+	// (spec.sync.secrets). It is the Secret owner's consent: whoever can
+	// label a Secret can write it, so a Module author cannot have the fleet
+	// carry a Secret its owner did not offer.
+	DeliverableLabel = "fleeet.dev/deliverable"
+
+	// DeliveredLabel marks a downstream Secret the fleet delivered; its
+	// controller reference names the Assemblage it was delivered for. The
+	// fleet overwrites and deletes only Secrets it delivered.
+	DeliveredLabel = "fleeet.dev/delivered"
+
+	// SecretsAnnotation on a Flux applier lists, comma-separated, the
+	// delivered Secrets its sync named when applied; a delivered Secret is
+	// kept while any applier still lists it.
+	SecretsAnnotation = "fleeet.dev/secrets"
 
 	// UpstreamAnnotation names, as namespace/name, the Upstream a downstream
 	// Assemblage is mirrored for.

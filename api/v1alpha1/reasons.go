@@ -184,3 +184,25 @@ const (
 	// policies in force stay as they were.
 	ReasonPolicyRejected = "PolicyRejected"
 )
+
+// Reasons of the conditions and events about delivered Secrets
+// (spec.sync.secrets), on Modules, Remotes, Upstreams and Assemblages. Their
+// messages name Secrets, never their data.
+const (
+	// ReasonSecretNotDeliverable: a Secret a sync names is missing or may
+	// not be delivered (see the DeliverableLabel); it is left out of every
+	// delivery.
+	ReasonSecretNotDeliverable = "SecretNotDeliverable"
+	// ReasonDeliveryTooLarge: a Remote's delivered Secrets do not fit in
+	// one bundle Secret; the bundle keeps what it held.
+	ReasonDeliveryTooLarge = "DeliveryTooLarge"
+	// ReasonDeliveryConflict: a Secret to deliver downstream exists there
+	// and was not delivered by the fleet; it is left as it is.
+	ReasonDeliveryConflict = "DeliveryConflict"
+	// ReasonDelivered: every Secret the plan names is delivered.
+	ReasonDelivered = "Delivered"
+)
+
+// ReasonSecretRemoved: a delivered Secret no sync uses any more was deleted
+// downstream.
+const ReasonSecretRemoved = "SecretRemoved"

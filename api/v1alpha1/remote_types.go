@@ -197,6 +197,14 @@ const RemoteIdentityPrefix = "fleeet-remote-"
 // the Secret delivering its first credential.
 func RemoteIdentityName(remote string) string { return RemoteIdentityPrefix + remote }
 
+// DeliveryBundlePrefix starts the name of the Secret in a pull Remote's
+// namespace that holds every Secret delivered to its cluster.
+const DeliveryBundlePrefix = "fleeet-deliveries-"
+
+// DeliveryBundleName is the name of pull Remote remote's delivery bundle,
+// the one Secret its identity may read.
+func DeliveryBundleName(remote string) string { return DeliveryBundlePrefix + remote }
+
 // RemoteOfUser returns the pull Remote whose cluster identity the user is,
 // if it is one in namespace ns.
 func RemoteOfUser(username, ns string) (string, bool) {

@@ -34,6 +34,18 @@ type SyncSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Bindings []Binding `json:"bindings,omitempty"`
 
+	// Secrets are Secrets of the Module's namespace on the management
+	// cluster that the fleet delivers, under the same name, into the tenant
+	// namespace of every cluster this sync is placed on, before the sync is
+	// applied. Only Secrets labelled fleeet.dev/deliverable=true are
+	// delivered. Fields naming Secrets downstream, such as
+	// source.secretRef, name a delivered Secret like any other.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Secrets []SecretDelivery `json:"secrets,omitempty"`
+
 	// DependsOn lists the syncs that must be Ready, at their current desired
 	// revision, before this sync is applied or updated. Dependencies may be
 	// of either kind: a kustomize sync can wait for a helm sync and the reverse.
@@ -57,6 +69,17 @@ type SyncSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="must be at least 10s"
 	RetryInterval *metav1.Duration `json:"retryInterval,omitempty"`
+}
+
+// SecretDelivery names one Secret to deliver. There is no namespace field:
+// only Secrets of the Module's own namespace can be named.
+type SecretDelivery struct {
+	// Name of the Secret, the same on the management cluster and downstream.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
 }
 
 // NamedSync is a SyncSpec with the name and labels it carries inside an

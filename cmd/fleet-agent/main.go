@@ -46,7 +46,7 @@ func main() {
 			"by default they are refused.")
 	pflag.BoolVar(&o.PushOnly, "push-only", false,
 		"Expand only the Assemblages the fleet-manager writes into this cluster through a kubeconfig (push mode): "+
-			"no Upstream is read, no cluster registers and no plan is pulled, so the agent needs no access to Upstreams or Secrets.")
+			"no Upstream is read, no cluster registers and no plan is pulled, so the agent needs no access to Upstreams, and of Secrets only to those the manager delivers into the tenants' namespaces.")
 	own := pflag.String("namespace", os.Getenv("POD_NAMESPACE"),
 		"The agent's own namespace: the only one where it reads Upstreams and keeps their Secrets. "+
 			"Empty means every namespace, which needs cluster-wide permissions.")

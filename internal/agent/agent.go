@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -58,7 +59,8 @@ type Options struct {
 
 // CacheOptions confine what the agent reads to its own namespace, for
 // Upstreams and their Secrets, and to the tenants' namespaces, for everything
-// else, so that the chart can grant namespaced Roles only. An empty own or
+// else, so that the chart can grant namespaced Roles only. Of the tenants'
+// Secrets it caches only those the fleet delivered. An empty own or
 // tenants leaves that part cluster-wide. The workloads the agent reads for
 // their health are cached without their pod templates: it needs only their
 // pod counts and selectors, and keeps neither the memory nor whatever a
@@ -79,7 +81,18 @@ func CacheOptions(own string, tenants []string) cache.Options {
 	if own != "" {
 		mine := map[string]cache.Config{own: {}}
 		o.ByObject[&fleeetv1.Upstream{}] = cache.ByObject{Namespaces: mine}
-		o.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: mine}
+		// Of the tenants' Secrets, only those the fleet delivered.
+		delivered := cache.Config{LabelSelector: labels.SelectorFromSet(labels.Set{fleeetv1.DeliveredLabel: "true"})}
+		secrets := map[string]cache.Config{own: {}}
+		for _, ns := range tenants {
+			if ns != own {
+				secrets[ns] = delivered
+			}
+		}
+		if len(tenants) == 0 {
+			secrets[cache.AllNamespaces] = delivered
+		}
+		o.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: secrets}
 	}
 	return o
 }
@@ -136,5 +149,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		InspectFlux:     (&flux.Inspector{Reader: mgr.GetAPIReader()}).Inspect,
 		Concurrent:      o.Concurrent,
 		AllowUnconfined: o.AllowUnconfined,
+		APIReader:       mgr.GetAPIReader(),
 	}).SetupWithManager(ctx, mgr)
 }

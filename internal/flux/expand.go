@@ -198,6 +198,14 @@ func Expand(t Target, sync *fleeetv1.NamedSync, values map[string]string, deps [
 			hr.Annotations[helmv2.ResetRequestAnnotation] = t.Retry
 		}
 	}
+	if len(sync.Secrets) > 0 {
+		// In the hash, so the record is always the applied sync's own.
+		var names []string
+		for _, secret := range sync.Secrets {
+			names = append(names, secret.Name)
+		}
+		x.Applier.GetAnnotations()[fleeetv1.SecretsAnnotation] = strings.Join(names, ",")
+	}
 	hash, err := specHash(x)
 	if err != nil {
 		return nil, err

@@ -87,6 +87,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := push.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
+	if err := (&remote.DeliveryReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}).SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
 	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -29,7 +29,9 @@ const idleWindow = 4 * time.Minute
 // (counted from the apiserver's audit log, by the cluster's identity), the
 // agent's RSS idle and while syncing 50 syncs with real Flux, and the latency
 // from a Module change to the downstream Assemblage for 100 clusters served
-// by the real Upstream code. Run it with `make bench`.
+// by the real Upstream code, and from a rotation of a delivered Secret on the
+// management cluster to its copy in each of those 100 clusters' namespaces.
+// Run it with `make bench`.
 func BenchmarkPullAgent(b *testing.B) {
 	managerBin := testenv.BuildCommand(b, "fleet-manager", "bench")
 	agentBin := testenv.BuildCommand(b, "fleet-agent", "bench")
@@ -41,6 +43,11 @@ func BenchmarkPullAgent(b *testing.B) {
 	b.Run("agents=100", func(b *testing.B) {
 		for b.Loop() {
 			benchPullLatency(b, managerBin, agentBin, 100)
+		}
+	})
+	b.Run("secret-rotation/agents=100", func(b *testing.B) {
+		for b.Loop() {
+			benchRotation(b, managerBin, agentBin, 100)
 		}
 	})
 }
@@ -131,12 +138,17 @@ func auditedRequests(b *testing.B, path, user string, from, to time.Time) map[st
 	return counts
 }
 
-func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
+// pullFleet starts a management and a downstream cluster, the manager and
+// one agent process holding agents Upstreams, each a cluster edge-NNN of one
+// tenant, mirroring its plan into the agent's namespace or, with
+// ownNamespaces, into a namespace of its own named after it. It returns the
+// clusters and the tenant.
+func pullFleet(b *testing.B, managerBin, agentBin string, agents int, ownNamespaces bool) (mgmt, down *testenv.Cluster, ns string) {
 	ctx := b.Context()
-	mgmt := testenv.StartCluster(b, "management", testenv.WithWebhooks())
-	down := testenv.StartCluster(b, "downstream")
+	mgmt = testenv.StartCluster(b, "management", testenv.WithWebhooks())
+	down = testenv.StartCluster(b, "downstream")
 	testenv.StartManagerProcess(b, managerBin, mgmt)
-	ns := tenantIn(b, mgmt)
+	ns = tenantIn(b, mgmt)
 	values := issueTokenIn(b, mgmt, ns, "fleet", fleeetv1.RegistrationTokenSpec{
 		MaxRegistrations: int32(agents), RemoteLabels: map[string]string{"fleet": "all"}, FreeLabelKeys: []string{"region"}})
 	if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}); err != nil {
@@ -144,9 +156,22 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	}
 	for i := range agents {
 		name := fmt.Sprintf("edge-%03d", i)
-		createUpstream(b, down, name, name, agentNamespace, values, values.Management.URL)
+		target := agentNamespace
+		if ownNamespaces {
+			target = name
+			if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		createUpstream(b, down, name, name, target, values, values.Management.URL)
 	}
 	startAgent(b, agentBin, down)
+	return mgmt, down, ns
+}
+
+func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
+	ctx := b.Context()
+	mgmt, down, ns := pullFleet(b, managerBin, agentBin, agents, false)
 	m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "all"}})
 	m.Namespace = ns
 	if err := mgmt.Client.Create(ctx, m); err != nil {
@@ -177,6 +202,12 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	}()
 	done := watchAssemblages(b, down, agents, tagged("v2.0.0"))
 	b.ReportMetric(float64((<-planned).Milliseconds()), "all-plans-written-ms")
+	reportLatencies(b, start, done)
+}
+
+// reportLatencies reports the p50, p99 and largest of the times from start
+// to each of done.
+func reportLatencies(b *testing.B, start time.Time, done map[string]time.Time) {
 	latencies := make([]time.Duration, 0, len(done))
 	for _, at := range done {
 		latencies = append(latencies, at.Sub(start))

@@ -131,6 +131,7 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	run("serving", servingAttacks(ctx, f))
 	run("rollout", rolloutAttacks(ctx, f, alice, aliceID))
 	run("dashboard", dashboardAttacks(t, f))
+	run("delivery", deliveryAttacks(ctx, f, alice, cluster, aliceID, clusterID))
 }
 
 // mint returns a token of the ServiceAccount ns/name, as its holder gets one.

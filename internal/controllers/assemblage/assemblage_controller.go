@@ -74,7 +74,8 @@ type Reconciler struct {
 // health arrive by watch, never by polling.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.jitter = newJitter(r.FetchJitter, rand.Uint64())
-	b := flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.Assemblage{}))
+	// Delivered Secrets arriving release the syncs waiting for them.
+	b := flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.Assemblage{})).Owns(&corev1.Secret{})
 	for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet"} {
 		b = b.Watches(flux.NewWorkload(kind), handler.EnqueueRequestsFromMapFunc(r.assemblageOfWorkload),
 			builder.WithPredicates(podCountsChanged))
@@ -113,6 +114,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	removing, err := r.reconcileRemovals(ctx, asm, objs, asm.Spec.Syncs)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.reconcileDeliveries(ctx, asm, objs); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.reconcileStatus(asm, statuses, g, removing)
@@ -174,6 +178,9 @@ func (r *Reconciler) observe(ctx context.Context, asm *fleeetv1.Assemblage) (map
 type planned struct {
 	x   *flux.Expansion
 	err error
+	// undelivered are the Secrets the sync delivers that are not in the
+	// namespace yet; the sync waits for them.
+	undelivered []string
 }
 
 // specHash is the hash of the spec the sync should run, as the expansion
@@ -227,10 +234,20 @@ func (r *Reconciler) expandSyncs(ctx context.Context, asm *fleeetv1.Assemblage, 
 	if err != nil {
 		return nil, err
 	}
+	delivered, err := r.deliveredSecrets(ctx, asm)
+	if err != nil {
+		return nil, err
+	}
 	plans := map[string]planned{}
 	for i := range asm.Spec.Syncs {
 		s := &asm.Spec.Syncs[i]
-		plans[s.Name] = expandSync(ctx, reader, asm, s, g.Deps[s.Name])
+		p := expandSync(ctx, reader, asm, s, g.Deps[s.Name])
+		for _, secret := range s.Secrets {
+			if !delivered[secret.Name] {
+				p.undelivered = append(p.undelivered, secret.Name)
+			}
+		}
+		plans[s.Name] = p
 	}
 	return plans, nil
 }
@@ -287,6 +304,9 @@ func holdSync(name string, g *syncgraph.Graph, plans map[string]planned, objs ma
 	case len(blockedBy) > 0 && !upToDate:
 		st.State, st.BlockedBy = fleeetv1.SyncBlocked, blockedBy
 		st.Message = "waiting for dependencies: " + strings.Join(reasons, "; ")
+	case len(plans[name].undelivered) > 0 && !upToDate:
+		st.State = fleeetv1.SyncBlocked
+		st.Message = "waiting for delivered Secrets: " + strings.Join(plans[name].undelivered, ", ")
 	case plans[name].err != nil:
 		st.State, st.Message = fleeetv1.SyncFailed, plans[name].err.Error()
 	default:

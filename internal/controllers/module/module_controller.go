@@ -61,7 +61,9 @@ type Reconciler struct {
 // (labels, connectivity, suspension) reach the Modules of the namespace,
 // what the compiler made of a Module (its stamp on the plan) that Module;
 // heartbeats do not, and neither do the Module's own status writes, since
-// each Module reconcile reads every Remote it selects.
+// each Module reconcile reads every Remote it selects. A change of a Secret
+// reaches the Modules whose syncs deliver it, whose status says whether it
+// may be delivered.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	selectionChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		before, after := e.ObjectOld.(*fleeetv1.Remote), e.ObjectNew.(*fleeetv1.Remote)
@@ -69,10 +71,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			before.Spec.Suspend != after.Spec.Suspend
 	}}
 	modules := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, "")
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &fleeetv1.Module{}, deliveredSecretsIndex, indexDeliveredSecrets); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleeetv1.Module{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&fleeetv1.ProxyAssemblage{}, r.planChanged(modules)).
 		Watches(&fleeetv1.Remote{}, modules, builder.WithPredicates(selectionChanged)).
+		Watches(&corev1.Secret{}, watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, deliveredSecretsIndex)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
 		Complete(r)
 }
@@ -173,6 +179,8 @@ type compileNotes struct {
 	// tooLarge are the plans the Module's sync was left out of for their
 	// size (compile.Fit).
 	tooLarge []string
+	// undeliverable says why Secrets the sync delivers are not delivered.
+	undeliverable []string
 }
 
 type invalidSelectorError struct{ err error }
@@ -197,6 +205,10 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 	}
 	remotes := &fleeetv1.RemoteList{}
 	if err := r.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, notes, err
+	}
+	var err error
+	if notes.undeliverable, err = r.undeliverable(ctx, m, remotes.Items); err != nil {
 		return nil, notes, err
 	}
 	pas := &fleeetv1.ProxyAssemblageList{}
@@ -470,6 +482,9 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p decision, notes compi
 		status.MarkStalled(m, fleeetv1.ReasonWindowNeverOpens, progress+"; change spec.rollout.windows to go on")
 	case len(notes.bindingErrs) > 0:
 		status.MarkFailed(m, fleeetv1.ReasonBindingFailed, firstFew(notes.bindingErrs))
+	case len(notes.undeliverable) > 0:
+		status.MarkFailed(m, fleeetv1.ReasonSecretNotDeliverable, "spec.sync.secrets: "+strings.Join(notes.undeliverable, "; ")+
+			"; the syncs naming them wait on every cluster until they are delivered")
 	case len(notes.tooLarge) > 0:
 		status.MarkFailed(m, fleeetv1.ReasonPlanTooLarge, fmt.Sprintf(
 			"left out of the plans of %d Remotes, which would pass --max-plan-bytes with it; they keep what they held of it and the other Modules' changes go on: %s",

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,10 +18,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/delivery"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
@@ -81,6 +88,7 @@ func (p *PushReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 		For(&fleeetv1.ProxyAssemblage{}).
 		Watches(&fleeetv1.Remote{}, watches.SameName).
 		Watches(&corev1.Secret{}, watches.Referrers(p.Client, func() client.ObjectList { return &fleeetv1.RemoteList{} }, kubeconfigSecretIndex)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(p.pushRemotesDelivering), builder.WithPredicates(offeredForDelivery)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, p.Concurrent)}).
 		Complete(p)
 }
@@ -111,6 +119,9 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		return ctrl.Result{}, p.setRefused(ctx, remote, reason, err.Error())
 	}
 	asm, err := p.push(ctx, downstream.client, remote, pa)
+	if err == nil {
+		err = p.deliver(ctx, downstream.client, remote, pa, asm)
+	}
 	if err != nil {
 		msg := fmt.Sprintf("cannot reach the cluster: %v", err)
 		if serr := p.setConnected(ctx, remote, metav1.ConditionFalse, fleeetv1.ReasonUnreachable, msg); serr != nil {
@@ -161,6 +172,57 @@ func (p *PushReconciler) push(ctx context.Context, downstream client.Client, rem
 		}
 	}
 	return asm, nil
+}
+
+// deliver writes into asm's namespace downstream the Secrets pa's syncs
+// deliver, under the rules the agent follows for a pull cluster
+// (delivery.Write): Secrets the fleet did not deliver are left alone and
+// reported on the Remote, and the cluster's Assemblage controller deletes
+// the deliveries no sync uses any more. They are written after the
+// Assemblage; its syncs wait, Blocked, until they are there.
+func (p *PushReconciler) deliver(ctx context.Context, downstream client.Client, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage, asm *fleeetv1.Assemblage) error {
+	items, err := collectDeliveries(ctx, p.Client, p.Recorder, remote, pa.Spec.Assemblage.Syncs)
+	if err != nil || len(items) == 0 {
+		return err
+	}
+	conflicts, err := delivery.Write(ctx, downstream, downstream, asm, items)
+	if err != nil {
+		return &targetError{op: "delivering Secrets into namespace " + asm.Namespace, err: err}
+	}
+	if len(conflicts) > 0 {
+		p.Recorder.Eventf(remote, nil, corev1.EventTypeWarning, fleeetv1.ReasonDeliveryConflict, "Deliver",
+			"Secrets %s exist in namespace %s downstream and were not delivered by the fleet; they are left as they are and the syncs naming them wait",
+			strings.Join(conflicts, ", "), asm.Namespace)
+	}
+	return nil
+}
+
+// offeredForDelivery passes the Secrets that are, or were until this
+// change, labelled deliverable: only those can change a push delivery.
+var offeredForDelivery = predicate.NewPredicateFuncs(func(o client.Object) bool {
+	_, ok := o.GetLabels()[fleeetv1.DeliverableLabel]
+	return ok
+})
+
+// pushRemotesDelivering maps a Secret to the push Remotes whose plans
+// deliver it.
+func (p *PushReconciler) pushRemotesDelivering(ctx context.Context, o client.Object) []reconcile.Request {
+	remotes := &fleeetv1.RemoteList{}
+	if err := p.Client.List(ctx, remotes, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range remotes.Items {
+		if remotes.Items[i].Spec.KubeconfigRef == nil {
+			continue
+		}
+		pa := &fleeetv1.ProxyAssemblage{}
+		key := client.ObjectKeyFromObject(&remotes.Items[i])
+		if p.Client.Get(ctx, key, pa) == nil && slices.Contains(delivery.Names(pa.Spec.Assemblage.Syncs), o.GetName()) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return reqs
 }
 
 // createAssemblage creates asm downstream, and its namespace first if the

@@ -31,8 +31,8 @@ const (
 )
 
 // cluster is the management apiserver every test of the package shares,
-// with the package's three controllers running against it: the compiler,
-// the health controller and the push controller. No Module controller runs,
+// with the package's four controllers running against it: the compiler,
+// the health controller, the delivery controller and the push controller. No Module controller runs,
 // so tests write a Module's rollout status themselves, and no admission
 // webhook, so tests may write plans by hand.
 var cluster *testenv.Cluster
@@ -51,6 +51,9 @@ func setupRemote(ctx context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Grace: grace, Concurrent: 2}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&remote.DeliveryReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Concurrent: 2}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	push := &remote.PushReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Timeout: 5 * time.Second, Poll: time.Second, Concurrent: 2}

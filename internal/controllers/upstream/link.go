@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -21,6 +22,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/delivery"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
@@ -72,6 +74,9 @@ type linkState struct {
 	contact time.Time
 	// flux is what the cluster's Flux serves; nil until first read.
 	flux *fluxReport
+	// bundle holds the Secrets delivered to the cluster, by name, as its
+	// bundle last read held them; nil until read, empty when there is none.
+	bundle map[string]delivery.Item
 }
 
 // fluxReport is what the agent found of the cluster's Flux.
@@ -123,11 +128,13 @@ func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 func (l *link) start(obtained time.Time) {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.stop = cancel
-	go l.follow(ctx, &fleeetv1.ProxyAssemblageList{}, func(o client.Object) {
+	go l.follow(ctx, &fleeetv1.ProxyAssemblageList{}, l.cluster, false, func(o client.Object) {
 		pa, _ := o.(*fleeetv1.ProxyAssemblage)
 		l.update(func(s *linkState) { s.pa = pa })
 	})
-	go l.follow(ctx, &fleeetv1.RemoteList{}, func(o client.Object) {
+	// A manager older than deliveries grants no access to the bundle.
+	go l.follow(ctx, &corev1.SecretList{}, fleeetv1.DeliveryBundleName(l.cluster), true, l.applyBundle)
+	go l.follow(ctx, &fleeetv1.RemoteList{}, l.cluster, false, func(o client.Object) {
 		if o == nil {
 			l.revoke(fmt.Sprintf("Remote %s/%s was deleted from the management cluster: this cluster is revoked", l.ns, l.cluster))
 		}
@@ -179,16 +186,37 @@ func (l *link) revoke(reason string) {
 	l.update(func(s *linkState) { s.revoked = reason })
 }
 
-// follow lists and then watches the one object of list's kind named after
-// the cluster, calling apply with it (nil when it does not exist).
-func (l *link) follow(ctx context.Context, list client.ObjectList, apply func(client.Object)) {
-	sel := fields.OneTermEqualSelector("metadata.name", l.cluster)
+// applyBundle keeps what the cluster's delivery bundle holds; a bundle
+// that cannot be read back keeps the last one.
+func (l *link) applyBundle(o client.Object) {
+	items := map[string]delivery.Item{}
+	if bundle, ok := o.(*corev1.Secret); ok {
+		var err error
+		if items, err = delivery.Decode(bundle.Data); err != nil {
+			l.log.Info("Delivery bundle unreadable; keeping the last one", "error", err.Error())
+			return
+		}
+	}
+	l.update(func(s *linkState) { s.bundle = items })
+}
+
+// follow lists and then watches the one object of list's kind named name,
+// calling apply with it (nil when it does not exist). When forbiddenIsNone,
+// an object the cluster may not read is applied as absent and asked for
+// again later, without counting as a failure to reach the management cluster.
+func (l *link) follow(ctx context.Context, list client.ObjectList, name string, forbiddenIsNone bool, apply func(client.Object)) {
+	sel := fields.OneTermEqualSelector("metadata.name", name)
 	rv := ""
 	for backoff := time.Duration(0); sleep(ctx, backoff); {
 		if rv == "" {
 			lctx, cancel := context.WithTimeout(ctx, requestTimeout)
 			err := l.client.List(lctx, list, &client.ListOptions{Namespace: l.ns, FieldSelector: sel})
 			cancel()
+			if forbiddenIsNone && apierrors.IsForbidden(err) {
+				apply(nil)
+				backoff = maxBackoff
+				continue
+			}
 			if err != nil {
 				backoff = l.failed(err, backoff)
 				continue

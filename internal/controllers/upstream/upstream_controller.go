@@ -32,6 +32,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/delivery"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
 	"github.com/fleeet-dev/fleeet/internal/status"
@@ -45,6 +46,10 @@ const tokenSecretIndex = "spec.tokenSecretRef.name"
 type Reconciler struct {
 	// Client reads and writes the downstream cluster.
 	Client client.Client
+	// APIReader reads the downstream cluster uncached: of the tenants'
+	// Secrets the cache holds only those delivered, and delivering must
+	// see the others to leave them alone.
+	APIReader client.Reader
 	// Recorder records registration and revocation on Upstreams.
 	Recorder events.EventRecorder
 	// Heartbeat is how often the agent renews its Lease upstream.
@@ -162,7 +167,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	// While the management cluster cannot be reached, the plan is still
 	// mirrored but the status waits: reconnecting wakes this up again.
-	if err := r.mirror(ctx, up, l, st.pa.DeepCopy(), st.err == nil); err != nil {
+	asm, err := r.mirror(ctx, up, l, st.pa.DeepCopy(), st.err == nil)
+	if err != nil {
+		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonMirrorFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	if err := r.deliver(ctx, up, asm, st); err != nil {
 		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonMirrorFailed, err.Error())
 		return ctrl.Result{}, err
 	}
@@ -323,7 +333,7 @@ func (r *Reconciler) storeCredential(ctx context.Context, up *fleeetv1.Upstream,
 // mirror writes the plan into the local Assemblage and, when report is
 // set, the Assemblage's status, once it describes that plan, back into the
 // ProxyAssemblage.
-func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link, pa *fleeetv1.ProxyAssemblage, report bool) error {
+func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link, pa *fleeetv1.ProxyAssemblage, report bool) (*fleeetv1.Assemblage, error) {
 	asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: assemblageNamespace(up), Name: up.Name}}
 	changed := false
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, asm, func() error {
@@ -332,20 +342,63 @@ func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link,
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("writing Assemblage %s/%s: %w", asm.Namespace, asm.Name, err)
+		return nil, fmt.Errorf("writing Assemblage %s/%s: %w", asm.Namespace, asm.Name, err)
 	}
 	if changed {
 		up.Status.LastSyncTime = &metav1.Time{Time: time.Now()}
 	}
 	if !report {
-		return nil
+		return asm, nil
 	}
 	st, ok := mirror.Status(pa, asm)
 	if !ok || equality.Semantic.DeepEqual(st, pa.Status) {
-		return nil
+		return asm, nil
 	}
 	pa.Status = st
-	return l.writeStatus(ctx, pa)
+	return asm, l.writeStatus(ctx, pa)
+}
+
+// deliver writes into the Assemblage's namespace every Secret of the
+// cluster's bundle that the plan names, and sets the Delivered condition
+// while the plan names any.
+// It only writes: a delivered Secret is deleted by the Assemblage
+// controller once no sync there, present or being removed, names it. A
+// Secret the plan names that the bundle does not hold yet is not an error;
+// the syncs naming it wait downstream, Blocked, until it arrives. A Secret
+// of the same name the fleet did not deliver is left alone and reported,
+// with a Warning event when the conflicts change.
+func (r *Reconciler) deliver(ctx context.Context, up *fleeetv1.Upstream, asm *fleeetv1.Assemblage, st linkState) error {
+	names := delivery.Names(st.pa.Spec.Assemblage.Syncs)
+	if len(names) == 0 {
+		apimeta.RemoveStatusCondition(&up.Status.Conditions, fleeetv1.DeliveredCondition)
+		return nil
+	}
+	if st.bundle == nil {
+		return nil // not read yet
+	}
+	items := map[string]delivery.Item{}
+	for _, name := range names {
+		if item, ok := st.bundle[name]; ok {
+			items[name] = item
+		}
+	}
+	conflicts, err := delivery.Write(ctx, r.Client, r.APIReader, asm, items)
+	if err != nil {
+		return err
+	}
+	before := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.DeliveredCondition)
+	if len(conflicts) == 0 {
+		setCondition(up, fleeetv1.DeliveredCondition, metav1.ConditionTrue, fleeetv1.ReasonDelivered,
+			fmt.Sprintf("%d of the %d Secrets the plan delivers are written in namespace %s", len(items), len(names), asm.Namespace))
+		return nil
+	}
+	msg := fmt.Sprintf("Secrets %s exist in namespace %s and were not delivered by the fleet; they are left as they are and the syncs naming them wait",
+		strings.Join(conflicts, ", "), asm.Namespace)
+	if before == nil || before.Message != msg {
+		r.Recorder.Eventf(up, nil, corev1.EventTypeWarning, fleeetv1.ReasonDeliveryConflict, "Deliver", "%s", msg)
+	}
+	setCondition(up, fleeetv1.DeliveredCondition, metav1.ConditionFalse, fleeetv1.ReasonDeliveryConflict, msg)
+	return nil
 }
 
 // upstreamOfAssemblage maps an Assemblage to the Upstream it mirrors.
