@@ -2,9 +2,10 @@
 // management kube-apiserver running fleet-manager with its webhooks, three
 // downstream ones each with a real node (containerd, kubelet, kube-proxy),
 // Flux's controllers and a fleet-agent installed from its chart and
-// registered through a RegistrationToken, a git server and a chart
-// repository, one tenant and two Modules of podinfo — a backend through a
-// Kustomization and a frontend through a HelmRelease that waits for it, with
+// registered through a RegistrationToken, an SSH git server and an OCI
+// registry requiring credentials, one tenant and two Modules of podinfo — a
+// backend from git over SSH through a Kustomization and a frontend, its chart
+// from the registry, through a HelmRelease that waits for it, with
 // per-cluster values bound from each Remote.
 // `make demo` runs it; test/e2e runs it and then exercises the fleet.
 package demo
@@ -45,13 +46,14 @@ const AgentNamespace = "fleeet-system"
 
 // The demo's Modules, and what they run downstream.
 const (
-	// Backend is podinfo's kustomize directory from git, as Deployment
-	// "podinfo" and its Service.
+	// Backend is podinfo's kustomize directory from git over SSH, as
+	// Deployment "podinfo" and its Service.
 	Backend = "backend"
 	// BackendVersion is the git tag the backend Module starts at.
 	BackendVersion = "v1.0.0"
-	// Frontend is podinfo's Helm chart, released as "frontend" (Deployment
-	// frontend-podinfo), waiting for every Module labelled tier=backend.
+	// Frontend is podinfo's Helm chart from an OCI registry, released as
+	// "frontend" (Deployment frontend-podinfo), waiting for every Module
+	// labelled tier=backend.
 	Frontend = "frontend"
 	// FrontendDeployment is the frontend's Deployment downstream.
 	FrontendDeployment = "frontend-podinfo"
@@ -67,9 +69,13 @@ type Fleet struct {
 	Downstream map[string]*testenv.Cluster
 	// Podinfo is the workload, built from its Go module.
 	Podinfo *testenv.Podinfo
-	// Git serves the backend's repository, BackendRepo.
+	// Git holds the backend's repository, served over SSH at BackendRepo.
 	Git         *testenv.GitServer
+	SSH         *testenv.SSHGitServer
 	BackendRepo string
+	// Registry holds podinfo's chart, at FrontendChart.
+	Registry      *testenv.PrivateRegistry
+	FrontendChart string
 	// FrontendChartVersion is the version of podinfo's chart the frontend
 	// Module installs.
 	FrontendChartVersion string
@@ -122,8 +128,8 @@ func Start(t testenv.TB, out io.Writer) *Fleet {
 	f.ManagerMetricsToken = testenv.MetricsReaderToken(t, f.Management, "")
 	f.say("fleet-manager running, its admission webhooks registered")
 
-	charts := f.serveSources(t)
-	f.createTenant(t, charts)
+	f.serveSources(t)
+	f.createTenant(t)
 	for _, name := range Names {
 		f.register(t, name, agentBin)
 	}
@@ -134,24 +140,16 @@ func (f *Fleet) say(format string, args ...any) {
 	fmt.Fprintf(f.out, "[%5.1fs] %s\n", time.Since(f.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-// serveSources serves podinfo's kustomize directory over git (tag
-// BackendVersion) and its chart from a chart repository, whose URL it
-// returns.
-func (f *Fleet) serveSources(t testenv.TB) (charts string) {
+// serveSources serves podinfo's kustomize directory from git over SSH (tag
+// BackendVersion) and pushes its chart to an OCI registry; both require
+// credentials, which register gives each cluster.
+func (f *Fleet) serveSources(t testenv.TB) {
 	f.Git = testenv.NewGitServer(t)
+	f.SSH = f.Git.ServeSSH(t)
 	f.BackendRepo = f.CommitBackend(t, BackendVersion, nil)
-	chartYAML, err := os.ReadFile(filepath.Join(f.Podinfo.ChartDir(), "Chart.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var chart struct{ Version string }
-	if err := yaml.Unmarshal(chartYAML, &chart); err != nil {
-		t.Fatal(err)
-	}
-	f.FrontendChartVersion = chart.Version
-	charts = testenv.NewChartRepo(t, f.Podinfo.ChartDir()).URL
-	f.say("serving git repository podinfo (kustomize directory ./backend, tag %s) and a chart repository with podinfo %s", BackendVersion, chart.Version)
-	return charts
+	f.Registry = testenv.NewPrivateRegistry(t)
+	f.FrontendChart, f.FrontendChartVersion, _ = f.Registry.PushChart(t, "charts", f.Podinfo.ChartDir())
+	f.say("serving git repository podinfo over SSH (kustomize directory ./backend, tag %s, host key pinned) and podinfo's chart %s from an OCI registry over TLS, both requiring credentials", BackendVersion, f.FrontendChartVersion)
 }
 
 // CommitBackend commits podinfo's kustomize directory, changed by edit (see
@@ -169,18 +167,23 @@ func (f *Fleet) CommitBackend(t testenv.TB, tag string, edit func(name string, c
 		}
 		return content
 	})
-	url, _ := f.Git.Commit(t, "podinfo", files, tag)
-	return url
+	f.Git.Commit(t, "podinfo", files, tag)
+	return f.SSH.URL + "/podinfo.git"
 }
 
+// The Secrets downstream that hold the sources' credentials.
+const (
+	gitSecret        = "git-ssh"
+	registrySecret   = "registry"
+	registryCASecret = "registry-ca"
+)
+
 // createTenant makes the tenant namespace and its two Modules.
-func (f *Fleet) createTenant(t testenv.TB, chartsURL string) {
+func (f *Fleet) createTenant(t testenv.TB) {
 	ctx := t.Context()
 	c := f.Management.Client
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: Tenant, Labels: map[string]string{fleeetv1.TenantLabel: "true"},
-		// Sources are served over plain http on loopback here.
-		Annotations: map[string]string{"fleeet.dev/allow-insecure-http": "true"},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +195,10 @@ func (f *Fleet) createTenant(t testenv.TB, chartsURL string) {
 			SyncPlacement: fleeetv1.SyncPlacement{
 				Selector: all,
 				Sync: fleeetv1.SyncSpec{
-					Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: f.BackendRepo, Tag: BackendVersion}},
+					Source: fleeetv1.Source{
+						Git:       &fleeetv1.GitSource{URL: f.BackendRepo, Tag: BackendVersion},
+						SecretRef: &fleeetv1.LocalObjectReference{Name: gitSecret},
+					},
 					Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{
 						Path: "./backend", TargetNamespace: Tenant,
 						// Ready means podinfo's pods are (Flux's wait); a
@@ -222,7 +228,11 @@ func (f *Fleet) createTenant(t testenv.TB, chartsURL string) {
 			SyncPlacement: fleeetv1.SyncPlacement{
 				Selector: all,
 				Sync: fleeetv1.SyncSpec{
-					Source: fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: chartsURL, Chart: "podinfo", Version: f.FrontendChartVersion}},
+					Source: fleeetv1.Source{
+						OCI:           &fleeetv1.OCISource{URL: f.FrontendChart, Tag: f.FrontendChartVersion},
+						SecretRef:     &fleeetv1.LocalObjectReference{Name: registrySecret},
+						CertSecretRef: &fleeetv1.LocalObjectReference{Name: registryCASecret},
+					},
 					Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{
 						ReleaseName: Frontend, TargetNamespace: Tenant, Values: &apiextensionsv1.JSON{Raw: values},
 					}},
@@ -241,7 +251,7 @@ func (f *Fleet) createTenant(t testenv.TB, chartsURL string) {
 			t.Fatal(err)
 		}
 	}
-	f.say("tenant %s: Module backend (podinfo through a Kustomization) and Module frontend (podinfo's chart through a HelmRelease, waits for tier=backend, message bound from each Remote), both rolled out one cluster at a time", Tenant)
+	f.say("tenant %s: Module backend (podinfo from git over SSH through a Kustomization) and Module frontend (podinfo's chart from the OCI registry through a HelmRelease, waits for tier=backend, message bound from each Remote), both rolled out one cluster at a time", Tenant)
 }
 
 // register does what a platform engineer does for one cluster: give the
@@ -271,10 +281,28 @@ func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	values["tenantServiceAccount"] = map[string]any{"clusterRole": tenantRole}
 
 	rel := testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, AgentNamespace), "fleet-agent", AgentNamespace, values)
+	f.sourceSecrets(t, down)
 	f.AgentMetrics[name] = testenv.FreeAddr(t)
 	testenv.RunRelease(t, down, rel, agentBin, map[string]string{"metrics-bind-address": f.AgentMetrics[name]})
 	f.AgentMetricsTokens[name] = testenv.MetricsReaderToken(t, down, rel.Name+"-metrics-reader")
 	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)
+}
+
+// sourceSecrets creates the sources' credentials in the tenant namespace the
+// agent chart made downstream, before the agent runs.
+func (f *Fleet) sourceSecrets(t testenv.TB, down *testenv.Cluster) {
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: gitSecret}, Data: map[string][]byte{
+			"identity": f.SSH.Identity, "known_hosts": []byte(f.SSH.KnownHosts)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: registrySecret}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{
+			corev1.DockerConfigJsonKey: f.Registry.DockerConfigJSON(t, f.Registry.Password)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: registryCASecret}, Data: map[string][]byte{"ca.crt": f.Registry.CA}},
+	} {
+		s.Namespace = Tenant
+		if err := down.Client.Create(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // Region is the region label a demo cluster registers with.
