@@ -52,6 +52,9 @@ func Sync(ctx context.Context, reader client.Reader, owner metav1.Object, p *fle
 		return fleeetv1.NamedSync{}, err
 	}
 	spec := *p.Sync.DeepCopy()
+	if err := override(&spec, p.Overrides, r); err != nil {
+		return fleeetv1.NamedSync{}, err
+	}
 	if k := spec.Package.Kustomize; k != nil {
 		for key, v := range k.Substitute {
 			k.Substitute[key] = bindings.ExpandEarly(v, values)
@@ -162,12 +165,14 @@ func ChooseBack(current, failed, back *fleeetv1.NamedSync) *fleeetv1.NamedSync {
 }
 
 // Revision identifies what a Module rolls out, apart from how: a hash of its
-// sync and its control-plane bindings.
-func Revision(sync *fleeetv1.SyncSpec, cpBindings []fleeetv1.ControlPlaneBinding) string {
+// sync, its control-plane bindings and its overrides. A Module without
+// overrides keeps the revision it had before overrides existed.
+func Revision(sync *fleeetv1.SyncSpec, cpBindings []fleeetv1.ControlPlaneBinding, overrides []fleeetv1.Override) string {
 	raw, err := json.Marshal(struct {
-		Sync     *fleeetv1.SyncSpec             `json:"sync"`
-		Bindings []fleeetv1.ControlPlaneBinding `json:"bindings,omitempty"`
-	}{sync, cpBindings})
+		Sync      *fleeetv1.SyncSpec             `json:"sync"`
+		Bindings  []fleeetv1.ControlPlaneBinding `json:"bindings,omitempty"`
+		Overrides []fleeetv1.Override            `json:"overrides,omitempty"`
+	}{sync, cpBindings, overrides})
 	if err != nil { // the API types always encode
 		panic(err)
 	}
@@ -177,7 +182,7 @@ func Revision(sync *fleeetv1.SyncSpec, cpBindings []fleeetv1.ControlPlaneBinding
 
 // ModuleRevision is the revision of a Module's spec.
 func ModuleRevision(m *fleeetv1.Module) string {
-	return Revision(&m.Spec.Sync, m.Spec.ControlPlaneBindings)
+	return Revision(&m.Spec.Sync, m.Spec.ControlPlaneBindings, m.Spec.Overrides)
 }
 
 // RolledBackTo returns the record of the version a Module's current
@@ -331,7 +336,8 @@ func choose(ctx context.Context, reader client.Reader, m *fleeetv1.Module, revis
 	}
 	desired, chosen = &next, Choose(m, remote.Name, revision, held, &next)
 	if record := RolledBackTo(m, revision); record != nil {
-		back, err := Sync(ctx, reader, m, &fleeetv1.SyncPlacement{Sync: record.Sync, ControlPlaneBindings: record.ControlPlaneBindings}, remote)
+		back, err := Sync(ctx, reader, m, &fleeetv1.SyncPlacement{Sync: record.Sync,
+			ControlPlaneBindings: record.ControlPlaneBindings, Overrides: record.Overrides}, remote)
 		if err != nil {
 			return nil, held, fmt.Errorf("compiling %s to roll back to: %w", record.Version, err)
 		}

@@ -399,6 +399,9 @@ func (r *Reconciler) recordHistory(m *fleeetv1.Module, revision string, p decisi
 	for _, b := range m.Spec.ControlPlaneBindings {
 		record.ControlPlaneBindings = append(record.ControlPlaneBindings, *b.DeepCopy())
 	}
+	for _, o := range m.Spec.Overrides {
+		record.Overrides = append(record.Overrides, *o.DeepCopy())
+	}
 	h = append([]fleeetv1.RolloutRecord{record}, h...)
 	limit := int(m.Spec.Rollout.HistoryLimit)
 	if limit < 1 {
