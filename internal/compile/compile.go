@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -52,7 +53,8 @@ func Sync(ctx context.Context, reader client.Reader, owner metav1.Object, p *fle
 		return fleeetv1.NamedSync{}, err
 	}
 	spec := *p.Sync.DeepCopy()
-	if err := override(&spec, p.Overrides, r); err != nil {
+	merged, err := override(&spec, p.Overrides, r)
+	if err != nil {
 		return fleeetv1.NamedSync{}, err
 	}
 	if k := spec.Package.Kustomize; k != nil {
@@ -60,7 +62,13 @@ func Sync(ctx context.Context, reader client.Reader, owner metav1.Object, p *fle
 			k.Substitute[key] = bindings.ExpandEarly(v, values)
 		}
 	}
-	if h := spec.Package.Helm; h != nil && h.Values != nil && len(h.Values.Raw) > 0 {
+	if h := spec.Package.Helm; h != nil && merged != nil {
+		raw, err := json.Marshal(bindings.ExpandLeavesEarly(merged, values))
+		if err != nil {
+			return fleeetv1.NamedSync{}, err
+		}
+		h.Values = &apiextensionsv1.JSON{Raw: raw}
+	} else if h != nil && h.Values != nil && len(h.Values.Raw) > 0 {
 		raw, err := bindings.ExpandJSONEarly(h.Values.Raw, values)
 		if err != nil {
 			return fleeetv1.NamedSync{}, fmt.Errorf("spec.sync.package.helm.values: %w", err)
@@ -233,8 +241,10 @@ type Limit struct {
 // through. A sync that depends on a Module left out stays in the plan: the
 // agent holds it back as Blocked, naming the missing dependency, and
 // leaving it out as well would only spread one Module's size to others.
-// modules are only read. The error joins failures other than bindings'.
-func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, remote *fleeetv1.Remote, current []fleeetv1.NamedSync, limit Limit) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
+// modules are only read; revisions, when not nil, remembers their
+// revisions. The error joins failures other than bindings'.
+func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, remote *fleeetv1.Remote, current []fleeetv1.NamedSync,
+	limit Limit, revisions *Revisions) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
 	var picks []pick
 	stamps := map[string]fleeetv1.Compiled{}
 	var errs []error
@@ -245,7 +255,7 @@ func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, 
 			continue // the Module controller reports an invalid selector
 		}
 		held := Find(current, m.Name)
-		revision := ModuleRevision(m)
+		revision := revisions.Of(m)
 		stamp := fleeetv1.Compiled{Generation: m.Generation, Revision: revision}
 		desired, chosen, err := choose(ctx, reader, m, revision, remote, held, &stamp)
 		if err != nil {
@@ -284,6 +294,11 @@ type pick struct {
 	held, chosen *fleeetv1.NamedSync
 }
 
+// changes reports whether the pick changes what the Remote holds.
+func (p pick) changes() bool {
+	return !Same(p.held, p.chosen) && (p.held != nil || p.chosen != nil)
+}
+
 // fit returns the Modules whose chosen sync the plan of picks leaves out to
 // stay within the limit (Fit), with the size the plan would have with each.
 // A plan within the limit is measured once.
@@ -297,8 +312,8 @@ func (l Limit) fit(picks []pick) map[string]int {
 			spec.Assemblage.Syncs = append(spec.Assemblage.Syncs, *p.chosen)
 		}
 	}
-	if len(spec.Assemblage.Syncs) == 0 || PlanBytes(&spec) <= l.MaxBytes {
-		return nil
+	if !slices.ContainsFunc(picks, pick.changes) || planBytesBound(&spec) <= l.MaxBytes || PlanBytes(&spec) <= l.MaxBytes {
+		return nil // Fit leaves out changes only: none, nothing to measure
 	}
 	first := spec.Assemblage.Syncs[0]
 	spec.Assemblage.Syncs = nil
@@ -314,7 +329,7 @@ func (l Limit) fit(picks []pick) map[string]int {
 		return syncBytes(s)
 	}
 	for _, p := range picks {
-		if Same(p.held, p.chosen) || (p.held == nil && p.chosen == nil) {
+		if !p.changes() {
 			kept = append(kept, sizeOf(p.chosen))
 			continue
 		}

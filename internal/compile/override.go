@@ -19,63 +19,83 @@ func Matching(overrides []fleeetv1.Override, r *fleeetv1.Remote) ([]*fleeetv1.Ov
 	var picked []*fleeetv1.Override
 	for i := range overrides {
 		o := &overrides[i]
-		sel, err := metav1.LabelSelectorAsSelector(&o.Selector)
+		ok, err := picks(&o.Selector, r.Labels)
 		if err != nil {
 			return nil, fmt.Errorf("spec.overrides[%s].selector: %w", o.Name, err)
 		}
-		if sel.Matches(labels.Set(r.Labels)) {
+		if ok {
 			picked = append(picked, o)
 		}
 	}
 	return picked, nil
 }
 
+// picks reports whether a selector matches labels. A selector of labels
+// alone, the common case, is matched without parsing it, since a fleet's
+// compile matches every override against every Remote; the Module
+// controller reports a selector that does not parse.
+func picks(selector *metav1.LabelSelector, lbls map[string]string) (bool, error) {
+	if len(selector.MatchExpressions) == 0 {
+		for k, v := range selector.MatchLabels {
+			if have, ok := lbls[k]; !ok || have != v {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return false, err
+	}
+	return sel.Matches(labels.Set(lbls)), nil
+}
+
 // override applies the overrides that pick Remote r to spec, which the
-// caller owns, in list order so that a later one wins: helm values are
-// deep-merged, kustomize patches appended, images and substitute values
-// replaced by name or key.
-func override(spec *fleeetv1.SyncSpec, overrides []fleeetv1.Override, r *fleeetv1.Remote) error {
+// caller owns, in list order so that a later one wins: kustomize patches
+// are appended, images and substitute values replaced by name or key, and
+// helm values deep-merged into the document it returns (nil when no helm
+// override applied), which the caller encodes once bindings are expanded.
+func override(spec *fleeetv1.SyncSpec, overrides []fleeetv1.Override, r *fleeetv1.Remote) (map[string]any, error) {
 	picked, err := Matching(overrides, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var values map[string]any
 	for _, o := range picked {
 		switch h, k := spec.Package.Helm, spec.Package.Kustomize; {
 		case o.Helm != nil && h != nil:
-			if err := mergeValues(h, o.Helm.Values); err != nil {
-				return fmt.Errorf("spec.overrides[%s].helm.values: %w", o.Name, err)
+			if values, err = mergeValues(values, h.Values, o.Helm.Values); err != nil {
+				return nil, fmt.Errorf("spec.overrides[%s].helm.values: %w", o.Name, err)
 			}
 		case o.Kustomize != nil && k != nil:
 			overrideKustomize(k, o.Kustomize)
 		default: // admission refuses it; an object stored before is reported
-			return fmt.Errorf("spec.overrides[%s]: its kind does not match the sync's package", o.Name)
+			return nil, fmt.Errorf("spec.overrides[%s]: its kind does not match the sync's package", o.Name)
 		}
 	}
-	return nil
+	return values, nil
 }
 
-// mergeValues deep-merges values over a helm package's values.
-func mergeValues(h *fleeetv1.HelmPackage, values *apiextensionsv1.JSON) error {
-	if values == nil || len(values.Raw) == 0 {
-		return nil
-	}
-	var over map[string]any
-	if err := json.Unmarshal(values.Raw, &over); err != nil {
-		return fmt.Errorf("not a JSON object: %w", err)
-	}
-	base := map[string]any{}
-	if h.Values != nil && len(h.Values.Raw) > 0 {
-		if err := json.Unmarshal(h.Values.Raw, &base); err != nil {
-			return fmt.Errorf("spec.sync.package.helm.values is not a JSON object: %w", err)
+// mergeValues deep-merges an override's values over doc, the values merged
+// so far, decoding the sync's own values (base) first when doc is nil.
+func mergeValues(doc map[string]any, base, over *apiextensionsv1.JSON) (map[string]any, error) {
+	if doc == nil {
+		doc = map[string]any{}
+		if base != nil && len(base.Raw) > 0 {
+			if err := json.Unmarshal(base.Raw, &doc); err != nil {
+				return nil, fmt.Errorf("spec.sync.package.helm.values is not a JSON object: %w", err)
+			}
 		}
 	}
-	merge(base, over)
-	raw, err := json.Marshal(base)
-	if err != nil {
-		return err
+	if over == nil || len(over.Raw) == 0 {
+		return doc, nil
 	}
-	h.Values = &apiextensionsv1.JSON{Raw: raw}
-	return nil
+	var values map[string]any
+	if err := json.Unmarshal(over.Raw, &values); err != nil {
+		return nil, fmt.Errorf("not a JSON object: %w", err)
+	}
+	merge(doc, values)
+	return doc, nil
 }
 
 // merge merges over into base as Helm merges values files: objects merge

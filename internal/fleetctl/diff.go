@@ -250,7 +250,7 @@ func (p *preview) eventual(ctx context.Context, modules []fleeetv1.Module, r *fl
 		done[i].Spec.Rollout.Strategy = fleeetv1.AllAtOnceStrategy
 	}
 	limit := compile.Limit{MaxBytes: p.maxPlanBytes, RetryRequestedAt: r.Annotations[fleeetv1.RetryAnnotation]}
-	syncs, stamps, err := compile.Plan(ctx, p.c, done, r, p.plans[r.Name], limit)
+	syncs, stamps, err := compile.Plan(ctx, p.c, done, r, p.plans[r.Name], limit, nil)
 	leftOut := map[string]string{}
 	for name, stamp := range stamps {
 		if stamp.TooLarge != "" {

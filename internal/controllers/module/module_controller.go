@@ -195,6 +195,11 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 		}
 		stages[i] = sel
 	}
+	for _, o := range m.Spec.Overrides {
+		if _, err := metav1.LabelSelectorAsSelector(&o.Selector); err != nil {
+			return nil, notes, &invalidSelectorError{fmt.Errorf("spec.overrides[%s].selector: %w", o.Name, err)}
+		}
+	}
 	remotes := &fleeetv1.RemoteList{}
 	if err := r.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, notes, err
