@@ -100,4 +100,15 @@ func TestAnOverrideChangeRollsOutThroughStagesAndRollsBack(t *testing.T) {
 		g.Expect(apimeta.IsStatusConditionTrue(m.Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
 	})
 	g.Expect(history.of("us-1")).To(Equal([]string{"hello"}))
+
+	// An override selector that does not parse stalls the Module, naming
+	// it, and every Remote keeps what it holds.
+	patchModule(g, ns, `{"spec":{"overrides":[{"name":"eu","selector":{"matchExpressions":[{"key":"region","operator":"Near"}]},"kustomize":{"substitute":{"MESSAGE":"x"}}}]}}`)
+	g.Eventually(func(g Gomega) {
+		stalled := apimeta.FindStatusCondition(fleettest.ModuleStatus(g, cluster.Client, ns).Status.Conditions, fleeetv1.StalledCondition)
+		g.Expect(stalled).NotTo(BeNil())
+		g.Expect(stalled.Reason).To(Equal(fleeetv1.ReasonInvalidSelector))
+		g.Expect(stalled.Message).To(ContainSubstring("spec.overrides[eu].selector"))
+	}, timeout, poll).Should(Succeed())
+	g.Consistently(held, "1s", poll).Should(Equal(map[string]string{"canary-1": "hi-eu", "eu-1": "hi-eu", "us-1": "hello"}))
 }
