@@ -363,6 +363,15 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 			}()}}},
 		want: []string{"spec: Invalid value", "sync.bindings: a BootstrapModule is applied from the management cluster", "use controlPlaneBindings"},
 	}, {
+		name: "bootstrap module reading values from the management cluster",
+		obj: &fleeetv1.BootstrapModule{ObjectMeta: metav1.ObjectMeta{Name: "values-from", Namespace: ns},
+			Spec: fleeetv1.BootstrapModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{Sync: func() fleeetv1.SyncSpec {
+				s := helmSync()
+				s.Package.Helm.ValuesFrom = []fleeetv1.ValuesReference{{Kind: "Secret", Name: "kubeconfig"}}
+				return s
+			}()}}},
+		want: []string{"sync.package.helm.valuesFrom: a BootstrapModule is applied by Flux in the management cluster"},
+	}, {
 		name: "bootstrap module with dependencies",
 		obj: &fleeetv1.BootstrapModule{ObjectMeta: metav1.ObjectMeta{Name: "waits", Namespace: ns},
 			Spec: fleeetv1.BootstrapModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{Sync: func() fleeetv1.SyncSpec {
