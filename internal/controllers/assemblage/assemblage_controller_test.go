@@ -546,14 +546,18 @@ func (e *env) testBindings(t *testing.T) {
 	hr.Bindings = ks.Bindings
 	values, _ := json.Marshal(map[string]any{"greeting": "hello from $(ZONE)"})
 	hr.Package.Helm.Values = &apiextensionsv1.JSON{Raw: values}
+	// valuesFrom reaches the chart, below values and any binding in them.
+	fromValues := e.hr("from-values", "hello", "1.2.3")
+	fromValues.Package.Helm.ValuesFrom = []fleeetv1.ValuesReference{{Kind: "ConfigMap", Name: "cluster-info", ValuesKey: "region", TargetPath: "greeting"}}
 	bad := e.ks(ns, "unbound", "v1.0.0", "./configmap")
 	bad.Bindings = []fleeetv1.Binding{{Name: "MISSING", ObjectFieldRef: &fleeetv1.ObjectFieldRef{
 		APIVersion: "v1", Kind: "ConfigMap", Name: "cluster-info", FieldPath: "/data/nope"}}}
-	asm := e.create(t, ns, ks, hr, bad)
+	asm := e.create(t, ns, ks, hr, fromValues, bad)
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.syncStatus(g, asm, "configured").State).To(Equal(fleeetv1.SyncReady))
 		g.Expect(e.syncStatus(g, asm, "greeter").State).To(Equal(fleeetv1.SyncReady))
+		g.Expect(e.syncStatus(g, asm, "from-values").State).To(Equal(fleeetv1.SyncReady))
 		st := e.syncStatus(g, asm, "unbound")
 		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed))
 		g.Expect(st.Message).To(Equal("binding MISSING: ConfigMap " + ns + "/cluster-info: field /data/nope not found"))
@@ -564,6 +568,8 @@ func (e *env) testBindings(t *testing.T) {
 	g.Expect(cm.Data).To(HaveKeyWithValue("value", "zone=eu-west-1a literal=$(ZONE)"))
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "greeter-hello"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("greeting", "hello from eu-west-1a"))
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "from-values-hello"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("greeting", "eu-west-1"), "valuesFrom reached the chart")
 }
 
 // testBindingsReadAsTenant is the cross-tenant read: tenant B's downstream
@@ -581,7 +587,7 @@ func (e *env) testBindingsReadAsTenant(t *testing.T) {
 	})).To(Succeed())
 	g.Expect(e.c.Client.Create(t.Context(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "cluster-info", Namespace: ns},
-		Data:       map[string]string{"region": "eu-west-1"},
+		Data:       map[string]string{"region": "eu-west-1", "value": "from-configmap"},
 	})).To(Succeed())
 	e.serviceAccount(t, ns, "team-b", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}})
 
@@ -594,18 +600,38 @@ func (e *env) testBindingsReadAsTenant(t *testing.T) {
 		APIVersion: "v1", Kind: "Secret", Name: "team-a-credential", FieldPath: "/data/token"}}}
 	values, _ := json.Marshal(map[string]any{"greeting": "$(TOKEN)"})
 	leaky.Package.Helm.Values = &apiextensionsv1.JSON{Raw: values}
+	// Flux reads valuesFrom and substituteFrom with its own rights: what B
+	// may read flows in (B may not keep Helm's release Secrets, so only a
+	// kustomize sync shows it), the Secret B may not read is refused by the
+	// agent.
+	fromVars := e.ks(ns, "from-vars", "v1.0.0", "./configmap")
+	fromVars.Package.Kustomize.SubstituteFrom = []fleeetv1.SubstituteReference{{Kind: "ConfigMap", Name: "cluster-info"}}
+	valuesLeak := e.hr("values-leak", "hello", "1.2.3")
+	valuesLeak.Package.Helm.ValuesFrom = []fleeetv1.ValuesReference{{Kind: "Secret", Name: "team-a-credential", ValuesKey: "token", TargetPath: "greeting"}}
+	varsLeak := e.ks(ns, "vars-leak", "v1.0.0", "./configmap")
+	varsLeak.Package.Kustomize.SubstituteFrom = []fleeetv1.SubstituteReference{{Kind: "Secret", Name: "team-a-credential", Optional: true}}
 	asm := &fleeetv1.Assemblage{
 		ObjectMeta: metav1.ObjectMeta{Name: "team-b", Namespace: ns},
-		Spec:       fleeetv1.AssemblageSpec{Syncs: []fleeetv1.NamedSync{allowed, leaky}, ServiceAccountName: "team-b"},
+		Spec: fleeetv1.AssemblageSpec{Syncs: []fleeetv1.NamedSync{allowed, leaky, fromVars, valuesLeak, varsLeak},
+			ServiceAccountName: "team-b"},
 	}
 	g.Expect(e.c.Client.Create(t.Context(), asm)).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.syncStatus(g, asm, "allowed").State).To(Equal(fleeetv1.SyncReady))
+		g.Expect(e.syncStatus(g, asm, "from-vars").State).To(Equal(fleeetv1.SyncReady))
+		for _, name := range []string{"values-leak", "vars-leak"} {
+			st := e.syncStatus(g, asm, name)
+			g.Expect(st.State).To(Equal(fleeetv1.SyncFailed))
+			g.Expect(st.Message).To(MatchRegexp(`^package\.(helm\.valuesFrom|kustomize\.substituteFrom)\[0\]: the tenant's ServiceAccount may not read Secret ` + ns + `/team-a-credential$`))
+		}
 	}, timeout, poll).Should(Succeed())
 	var cm corev1.ConfigMap
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "allowed"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("value", "eu-west-1"))
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "from-vars"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("value", "from-configmap"), "substituteFrom reached the manifests")
+	g.Expect(e.appliers(g, ns)).NotTo(Or(HaveKey("values-leak"), HaveKey("vars-leak")))
 
 	// Nothing of the Secret reached a Flux object, encoded or not.
 	encoded := base64.StdEncoding.EncodeToString([]byte(token))
