@@ -74,6 +74,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("AssemblageWithoutServiceAccountIsStalledAndAppliesNothing", e.testNoServiceAccount)
 	t.Run("UnhealthyDeploymentFailsItsSyncAndHoldsDependentsUnlessWaitIsOff", e.testUnhealthyWorkload)
 	t.Run("FailedHelmUpgradeRollsBackAndANewVersionRecoversWithoutRetry", e.testHelmRemediation)
+	t.Run("PatchesImagesAndComponentsShapeWhatKustomizeApplies", e.testKustomizeOptions)
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
@@ -97,6 +98,8 @@ func publishConfigs(t testing.TB) string {
 		"gadget/kustomization.yaml":    "resources: [gadget.yaml]\n",
 		"gadget/gadget.yaml":           "apiVersion: example.fleeet.dev/v1\nkind: Gadget\nmetadata:\n  name: ${id}\nspec: {}\n",
 		"web/kustomization.yaml":       "resources: [deployment.yaml]\n",
+		"components/labelled/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n" +
+			"labels: [{pairs: {component: labelled}}]\n",
 		"web/deployment.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n" +
 			"  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n" +
 			"    spec: {containers: [{name: app, image: registry.invalid/web:1.0.0}]}\n",
@@ -570,6 +573,39 @@ func (e *env) testBindings(t *testing.T) {
 	g.Expect(cm.Data).To(HaveKeyWithValue("greeting", "hello from eu-west-1a"))
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "from-values-hello"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("greeting", "eu-west-1"), "valuesFrom reached the chart")
+}
+
+// testKustomizeOptions applies the web path with a patch (taking a
+// binding through post-build substitution), an image rewrite and a
+// component, and reads the Deployment the real kustomize-controller
+// applied. No node runs here, so the sync does not wait for its pods.
+func (e *env) testKustomizeOptions(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "options", nil)
+	ks := e.ks(ns, "web", "v1.0.0", "./web")
+	ks.Bindings = []fleeetv1.Binding{{Name: "REPLICAS", Value: ptr.To("3")}}
+	k := ks.Package.Kustomize
+	k.Wait = ptr.To(false)
+	k.Substitute["replicas"] = "$(REPLICAS)"
+	k.Patches = []fleeetv1.KustomizePatch{{
+		Patch:  "- op: add\n  path: /spec/replicas\n  value: ${replicas}\n",
+		Target: &fleeetv1.PatchTarget{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web"},
+	}, {
+		Patch: "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n" +
+			"spec:\n  template:\n    spec:\n      containers:\n      - name: app\n        args: [--name=$(POD_NAME)]\n",
+	}}
+	k.Images = []fleeetv1.KustomizeImage{{Name: "registry.invalid/web", NewTag: "2.0.0"}}
+	k.Components = []string{"../components/labelled"}
+	asm := e.create(t, ns, ks)
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "web").State).To(Equal(fleeetv1.SyncReady))
+	}, timeout, poll).Should(Succeed())
+	d := &appsv1.Deployment{}
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web"}, d)).To(Succeed())
+	g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)), "the patch, with the binding substituted after it")
+	g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("registry.invalid/web:2.0.0"))
+	g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"--name=$(POD_NAME)"}), "Kubernetes' own $(…) is left alone")
+	g.Expect(d.Labels).To(HaveKeyWithValue("component", "labelled"))
 }
 
 // testBindingsReadAsTenant is the cross-tenant read: tenant B's downstream
