@@ -43,10 +43,10 @@ func Selects(selector *metav1.LabelSelector, r *fleeetv1.Remote) (bool, error) {
 
 // Sync compiles the sync a Module or BootstrapModule (owner, with placement
 // p) places on one Remote: named after the owner, carrying its labels, with
-// every $(NAME) of a control-plane binding substituted. Mentions of other
-// names are left for the agent's bindings; the substituted values and $$(
-// escapes are written so that the agent's expansion yields them literally
-// (bindings.ExpandEarly).
+// the overrides that pick the Remote applied (override) and every $(NAME) of
+// a control-plane binding substituted. Mentions of other names are left for
+// the agent's bindings; the substituted values and $$( escapes are written
+// so that the agent's expansion yields them literally (bindings.ExpandEarly).
 func Sync(ctx context.Context, reader client.Reader, owner metav1.Object, p *fleeetv1.SyncPlacement, r *fleeetv1.Remote) (fleeetv1.NamedSync, error) {
 	values, err := resolve(ctx, reader, owner.GetNamespace(), p.ControlPlaneBindings, r)
 	if err != nil {
@@ -312,7 +312,8 @@ func (l Limit) fit(picks []pick) map[string]int {
 			spec.Assemblage.Syncs = append(spec.Assemblage.Syncs, *p.chosen)
 		}
 	}
-	if !slices.ContainsFunc(picks, pick.changes) || planBytesBound(&spec) <= l.MaxBytes || PlanBytes(&spec) <= l.MaxBytes {
+	if len(spec.Assemblage.Syncs) == 0 || !slices.ContainsFunc(picks, pick.changes) ||
+		planBytesBound(&spec) <= l.MaxBytes || PlanBytes(&spec) <= l.MaxBytes {
 		return nil // Fit leaves out changes only: none, nothing to measure
 	}
 	first := spec.Assemblage.Syncs[0]
