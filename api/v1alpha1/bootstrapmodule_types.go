@@ -16,6 +16,8 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // +kubebuilder:validation:XValidation:rule="!has(self.sync.bindings) || size(self.sync.bindings) == 0",message="sync.bindings: a BootstrapModule is applied from the management cluster, which cannot read the downstream cluster's objects; use controlPlaneBindings"
 // +kubebuilder:validation:XValidation:rule="!has(self.sync.dependsOn) || size(self.sync.dependsOn) == 0",message="sync.dependsOn: a BootstrapModule is applied by Flux from the management cluster without the agent that waits on dependencies; remove it"
 // +kubebuilder:validation:XValidation:rule="!has(self.sync.secrets) || size(self.sync.secrets) == 0",message="sync.secrets: a BootstrapModule is applied by Flux in the management cluster, where its Secrets already are; name them in source.secretRef directly"
+// +kubebuilder:validation:XValidation:rule="!has(self.sync.package.helm) || !has(self.sync.package.helm.valuesFrom) || size(self.sync.package.helm.valuesFrom) == 0",message="sync.package.helm.valuesFrom: a BootstrapModule is applied by Flux in the management cluster, where it would read the tenant namespace's Secrets with Flux's own rights; use values"
+// +kubebuilder:validation:XValidation:rule="!has(self.sync.package.kustomize) || !has(self.sync.package.kustomize.substituteFrom) || size(self.sync.package.kustomize.substituteFrom) == 0",message="sync.package.kustomize.substituteFrom: a BootstrapModule is applied by Flux in the management cluster, where it would read the tenant namespace's Secrets with Flux's own rights; use substitute"
 type BootstrapModuleSpec struct {
 	SyncPlacement `json:",inline"`
 }

@@ -99,6 +99,39 @@ func TestEveryKindAcceptsAMinimalSpecAndStartsUnobserved(t *testing.T) {
 	}
 }
 
+// Every per-cluster option round-trips through the apiserver as written:
+// the schema prunes none of it.
+func TestPerClusterOptionsAreStoredAsWritten(t *testing.T) {
+	g := NewWithT(t)
+	ns := cluster.Namespace(t, "per-cluster", nil)
+	kustomize := minimalModule(ns)
+	k := kustomize.Spec.Sync.Package.Kustomize
+	k.Patches = []fleeetv1.KustomizePatch{{Patch: "kind: Deployment", Target: &fleeetv1.PatchTarget{Kind: "Deployment", LabelSelector: "app=web"}}}
+	k.Images = []fleeetv1.KustomizeImage{{Name: "web", NewTag: "2", Digest: "sha256:0123456789abcdef0123456789abcdef"}}
+	k.Components = []string{"../ha"}
+	k.SubstituteFrom = []fleeetv1.SubstituteReference{{Kind: "Secret", Name: "db", Optional: true}}
+	kustomize.Spec.Overrides = []fleeetv1.Override{{Name: "eu", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"region": "eu"}},
+		Kustomize: &fleeetv1.KustomizeOverride{Patches: k.Patches, Images: k.Images, Substitute: map[string]string{"A": "b"}}}}
+	helm := minimalModule(ns)
+	helm.Name = "chart"
+	helm.Spec.Sync = helmSync()
+	helm.Spec.Sync.Package.Helm.ValuesFrom = []fleeetv1.ValuesReference{{Kind: "ConfigMap", Name: "v", ValuesKey: "k.yaml", TargetPath: "a.b[0]"}}
+	helm.Spec.Overrides = []fleeetv1.Override{{Name: "eu", Helm: &fleeetv1.HelmOverride{Values: &apiextensionsv1.JSON{Raw: []byte(`{"a":{"b":null}}`)}}}}
+	for _, m := range []*fleeetv1.Module{kustomize, helm} {
+		g.Expect(cluster.Client.Create(t.Context(), m.DeepCopy())).To(Succeed())
+		got := &fleeetv1.Module{}
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(m), got)).To(Succeed())
+		g.Expect(got.Spec.Overrides).To(Equal(m.Spec.Overrides))
+		if want := m.Spec.Sync.Package.Kustomize; want != nil {
+			have := got.Spec.Sync.Package.Kustomize
+			g.Expect([]any{have.Patches, have.Images, have.Components, have.SubstituteFrom}).To(
+				Equal([]any{want.Patches, want.Images, want.Components, want.SubstituteFrom}))
+		} else {
+			g.Expect(got.Spec.Sync.Package.Helm.ValuesFrom).To(Equal(m.Spec.Sync.Package.Helm.ValuesFrom))
+		}
+	}
+}
+
 func TestDefaultsAreApplied(t *testing.T) {
 	g := NewWithT(t)
 	ns := cluster.Namespace(t, "defaults", nil)
@@ -346,6 +379,31 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 		}),
 		want: []string{"spec.sync.bindings[0].objectFieldRef.fieldPath"},
 	}, {
+		name: "helm override on a kustomize sync",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Overrides = []fleeetv1.Override{{Name: "eu", Helm: &fleeetv1.HelmOverride{}}}
+		}),
+		want: []string{"spec.overrides", "helm overrides for a helm package"},
+	}, {
+		name: "override with both helm and kustomize",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Overrides = []fleeetv1.Override{{Name: "eu", Helm: &fleeetv1.HelmOverride{}, Kustomize: &fleeetv1.KustomizeOverride{}}}
+		}),
+		want: []string{"spec.overrides[0]", "exactly one of helm or kustomize must be set"},
+	}, {
+		name: "image that changes nothing",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Package.Kustomize.Images = []fleeetv1.KustomizeImage{{Name: "web"}}
+		}),
+		want: []string{"spec.sync.package.kustomize.images[0]", "at least one of newName, newTag or digest"},
+	}, {
+		name: "valuesFrom of another kind",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.ValuesFrom = []fleeetv1.ValuesReference{{Kind: "Pod", Name: "x"}}
+		}),
+		want: []string{"spec.sync.package.helm.valuesFrom[0].kind", `Unsupported value: "Pod"`},
+	}, {
 		name: "dependency with both a name and a selector",
 		obj: module(func(m *fleeetv1.Module) {
 			m.Spec.Sync.DependsOn = []fleeetv1.Dependency{{Name: "crds", Selector: &metav1.LabelSelector{}}}
@@ -360,6 +418,15 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 				return s
 			}()}}},
 		want: []string{"spec: Invalid value", "sync.bindings: a BootstrapModule is applied from the management cluster", "use controlPlaneBindings"},
+	}, {
+		name: "bootstrap module reading values from the management cluster",
+		obj: &fleeetv1.BootstrapModule{ObjectMeta: metav1.ObjectMeta{Name: "values-from", Namespace: ns},
+			Spec: fleeetv1.BootstrapModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{Sync: func() fleeetv1.SyncSpec {
+				s := helmSync()
+				s.Package.Helm.ValuesFrom = []fleeetv1.ValuesReference{{Kind: "Secret", Name: "kubeconfig"}}
+				return s
+			}()}}},
+		want: []string{"sync.package.helm.valuesFrom: a BootstrapModule is applied by Flux in the management cluster"},
 	}, {
 		name: "bootstrap module with dependencies",
 		obj: &fleeetv1.BootstrapModule{ObjectMeta: metav1.ObjectMeta{Name: "waits", Namespace: ns},

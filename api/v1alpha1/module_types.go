@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -18,6 +19,8 @@ type ModuleSpec struct {
 
 // SyncPlacement is what Module and BootstrapModule share: a sync, the Remotes
 // it is placed on, and the values bound into it for each of them.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.overrides) || self.overrides.all(o, has(self.sync.package.helm) ? !has(o.kustomize) : !has(o.helm))",message="an override's kind must match the sync's package: helm overrides for a helm package, kustomize overrides for a kustomize package",fieldPath=".overrides"
 type SyncPlacement struct {
 	// Sync is applied to every selected Remote, named after its Module.
 	// +required
@@ -35,6 +38,19 @@ type SyncPlacement struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	ControlPlaneBindings []ControlPlaneBinding `json:"controlPlaneBindings,omitempty"`
+
+	// Overrides change the sync for the Remotes their selectors pick. Every
+	// override whose selector matches a Remote applies, in list order, so a
+	// later one wins: helm values are deep-merged (objects merge key by key,
+	// anything else is replaced, null deletes the key), kustomize patches
+	// are appended after the sync's own, images replace the sync's entry of
+	// the same name, substitute keys replace the sync's. A change to an
+	// override rolls out like a version change.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Overrides []Override `json:"overrides,omitempty"`
 
 	// Suspend stops reconciling; what was applied stays as it is.
 	// +optional
@@ -86,6 +102,60 @@ type ControlPlaneFieldRef struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:Pattern=`^(/([^~/]|~[01])*)+$`
 	FieldPath string `json:"fieldPath"`
+}
+
+// Override changes a sync for the Remotes its selector picks: helm values
+// for a helm package, or kustomize patches, images and substitute values for
+// a kustomize package. Strings may mention bindings as $(NAME) wherever the
+// sync's own may.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.helm) != has(self.kustomize)",message="exactly one of helm or kustomize must be set"
+type Override struct {
+	// Name identifies the override in fleetctl diff and the dashboard.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// Selector picks Remotes by label among those the Module selects; {}
+	// picks all of them.
+	// +required
+	Selector metav1.LabelSelector `json:"selector"`
+
+	// Helm overrides a helm package.
+	// +optional
+	Helm *HelmOverride `json:"helm,omitempty"`
+
+	// Kustomize overrides a kustomize package.
+	// +optional
+	Kustomize *KustomizeOverride `json:"kustomize,omitempty"`
+}
+
+// HelmOverride is what an override changes in a helm package.
+type HelmOverride struct {
+	// Values are deep-merged over the sync's values.
+	// +optional
+	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+}
+
+// KustomizeOverride is what an override changes in a kustomize package.
+type KustomizeOverride struct {
+	// Patches are applied after the sync's own.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Patches []KustomizePatch `json:"patches,omitempty"`
+
+	// Images replace the sync's images of the same name, or add to them.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Images []KustomizeImage `json:"images,omitempty"`
+
+	// Substitute replaces the sync's substitute values of the same keys, or
+	// adds to them.
+	// +optional
+	Substitute map[string]string `json:"substitute,omitempty"`
 }
 
 // RolloutStrategy names how a new version reaches the selected Remotes.
@@ -319,8 +389,9 @@ type ModuleStatus struct {
 // stands. Only the Remotes in flight are listed, so the status stays small
 // however many Remotes the Module selects.
 type RolloutStatus struct {
-	// Revision being rolled out: a hash of the sync and its control-plane
-	// bindings, so a change to the rollout's own settings keeps its place.
+	// Revision being rolled out: a hash of the sync, its control-plane
+	// bindings and its overrides, so a change to the rollout's own settings
+	// keeps its place.
 	Revision string `json:"revision"`
 
 	// Admitted lists the Remotes allowed to move to this revision that do
@@ -389,7 +460,8 @@ const (
 // RolloutRecord is one version in a Module's history, with what a rollback
 // needs to compile it again.
 type RolloutRecord struct {
-	// Revision is the hash of the sync and its control-plane bindings.
+	// Revision is the hash of the sync, its control-plane bindings and its
+	// overrides.
 	Revision string `json:"revision"`
 	// Version is its git tag, commit, chart version or OCI tag or digest.
 	Version string `json:"version"`
@@ -402,6 +474,9 @@ type RolloutRecord struct {
 	// ControlPlaneBindings are the bindings as they were.
 	// +optional
 	ControlPlaneBindings []ControlPlaneBinding `json:"controlPlaneBindings,omitempty"`
+	// Overrides are the overrides as they were.
+	// +optional
+	Overrides []Override `json:"overrides,omitempty"`
 }
 
 // ModuleSummary counts a Module's selected Remotes.

@@ -260,6 +260,38 @@ type KustomizePackage struct {
 	// +optional
 	Substitute map[string]string `json:"substitute,omitempty"`
 
+	// Patches are kustomize patches (strategic merge or JSON 6902) applied to
+	// the built manifests, in order, before post-build substitution: a
+	// ${VAR} in a patch is substituted like one in the manifests, which is
+	// how a patch takes a binding (substitute: {VAR: $(NAME)}). $(NAME) in a
+	// patch is left alone: it is Kubernetes' own syntax in command and args.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Patches []KustomizePatch `json:"patches,omitempty"`
+
+	// Images set the name, tag or digest of container images in the built
+	// manifests.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Images []KustomizeImage `json:"images,omitempty"`
+
+	// Components are paths, relative to path, of kustomize components
+	// included in the build.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	Components []string `json:"components,omitempty"`
+
+	// SubstituteFrom names ConfigMaps and Secrets in the downstream tenant
+	// namespace whose data are post-build substitution variables, in order,
+	// a later one winning; substitute wins over all of them. A Secret
+	// delivered with sync.secrets arrives there under the same name.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	SubstituteFrom []SubstituteReference `json:"substituteFrom,omitempty"`
+
 	// TargetNamespace sets the namespace of every namespaced object applied.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
@@ -317,6 +349,14 @@ type HelmPackage struct {
 	// +optional
 	Values *apiextensionsv1.JSON `json:"values,omitempty"`
 
+	// ValuesFrom merges values from ConfigMaps and Secrets in the downstream
+	// tenant namespace, in order, a later one winning; values wins over all
+	// of them. A Secret delivered with sync.secrets arrives there under the
+	// same name.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	ValuesFrom []ValuesReference `json:"valuesFrom,omitempty"`
+
 	// Timeout bounds each Helm action (install, upgrade, rollback,
 	// uninstall), including Helm's wait for the release's objects to be
 	// ready: an install or upgrade whose workloads are not ready by then
@@ -332,6 +372,140 @@ type HelmPackage struct {
 	// too, so the release keeps running its last good version.
 	// +optional
 	Remediation *HelmRemediation `json:"remediation,omitempty"`
+}
+
+// KustomizePatch is a strategic merge or JSON 6902 patch, applied to the
+// objects target selects, or to the object the patch names.
+type KustomizePatch struct {
+	// Patch is the patch document, YAML or JSON.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32768
+	Patch string `json:"patch"`
+
+	// Target selects the objects to patch.
+	// +optional
+	Target *PatchTarget `json:"target,omitempty"`
+}
+
+// PatchTarget selects the objects a patch applies to; every field set must
+// match.
+type PatchTarget struct {
+	// Group of the objects' API, such as apps.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+
+	// Version of the objects' API, such as v1.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Version string `json:"version,omitempty"`
+
+	// Kind of the objects, such as Deployment.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind,omitempty"`
+
+	// Name of the objects; a regular expression.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+
+	// Namespace of the objects; a regular expression.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Namespace string `json:"namespace,omitempty"`
+
+	// LabelSelector over the objects' labels, such as app=web.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	LabelSelector string `json:"labelSelector,omitempty"`
+
+	// AnnotationSelector over the objects' annotations.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	AnnotationSelector string `json:"annotationSelector,omitempty"`
+}
+
+// KustomizeImage rewrites the container images called name.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.newName) || has(self.newTag) || has(self.digest)",message="set at least one of newName, newTag or digest"
+type KustomizeImage struct {
+	// Name of the image as the manifests write it, without tag or digest.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Name string `json:"name"`
+
+	// NewName replaces the image's name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	NewName string `json:"newName,omitempty"`
+
+	// NewTag replaces the image's tag.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	NewTag string `json:"newTag,omitempty"`
+
+	// Digest replaces the image's tag with a digest, such as sha256:….
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+:[a-f0-9]{32,}$`
+	Digest string `json:"digest,omitempty"`
+}
+
+// SubstituteReference names a ConfigMap or Secret in the downstream tenant
+// namespace whose data are post-build substitution variables.
+type SubstituteReference struct {
+	// Kind is ConfigMap or Secret.
+	// +required
+	// +kubebuilder:validation:Enum=ConfigMap;Secret
+	Kind string `json:"kind"`
+
+	// Name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Optional lets the sync go ahead while the object is missing; otherwise
+	// it fails, naming the object.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
+}
+
+// ValuesReference names a ConfigMap or Secret in the downstream tenant
+// namespace holding Helm values.
+type ValuesReference struct {
+	// Kind is ConfigMap or Secret.
+	// +required
+	// +kubebuilder:validation:Enum=ConfigMap;Secret
+	Kind string `json:"kind"`
+
+	// Name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// ValuesKey is the data key holding the values: a YAML document, or, with
+	// targetPath, one value. values.yaml unless set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[\-._a-zA-Z0-9]+$`
+	ValuesKey string `json:"valuesKey,omitempty"`
+
+	// TargetPath is where the value of valuesKey goes, such as
+	// ingress.hosts[0]; unset, valuesKey holds a whole values document.
+	// +optional
+	// +kubebuilder:validation:MaxLength=250
+	// +kubebuilder:validation:Pattern=`^([a-zA-Z0-9_\-.\\\/]|\[[0-9]{1,5}\])+$`
+	TargetPath string `json:"targetPath,omitempty"`
+
+	// Optional lets the sync go ahead while the object or key is missing;
+	// otherwise it fails, naming the object.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
 }
 
 // HelmRemediationStrategy is how a failed Helm upgrade is undone.

@@ -128,6 +128,12 @@ func ExpandJSONEarly(raw []byte, values map[string]string) ([]byte, error) {
 	return expandJSON(raw, func(s string) string { return ExpandEarly(s, values) })
 }
 
+// ExpandLeavesEarly applies ExpandEarly to every string leaf of a decoded
+// JSON document, in place, and returns the document.
+func ExpandLeavesEarly(doc any, values map[string]string) any {
+	return expandLeaves(doc, func(s string) string { return ExpandEarly(s, values) })
+}
+
 func expandJSON(raw []byte, expand func(string) string) ([]byte, error) {
 	var doc any
 	if err := json.Unmarshal(raw, &doc); err != nil {

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -43,22 +44,32 @@ func Selects(selector *metav1.LabelSelector, r *fleeetv1.Remote) (bool, error) {
 
 // Sync compiles the sync a Module or BootstrapModule (owner, with placement
 // p) places on one Remote: named after the owner, carrying its labels, with
-// every $(NAME) of a control-plane binding substituted. Mentions of other
-// names are left for the agent's bindings; the substituted values and $$(
-// escapes are written so that the agent's expansion yields them literally
-// (bindings.ExpandEarly).
+// the overrides that pick the Remote applied (override) and every $(NAME) of
+// a control-plane binding substituted. Mentions of other names are left for
+// the agent's bindings; the substituted values and $$( escapes are written
+// so that the agent's expansion yields them literally (bindings.ExpandEarly).
 func Sync(ctx context.Context, reader client.Reader, owner metav1.Object, p *fleeetv1.SyncPlacement, r *fleeetv1.Remote) (fleeetv1.NamedSync, error) {
 	values, err := resolve(ctx, reader, owner.GetNamespace(), p.ControlPlaneBindings, r)
 	if err != nil {
 		return fleeetv1.NamedSync{}, err
 	}
 	spec := *p.Sync.DeepCopy()
+	merged, err := override(&spec, p.Overrides, r)
+	if err != nil {
+		return fleeetv1.NamedSync{}, err
+	}
 	if k := spec.Package.Kustomize; k != nil {
 		for key, v := range k.Substitute {
 			k.Substitute[key] = bindings.ExpandEarly(v, values)
 		}
 	}
-	if h := spec.Package.Helm; h != nil && h.Values != nil && len(h.Values.Raw) > 0 {
+	if h := spec.Package.Helm; h != nil && merged != nil {
+		raw, err := json.Marshal(bindings.ExpandLeavesEarly(merged, values))
+		if err != nil {
+			return fleeetv1.NamedSync{}, err
+		}
+		h.Values = &apiextensionsv1.JSON{Raw: raw}
+	} else if h != nil && h.Values != nil && len(h.Values.Raw) > 0 {
 		raw, err := bindings.ExpandJSONEarly(h.Values.Raw, values)
 		if err != nil {
 			return fleeetv1.NamedSync{}, fmt.Errorf("spec.sync.package.helm.values: %w", err)
@@ -163,12 +174,14 @@ func ChooseBack(current, failed, back *fleeetv1.NamedSync) *fleeetv1.NamedSync {
 }
 
 // Revision identifies what a Module rolls out, apart from how: a hash of its
-// sync and its control-plane bindings.
-func Revision(sync *fleeetv1.SyncSpec, cpBindings []fleeetv1.ControlPlaneBinding) string {
+// sync, its control-plane bindings and its overrides. A Module without
+// overrides keeps the revision it had before overrides existed.
+func Revision(sync *fleeetv1.SyncSpec, cpBindings []fleeetv1.ControlPlaneBinding, overrides []fleeetv1.Override) string {
 	raw, err := json.Marshal(struct {
-		Sync     *fleeetv1.SyncSpec             `json:"sync"`
-		Bindings []fleeetv1.ControlPlaneBinding `json:"bindings,omitempty"`
-	}{sync, cpBindings})
+		Sync      *fleeetv1.SyncSpec             `json:"sync"`
+		Bindings  []fleeetv1.ControlPlaneBinding `json:"bindings,omitempty"`
+		Overrides []fleeetv1.Override            `json:"overrides,omitempty"`
+	}{sync, cpBindings, overrides})
 	if err != nil { // the API types always encode
 		panic(err)
 	}
@@ -178,7 +191,7 @@ func Revision(sync *fleeetv1.SyncSpec, cpBindings []fleeetv1.ControlPlaneBinding
 
 // ModuleRevision is the revision of a Module's spec.
 func ModuleRevision(m *fleeetv1.Module) string {
-	return Revision(&m.Spec.Sync, m.Spec.ControlPlaneBindings)
+	return Revision(&m.Spec.Sync, m.Spec.ControlPlaneBindings, m.Spec.Overrides)
 }
 
 // RolledBackTo returns the record of the version a Module's current
@@ -231,8 +244,10 @@ type Limit struct {
 // through. A sync that depends on a Module left out stays in the plan: the
 // agent holds it back as Blocked, naming the missing dependency, and
 // leaving it out as well would only spread one Module's size to others.
-// modules are only read. The error joins failures other than bindings'.
-func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, remote *fleeetv1.Remote, current []fleeetv1.NamedSync, limit Limit) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
+// modules are only read; revisions, when not nil, remembers their
+// revisions. The error joins failures other than bindings'.
+func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, remote *fleeetv1.Remote, current []fleeetv1.NamedSync,
+	limit Limit, revisions *Revisions) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
 	var picks []pick
 	stamps := map[string]fleeetv1.Compiled{}
 	var errs []error
@@ -243,7 +258,7 @@ func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, 
 			continue // the Module controller reports an invalid selector
 		}
 		held := Find(current, m.Name)
-		revision := ModuleRevision(m)
+		revision := revisions.Of(m)
 		stamp := fleeetv1.Compiled{Generation: m.Generation, Revision: revision}
 		desired, chosen, err := choose(ctx, reader, m, revision, remote, held, &stamp)
 		if err != nil {
@@ -282,6 +297,11 @@ type pick struct {
 	held, chosen *fleeetv1.NamedSync
 }
 
+// changes reports whether the pick changes what the Remote holds.
+func (p pick) changes() bool {
+	return !Same(p.held, p.chosen) && (p.held != nil || p.chosen != nil)
+}
+
 // fit returns the Modules whose chosen sync the plan of picks leaves out to
 // stay within the limit (Fit), with the size the plan would have with each.
 // A plan within the limit is measured once.
@@ -295,8 +315,9 @@ func (l Limit) fit(picks []pick) map[string]int {
 			spec.Assemblage.Syncs = append(spec.Assemblage.Syncs, *p.chosen)
 		}
 	}
-	if len(spec.Assemblage.Syncs) == 0 || PlanBytes(&spec) <= l.MaxBytes {
-		return nil
+	if len(spec.Assemblage.Syncs) == 0 || !slices.ContainsFunc(picks, pick.changes) ||
+		planBytesBound(&spec) <= l.MaxBytes || PlanBytes(&spec) <= l.MaxBytes {
+		return nil // Fit leaves out changes only: none, nothing to measure
 	}
 	first := spec.Assemblage.Syncs[0]
 	spec.Assemblage.Syncs = nil
@@ -312,7 +333,7 @@ func (l Limit) fit(picks []pick) map[string]int {
 		return syncBytes(s)
 	}
 	for _, p := range picks {
-		if Same(p.held, p.chosen) || (p.held == nil && p.chosen == nil) {
+		if !p.changes() {
 			kept = append(kept, sizeOf(p.chosen))
 			continue
 		}
@@ -334,7 +355,8 @@ func choose(ctx context.Context, reader client.Reader, m *fleeetv1.Module, revis
 	}
 	desired, chosen = &next, Choose(m, remote.Name, revision, held, &next)
 	if record := RolledBackTo(m, revision); record != nil {
-		back, err := Sync(ctx, reader, m, &fleeetv1.SyncPlacement{Sync: record.Sync, ControlPlaneBindings: record.ControlPlaneBindings}, remote)
+		back, err := Sync(ctx, reader, m, &fleeetv1.SyncPlacement{Sync: record.Sync,
+			ControlPlaneBindings: record.ControlPlaneBindings, Overrides: record.Overrides}, remote)
 		if err != nil {
 			return nil, held, fmt.Errorf("compiling %s to roll back to: %w", record.Version, err)
 		}

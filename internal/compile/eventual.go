@@ -20,5 +20,5 @@ func Eventual(ctx context.Context, reader client.Reader, modules []fleeetv1.Modu
 		done[i].Spec.Rollout.Strategy = fleeetv1.AllAtOnceStrategy
 	}
 	limit := Limit{MaxBytes: maxBytes, RetryRequestedAt: r.Annotations[fleeetv1.RetryAnnotation]}
-	return Plan(ctx, reader, done, r, current, limit)
+	return Plan(ctx, reader, done, r, current, limit, nil)
 }

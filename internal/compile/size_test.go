@@ -121,7 +121,7 @@ func TestPlanLeavesOutTheModuleThatDoesNotFitAndDeliversTheRest(t *testing.T) {
 	current := []fleeetv1.NamedSync{*named("small", "v1.0.0")}
 
 	syncs, stamps, err := compile.Plan(t.Context(), configMaps(nil), []fleeetv1.Module{*small, *big}, edge("edge-1", nil), current,
-		compile.Limit{MaxBytes: 2048})
+		compile.Limit{MaxBytes: 2048}, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(syncs).To(HaveLen(1))
 	g.Expect(syncs[0].Name).To(Equal("small"))
@@ -132,7 +132,7 @@ func TestPlanLeavesOutTheModuleThatDoesNotFitAndDeliversTheRest(t *testing.T) {
 	g.Expect(compile.PlanBytes(&fleeetv1.ProxyAssemblageSpec{Assemblage: fleeetv1.AssemblageSpec{Syncs: syncs}})).To(BeNumerically("<=", 2048))
 
 	// Without a limit, both go in.
-	syncs, stamps, err = compile.Plan(t.Context(), configMaps(nil), []fleeetv1.Module{*small, *big}, edge("edge-1", nil), current, compile.Limit{})
+	syncs, stamps, err = compile.Plan(t.Context(), configMaps(nil), []fleeetv1.Module{*small, *big}, edge("edge-1", nil), current, compile.Limit{}, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(syncs).To(HaveLen(2))
 	g.Expect(stamps["big"].TooLarge).To(BeEmpty())

@@ -140,6 +140,21 @@ func rows(html string) []string {
 	return out
 }
 
+// A cell of a Module with overrides shows, as fleetctl why does, the
+// overrides that pick the Remote and the package its plan holds.
+func TestACellShowsItsOverridesAndResolvedPackage(t *testing.T) {
+	g := NewWithT(t)
+	ns := fleetviewtest.Fleet(t, cluster)
+	base := startDashboard(t, ns)
+	patch := `{"spec":{"overrides":[{"name":"edge","selector":{"matchLabels":{"env":"edge"}},"kustomize":{"substitute":{"SIZE":"large"}}}]}}`
+	g.Expect(cluster.Client.Patch(t.Context(), &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crds"}},
+		client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(fetch(g, base+"/cells/crds/edge-1")).To(And(ContainSubstring("  overrides:    edge\n"),
+			ContainSubstring("      substitute:\n        SIZE: large\n")))
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
+}
+
 func TestTheDashboardShowsTheFleetLiveWithTheUsersRights(t *testing.T) {
 	g := NewWithT(t)
 	ns := fleetviewtest.Fleet(t, cluster)

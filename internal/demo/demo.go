@@ -242,6 +242,12 @@ func (f *Fleet) createTenant(t testenv.TB) {
 					remoteField("CLUSTER", "/metadata/name"),
 					remoteField("REGION", "/metadata/labels/region"),
 				},
+				// The us region's clusters get their own message, picked
+				// by their label: no binding makes it.
+				Overrides: []fleeetv1.Override{{Name: "us",
+					Selector: metav1.LabelSelector{MatchLabels: map[string]string{"region": "us"}},
+					Helm:     &fleeetv1.HelmOverride{Values: &apiextensionsv1.JSON{Raw: []byte(`{"ui":{"message":"` + usMessage + `"}}`)}},
+				}},
 			},
 			Rollout: oneAtATime,
 		},
@@ -251,7 +257,7 @@ func (f *Fleet) createTenant(t testenv.TB) {
 			t.Fatal(err)
 		}
 	}
-	f.say("tenant %s: Module backend (podinfo from git over SSH through a Kustomization) and Module frontend (podinfo's chart from the OCI registry through a HelmRelease, waits for tier=backend, message bound from each Remote), both rolled out one cluster at a time", Tenant)
+	f.say("tenant %s: Module backend (podinfo from git over SSH through a Kustomization) and Module frontend (podinfo's chart from the OCI registry through a HelmRelease, waits for tier=backend, message bound from each Remote but set by an override in region us), both rolled out one cluster at a time", Tenant)
 }
 
 // register does what a platform engineer does for one cluster: give the
@@ -303,6 +309,19 @@ func (f *Fleet) sourceSecrets(t testenv.TB, down *testenv.Cluster) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// usMessage is the frontend's message in the us region, set by the
+// frontend Module's override for it.
+const usMessage = "frontend in the us region, from its override"
+
+// WantMessage is the message a demo cluster's frontend answers with: bound
+// from its Remote's name and region, or in the us region its override's.
+func WantMessage(name string) string {
+	if Region(name) == "us" {
+		return usMessage
+	}
+	return "frontend on " + name + " in " + Region(name)
 }
 
 // Region is the region label a demo cluster registers with.

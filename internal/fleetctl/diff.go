@@ -18,6 +18,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/fleetview"
 	"github.com/fleeet-dev/fleeet/internal/syncgraph"
 )
 
@@ -47,6 +48,9 @@ type RemoteDiff struct {
 	// Held lists the syncs that would wait for an added or changed sync
 	// they depend on to be Ready at its new version.
 	Held []string `json:"held,omitempty"`
+	// Overrides lists, for each added or changed sync whose Module has
+	// overrides, the overrides that pick this Remote, as "module: names".
+	Overrides []string `json:"overrides,omitempty"`
 	// LeftOut lists the Modules whose new sync the plan would leave out,
 	// since with it the plan would pass --max-plan-bytes, and why.
 	LeftOut []string `json:"leftOut,omitempty"`
@@ -217,10 +221,26 @@ func (p *preview) run(ctx context.Context, change func(context.Context, *preview
 			}
 		}
 		if d != nil {
+			d.Overrides = p.overrides(old, next, after)
 			p.view.Remotes = append(p.view.Remotes, *d)
 		}
 	}
 	return &p.view, nil
+}
+
+// overrides says, for each sync the change adds to or changes in a
+// Remote's plan, which overrides of its Module pick the Remote.
+func (p *preview) overrides(old, next []fleeetv1.NamedSync, r *fleeetv1.Remote) []string {
+	var out []string
+	for i := range p.after {
+		m := &p.after[i]
+		s := compile.Find(next, m.Name)
+		if len(m.Spec.Overrides) == 0 || s == nil || compile.Same(compile.Find(old, m.Name), s) {
+			continue
+		}
+		out = append(out, m.Name+": "+strings.Join(fleetview.Overrides(m, r), ", "))
+	}
+	return out
 }
 
 func (p *preview) remoteBefore(name string) *fleeetv1.Remote {
@@ -493,6 +513,9 @@ func (v *DiffView) print(w io.Writer) {
 			for _, f := range s.Fields {
 				fmt.Fprintf(w, "      %s\n", f)
 			}
+		}
+		for _, s := range r.Overrides {
+			fmt.Fprintf(w, "  overrides %s\n", s)
 		}
 		for _, s := range r.Held {
 			fmt.Fprintf(w, "  held: %s\n", s)

@@ -161,6 +161,27 @@ func TestWhyExplainsOneCell(t *testing.T) {
 	g.Expect(err).To(MatchError("no Module nothing in namespace " + ns))
 }
 
+// The cell of a Module with overrides says which of them pick the Remote
+// and shows the package the Remote's plan holds with them applied.
+func TestWhyShowsTheOverridesAndTheResolvedPackage(t *testing.T) {
+	g := NewWithT(t)
+	ns := fleetviewtest.Fleet(t, cluster)
+	crds := &fleeetv1.Module{}
+	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crds"}, crds)).To(Succeed())
+	crds.Spec.Overrides = []fleeetv1.Override{{Name: "big", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge"}},
+		Kustomize: &fleeetv1.KustomizeOverride{Images: []fleeetv1.KustomizeImage{{Name: "web", NewTag: "2.0"}}}}}
+	g.Expect(cluster.Client.Update(t.Context(), crds)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		out, err := run(t, ns, "why", "crds", "--remote", "edge-1")
+		g.Expect(err).NotTo(HaveOccurred(), out)
+		g.Expect(out).To(ContainSubstring("  overrides:    big\n"))
+		g.Expect(out).To(ContainSubstring("  resolved package, as the plan holds it:\n    kustomize:\n      images:\n      - name: web\n        newTag: \"2.0\"\n"))
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
+	out, err := run(t, ns, "why", "app", "--remote", "edge-1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).NotTo(ContainSubstring("overrides:"), "a Module without overrides says nothing of them")
+}
+
 func TestWhyShowsTheLastPolicyDenial(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -400,6 +421,18 @@ func TestDiffPreviewsAChangeOnEveryPlanAndWritesNothing(t *testing.T) {
 	}))
 	differs(err)
 	g.Expect(out).To(ContainSubstring("Remote edge-2:\n  ~ crds\n      package.kustomize.substitute.env: (none) → \"edge\"\n"))
+
+	// Overrides: each Remote's resolved sync, and which overrides picked it.
+	out, err = run(t, ns, "diff", "-f", manifest(t, ns, "crds", func(m *fleeetv1.Module) {
+		m.Spec.Overrides = []fleeetv1.Override{
+			{Name: "edge", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge"}},
+				Kustomize: &fleeetv1.KustomizeOverride{Substitute: map[string]string{"size": "l"}}},
+			{Name: "nowhere", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "nowhere"}},
+				Kustomize: &fleeetv1.KustomizeOverride{Substitute: map[string]string{"size": "xl"}}},
+		}
+	}))
+	differs(err)
+	g.Expect(out).To(ContainSubstring("Remote edge-1:\n  ~ crds\n      package.kustomize.substitute.size: (none) → \"l\"\n  overrides crds: edge\n"))
 
 	// A change admission refuses: nothing would change.
 	out, err = run(t, ns, "diff", "-f", manifest(t, ns, "crds", func(m *fleeetv1.Module) {

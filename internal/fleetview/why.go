@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
@@ -33,6 +34,12 @@ type WhyView struct {
 	Cell Cell `json:"cell"`
 	// Connection is the Remote's Connected condition.
 	Connection string `json:"connection"`
+	// Overrides names the Module's overrides that pick the Remote, in the
+	// order they apply; set when the Module has overrides.
+	Overrides []string `json:"overrides,omitempty"`
+	// Package is the package the Remote's plan holds, overrides and
+	// control-plane bindings applied; set when the Module has overrides.
+	Package *fleeetv1.Package `json:"package,omitempty"`
 	// Dependencies are the syncs this one waits for, with their state.
 	Dependencies []string `json:"dependencies,omitempty"`
 	// Warning is the Module's latest warning event about this Remote.
@@ -56,6 +63,14 @@ func (v WhyView) Print(w io.Writer, ns string) {
 	fmt.Fprintf(w, "  connection:   %s\n", v.Connection)
 	if v.Cell.Message != "" {
 		fmt.Fprintf(w, "  cluster says: %s\n", v.Cell.Message)
+	}
+	if v.Overrides != nil {
+		fmt.Fprintf(w, "  overrides:    %s\n", strings.Join(v.Overrides, ", "))
+	}
+	if v.Package != nil {
+		raw, _ := yaml.Marshal(v.Package) // the API types always encode
+		fmt.Fprintf(w, "  resolved package, as the plan holds it:\n    %s\n",
+			strings.ReplaceAll(strings.TrimSpace(string(raw)), "\n", "\n    "))
 	}
 	if v.Cell.Health != nil {
 		fmt.Fprintf(w, "  workloads:    %s\n", v.Cell.Health.Summary())
@@ -84,7 +99,13 @@ func (f *Fleet) Why(m *fleeetv1.Module, r *fleeetv1.Remote) WhyView {
 	if c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.ConnectedCondition); c != nil {
 		v.Connection = fmt.Sprintf("Connected %s (%s: %s)", c.Status, c.Reason, c.Message)
 	}
+	if len(m.Spec.Overrides) > 0 {
+		v.Overrides = Overrides(m, r)
+	}
 	if pa := f.plans[r.Name]; pa != nil {
+		if held := compile.Find(pa.Spec.Assemblage.Syncs, m.Name); held != nil && len(m.Spec.Overrides) > 0 {
+			v.Package = &held.Package
+		}
 		for _, dep := range v.Cell.BlockedBy {
 			state := "not reported"
 			if s := pa.ReportedSync(dep); s != nil {
@@ -100,6 +121,24 @@ func (f *Fleet) Why(m *fleeetv1.Module, r *fleeetv1.Remote) WhyView {
 		}
 	}
 	return v
+}
+
+// Overrides names the overrides of m that pick r, in the order they apply,
+// or says that none does; fleetctl why and diff and the dashboard's cell
+// page show it.
+func Overrides(m *fleeetv1.Module, r *fleeetv1.Remote) []string {
+	picked, err := compile.Matching(m.Spec.Overrides, r)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	if len(picked) == 0 {
+		return []string{fmt.Sprintf("none of %d picks this Remote", len(m.Spec.Overrides))}
+	}
+	names := make([]string, len(picked))
+	for i, o := range picked {
+		names[i] = o.Name
+	}
+	return names
 }
 
 func selection(m *fleeetv1.Module, r *fleeetv1.Remote, selected bool) string {

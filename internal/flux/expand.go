@@ -17,6 +17,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -297,13 +298,25 @@ func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]strin
 			},
 		},
 	}
+	if len(pkg.Substitute) > 0 || len(pkg.SubstituteFrom) > 0 {
+		ks.Spec.PostBuild = &kustomizev1.PostBuild{}
+	}
 	if len(pkg.Substitute) > 0 {
 		subst := make(map[string]string, len(pkg.Substitute))
 		for k, v := range pkg.Substitute {
 			subst[k] = bindings.Expand(v, values)
 		}
-		ks.Spec.PostBuild = &kustomizev1.PostBuild{Substitute: subst}
+		ks.Spec.PostBuild.Substitute = subst
 	}
+	for _, ref := range pkg.SubstituteFrom {
+		ks.Spec.PostBuild.SubstituteFrom = append(ks.Spec.PostBuild.SubstituteFrom,
+			kustomizev1.SubstituteReference{Kind: ref.Kind, Name: ref.Name, Optional: ref.Optional})
+	}
+	ks.Spec.Patches = patches(pkg.Patches)
+	for _, img := range pkg.Images {
+		ks.Spec.Images = append(ks.Spec.Images, kustomize.Image{Name: img.Name, NewName: img.NewName, NewTag: img.NewTag, Digest: img.Digest})
+	}
+	ks.Spec.Components = slices.Clone(pkg.Components)
 	return &Expansion{Source: src, Applier: ks}
 }
 
@@ -349,6 +362,10 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, om
 			return nil, fmt.Errorf("package.helm.values: %w", err)
 		}
 		hr.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+	}
+	for _, ref := range pkg.ValuesFrom {
+		hr.Spec.ValuesFrom = append(hr.Spec.ValuesFrom, helmv2.ValuesReference{Kind: ref.Kind, Name: ref.Name,
+			ValuesKey: ref.ValuesKey, TargetPath: ref.TargetPath, Optional: ref.Optional})
 	}
 	return &Expansion{Source: src, Applier: hr}, nil
 }
@@ -409,6 +426,21 @@ func remediation(r *fleeetv1.HelmRemediation) (*helmv2.Install, *helmv2.Upgrade)
 		},
 	}
 	return install, upgrade
+}
+
+// patches are a sync's kustomize patches as Flux takes them. They are not
+// expanded: $(NAME) in a manifest is Kubernetes' own syntax.
+func patches(list []fleeetv1.KustomizePatch) []kustomize.Patch {
+	var out []kustomize.Patch
+	for _, p := range list {
+		patch := kustomize.Patch{Patch: p.Patch}
+		if t := p.Target; t != nil {
+			patch.Target = &kustomize.Selector{Group: t.Group, Version: t.Version, Kind: t.Kind, Name: t.Name,
+				Namespace: t.Namespace, LabelSelector: t.LabelSelector, AnnotationSelector: t.AnnotationSelector}
+		}
+		out = append(out, patch)
+	}
+	return out
 }
 
 func secretRef(ref *fleeetv1.LocalObjectReference) *meta.LocalObjectReference {

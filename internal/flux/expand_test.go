@@ -6,6 +6,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	. "github.com/onsi/gomega"
@@ -333,4 +334,52 @@ func TestImpossiblePairingsAreErrors(t *testing.T) {
 		_, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, &fleeetv1.NamedSync{Name: "app", SyncSpec: *spec}, nil, nil)
 		NewWithT(t).Expect(err).To(MatchError(ContainSubstring(want)))
 	}
+}
+
+// Patches, images, components and substituteFrom reach the Kustomization as
+// written; bindings expand in substitute values only, never in a patch,
+// where $(NAME) is Kubernetes' own syntax.
+func TestKustomizePackageOptionsReachTheKustomization(t *testing.T) {
+	g := NewWithT(t)
+	sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
+		Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1"}},
+		Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{
+			Substitute: map[string]string{"REGION": "$(REGION)"},
+			Patches: []fleeetv1.KustomizePatch{{
+				Patch:  "- op: add\n  path: /spec/template/spec/containers/0/args/-\n  value: --name=$(POD_NAME)",
+				Target: &fleeetv1.PatchTarget{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web", LabelSelector: "tier=front"},
+			}},
+			Images:         []fleeetv1.KustomizeImage{{Name: "nginx", NewName: "mirror.example.com/nginx", NewTag: "1.27"}},
+			Components:     []string{"../components/ha"},
+			SubstituteFrom: []fleeetv1.SubstituteReference{{Kind: "Secret", Name: "db", Optional: true}},
+		}},
+	}}
+	x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, map[string]string{"REGION": "eu", "POD_NAME": "x"}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	ks := x.Applier.(*kustomizev1.Kustomization)
+	g.Expect(ks.Spec.PostBuild.Substitute).To(Equal(map[string]string{"REGION": "eu"}))
+	g.Expect(ks.Spec.PostBuild.SubstituteFrom).To(Equal([]kustomizev1.SubstituteReference{{Kind: "Secret", Name: "db", Optional: true}}))
+	g.Expect(ks.Spec.Patches).To(HaveLen(1))
+	g.Expect(ks.Spec.Patches[0].Patch).To(ContainSubstring("--name=$(POD_NAME)"), "a patch is not expanded")
+	g.Expect(*ks.Spec.Patches[0].Target).To(Equal(kustomize.Selector{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web", LabelSelector: "tier=front"}))
+	g.Expect(ks.Spec.Images).To(Equal([]kustomize.Image{{Name: "nginx", NewName: "mirror.example.com/nginx", NewTag: "1.27"}}))
+	g.Expect(ks.Spec.Components).To(Equal([]string{"../components/ha"}))
+}
+
+// valuesFrom reaches the HelmRelease in order, beside the expanded values.
+func TestHelmValuesFromReachTheHelmRelease(t *testing.T) {
+	g := NewWithT(t)
+	sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
+		Source: fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}},
+		Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{ValuesFrom: []fleeetv1.ValuesReference{
+			{Kind: "ConfigMap", Name: "defaults"},
+			{Kind: "Secret", Name: "db", ValuesKey: "password", TargetPath: "db.password", Optional: true},
+		}}},
+	}}
+	x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(x.Applier.(*helmv2.HelmRelease).Spec.ValuesFrom).To(Equal([]helmv2.ValuesReference{
+		{Kind: "ConfigMap", Name: "defaults"},
+		{Kind: "Secret", Name: "db", ValuesKey: "password", TargetPath: "db.password", Optional: true},
+	}))
 }

@@ -42,3 +42,18 @@ test_substitute_is_data if {
 test_a_namespace_beside_the_free_form_data_is_still_judged if {
 	references.deny == {`spec.sync.package.helm.namespace: refers to namespace "b"; references must stay in namespace team-a`} with input as obj({"sync": {"package": {"helm": {"namespace": "b", "values": {}}}}})
 }
+
+test_patch_targets_select_rather_than_refer if {
+	count(references.deny) == 0 with input as obj({"sync": {"package": {"kustomize": {"patches": [{"patch": "x", "target": {"namespace": "platform"}}]}}}})
+}
+
+test_overrides_data_and_patches_are_not_references if {
+	count(references.deny) == 0 with input as obj({"overrides": [
+		{"name": "eu", "helm": {"values": {"namespace": "elsewhere"}}},
+		{"name": "us", "kustomize": {"substitute": {"namespace": "x"}, "patches": [{"patch": "y", "target": {"namespace": "z"}}]}},
+	]})
+}
+
+test_a_namespace_elsewhere_in_an_override_is_still_judged if {
+	references.deny == {`spec.overrides.0.selector.namespace: refers to namespace "b"; references must stay in namespace team-a`} with input as obj({"overrides": [{"name": "eu", "selector": {"namespace": "b"}, "helm": {"values": {}}}]})
+}

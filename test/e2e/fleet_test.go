@@ -74,8 +74,11 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	}
 	for _, name := range demo.Names {
 		g.Eventually(func() (string, error) { return fleet.FrontendMessage(ctx, name) }, time.Minute, time.Second).
-			Should(Equal("frontend on "+name+" in "+demo.Region(name)), "each cluster's frontend Pod answers with the values bound from its Remote")
+			Should(Equal(demo.WantMessage(name)), "each cluster's frontend Pod answers with the values bound from its Remote, or its region's override")
 	}
+	out, err := fleet.Fleetctl(ctx, "why", demo.Frontend, "--remote", "edge-3")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(ContainSubstring("  overrides:    us\n"), "the cell names the override that set edge-3's message")
 
 	// Backend v1.1.0's pods never pass their readiness probe, rolled out one
 	// cluster at a time: the first cluster reports it Failed with the pods'
@@ -111,7 +114,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 			g.Expect(compile.Find(pa.Spec.Assemblage.Syncs, demo.Backend).Source.Git.Tag).To(Equal(demo.BackendVersion), "%s waits while the rollout is paused", name)
 		}
 	}, 10*time.Second, time.Second).Should(Succeed())
-	out, err := fleet.Fleetctl(ctx, "why", demo.Backend, "--remote", first)
+	out, err = fleet.Fleetctl(ctx, "why", demo.Backend, "--remote", first)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(And(ContainSubstring("Module team-a/backend at v1.1.0 on Remote "+first+": failed"), ContainSubstring("ReadinessProbeFailing")))
 	out, err = fleet.Fleetctl(ctx, "why", demo.Frontend, "--remote", first)
@@ -124,7 +127,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 			g.Expect(out).To(ContainSubstring("rolling update paused by Remote " + first))
 		}
 	}
-	g.Expect(fleet.FrontendMessage(ctx, first)).To(Equal("frontend on "+first+" in "+demo.Region(first)), "what ran before keeps serving")
+	g.Expect(fleet.FrontendMessage(ctx, first)).To(Equal(demo.WantMessage(first)), "what ran before keeps serving")
 	g.Expect(readyReplicas(t, fleet.Downstream[first], "podinfo")).To(BeNumerically(">=", 1), "v1.0.0's backend pods keep serving")
 
 	// A retry asked for from the management cluster reaches Flux on that
@@ -200,7 +203,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		g.Expect(upstreamCondition(g, edge3, fleeetv1.RegisteredCondition).Reason).To(Equal("Revoked"))
 	}, 2*time.Minute, time.Second).Should(Succeed())
 	g.Consistently(func() (string, error) { return fleet.FrontendMessage(ctx, "edge-3") }, 10*time.Second, time.Second).
-		Should(Equal("frontend on edge-3 in us"), "a revoked cluster keeps running what it ran")
+		Should(Equal(demo.WantMessage("edge-3")), "a revoked cluster keeps running what it ran")
 	cfg := rest.AnonymousClientConfig(fleet.Management.Config)
 	cfg.BearerToken = string(stored.Data[credential.TokenKey])
 	revoked, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})

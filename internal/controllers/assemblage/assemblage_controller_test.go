@@ -79,6 +79,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("PrivateGitOverHTTPSyncsWithCredentialsAndFailsWithoutLeakingThem", e.testPrivateGitOverHTTP)
 	t.Run("PrivateGitOverSSHSyncsWithThePinnedHostKeyOnly", e.testPrivateGitOverSSH)
 	t.Run("PrivateOCIRegistrySyncsArtifactsAndChartsAtTagOrDigest", e.testPrivateOCIRegistry)
+	t.Run("PatchesImagesAndComponentsShapeWhatKustomizeApplies", e.testKustomizeOptions)
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
@@ -102,6 +103,8 @@ func publishConfigs(t testing.TB) string {
 		"gadget/kustomization.yaml":    "resources: [gadget.yaml]\n",
 		"gadget/gadget.yaml":           "apiVersion: example.fleeet.dev/v1\nkind: Gadget\nmetadata:\n  name: ${id}\nspec: {}\n",
 		"web/kustomization.yaml":       "resources: [deployment.yaml]\n",
+		"components/labelled/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n" +
+			"labels: [{pairs: {component: labelled}}]\n",
 		"web/deployment.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n" +
 			"  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n" +
 			"    spec: {containers: [{name: app, image: registry.invalid/web:1.0.0}]}\n",
@@ -551,14 +554,18 @@ func (e *env) testBindings(t *testing.T) {
 	hr.Bindings = ks.Bindings
 	values, _ := json.Marshal(map[string]any{"greeting": "hello from $(ZONE)"})
 	hr.Package.Helm.Values = &apiextensionsv1.JSON{Raw: values}
+	// valuesFrom reaches the chart, below values and any binding in them.
+	fromValues := e.hr("from-values", "hello", "1.2.3")
+	fromValues.Package.Helm.ValuesFrom = []fleeetv1.ValuesReference{{Kind: "ConfigMap", Name: "cluster-info", ValuesKey: "region", TargetPath: "greeting"}}
 	bad := e.ks(ns, "unbound", "v1.0.0", "./configmap")
 	bad.Bindings = []fleeetv1.Binding{{Name: "MISSING", ObjectFieldRef: &fleeetv1.ObjectFieldRef{
 		APIVersion: "v1", Kind: "ConfigMap", Name: "cluster-info", FieldPath: "/data/nope"}}}
-	asm := e.create(t, ns, ks, hr, bad)
+	asm := e.create(t, ns, ks, hr, fromValues, bad)
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.syncStatus(g, asm, "configured").State).To(Equal(fleeetv1.SyncReady))
 		g.Expect(e.syncStatus(g, asm, "greeter").State).To(Equal(fleeetv1.SyncReady))
+		g.Expect(e.syncStatus(g, asm, "from-values").State).To(Equal(fleeetv1.SyncReady))
 		st := e.syncStatus(g, asm, "unbound")
 		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed))
 		g.Expect(st.Message).To(Equal("binding MISSING: ConfigMap " + ns + "/cluster-info: field /data/nope not found"))
@@ -569,6 +576,41 @@ func (e *env) testBindings(t *testing.T) {
 	g.Expect(cm.Data).To(HaveKeyWithValue("value", "zone=eu-west-1a literal=$(ZONE)"))
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "greeter-hello"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("greeting", "hello from eu-west-1a"))
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "from-values-hello"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("greeting", "eu-west-1"), "valuesFrom reached the chart")
+}
+
+// testKustomizeOptions applies the web path with a patch (taking a
+// binding through post-build substitution), an image rewrite and a
+// component, and reads the Deployment the real kustomize-controller
+// applied. No node runs here, so the sync does not wait for its pods.
+func (e *env) testKustomizeOptions(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "options", nil)
+	ks := e.ks(ns, "web", "v1.0.0", "./web")
+	ks.Bindings = []fleeetv1.Binding{{Name: "REPLICAS", Value: ptr.To("3")}}
+	k := ks.Package.Kustomize
+	k.Wait = ptr.To(false)
+	k.Substitute["replicas"] = "$(REPLICAS)"
+	k.Patches = []fleeetv1.KustomizePatch{{
+		Patch:  "- op: add\n  path: /spec/replicas\n  value: ${replicas}\n",
+		Target: &fleeetv1.PatchTarget{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web"},
+	}, {
+		Patch: "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n" +
+			"spec:\n  template:\n    spec:\n      containers:\n      - name: app\n        args: [--name=$(POD_NAME)]\n",
+	}}
+	k.Images = []fleeetv1.KustomizeImage{{Name: "registry.invalid/web", NewTag: "2.0.0"}}
+	k.Components = []string{"../components/labelled"}
+	asm := e.create(t, ns, ks)
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "web").State).To(Equal(fleeetv1.SyncReady))
+	}, timeout, poll).Should(Succeed())
+	d := &appsv1.Deployment{}
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web"}, d)).To(Succeed())
+	g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)), "the patch, with the binding substituted after it")
+	g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("registry.invalid/web:2.0.0"))
+	g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"--name=$(POD_NAME)"}), "Kubernetes' own $(…) is left alone")
+	g.Expect(d.Labels).To(HaveKeyWithValue("component", "labelled"))
 }
 
 // testBindingsReadAsTenant is the cross-tenant read: tenant B's downstream
@@ -586,7 +628,7 @@ func (e *env) testBindingsReadAsTenant(t *testing.T) {
 	})).To(Succeed())
 	g.Expect(e.c.Client.Create(t.Context(), &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "cluster-info", Namespace: ns},
-		Data:       map[string]string{"region": "eu-west-1"},
+		Data:       map[string]string{"region": "eu-west-1", "value": "from-configmap"},
 	})).To(Succeed())
 	e.serviceAccount(t, ns, "team-b", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}})
 
@@ -599,18 +641,38 @@ func (e *env) testBindingsReadAsTenant(t *testing.T) {
 		APIVersion: "v1", Kind: "Secret", Name: "team-a-credential", FieldPath: "/data/token"}}}
 	values, _ := json.Marshal(map[string]any{"greeting": "$(TOKEN)"})
 	leaky.Package.Helm.Values = &apiextensionsv1.JSON{Raw: values}
+	// Flux reads valuesFrom and substituteFrom with its own rights: what B
+	// may read flows in (B may not keep Helm's release Secrets, so only a
+	// kustomize sync shows it), the Secret B may not read is refused by the
+	// agent.
+	fromVars := e.ks(ns, "from-vars", "v1.0.0", "./configmap")
+	fromVars.Package.Kustomize.SubstituteFrom = []fleeetv1.SubstituteReference{{Kind: "ConfigMap", Name: "cluster-info"}}
+	valuesLeak := e.hr("values-leak", "hello", "1.2.3")
+	valuesLeak.Package.Helm.ValuesFrom = []fleeetv1.ValuesReference{{Kind: "Secret", Name: "team-a-credential", ValuesKey: "token", TargetPath: "greeting"}}
+	varsLeak := e.ks(ns, "vars-leak", "v1.0.0", "./configmap")
+	varsLeak.Package.Kustomize.SubstituteFrom = []fleeetv1.SubstituteReference{{Kind: "Secret", Name: "team-a-credential", Optional: true}}
 	asm := &fleeetv1.Assemblage{
 		ObjectMeta: metav1.ObjectMeta{Name: "team-b", Namespace: ns},
-		Spec:       fleeetv1.AssemblageSpec{Syncs: []fleeetv1.NamedSync{allowed, leaky}, ServiceAccountName: "team-b"},
+		Spec: fleeetv1.AssemblageSpec{Syncs: []fleeetv1.NamedSync{allowed, leaky, fromVars, valuesLeak, varsLeak},
+			ServiceAccountName: "team-b"},
 	}
 	g.Expect(e.c.Client.Create(t.Context(), asm)).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.syncStatus(g, asm, "allowed").State).To(Equal(fleeetv1.SyncReady))
+		g.Expect(e.syncStatus(g, asm, "from-vars").State).To(Equal(fleeetv1.SyncReady))
+		for _, name := range []string{"values-leak", "vars-leak"} {
+			st := e.syncStatus(g, asm, name)
+			g.Expect(st.State).To(Equal(fleeetv1.SyncFailed))
+			g.Expect(st.Message).To(MatchRegexp(`^package\.(helm\.valuesFrom|kustomize\.substituteFrom)\[0\]: the tenant's ServiceAccount may not read Secret ` + ns + `/team-a-credential$`))
+		}
 	}, timeout, poll).Should(Succeed())
 	var cm corev1.ConfigMap
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "allowed"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("value", "eu-west-1"))
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "from-vars"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("value", "from-configmap"), "substituteFrom reached the manifests")
+	g.Expect(e.appliers(g, ns)).NotTo(Or(HaveKey("values-leak"), HaveKey("vars-leak")))
 
 	// Nothing of the Secret reached a Flux object, encoded or not.
 	encoded := base64.StdEncoding.EncodeToString([]byte(token))

@@ -203,6 +203,11 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 		}
 		stages[i] = sel
 	}
+	for _, o := range m.Spec.Overrides {
+		if _, err := metav1.LabelSelectorAsSelector(&o.Selector); err != nil {
+			return nil, notes, &invalidSelectorError{fmt.Errorf("spec.overrides[%s].selector: %w", o.Name, err)}
+		}
+	}
 	remotes := &fleeetv1.RemoteList{}
 	if err := r.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, notes, err
@@ -410,6 +415,9 @@ func (r *Reconciler) recordHistory(m *fleeetv1.Module, revision string, p decisi
 		Sync: *m.Spec.Sync.DeepCopy()}
 	for _, b := range m.Spec.ControlPlaneBindings {
 		record.ControlPlaneBindings = append(record.ControlPlaneBindings, *b.DeepCopy())
+	}
+	for _, o := range m.Spec.Overrides {
+		record.Overrides = append(record.Overrides, *o.DeepCopy())
 	}
 	h = append([]fleeetv1.RolloutRecord{record}, h...)
 	limit := int(m.Spec.Rollout.HistoryLimit)

@@ -28,11 +28,16 @@ type heldHistory struct {
 }
 
 func watchHeld(t *testing.T, ns string) *heldHistory {
+	return watchHeldBy(t, ns, fleettest.HeldTag)
+}
+
+// watchHeldBy is watchHeld recording what held says each plan holds.
+func watchHeldBy(t *testing.T, ns string, held func(*fleeetv1.ProxyAssemblage) string) *heldHistory {
 	h := &heldHistory{tags: map[string][]string{}}
 	onPlans(t, ns, func(pa *fleeetv1.ProxyAssemblage) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		if seq, tag := h.tags[pa.Name], fleettest.HeldTag(pa); len(seq) == 0 || seq[len(seq)-1] != tag {
+		if seq, tag := h.tags[pa.Name], held(pa); len(seq) == 0 || seq[len(seq)-1] != tag {
 			h.tags[pa.Name] = append(seq, tag)
 		}
 	})

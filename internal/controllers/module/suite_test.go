@@ -81,12 +81,19 @@ func onPlans(t *testing.T, ns string, seen func(*fleeetv1.ProxyAssemblage)) {
 }
 
 // driveUntil plays every online cluster's agent, reporting each Remote's
-// plan in the state decide gives, until done holds.
+// plan in the state decide gives for the tag it holds, until done holds.
 func driveUntil(g Gomega, ns string, online []string, decide func(remote, tag string) fleeetv1.SyncState, done func(Gomega)) {
+	driveHeld(g, ns, online, fleettest.HeldTag, decide, done)
+}
+
+// driveHeld is driveUntil deciding on what held says a plan holds ("" for
+// nothing).
+func driveHeld(g Gomega, ns string, online []string, held func(*fleeetv1.ProxyAssemblage) string,
+	decide func(remote, tag string) fleeetv1.SyncState, done func(Gomega)) {
 	g.Eventually(func(g Gomega) {
 		for _, name := range online {
 			pa := fleettest.Proxy(g, cluster.Client, ns, name)
-			tag := fleettest.HeldTag(pa)
+			tag := held(pa)
 			state := decide(name, tag)
 			reported := pa.Status.ObservedGeneration == pa.Generation && len(pa.Status.Syncs) == 1 &&
 				pa.Status.Syncs[0].State == state

@@ -60,6 +60,9 @@ type ProxyAssemblageReconciler struct {
 	// being refused whole by admission. Zero for no limit.
 	MaxPlanBytes int
 
+	// revisions remembers the cached Modules' revisions across Remotes.
+	revisions compile.Revisions
+
 	// written holds, per ProxyAssemblage, the resourceVersion of the
 	// compiler's own last write, so that its watch event does not compile
 	// the Remote again.
@@ -324,7 +327,7 @@ func (c *ProxyAssemblageReconciler) compile(ctx context.Context, remote *fleeetv
 	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
 	}
-	syncs, stamps, err := compile.Plan(ctx, c.Client, modules.Items, remote, pa.Spec.Assemblage.Syncs, limit)
+	syncs, stamps, err := compile.Plan(ctx, c.Client, modules.Items, remote, pa.Spec.Assemblage.Syncs, limit, &c.revisions)
 	before := pa.CompiledSyncs()
 	for i := range modules.Items {
 		m := &modules.Items[i]

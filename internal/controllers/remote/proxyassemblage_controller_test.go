@@ -164,7 +164,7 @@ func TestTheCompilerRollsBackOnlyTheRemotesOnTheFailedVersion(t *testing.T) {
 	good := fleeetv1.RolloutRecord{Revision: compile.ModuleRevision(app), Version: "v1.0.0", Outcome: fleeetv1.RolloutSucceeded,
 		Time: metav1.Now(), Sync: app.Spec.Sync}
 	good.Sync.Source.Git.Tag = "v0.9.0" // what v1.0.0 was called when it was Ready: the record is what is compiled
-	good.Revision = compile.Revision(&good.Sync, nil)
+	good.Revision = compile.Revision(&good.Sync, nil, nil)
 
 	retag(t, app, "v2.0.0")
 	g.Eventually(func(g Gomega) {
