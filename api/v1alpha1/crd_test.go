@@ -120,6 +120,35 @@ func TestDefaultsAreApplied(t *testing.T) {
 	g.Expect(remote.Spec.KubeconfigRef.Key).To(Equal("value"))
 }
 
+// Every Flux option a sync may set is accepted when well formed, so the
+// rejections below are about the values, not the fields.
+func TestFluxOptionsAreAccepted(t *testing.T) {
+	g := NewWithT(t)
+	ns := cluster.Namespace(t, "options", nil)
+	kustomize := minimalModule(ns)
+	kustomize.Spec.Sync.Package.Kustomize = &fleeetv1.KustomizePackage{
+		Wait:       ptr.To(false),
+		Decryption: &fleeetv1.KustomizeDecryption{SecretRef: fleeetv1.LocalObjectReference{Name: "sops-age"}},
+		Force:      ptr.To(true),
+		HealthChecks: []fleeetv1.HealthCheckReference{
+			{APIVersion: "helm.toolkit.fluxcd.io/v2", Kind: "HelmRelease", Name: "db", Namespace: "data"}},
+		HealthCheckExprs: []fleeetv1.HealthCheckExpr{{APIVersion: "example.com/v1", Kind: "Widget", Current: "status.ready"}},
+	}
+	g.Expect(cluster.Client.Create(t.Context(), kustomize)).To(Succeed())
+
+	helm := minimalModule(ns)
+	helm.Name = "chart"
+	helm.Spec.Sync = helmSync()
+	helm.Spec.Sync.Package.Helm = &fleeetv1.HelmPackage{
+		DriftDetection: &fleeetv1.HelmDriftDetection{Mode: fleeetv1.DriftWarn, Ignore: []fleeetv1.HelmDriftIgnoreRule{
+			{Paths: []string{"/spec/replicas"}, Target: &fleeetv1.PatchTarget{Kind: "Deployment"}}}},
+		CRDs: fleeetv1.CRDsCreateReplace, CreateNamespace: true,
+		PostRenderers: []fleeetv1.KustomizePatch{{Patch: "[{\"op\": \"add\", \"path\": \"/metadata/labels/team\", \"value\": \"a\"}]",
+			Target: &fleeetv1.PatchTarget{Kind: "Deployment"}}},
+	}
+	g.Expect(cluster.Client.Create(t.Context(), helm)).To(Succeed())
+}
+
 func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 	ns := cluster.Namespace(t, "invalid", nil)
 	module := func(edit func(*fleeetv1.Module)) client.Object {
@@ -196,6 +225,53 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 			m.Spec.Sync.Package.Helm.Remediation = &fleeetv1.HelmRemediation{Strategy: "Ignore"}
 		}),
 		want: []string{"spec.sync.package.helm.remediation.strategy", `Unsupported value: "Ignore"`},
+	}, {
+		name: "unknown helm drift detection mode",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.DriftDetection = &fleeetv1.HelmDriftDetection{Mode: "enabled"}
+		}),
+		want: []string{"spec.sync.package.helm.driftDetection.mode", `Unsupported value: "enabled"`},
+	}, {
+		name: "drift ignore rule with a path that is no JSON pointer",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.DriftDetection = &fleeetv1.HelmDriftDetection{
+				Ignore: []fleeetv1.HelmDriftIgnoreRule{{Paths: []string{"spec.replicas"}}}}
+		}),
+		want: []string{"spec.sync.package.helm.driftDetection.ignore[0].paths[0]"},
+	}, {
+		name: "unknown helm CRD policy",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.CRDs = "Replace"
+		}),
+		want: []string{"spec.sync.package.helm.crds", `Unsupported value: "Replace"`},
+	}, {
+		name: "empty post-renderer patch",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.PostRenderers = []fleeetv1.KustomizePatch{{}}
+		}),
+		want: []string{"spec.sync.package.helm.postRenderers[0].patch"},
+	}, {
+		name: "health checks that wait would ignore",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Package.Kustomize.HealthChecks = []fleeetv1.HealthCheckReference{{Kind: "HelmRelease", Name: "db"}}
+		}),
+		want: []string{"spec.sync.package.kustomize.healthChecks", "healthChecks need wait: false"},
+	}, {
+		name: "decryption without a key Secret",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Package.Kustomize.Decryption = &fleeetv1.KustomizeDecryption{}
+		}),
+		want: []string{"spec.sync.package.kustomize.decryption.secretRef.name"},
+	}, {
+		name: "health check expression without current",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Package.Kustomize.HealthCheckExprs = []fleeetv1.HealthCheckExpr{{APIVersion: "example.com/v1", Kind: "Widget"}}
+		}),
+		want: []string{"spec.sync.package.kustomize.healthCheckExprs[0].current"},
 	}, {
 		name: "helm retries below -1",
 		obj: module(func(m *fleeetv1.Module) {

@@ -15,6 +15,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -189,6 +190,7 @@ func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]strin
 			Prune:              pkg.Prune == nil || *pkg.Prune,
 			Wait:               pkg.Wait == nil || *pkg.Wait,
 			Timeout:            timeout(pkg.Timeout),
+			Force:              pkg.Force != nil && *pkg.Force,
 			TargetNamespace:    pkg.TargetNamespace,
 			ServiceAccountName: t.ServiceAccountName,
 			KubeConfig:         t.KubeConfig,
@@ -196,6 +198,18 @@ func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]strin
 				Kind: sourcev1.GitRepositoryKind, Name: repo.Name,
 			},
 		},
+	}
+	if pkg.Decryption != nil {
+		ks.Spec.Decryption = &kustomizev1.Decryption{Provider: sopsProvider, SecretRef: secretRef(&pkg.Decryption.SecretRef)}
+	}
+	for _, h := range pkg.HealthChecks {
+		ks.Spec.HealthChecks = append(ks.Spec.HealthChecks, meta.NamespacedObjectKindReference{
+			APIVersion: h.APIVersion, Kind: h.Kind, Name: h.Name, Namespace: h.Namespace})
+	}
+	for _, e := range pkg.HealthCheckExprs {
+		ks.Spec.HealthCheckExprs = append(ks.Spec.HealthCheckExprs, kustomize.CustomHealthCheck{
+			APIVersion: e.APIVersion, Kind: e.Kind,
+			HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: e.Current, InProgress: e.InProgress, Failed: e.Failed}})
 	}
 	if len(pkg.Substitute) > 0 {
 		subst := make(map[string]string, len(pkg.Substitute))
@@ -244,6 +258,12 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, ob
 		},
 	}
 	hr.Spec.Install, hr.Spec.Upgrade = remediation(pkg.Remediation)
+	hr.Spec.Install.CRDs, hr.Spec.Upgrade.CRDs = helmv2.CRDsPolicy(pkg.CRDs), helmv2.CRDsPolicy(pkg.CRDs)
+	hr.Spec.Install.CreateNamespace = pkg.CreateNamespace
+	hr.Spec.DriftDetection = driftDetection(pkg.DriftDetection)
+	if len(pkg.PostRenderers) > 0 {
+		hr.Spec.PostRenderers = []helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Patches: patches(pkg.PostRenderers)}}}
+	}
 	if pkg.Values != nil && len(pkg.Values.Raw) > 0 {
 		raw, err := bindings.ExpandJSON(pkg.Values.Raw, values)
 		if err != nil {
@@ -253,6 +273,9 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, ob
 	}
 	return &Expansion{Source: repo, Applier: hr, Want: Revision{ChartVersion: src.Version}}, nil
 }
+
+// sopsProvider is the only decryption provider kustomize-controller has.
+const sopsProvider = "sops"
 
 // timeout is a sync's timeout, or defaultTimeout.
 func timeout(d *metav1.Duration) *metav1.Duration {
@@ -298,6 +321,29 @@ func remediation(r *fleeetv1.HelmRemediation) (*helmv2.Install, *helmv2.Upgrade)
 		},
 	}
 	return install, upgrade
+}
+
+// driftDetection is helm-controller's drift detection for a sync: as the
+// sync says, or detecting and correcting drift when it says nothing.
+// Flux's own default is to detect nothing, for compatibility with
+// releases made before it could; a fleet described in git wants the
+// cluster to match it, and a kubectl edit undone, as kustomize syncs
+// already are at every interval.
+func driftDetection(d *fleeetv1.HelmDriftDetection) *helmv2.DriftDetection {
+	out := &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}
+	if d == nil {
+		return out
+	}
+	switch d.Mode {
+	case fleeetv1.DriftWarn:
+		out.Mode = helmv2.DriftDetectionWarn
+	case fleeetv1.DriftDisabled:
+		out.Mode = helmv2.DriftDetectionDisabled
+	}
+	for _, rule := range d.Ignore {
+		out.Ignore = append(out.Ignore, helmv2.IgnoreRule{Paths: slices.Clone(rule.Paths), Target: selector(rule.Target)})
+	}
+	return out
 }
 
 func secretRef(ref *fleeetv1.LocalObjectReference) *meta.LocalObjectReference {

@@ -6,6 +6,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	"github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -151,4 +152,94 @@ func TestHelmReleasesRemediateByDefault(t *testing.T) {
 		g.Expect(*hr.Spec.Upgrade.Remediation).To(Equal(tc.upgrade), tc.name)
 		g.Expect(hr.Spec.Install.Remediation.MustRemediateLastFailure()).To(BeFalse(), "%s: a failed install stays to be looked at", tc.name)
 	}
+}
+
+// The Flux options a platform engineer sets on a kustomize sync reach its
+// Kustomization unchanged: SOPS decryption with the named key Secret, force
+// for immutable fields, health checks and their CEL expressions.
+func TestKustomizeOptionsReachTheKustomization(t *testing.T) {
+	g := NewWithT(t)
+	pkg := fleeetv1.KustomizePackage{
+		Wait:       ptr.To(false),
+		Decryption: &fleeetv1.KustomizeDecryption{SecretRef: fleeetv1.LocalObjectReference{Name: "sops-age"}},
+		Force:      ptr.To(true),
+		HealthChecks: []fleeetv1.HealthCheckReference{
+			{APIVersion: "helm.toolkit.fluxcd.io/v2", Kind: "HelmRelease", Name: "db", Namespace: "data"}},
+		HealthCheckExprs: []fleeetv1.HealthCheckExpr{{APIVersion: "example.com/v1", Kind: "Widget",
+			Current: "status.phase == 'Ready'", Failed: "status.phase == 'Failed'"}},
+	}
+	sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
+		Package: fleeetv1.Package{Kustomize: &pkg},
+	}}
+	x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	ks := x.Applier.(*kustomizev1.Kustomization).Spec
+	g.Expect(ks.Decryption).To(Equal(&kustomizev1.Decryption{Provider: "sops", SecretRef: &meta.LocalObjectReference{Name: "sops-age"}}))
+	g.Expect(ks.Force).To(BeTrue())
+	g.Expect(ks.HealthChecks).To(Equal([]meta.NamespacedObjectKindReference{
+		{APIVersion: "helm.toolkit.fluxcd.io/v2", Kind: "HelmRelease", Name: "db", Namespace: "data"}}))
+	g.Expect(ks.HealthCheckExprs).To(Equal([]kustomize.CustomHealthCheck{{APIVersion: "example.com/v1", Kind: "Widget",
+		HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "status.phase == 'Ready'", Failed: "status.phase == 'Failed'"}}}))
+
+	plain, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
+		Source: sync.Source, Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{}}}}, nil, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	pks := plain.Applier.(*kustomizev1.Kustomization).Spec
+	g.Expect(pks.Decryption).To(BeNil(), "nothing is decrypted unless asked")
+	g.Expect(pks.Force).To(BeFalse(), "nothing is recreated unless asked")
+}
+
+// A HelmRelease detects and corrects drift unless its sync says otherwise,
+// and carries the sync's CRD policy, namespace creation and post-renderer
+// patches.
+func TestHelmOptionsReachTheHelmRelease(t *testing.T) {
+	deployments := &fleeetv1.PatchTarget{Kind: "Deployment", Name: "web"}
+	cases := []struct {
+		name  string
+		pkg   fleeetv1.HelmPackage
+		drift helmv2.DriftDetection
+	}{
+		{"defaults", fleeetv1.HelmPackage{}, helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}},
+		{"mode unset", fleeetv1.HelmPackage{DriftDetection: &fleeetv1.HelmDriftDetection{}},
+			helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}},
+		{"warn with ignore rules", fleeetv1.HelmPackage{DriftDetection: &fleeetv1.HelmDriftDetection{Mode: fleeetv1.DriftWarn,
+			Ignore: []fleeetv1.HelmDriftIgnoreRule{{Paths: []string{"/spec/replicas"}, Target: deployments}, {Paths: []string{"/metadata/annotations"}}}}},
+			helmv2.DriftDetection{Mode: helmv2.DriftDetectionWarn, Ignore: []helmv2.IgnoreRule{
+				{Paths: []string{"/spec/replicas"}, Target: &kustomize.Selector{Kind: "Deployment", Name: "web"}},
+				{Paths: []string{"/metadata/annotations"}}}}},
+		{"disabled", fleeetv1.HelmPackage{DriftDetection: &fleeetv1.HelmDriftDetection{Mode: fleeetv1.DriftDisabled}},
+			helmv2.DriftDetection{Mode: helmv2.DriftDetectionDisabled}},
+	}
+	for _, tc := range cases {
+		g := NewWithT(t)
+		sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
+			Source:  fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}},
+			Package: fleeetv1.Package{Helm: &tc.pkg},
+		}}
+		x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		hr := x.Applier.(*helmv2.HelmRelease)
+		g.Expect(*hr.Spec.DriftDetection).To(Equal(tc.drift), tc.name)
+		g.Expect(hr.Spec.Install.CRDs).To(BeEmpty(), "%s: Flux's CRD defaults unless the sync sets a policy", tc.name)
+		g.Expect(hr.Spec.Upgrade.CRDs).To(BeEmpty(), tc.name)
+		g.Expect(hr.Spec.Install.CreateNamespace).To(BeFalse(), tc.name)
+		g.Expect(hr.Spec.PostRenderers).To(BeEmpty(), tc.name)
+	}
+
+	g := NewWithT(t)
+	patch := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels:\n    team: a\n"
+	sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
+		Source: fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}},
+		Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{CRDs: fleeetv1.CRDsCreateReplace, CreateNamespace: true,
+			PostRenderers: []fleeetv1.KustomizePatch{{Patch: patch, Target: deployments}}}},
+	}}
+	x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	hr := x.Applier.(*helmv2.HelmRelease)
+	g.Expect(hr.Spec.Install.CRDs).To(Equal(helmv2.CreateReplace))
+	g.Expect(hr.Spec.Upgrade.CRDs).To(Equal(helmv2.CreateReplace))
+	g.Expect(hr.Spec.Install.CreateNamespace).To(BeTrue())
+	g.Expect(hr.Spec.PostRenderers).To(Equal([]helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Patches: []kustomize.Patch{
+		{Patch: patch, Target: &kustomize.Selector{Kind: "Deployment", Name: "web"}}}}}}))
 }
