@@ -47,7 +47,8 @@ type Reconciler struct {
 	// could, never what the agent may.
 	ReadAs func(namespace, serviceAccount string) (client.Reader, error)
 	// APIReader reads, uncached and as the agent, the pods of a workload
-	// short of ready pods, to say why; and, only with AllowUnconfined, the
+	// short of ready pods, to say why; the events of a HelmRelease that
+	// detects drift, to count it; and, only with AllowUnconfined, the
 	// objects the bindings of an Assemblage without a ServiceAccount refer to.
 	APIReader client.Reader
 	// AllowUnconfined lets an Assemblage that names no ServiceAccount run:
@@ -267,7 +268,25 @@ func (r *Reconciler) reconcileSync(ctx context.Context, asm *fleeetv1.Assemblage
 		st.State, st.Revision, st.Message = v.State, v.Revision, v.Message
 	}
 	r.readSyncHealth(ctx, &st, o)
+	if correctionPending(st.Drift, time.Now()) && wait == 0 {
+		wait = driftRecheck
+	}
 	return st, wait, err
+}
+
+// driftRecheck is how soon a sync whose drift was detected, and neither
+// corrected nor still drifted, is read again: helm-controller records the
+// event of its correction after the status change that woke the agent.
+const driftRecheck = 5 * time.Second
+
+// driftRecheckFor bounds how long after drift was detected the agent keeps
+// waiting for its correction to be reported.
+const driftRecheckFor = time.Minute
+
+// correctionPending reports whether drift was detected within
+// driftRecheckFor and its correction is not reported yet.
+func correctionPending(d *fleeetv1.SyncDrift, now time.Time) bool {
+	return d != nil && !d.Drifted && d.Detected > d.Corrected && d.LastDetected != nil && now.Sub(d.LastDetected.Time) < driftRecheckFor
 }
 
 // holdSync decides whether a sync may not be applied or judged now, and if
@@ -355,14 +374,15 @@ func (r *Reconciler) applyWhenDue(ctx context.Context, asm *fleeetv1.Assemblage,
 
 // readSyncHealth completes a sync's status from the objects the reconcile
 // started with, whatever its state: the revision its applier last applied,
-// unless judging the sync already set one, and how the workloads it applied
-// are doing.
+// unless judging the sync already set one, how the workloads it applied
+// are doing and what drift Flux found in them.
 func (r *Reconciler) readSyncHealth(ctx context.Context, st *fleeetv1.SyncStatus, o flux.Objects) {
 	if st.Revision == "" {
 		st.Revision = flux.AppliedRevision(o.Applier)
 	}
 	if o.Exists() {
 		st.Health = flux.ReadHealth(ctx, r.Client, r.APIReader, o.Applier)
+		st.Drift = flux.ReadDrift(ctx, r.APIReader, o.Applier)
 	}
 }
 
