@@ -74,6 +74,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("AssemblageWithoutServiceAccountIsStalledAndAppliesNothing", e.testNoServiceAccount)
 	t.Run("UnhealthyDeploymentFailsItsSyncAndHoldsDependentsUnlessWaitIsOff", e.testUnhealthyWorkload)
 	t.Run("FailedHelmUpgradeRollsBackAndANewVersionRecoversWithoutRetry", e.testHelmRemediation)
+	t.Run("SOPSEncryptedSecretIsDecryptedWithTheKeySecretTheSyncNames", e.testSOPSDecryption)
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
@@ -779,4 +780,52 @@ func (e *env) testHelmRemediation(t *testing.T) {
 	g.Expect(done.Status.Syncs[0].Revision).To(Equal("3.0.0"))
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("chartVersion", "3.0.0"))
+}
+
+// testSOPSDecryption: a Secret encrypted with the sops CLI to a fresh age
+// key is committed to git. kustomize-controller decrypts it with the key
+// Secret the sync names and applies the plain Secret; the same manifest in
+// a sync without decryption fails, saying why, and applies nothing.
+func (e *env) testSOPSDecryption(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	key := testenv.NewSOPSKey(t)
+	const password = "correct horse battery staple"
+	// data, not stringData: kustomize-controller v1.9.5 converts a Secret's
+	// stringData into data before it looks for SOPS metadata, losing it, so
+	// an encrypted stringData Secret in a sync without decryption is applied
+	// as ciphertext instead of failing (seen here).
+	b64 := base64.StdEncoding.EncodeToString([]byte(password))
+	encrypted := key.Encrypt(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  password: "+b64+"\n")
+	g.Expect(encrypted).NotTo(Or(ContainSubstring(password), ContainSubstring(b64)))
+	g.Expect(encrypted).To(ContainSubstring("sops:"))
+	url, _ := testenv.NewGitServer(t).Commit(t, "secrets", map[string]string{
+		"db/kustomization.yaml": "resources: [secret.yaml]\n",
+		"db/secret.yaml":        encrypted,
+	}, "v1.0.0")
+	sync := func(ns string, decryption *fleeetv1.KustomizeDecryption) fleeetv1.NamedSync {
+		return fleeetv1.NamedSync{Name: "db", SyncSpec: fleeetv1.SyncSpec{
+			Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: url, Tag: "v1.0.0"}},
+			Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{
+				Path: "./db", TargetNamespace: ns, Decryption: decryption}},
+		}}
+	}
+
+	ns := e.c.Namespace(t, "sops", nil)
+	g.Expect(e.c.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sops-age", Namespace: ns},
+		Data: key.SecretData()})).To(Succeed())
+	e.waitReady(t, e.create(t, ns, sync(ns, &fleeetv1.KustomizeDecryption{SecretRef: fleeetv1.LocalObjectReference{Name: "sops-age"}})))
+	var secret corev1.Secret
+	g.Expect(e.c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, &secret)).To(Succeed())
+	g.Expect(string(secret.Data["password"])).To(Equal(password), "decrypted downstream")
+
+	locked := e.c.Namespace(t, "sops-locked", nil)
+	asm := e.create(t, locked, sync(locked, nil))
+	g.Eventually(func(g Gomega) {
+		st := e.syncStatus(g, asm, "db")
+		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed), "%+v", st)
+		g.Expect(st.Message).To(ContainSubstring("is SOPS encrypted, configuring decryption is required"))
+	}, timeout, poll).Should(Succeed())
+	err := e.c.Client.Get(ctx, client.ObjectKey{Namespace: locked, Name: "db"}, &corev1.Secret{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing is applied encrypted: %v", err)
 }
