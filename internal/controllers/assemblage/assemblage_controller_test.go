@@ -75,6 +75,8 @@ func TestAssemblage(t *testing.T) {
 	t.Run("UnhealthyDeploymentFailsItsSyncAndHoldsDependentsUnlessWaitIsOff", e.testUnhealthyWorkload)
 	t.Run("FailedHelmUpgradeRollsBackAndANewVersionRecoversWithoutRetry", e.testHelmRemediation)
 	t.Run("SOPSEncryptedSecretIsDecryptedWithTheKeySecretTheSyncNames", e.testSOPSDecryption)
+	t.Run("ChangedImmutableObjectFailsItsSyncUntilForceRecreatesIt", e.testForce)
+	t.Run("PostRenderersPatchWhatTheChartRenders", e.testPostRenderers)
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
@@ -828,4 +830,61 @@ func (e *env) testSOPSDecryption(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 	err := e.c.Client.Get(ctx, client.ObjectKey{Namespace: locked, Name: "db"}, &corev1.Secret{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing is applied encrypted: %v", err)
+}
+
+// testForce: a ConfigMap marked immutable whose data changes in the next
+// version is refused by the apiserver, and the sync fails naming why; with
+// force, kustomize-controller deletes it and creates it anew.
+func (e *env) testForce(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "force", nil)
+	git := testenv.NewGitServer(t)
+	files := func(version string) map[string]string {
+		return map[string]string{
+			"settings/kustomization.yaml": "resources: [configmap.yaml]\n",
+			"settings/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\nimmutable: true\n" +
+				"data:\n  version: " + version + "\n",
+		}
+	}
+	url, _ := git.Commit(t, "settings", files("v1"), "v1.0.0")
+	git.Commit(t, "settings", files("v2"), "v2.0.0")
+	settings := func(tag string, force bool) fleeetv1.NamedSync {
+		return fleeetv1.NamedSync{Name: "settings", SyncSpec: fleeetv1.SyncSpec{
+			Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: url, Tag: tag}},
+			Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{
+				Path: "./settings", TargetNamespace: ns, Force: ptr.To(force)}},
+		}}
+	}
+	asm := e.create(t, ns, settings("v1.0.0", false))
+	e.waitReady(t, asm)
+
+	e.update(t, asm, settings("v2.0.0", false))
+	g.Eventually(func(g Gomega) {
+		st := e.syncStatus(g, asm, "settings")
+		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed), "%+v", st)
+		g.Expect(st.Message).To(ContainSubstring("immutable"))
+	}, timeout, poll).Should(Succeed())
+
+	e.update(t, asm, settings("v2.0.0", true))
+	e.waitReady(t, asm)
+	var cm corev1.ConfigMap
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "settings"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("version", "v2"), "recreated at the new version")
+}
+
+// testPostRenderers: a helm sync's post-renderer patch changes what the
+// chart renders before Helm installs it.
+func (e *env) testPostRenderers(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "post-render", nil)
+	web := e.hr("web", "web", "1.0.0")
+	web.Package.Helm.PostRenderers = []fleeetv1.KustomizePatch{{
+		Patch:  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-web\n  labels:\n    team: a\n",
+		Target: &fleeetv1.PatchTarget{Kind: "ConfigMap"},
+	}}
+	e.waitReady(t, e.create(t, ns, web))
+	var cm corev1.ConfigMap
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &cm)).To(Succeed())
+	g.Expect(cm.Labels).To(HaveKeyWithValue("team", "a"))
+	g.Expect(cm.Data).To(HaveKeyWithValue("chartVersion", "1.0.0"), "the rest as the chart renders it")
 }
