@@ -515,3 +515,29 @@ func TestWorkloadHealthAClusterReportsIsBounded(t *testing.T) {
 		g.Expect(report(tc.health)).To(MatchError(ContainSubstring(tc.want)), "%+v", tc.health)
 	}
 }
+
+// What a cluster reports of drift is counts and object names only: nothing
+// else fits, so a hostile cluster cannot smuggle text into fleetctl's
+// terminal or the dashboard through it.
+func TestDriftAClusterReportsIsBounded(t *testing.T) {
+	g := NewWithT(t)
+	ns := cluster.Namespace(t, "drift", nil)
+	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: "edge-1", Namespace: ns}}
+	g.Expect(cluster.Client.Create(t.Context(), pa)).To(Succeed())
+	report := func(d fleeetv1.SyncDrift) error {
+		pa.Status.Syncs = []fleeetv1.SyncStatus{{Name: "app", State: fleeetv1.SyncReady, Drift: &d}}
+		return cluster.Client.Status().Update(t.Context(), pa)
+	}
+	g.Expect(report(fleeetv1.SyncDrift{Detected: 2, Corrected: 2,
+		Objects: []string{"Deployment/team-a/web", "ClusterRole/web-reader"}})).To(Succeed())
+	for _, tc := range []struct {
+		drift fleeetv1.SyncDrift
+		want  string
+	}{
+		{fleeetv1.SyncDrift{Objects: []string{"Deployment/team-a/web \x1b[2J"}}, "status.syncs[0].drift.objects[0]"},
+		{fleeetv1.SyncDrift{Objects: make([]string, 17)}, "status.syncs[0].drift.objects: Too many"},
+		{fleeetv1.SyncDrift{Detected: -1}, "status.syncs[0].drift.detected"},
+	} {
+		g.Expect(report(tc.drift)).To(MatchError(ContainSubstring(tc.want)), "%+v", tc.drift)
+	}
+}

@@ -209,10 +209,12 @@ type SyncDrift struct {
 	// +optional
 	LastDetected *metav1.Time `json:"lastDetected,omitempty"`
 
-	// Objects that drifted last, as Kind/namespace/name.
+	// Objects that drifted last, as Kind/namespace/name (Kind/name for
+	// cluster-scoped objects).
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]+/([a-z0-9.-]+/)?[a-z0-9.:-]+$`
 	Objects []string `json:"objects,omitempty"`
 }
 
