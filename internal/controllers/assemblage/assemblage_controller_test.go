@@ -77,6 +77,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("SOPSEncryptedSecretIsDecryptedWithTheKeySecretTheSyncNames", e.testSOPSDecryption)
 	t.Run("ChangedImmutableObjectFailsItsSyncUntilForceRecreatesIt", e.testForce)
 	t.Run("PostRenderersPatchWhatTheChartRenders", e.testPostRenderers)
+	t.Run("HealthChecksHoldASyncUntilTheObjectsTheyNameAreReady", e.testHealthChecks)
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
@@ -887,4 +888,25 @@ func (e *env) testPostRenderers(t *testing.T) {
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &cm)).To(Succeed())
 	g.Expect(cm.Labels).To(HaveKeyWithValue("team", "a"))
 	g.Expect(cm.Data).To(HaveKeyWithValue("chartVersion", "1.0.0"), "the rest as the chart renders it")
+}
+
+// testHealthChecks: a kustomize sync with wait off and a health check on a
+// ConfigMap it does not apply stays short of Ready while that ConfigMap is
+// missing (without the check it is Ready as soon as it applied), and is
+// Ready once someone creates it.
+func (e *env) testHealthChecks(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "health-checks", nil)
+	app := e.ks(ns, "app", "v1.0.0", "./configmap")
+	app.Package.Kustomize.Wait = ptr.To(false)
+	app.Package.Kustomize.HealthChecks = []fleeetv1.HealthCheckReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "flag", Namespace: ns}}
+	asm := e.create(t, ns, app)
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "app"}, &corev1.ConfigMap{})).To(Succeed())
+	}, timeout, poll).Should(Succeed(), "applied")
+	g.Consistently(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "app").State).NotTo(Equal(fleeetv1.SyncReady))
+	}, 5*time.Second, poll).Should(Succeed(), "held by the missing ConfigMap")
+	g.Expect(e.c.Client.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "flag"}})).To(Succeed())
+	e.waitReady(t, asm)
 }
