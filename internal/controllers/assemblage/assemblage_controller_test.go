@@ -76,7 +76,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("FailedHelmUpgradeRollsBackAndANewVersionRecoversWithoutRetry", e.testHelmRemediation)
 	t.Run("SOPSEncryptedSecretIsDecryptedWithTheKeySecretTheSyncNames", e.testSOPSDecryption)
 	t.Run("ChangedImmutableObjectFailsItsSyncUntilForceRecreatesIt", e.testForce)
-	t.Run("PostRenderersPatchWhatTheChartRenders", e.testPostRenderers)
+	t.Run("PostRenderersPatchWhatTheChartRendersAndHelmCreatesTheNamespace", e.testPostRenderers)
 	t.Run("HealthChecksHoldASyncUntilTheObjectsTheyNameAreReady", e.testHealthChecks)
 }
 
@@ -874,7 +874,8 @@ func (e *env) testForce(t *testing.T) {
 }
 
 // testPostRenderers: a helm sync's post-renderer patch changes what the
-// chart renders before Helm installs it.
+// chart renders before Helm installs it, and createNamespace has Helm make
+// the target namespace.
 func (e *env) testPostRenderers(t *testing.T) {
 	g := NewWithT(t)
 	ns := e.c.Namespace(t, "post-render", nil)
@@ -888,6 +889,16 @@ func (e *env) testPostRenderers(t *testing.T) {
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &cm)).To(Succeed())
 	g.Expect(cm.Labels).To(HaveKeyWithValue("team", "a"))
 	g.Expect(cm.Data).To(HaveKeyWithValue("chartVersion", "1.0.0"), "the rest as the chart renders it")
+
+	// createNamespace: Helm makes a missing target namespace at install.
+	target := ns + "-made"
+	made := e.hr("made", "web", "1.0.0")
+	made.Package.Helm.TargetNamespace, made.Package.Helm.CreateNamespace = target, true
+	t.Cleanup(func() {
+		_ = e.c.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}})
+	})
+	e.waitReady(t, e.create(t, e.c.Namespace(t, "create-ns", nil), made))
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: target, Name: "made-web"}, &cm)).To(Succeed())
 }
 
 // testHealthChecks: a kustomize sync with wait off and a health check on a
