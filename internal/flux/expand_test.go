@@ -91,13 +91,7 @@ func TestKustomizationsWaitForTheirObjectsByDefault(t *testing.T) {
 	}
 	for _, tc := range cases {
 		g := NewWithT(t)
-		sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
-			Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
-			Package: fleeetv1.Package{Kustomize: &tc.pkg},
-		}}
-		x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
-		g.Expect(err).NotTo(HaveOccurred())
-		ks := x.Applier.(*kustomizev1.Kustomization)
+		ks := kustomization(g, &tc.pkg)
 		g.Expect(ks.Spec.Wait).To(Equal(tc.wait), tc.name)
 		g.Expect(ks.Spec.Timeout).To(Equal(&metav1.Duration{Duration: tc.timeout}), tc.name)
 		g.Expect(ks.Spec.HealthChecks).To(BeEmpty(), "wait checks every applied object")
@@ -138,13 +132,7 @@ func TestHelmReleasesRemediateByDefault(t *testing.T) {
 	}
 	for _, tc := range cases {
 		g := NewWithT(t)
-		sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
-			Source:  fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}},
-			Package: fleeetv1.Package{Helm: &tc.pkg},
-		}}
-		x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
-		g.Expect(err).NotTo(HaveOccurred())
-		hr := x.Applier.(*helmv2.HelmRelease)
+		hr := helmRelease(g, &tc.pkg)
 		g.Expect(hr.Spec.Timeout).To(Equal(&metav1.Duration{Duration: tc.timeout}), tc.name)
 		g.Expect(hr.Spec.Install.Strategy.Name).To(Equal(remediate), "%s: remediation applies even under DefaultToRetryOnFailure", tc.name)
 		g.Expect(hr.Spec.Upgrade.Strategy.Name).To(Equal(remediate), tc.name)
@@ -168,13 +156,7 @@ func TestKustomizeOptionsReachTheKustomization(t *testing.T) {
 		HealthCheckExprs: []fleeetv1.HealthCheckExpr{{APIVersion: "example.com/v1", Kind: "Widget",
 			Current: "status.phase == 'Ready'", Failed: "status.phase == 'Failed'"}},
 	}
-	sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
-		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
-		Package: fleeetv1.Package{Kustomize: &pkg},
-	}}
-	x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	ks := x.Applier.(*kustomizev1.Kustomization).Spec
+	ks := kustomization(g, &pkg).Spec
 	g.Expect(ks.Decryption).To(Equal(&kustomizev1.Decryption{Provider: "sops", SecretRef: &meta.LocalObjectReference{Name: "sops-age"}}))
 	g.Expect(ks.Force).To(BeTrue())
 	g.Expect(ks.HealthChecks).To(Equal([]meta.NamespacedObjectKindReference{
@@ -182,10 +164,7 @@ func TestKustomizeOptionsReachTheKustomization(t *testing.T) {
 	g.Expect(ks.HealthCheckExprs).To(Equal([]kustomize.CustomHealthCheck{{APIVersion: "example.com/v1", Kind: "Widget",
 		HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "status.phase == 'Ready'", Failed: "status.phase == 'Failed'"}}}))
 
-	plain, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
-		Source: sync.Source, Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{}}}}, nil, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	pks := plain.Applier.(*kustomizev1.Kustomization).Spec
+	pks := kustomization(g, &fleeetv1.KustomizePackage{}).Spec
 	g.Expect(pks.Decryption).To(BeNil(), "nothing is decrypted unless asked")
 	g.Expect(pks.Force).To(BeFalse(), "nothing is recreated unless asked")
 }
@@ -213,13 +192,7 @@ func TestHelmOptionsReachTheHelmRelease(t *testing.T) {
 	}
 	for _, tc := range cases {
 		g := NewWithT(t)
-		sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
-			Source:  fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}},
-			Package: fleeetv1.Package{Helm: &tc.pkg},
-		}}
-		x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
-		g.Expect(err).NotTo(HaveOccurred())
-		hr := x.Applier.(*helmv2.HelmRelease)
+		hr := helmRelease(g, &tc.pkg)
 		g.Expect(*hr.Spec.DriftDetection).To(Equal(tc.drift), tc.name)
 		g.Expect(hr.Spec.Install.CRDs).To(BeEmpty(), "%s: Flux's CRD defaults unless the sync sets a policy", tc.name)
 		g.Expect(hr.Spec.Upgrade.CRDs).To(BeEmpty(), tc.name)
@@ -229,17 +202,33 @@ func TestHelmOptionsReachTheHelmRelease(t *testing.T) {
 
 	g := NewWithT(t)
 	patch := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels:\n    team: a\n"
-	sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
-		Source: fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}},
-		Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{CRDs: fleeetv1.CRDsCreateReplace, CreateNamespace: true,
-			PostRenderers: []fleeetv1.KustomizePatch{{Patch: patch, Target: deployments}}}},
-	}}
-	x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	hr := x.Applier.(*helmv2.HelmRelease)
+	hr := helmRelease(g, &fleeetv1.HelmPackage{CRDs: fleeetv1.CRDsCreateReplace, CreateNamespace: true,
+		PostRenderers: []fleeetv1.KustomizePatch{{Patch: patch, Target: deployments}}})
 	g.Expect(hr.Spec.Install.CRDs).To(Equal(helmv2.CreateReplace))
 	g.Expect(hr.Spec.Upgrade.CRDs).To(Equal(helmv2.CreateReplace))
 	g.Expect(hr.Spec.Install.CreateNamespace).To(BeTrue())
 	g.Expect(hr.Spec.PostRenderers).To(Equal([]helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Patches: []kustomize.Patch{
 		{Patch: patch, Target: &kustomize.Selector{Kind: "Deployment", Name: "web"}}}}}}))
+}
+
+// kustomization expands a kustomize sync of pkg into its Kustomization.
+func kustomization(g Gomega, pkg *fleeetv1.KustomizePackage) *kustomizev1.Kustomization {
+	sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
+		Package: fleeetv1.Package{Kustomize: pkg},
+	}}
+	x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	return x.Applier.(*kustomizev1.Kustomization)
+}
+
+// helmRelease expands a helm sync of pkg into its HelmRelease.
+func helmRelease(g Gomega, pkg *fleeetv1.HelmPackage) *helmv2.HelmRelease {
+	sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}},
+		Package: fleeetv1.Package{Helm: pkg},
+	}}
+	x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	return x.Applier.(*helmv2.HelmRelease)
 }
