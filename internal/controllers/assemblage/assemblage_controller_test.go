@@ -78,6 +78,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("ChangedImmutableObjectFailsItsSyncUntilForceRecreatesIt", e.testForce)
 	t.Run("PostRenderersPatchWhatTheChartRendersAndHelmCreatesTheNamespace", e.testPostRenderers)
 	t.Run("HealthChecksHoldASyncUntilTheObjectsTheyNameAreReady", e.testHealthChecks)
+	t.Run("HealthCheckExprsSayWhenACustomResourceIsReady", e.testHealthCheckExprs)
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
@@ -100,6 +101,8 @@ func publishConfigs(t testing.TB) string {
 		"crds/widget.yaml":             string(crd),
 		"gadget/kustomization.yaml":    "resources: [gadget.yaml]\n",
 		"gadget/gadget.yaml":           "apiVersion: example.fleeet.dev/v1\nkind: Gadget\nmetadata:\n  name: ${id}\nspec: {}\n",
+		"widget/kustomization.yaml":    "resources: [widget.yaml]\n",
+		"widget/widget.yaml":           "apiVersion: example.fleeet.dev/v1\nkind: Widget\nmetadata:\n  name: ${id}\nspec: {ready: false}\n",
 		"web/kustomization.yaml":       "resources: [deployment.yaml]\n",
 		"web/deployment.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n" +
 			"  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n" +
@@ -919,5 +922,30 @@ func (e *env) testHealthChecks(t *testing.T) {
 		g.Expect(e.syncStatus(g, asm, "app").State).NotTo(Equal(fleeetv1.SyncReady))
 	}, 5*time.Second, poll).Should(Succeed(), "held by the missing ConfigMap")
 	g.Expect(e.c.Client.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "flag"}})).To(Succeed())
+	e.waitReady(t, asm)
+}
+
+// testHealthCheckExprs: kstatus counts a custom resource without status
+// as ready at once; a CEL expression on its kind holds the sync until the
+// expression says it is ready.
+func (e *env) testHealthCheckExprs(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "health-exprs", nil)
+	widget := e.ks(ns, "widget", "v1.0.0", "./widget", "crds")
+	widget.Package.Kustomize.HealthCheckExprs = []fleeetv1.HealthCheckExpr{{
+		APIVersion: "example.fleeet.dev/v1", Kind: "Widget", Current: "spec.ready == true"}}
+	asm := e.create(t, ns, e.ks(ns, "crds", "v1.0.0", "./crds"), widget)
+	g.Eventually(func() error { return e.getExample(ns, "Widget", "widget") }, timeout, poll).Should(Succeed(), "applied")
+	g.Consistently(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "widget").State).NotTo(Equal(fleeetv1.SyncReady))
+	}, 5*time.Second, poll).Should(Succeed(), "held by its expression")
+
+	// What a controller of widgets would do once the widget works.
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("example.fleeet.dev/v1")
+	obj.SetKind("Widget")
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "widget"}, obj)).To(Succeed())
+	g.Expect(unstructured.SetNestedField(obj.Object, true, "spec", "ready")).To(Succeed())
+	g.Expect(e.c.Client.Update(t.Context(), obj)).To(Succeed())
 	e.waitReady(t, asm)
 }
