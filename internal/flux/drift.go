@@ -2,8 +2,10 @@ package flux
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -29,43 +31,61 @@ const maxDriftObjects = 16
 // else in an event is not reported.
 var driftedObject = regexp.MustCompile(`^([A-Za-z0-9]{1,63}/(?:[a-z0-9.-]{1,63}/)?[a-z0-9.:-]{1,253}) (?:changed|removed)\b`)
 
-// ReadDrift reads what helm-controller reported about drift in a
-// HelmRelease's objects: its Drifted condition says whether the cluster
-// differs now, and its DriftDetected and DriftCorrected events, read from
-// events (which lists the Events of the HelmRelease's namespace), how often
-// drift was found and put back, and which objects drifted last. helm-
-// controller reports no count anywhere else: in Enabled mode it sets
-// Drifted and clears it again within one reconcile. Nil for anything but a
-// HelmRelease that detects drift, and when no drift was seen or the events
-// cannot be read.
-func ReadDrift(ctx context.Context, events client.Reader, applier client.Object) *fleeetv1.SyncDrift {
+// DriftMark identifies what helm-controller last said about drift in a
+// HelmRelease: its uid with its Drifted condition's status and last
+// transition, which move whenever drift is found and whenever it is gone
+// again. While the mark stays, so do the drift events' counts, short of a
+// correction reported late. Empty for anything but a HelmRelease that
+// detects drift.
+func DriftMark(applier client.Object) string {
 	hr, ok := applier.(*helmv2.HelmRelease)
 	if !ok || !hr.GetDriftDetection().MustDetectChanges() {
-		return nil
+		return ""
 	}
+	mark := string(hr.UID)
+	if c := apimeta.FindStatusCondition(hr.Status.Conditions, helmv2.DriftedCondition); c != nil {
+		mark += "/" + string(c.Status) + "/" + c.LastTransitionTime.UTC().Format(time.RFC3339)
+	}
+	return mark
+}
+
+// ReadDrift reads what helm-controller reported about drift in a
+// HelmRelease: its Drifted condition says whether the cluster differs now,
+// and its DriftDetected and DriftCorrected events, read from events (which
+// lists the Events of the HelmRelease's namespace), how often drift was
+// found and put back, and which objects drifted last. helm-controller
+// reports no count anywhere else: in Enabled mode it sets Drifted and
+// clears it again within one reconcile. Nil for anything but a HelmRelease
+// that detects drift, and when no drift was seen.
+func ReadDrift(ctx context.Context, events client.Reader, applier client.Object) (*fleeetv1.SyncDrift, error) {
+	if DriftMark(applier) == "" {
+		return nil, nil
+	}
+	hr := applier.(*helmv2.HelmRelease)
 	d := &fleeetv1.SyncDrift{Drifted: apimeta.IsStatusConditionTrue(hr.Status.Conditions, helmv2.DriftedCondition)}
 	var list corev1.EventList
 	if err := events.List(ctx, &list, client.InNamespace(hr.Namespace),
-		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("involvedObject.uid", string(hr.UID))}); err == nil {
-		var last string
-		for i := range list.Items {
-			e := &list.Items[i]
-			switch e.Reason {
-			case helmv2.DriftDetectedReason:
-				d.Detected += eventCount(e)
-				if at := eventTime(e); d.LastDetected == nil || at.After(d.LastDetected.Time) {
-					d.LastDetected, last = &at, e.Message
-				}
-			case driftCorrectedReason:
-				d.Corrected += eventCount(e)
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("involvedObject.uid", string(hr.UID))}); err != nil {
+		return nil, fmt.Errorf("listing the events of HelmRelease %s/%s: %w", hr.Namespace, hr.Name, err)
+	}
+	var last string
+	for i := range list.Items {
+		e := &list.Items[i]
+		switch e.Reason {
+		case helmv2.DriftDetectedReason:
+			d.Detected += eventCount(e)
+			if at := eventTime(e); d.LastDetected == nil || at.After(d.LastDetected.Time) {
+				d.LastDetected, last = &at, e.Message
 			}
+		case driftCorrectedReason:
+			d.Corrected += eventCount(e)
 		}
-		d.Objects = driftedObjects(last)
 	}
+	d.Objects = driftedObjects(last)
 	if !d.Seen() {
-		return nil
+		return nil, nil
 	}
-	return d
+	return d, nil
 }
 
 // eventCount is how many times an event happened: Kubernetes folds

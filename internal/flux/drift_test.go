@@ -48,7 +48,8 @@ func TestDriftIsCountedFromHelmControllerEvents(t *testing.T) {
 			return []string{string(o.(*corev1.Event).InvolvedObject.UID)}
 		}).Build()
 
-	d := ReadDrift(t.Context(), reader, hr)
+	d, err := ReadDrift(t.Context(), reader, hr)
+	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(d.LastDetected.Time).To(BeTemporally("==", at(5).Time))
 	d.LastDetected = nil
 	g.Expect(d).To(Equal(&fleeetv1.SyncDrift{Detected: 3, Corrected: 3,
@@ -56,13 +57,34 @@ func TestDriftIsCountedFromHelmControllerEvents(t *testing.T) {
 	g.Expect(d.Summary()).NotTo(ContainSubstring(secretValue))
 
 	hr.Status.Conditions = []metav1.Condition{{Type: helmv2.DriftedCondition, Status: metav1.ConditionTrue}}
-	g.Expect(ReadDrift(t.Context(), reader, hr).Drifted).To(BeTrue(), "the Drifted condition says drift is in place now")
+	d, err = ReadDrift(t.Context(), reader, hr)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(d.Drifted).To(BeTrue(), "the Drifted condition says drift is in place now")
 
 	off := hr.DeepCopy()
 	off.Spec.DriftDetection.Mode = helmv2.DriftDetectionDisabled
 	g.Expect(ReadDrift(t.Context(), reader, off)).To(BeNil(), "a release that detects no drift reports none")
+	g.Expect(DriftMark(off)).To(BeEmpty())
 
 	clean := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: "team-a", UID: "uid-api"},
 		Spec: helmv2.HelmReleaseSpec{DriftDetection: &helmv2.DriftDetection{Mode: helmv2.DriftDetectionWarn}}}
 	g.Expect(ReadDrift(t.Context(), reader, clean)).To(BeNil(), "no drift event, no drift")
+}
+
+// The mark moves when helm-controller finds drift and when drift is gone
+// again, and stays while its Drifted condition does.
+func TestTheDriftMarkMovesWithTheDriftedCondition(t *testing.T) {
+	g := NewWithT(t)
+	hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "team-a", UID: "uid-web"},
+		Spec: helmv2.HelmReleaseSpec{DriftDetection: &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}}}
+	drifted := func(status metav1.ConditionStatus, minute int) string {
+		hr.Status.Conditions = []metav1.Condition{{Type: helmv2.DriftedCondition, Status: status,
+			LastTransitionTime: metav1.NewTime(time.Date(2026, 11, 25, 12, minute, 0, 0, time.UTC))}}
+		return DriftMark(hr)
+	}
+	installed := drifted(metav1.ConditionFalse, 0)
+	g.Expect(installed).NotTo(BeEmpty())
+	g.Expect(drifted(metav1.ConditionFalse, 0)).To(Equal(installed), "an upgrade leaves the condition, and the mark, as they were")
+	g.Expect(drifted(metav1.ConditionTrue, 5)).NotTo(Equal(installed), "drift found")
+	g.Expect(drifted(metav1.ConditionFalse, 5)).NotTo(Equal(installed), "drift corrected")
 }

@@ -67,6 +67,7 @@ type Reconciler struct {
 	FetchJitter time.Duration
 
 	jitter *jitter
+	drifts driftReads
 }
 
 // SetupWithManager registers the controller. Changes to the Flux objects an
@@ -274,21 +275,6 @@ func (r *Reconciler) reconcileSync(ctx context.Context, asm *fleeetv1.Assemblage
 	return st, wait, err
 }
 
-// driftRecheck is how soon a sync whose drift was detected, and neither
-// corrected nor still drifted, is read again: helm-controller records the
-// event of its correction after the status change that woke the agent.
-const driftRecheck = 5 * time.Second
-
-// driftRecheckFor bounds how long after drift was detected the agent keeps
-// waiting for its correction to be reported.
-const driftRecheckFor = time.Minute
-
-// correctionPending reports whether drift was detected within
-// driftRecheckFor and its correction is not reported yet.
-func correctionPending(d *fleeetv1.SyncDrift, now time.Time) bool {
-	return d != nil && !d.Drifted && d.Detected > d.Corrected && d.LastDetected != nil && now.Sub(d.LastDetected.Time) < driftRecheckFor
-}
-
 // holdSync decides whether a sync may not be applied or judged now, and if
 // so returns its status: Failed when its dependsOn cannot be evaluated, it
 // lies on a dependency cycle or it cannot be expanded; Blocked, naming each
@@ -382,7 +368,7 @@ func (r *Reconciler) readSyncHealth(ctx context.Context, st *fleeetv1.SyncStatus
 	}
 	if o.Exists() {
 		st.Health = flux.ReadHealth(ctx, r.Client, r.APIReader, o.Applier)
-		st.Drift = flux.ReadDrift(ctx, r.APIReader, o.Applier)
+		st.Drift = r.drifts.read(ctx, r.APIReader, o.Applier, time.Now())
 	}
 }
 
@@ -442,6 +428,7 @@ func (r *Reconciler) reconcileRemovals(ctx context.Context, asm *fleeetv1.Assemb
 				errs = append(errs, fmt.Errorf("removing sync %s: %w", name, err))
 				continue
 			}
+			r.drifts.forget(client.ObjectKeyFromObject(obj))
 			deleted = true
 		}
 		if deleted {
