@@ -189,8 +189,9 @@ func (h *WorkloadHealth) Summary() string {
 // SyncDrift is what helm-controller reported, in its Drifted condition and
 // its events, about changes made in the cluster to the objects of a sync's
 // release. Only counts and object names are reported, never what changed.
-// The counts cover the events the cluster still keeps (Kubernetes keeps
-// events one hour unless its apiserver says otherwise).
+// The counts cover the events the cluster kept (Kubernetes keeps events one
+// hour unless its apiserver says otherwise) when the agent last read them:
+// each time helm-controller's Drifted condition moves.
 type SyncDrift struct {
 	// Detected is how many times drift was detected.
 	// +kubebuilder:validation:Minimum=0
