@@ -158,6 +158,35 @@ func TestDefaultsAreApplied(t *testing.T) {
 	g.Expect(remote.Spec.KubeconfigRef.Key).To(Equal("value"))
 }
 
+// Every Flux option a sync may set is accepted when well formed, so the
+// rejections below are about the values, not the fields.
+func TestFluxOptionsAreAccepted(t *testing.T) {
+	g := NewWithT(t)
+	ns := cluster.Namespace(t, "options", nil)
+	kustomize := minimalModule(ns)
+	kustomize.Spec.Sync.Package.Kustomize = &fleeetv1.KustomizePackage{
+		Wait:       ptr.To(false),
+		Decryption: &fleeetv1.KustomizeDecryption{SecretRef: fleeetv1.LocalObjectReference{Name: "sops-age"}},
+		Force:      ptr.To(true),
+		HealthChecks: []fleeetv1.HealthCheckReference{
+			{APIVersion: "helm.toolkit.fluxcd.io/v2", Kind: "HelmRelease", Name: "db", Namespace: "data"}},
+		HealthCheckExprs: []fleeetv1.HealthCheckExpr{{APIVersion: "example.com/v1", Kind: "Widget", Current: "status.ready"}},
+	}
+	g.Expect(cluster.Client.Create(t.Context(), kustomize)).To(Succeed())
+
+	helm := minimalModule(ns)
+	helm.Name = "chart"
+	helm.Spec.Sync = helmSync()
+	helm.Spec.Sync.Package.Helm = &fleeetv1.HelmPackage{
+		DriftDetection: &fleeetv1.HelmDriftDetection{Mode: fleeetv1.DriftWarn, Ignore: []fleeetv1.HelmDriftIgnoreRule{
+			{Paths: []string{"/spec/replicas"}, Target: &fleeetv1.PatchTarget{Kind: "Deployment"}}}},
+		CRDs: fleeetv1.CRDsCreateReplace, CreateNamespace: true,
+		PostRenderers: []fleeetv1.KustomizePatch{{Patch: "[{\"op\": \"add\", \"path\": \"/metadata/labels/team\", \"value\": \"a\"}]",
+			Target: &fleeetv1.PatchTarget{Kind: "Deployment"}}},
+	}
+	g.Expect(cluster.Client.Create(t.Context(), helm)).To(Succeed())
+}
+
 func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 	ns := cluster.Namespace(t, "invalid", nil)
 	module := func(edit func(*fleeetv1.Module)) client.Object {
@@ -285,6 +314,53 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 			m.Spec.Sync.Package.Helm.Remediation = &fleeetv1.HelmRemediation{Strategy: "Ignore"}
 		}),
 		want: []string{"spec.sync.package.helm.remediation.strategy", `Unsupported value: "Ignore"`},
+	}, {
+		name: "unknown helm drift detection mode",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.DriftDetection = &fleeetv1.HelmDriftDetection{Mode: "enabled"}
+		}),
+		want: []string{"spec.sync.package.helm.driftDetection.mode", `Unsupported value: "enabled"`},
+	}, {
+		name: "drift ignore rule with a path that is no JSON pointer",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.DriftDetection = &fleeetv1.HelmDriftDetection{
+				Ignore: []fleeetv1.HelmDriftIgnoreRule{{Paths: []string{"spec.replicas"}}}}
+		}),
+		want: []string{"spec.sync.package.helm.driftDetection.ignore[0].paths[0]"},
+	}, {
+		name: "unknown helm CRD policy",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.CRDs = "Replace"
+		}),
+		want: []string{"spec.sync.package.helm.crds", `Unsupported value: "Replace"`},
+	}, {
+		name: "empty post-renderer patch",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.PostRenderers = []fleeetv1.KustomizePatch{{}}
+		}),
+		want: []string{"spec.sync.package.helm.postRenderers[0].patch"},
+	}, {
+		name: "health checks that wait would ignore",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Package.Kustomize.HealthChecks = []fleeetv1.HealthCheckReference{{Kind: "HelmRelease", Name: "db"}}
+		}),
+		want: []string{"spec.sync.package.kustomize.healthChecks", "healthChecks need wait: false"},
+	}, {
+		name: "decryption without a key Secret",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Package.Kustomize.Decryption = &fleeetv1.KustomizeDecryption{}
+		}),
+		want: []string{"spec.sync.package.kustomize.decryption.secretRef.name"},
+	}, {
+		name: "health check expression without current",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Package.Kustomize.HealthCheckExprs = []fleeetv1.HealthCheckExpr{{APIVersion: "example.com/v1", Kind: "Widget"}}
+		}),
+		want: []string{"spec.sync.package.kustomize.healthCheckExprs[0].current"},
 	}, {
 		name: "helm retries below -1",
 		obj: module(func(m *fleeetv1.Module) {
@@ -591,5 +667,31 @@ func TestEverySourceKindIsAcceptedWithItsPackages(t *testing.T) {
 			m.Name, m.Spec.Sync = name, spec
 			NewWithT(t).Expect(cluster.Client.Create(t.Context(), m, client.FieldValidation(metav1.FieldValidationStrict))).To(Succeed())
 		})
+	}
+}
+
+// What a cluster reports of drift is counts and object names only: nothing
+// else fits, so a hostile cluster cannot smuggle text into fleetctl's
+// terminal or the dashboard through it.
+func TestDriftAClusterReportsIsBounded(t *testing.T) {
+	g := NewWithT(t)
+	ns := cluster.Namespace(t, "drift", nil)
+	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: "edge-1", Namespace: ns}}
+	g.Expect(cluster.Client.Create(t.Context(), pa)).To(Succeed())
+	report := func(d fleeetv1.SyncDrift) error {
+		pa.Status.Syncs = []fleeetv1.SyncStatus{{Name: "app", State: fleeetv1.SyncReady, Drift: &d}}
+		return cluster.Client.Status().Update(t.Context(), pa)
+	}
+	g.Expect(report(fleeetv1.SyncDrift{Detected: 2, Corrected: 2,
+		Objects: []string{"Deployment/team-a/web", "ClusterRole/web-reader"}})).To(Succeed())
+	for _, tc := range []struct {
+		drift fleeetv1.SyncDrift
+		want  string
+	}{
+		{fleeetv1.SyncDrift{Objects: []string{"Deployment/team-a/web \x1b[2J"}}, "status.syncs[0].drift.objects[0]"},
+		{fleeetv1.SyncDrift{Objects: make([]string, 17)}, "status.syncs[0].drift.objects: Too many"},
+		{fleeetv1.SyncDrift{Detected: -1}, "status.syncs[0].drift.detected"},
+	} {
+		g.Expect(report(tc.drift)).To(MatchError(ContainSubstring(tc.want)), "%+v", tc.drift)
 	}
 }

@@ -501,6 +501,10 @@ type ModuleSummary struct {
 	// says how many, and why, for the first of them.
 	// +optional
 	PodsNotReady int32 `json:"podsNotReady,omitempty"`
+	// Drifted Remotes report drift in this Module's sync: objects changed
+	// in the cluster behind Flux's back, corrected or not.
+	// +optional
+	Drifted int32 `json:"drifted,omitempty"`
 }
 
 // Module is one exactly-versioned Flux sync and the Remotes it runs on.

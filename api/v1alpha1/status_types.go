@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -106,6 +107,12 @@ type SyncStatus struct {
 	// +optional
 	Health *WorkloadHealth `json:"health,omitempty"`
 
+	// Drift is the drift Flux found in the cluster: objects the sync
+	// applied that were changed behind its back, and whether Flux put them
+	// back. Absent when none was seen.
+	// +optional
+	Drift *SyncDrift `json:"drift,omitempty"`
+
 	// LastTransitionTime is when State last changed.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
@@ -175,6 +182,58 @@ func (h *WorkloadHealth) Summary() string {
 		s += ": " + h.Reason
 	case h.Message != "":
 		s += ": " + h.Message
+	}
+	return s
+}
+
+// SyncDrift is what helm-controller reported, in its Drifted condition and
+// its events, about changes made in the cluster to the objects of a sync's
+// release. Only counts and object names are reported, never what changed.
+// The counts cover the events the cluster kept (Kubernetes keeps events one
+// hour unless its apiserver says otherwise) when the agent last read them:
+// each time helm-controller's Drifted condition moves.
+type SyncDrift struct {
+	// Detected is how many times drift was detected.
+	// +kubebuilder:validation:Minimum=0
+	Detected int32 `json:"detected"`
+
+	// Corrected is how many times Flux put the drifted objects back.
+	// +kubebuilder:validation:Minimum=0
+	Corrected int32 `json:"corrected"`
+
+	// Drifted is true while the cluster differs from the release: drift
+	// detection only warns, or the correction failed.
+	// +optional
+	Drifted bool `json:"drifted,omitempty"`
+
+	// LastDetected is when drift was last detected.
+	// +optional
+	LastDetected *metav1.Time `json:"lastDetected,omitempty"`
+
+	// Objects that drifted last, as Kind/namespace/name (Kind/name for
+	// cluster-scoped objects).
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]+/([a-z0-9.-]+/)?[a-z0-9.:-]+$`
+	Objects []string `json:"objects,omitempty"`
+}
+
+// Seen reports whether any drift was seen.
+func (d *SyncDrift) Seen() bool { return d != nil && (d.Detected > 0 || d.Drifted) }
+
+// Summary renders the drift in a few words, such as "drift detected 2×,
+// corrected 2× (Deployment/apps/web)".
+func (d *SyncDrift) Summary() string {
+	if !d.Seen() {
+		return ""
+	}
+	s := fmt.Sprintf("drift detected %d×, corrected %d×", d.Detected, d.Corrected)
+	if d.Drifted {
+		s += ", drifted now"
+	}
+	if len(d.Objects) > 0 {
+		s += " (" + strings.Join(d.Objects, ", ") + ")"
 	}
 	return s
 }

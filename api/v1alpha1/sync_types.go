@@ -248,6 +248,8 @@ type Package struct {
 }
 
 // KustomizePackage is applied as a Flux Kustomization.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.healthChecks) || (has(self.wait) && !self.wait)",message="healthChecks need wait: false; with wait, Flux checks every applied object and ignores healthChecks",fieldPath=".healthChecks"
 type KustomizePackage struct {
 	// Path to the kustomization inside the repository.
 	// +optional
@@ -321,6 +323,104 @@ type KustomizePackage struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// Decryption decrypts SOPS-encrypted manifests before they are
+	// applied; kustomize-controller does the decrypting downstream.
+	// +optional
+	Decryption *KustomizeDecryption `json:"decryption,omitempty"`
+
+	// Force recreates an object whose change the apiserver refuses because
+	// it touches an immutable field (a Job's template, a Service's
+	// clusterIP, a Deployment's selector): the object is deleted and
+	// created anew, so its pods restart. Off unless set to true.
+	// +optional
+	Force *bool `json:"force,omitempty"`
+
+	// HealthChecks are further objects, not applied by this sync, that
+	// must be ready (kstatus Current) before it is Ready, such as a
+	// HelmRelease another tool installs. They are read as the tenant's
+	// ServiceAccount.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	HealthChecks []HealthCheckReference `json:"healthChecks,omitempty"`
+
+	// HealthCheckExprs say, in CEL, when objects of a kind that kstatus
+	// does not understand (a custom resource with its own status) are
+	// ready or failed; they apply to what wait and healthChecks read.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	HealthCheckExprs []HealthCheckExpr `json:"healthCheckExprs,omitempty"`
+}
+
+// KustomizeDecryption names the Secret holding the keys that decrypt a
+// kustomize sync's SOPS-encrypted manifests.
+type KustomizeDecryption struct {
+	// SecretRef names a Secret in the tenant's downstream namespace (one
+	// the Module delivers, or one made there) whose keys ending in .agekey
+	// are age private keys (.gpg, .vault-token and the cloud KMS keys
+	// kustomize-controller knows work too).
+	// +required
+	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// HealthCheckReference names one object whose readiness a kustomize sync
+// waits for.
+type HealthCheckReference struct {
+	// APIVersion of the object, such as helm.toolkit.fluxcd.io/v2.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	APIVersion string `json:"apiVersion,omitempty"`
+
+	// Kind of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+
+	// Name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Namespace of the object; the sync's own namespace downstream unless
+	// set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// HealthCheckExpr says in CEL when objects of one kind are ready, still
+// progressing or failed. Each expression sees the object as self.
+type HealthCheckExpr struct {
+	// APIVersion of the objects, such as example.com/v1.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIVersion string `json:"apiVersion"`
+
+	// Kind of the objects.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+
+	// Current is true when an object is ready.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Current string `json:"current"`
+
+	// InProgress is true while an object is still progressing.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	InProgress string `json:"inProgress,omitempty"`
+
+	// Failed is true when an object failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Failed string `json:"failed,omitempty"`
 }
 
 // HelmPackage is installed as a Flux HelmRelease.
@@ -372,6 +472,35 @@ type HelmPackage struct {
 	// too, so the release keeps running its last good version.
 	// +optional
 	Remediation *HelmRemediation `json:"remediation,omitempty"`
+
+	// DriftDetection says what happens when the release's objects in the
+	// cluster no longer match what Helm installed (someone ran kubectl
+	// edit): absent, drift is detected and corrected, as a GitOps user
+	// expects of a cluster that git describes. Drift is reported in the
+	// sync's status either way.
+	// +optional
+	DriftDetection *HelmDriftDetection `json:"driftDetection,omitempty"`
+
+	// CRDs is how the chart's crds/ directory is handled: Skip, Create
+	// (install CRDs missing from the cluster, at install and upgrade) or
+	// CreateReplace (also replace CRDs that changed). Absent, Flux's
+	// defaults apply: Create at install, Skip at upgrade.
+	// +optional
+	CRDs HelmCRDsPolicy `json:"crds,omitempty"`
+
+	// CreateNamespace makes Helm create targetNamespace at install when it
+	// is missing. Helm creates it without labels, as the ServiceAccount the
+	// sync runs as, which needs the right to create namespaces.
+	// +optional
+	CreateNamespace bool `json:"createNamespace,omitempty"`
+
+	// PostRenderers are kustomize patches applied to the chart's rendered
+	// manifests before Helm installs them, for what the chart's values do
+	// not expose. They are not expanded: $(NAME) in a manifest is
+	// Kubernetes' own syntax.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	PostRenderers []KustomizePatch `json:"postRenderers,omitempty"`
 }
 
 // KustomizePatch is a strategic merge or JSON 6902 patch, applied to the
@@ -384,6 +513,50 @@ type KustomizePatch struct {
 	Patch string `json:"patch"`
 
 	// Target selects the objects to patch.
+	// +optional
+	Target *PatchTarget `json:"target,omitempty"`
+}
+
+// HelmDriftMode is what helm-controller does about drift.
+// +kubebuilder:validation:Enum=Enabled;Warn;Disabled
+type HelmDriftMode string
+
+const (
+	// DriftEnabled detects drift and corrects it.
+	DriftEnabled HelmDriftMode = "Enabled"
+	// DriftWarn detects drift and reports it, leaving it in place.
+	DriftWarn HelmDriftMode = "Warn"
+	// DriftDisabled neither detects nor corrects drift.
+	DriftDisabled HelmDriftMode = "Disabled"
+)
+
+// HelmDriftDetection configures helm-controller's drift detection.
+type HelmDriftDetection struct {
+	// Mode is Enabled (detect and correct, the default), Warn (detect and
+	// report only) or Disabled.
+	// +optional
+	Mode HelmDriftMode `json:"mode,omitempty"`
+
+	// Ignore lists fields that may differ without counting as drift, such
+	// as a Deployment's replicas that an autoscaler sets.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Ignore []HelmDriftIgnoreRule `json:"ignore,omitempty"`
+}
+
+// HelmDriftIgnoreRule names fields that drift detection ignores.
+type HelmDriftIgnoreRule struct {
+	// Paths are JSON pointers (RFC 6901) to the ignored fields, such as
+	// /spec/replicas.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	// +kubebuilder:validation:items:Pattern=`^(/([^~/]|~[01])*)+$`
+	Paths []string `json:"paths"`
+
+	// Target selects the objects whose fields are ignored; every object of
+	// the release unless set.
 	// +optional
 	Target *PatchTarget `json:"target,omitempty"`
 }
@@ -507,6 +680,19 @@ type ValuesReference struct {
 	// +optional
 	Optional bool `json:"optional,omitempty"`
 }
+
+// HelmCRDsPolicy is how Helm handles a chart's CRDs.
+// +kubebuilder:validation:Enum=Skip;Create;CreateReplace
+type HelmCRDsPolicy string
+
+const (
+	// CRDsSkip neither installs nor upgrades the chart's CRDs.
+	CRDsSkip HelmCRDsPolicy = "Skip"
+	// CRDsCreate installs the chart's CRDs that are missing.
+	CRDsCreate HelmCRDsPolicy = "Create"
+	// CRDsCreateReplace installs missing CRDs and replaces changed ones.
+	CRDsCreateReplace HelmCRDsPolicy = "CreateReplace"
+)
 
 // HelmRemediationStrategy is how a failed Helm upgrade is undone.
 // +kubebuilder:validation:Enum=Rollback;Uninstall

@@ -9,7 +9,7 @@
 # Usage: hack/tools/build.sh [tool...]   tools: kube-apiserver kubelet
 #        kube-controller-manager kube-scheduler kube-proxy etcd source-controller
 #        kustomize-controller helm-controller helm ct helm-unittest helm-docs
-#        controller-gen opa promtool cert-manager
+#        controller-gen opa promtool cert-manager sops
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,6 +36,7 @@ tools=(
 	"opa github.com/open-policy-agent/opa github.com/open-policy-agent/opa"
 	"promtool github.com/prometheus/prometheus/cmd/promtool github.com/prometheus/prometheus promtool"
 	"cert-manager github.com/fleeet-dev/fleeet/hack/tools/cert-manager github.com/cert-manager/cert-manager cert-manager"
+	"sops github.com/getsops/sops/v3/cmd/sops github.com/getsops/sops/v3"
 )
 
 want=("$@")

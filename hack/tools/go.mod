@@ -11,6 +11,7 @@ tool (
 	github.com/fluxcd/helm-controller
 	github.com/fluxcd/kustomize-controller
 	github.com/fluxcd/source-controller
+	github.com/getsops/sops/v3/cmd/sops
 	github.com/helm-unittest/helm-unittest/cmd/helm-unittest
 	github.com/helm/chart-testing/v3/ct
 	github.com/norwoodj/helm-docs/cmd/helm-docs

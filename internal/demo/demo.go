@@ -335,9 +335,15 @@ func Region(name string) string {
 // FrontendURL is the address of one Ready frontend Pod of a cluster, which
 // this host reaches.
 func (f *Fleet) FrontendURL(ctx context.Context, cluster string) (string, error) {
+	return f.PodinfoURL(ctx, cluster, FrontendDeployment)
+}
+
+// PodinfoURL is the address of one Ready Pod of a podinfo Deployment in
+// the tenant's namespace of a cluster, which this host reaches.
+func (f *Fleet) PodinfoURL(ctx context.Context, cluster, deployment string) (string, error) {
 	c := f.Downstream[cluster].Client
 	d := &appsv1.Deployment{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: Tenant, Name: FrontendDeployment}, d); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: Tenant, Name: deployment}, d); err != nil {
 		return "", err
 	}
 	pods := &corev1.PodList{}
@@ -351,13 +357,19 @@ func (f *Fleet) FrontendURL(ctx context.Context, cluster string) (string, error)
 			}
 		}
 	}
-	return "", fmt.Errorf("no Ready pod of Deployment %s/%s on %s", Tenant, FrontendDeployment, cluster)
+	return "", fmt.Errorf("no Ready pod of Deployment %s/%s on %s", Tenant, deployment, cluster)
 }
 
 // FrontendMessage is what a cluster's frontend says: the message of
 // podinfo's / answer from one of its Pods.
 func (f *Fleet) FrontendMessage(ctx context.Context, cluster string) (string, error) {
-	url, err := f.FrontendURL(ctx, cluster)
+	return f.PodinfoMessage(ctx, cluster, FrontendDeployment)
+}
+
+// PodinfoMessage is what a podinfo Deployment of a cluster says: the
+// message of podinfo's / answer from one of its Pods.
+func (f *Fleet) PodinfoMessage(ctx context.Context, cluster, deployment string) (string, error) {
+	url, err := f.PodinfoURL(ctx, cluster, deployment)
 	if err != nil {
 		return "", err
 	}

@@ -61,7 +61,7 @@ var (
 	remoteSuspended = prometheus.NewDesc("fleeet_remote_suspended",
 		"1 while the Remote's spec.suspend holds its plan.", []string{"namespace", "remote"}, nil)
 	moduleRemotes = prometheus.NewDesc("fleeet_module_remotes",
-		"The Module's selected Remotes by the state of its sync there (total, updated, ready, failed, blocked, offline, suspended, pods_not_ready).",
+		"The Module's selected Remotes by the state of its sync there (total, updated, ready, failed, blocked, offline, suspended, pods_not_ready, drifted).",
 		[]string{"namespace", "module", "state"}, nil)
 	moduleRollout = prometheus.NewDesc("fleeet_module_rollout_state",
 		"1 for the state the Module's rollout is in (ready, progressing, paused, rolled_back, failed, stalled).",
@@ -109,7 +109,8 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		m := &modules.Items[i]
 		s := m.Status.Summary
 		for state, n := range map[string]int32{"total": s.Total, "updated": s.Updated, "ready": s.Ready, "failed": s.Failed,
-			"blocked": s.Blocked, "offline": s.Offline, "suspended": s.Suspended, "pods_not_ready": s.PodsNotReady} {
+			"blocked": s.Blocked, "offline": s.Offline, "suspended": s.Suspended, "pods_not_ready": s.PodsNotReady,
+			"drifted": s.Drifted} {
 			ch <- prometheus.MustNewConstMetric(moduleRemotes, prometheus.GaugeValue, float64(n), m.Namespace, m.Name, state)
 		}
 		ch <- prometheus.MustNewConstMetric(moduleRollout, prometheus.GaugeValue, 1, m.Namespace, m.Name, rolloutState(m))

@@ -41,7 +41,7 @@ func TestTheFleetCollectorReportsRemotesAndModules(t *testing.T) {
 	lab := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "lab"}, Spec: fleeetv1.RemoteSpec{Suspend: true},
 		Status: fleeetv1.RemoteStatus{Conditions: []metav1.Condition{{Type: fleeetv1.ConnectedCondition, Status: metav1.ConditionFalse}}}}
 	app := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "app"},
-		Status: fleeetv1.ModuleStatus{Summary: fleeetv1.ModuleSummary{Total: 2, Updated: 1, Ready: 1, Offline: 1},
+		Status: fleeetv1.ModuleStatus{Summary: fleeetv1.ModuleSummary{Total: 2, Updated: 1, Ready: 1, Offline: 1, Drifted: 1},
 			Conditions: []metav1.Condition{{Type: fleeetv1.RolloutPausedCondition, Status: metav1.ConditionTrue}}}}
 	f := &fleetCollector{reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(online, lab, app).Build()}
 	want := `
@@ -54,5 +54,19 @@ fleeet_remote_connected{namespace="team-a",remote="lab"} 0
 fleeet_module_rollout_state{module="app",namespace="team-a",state="paused"} 1
 `
 	NewWithT(t).Expect(testutil.CollectAndCompare(f, strings.NewReader(want), "fleeet_remote_connected", "fleeet_module_rollout_state")).To(Succeed())
-	NewWithT(t).Expect(testutil.CollectAndCount(f, "fleeet_module_remotes")).To(Equal(8), "one series per state")
+	NewWithT(t).Expect(testutil.CollectAndCount(f, "fleeet_module_remotes")).To(Equal(9), "one series per state")
+	remotes := `
+# HELP fleeet_module_remotes The Module's selected Remotes by the state of its sync there (total, updated, ready, failed, blocked, offline, suspended, pods_not_ready, drifted).
+# TYPE fleeet_module_remotes gauge
+fleeet_module_remotes{module="app",namespace="team-a",state="blocked"} 0
+fleeet_module_remotes{module="app",namespace="team-a",state="drifted"} 1
+fleeet_module_remotes{module="app",namespace="team-a",state="failed"} 0
+fleeet_module_remotes{module="app",namespace="team-a",state="offline"} 1
+fleeet_module_remotes{module="app",namespace="team-a",state="pods_not_ready"} 0
+fleeet_module_remotes{module="app",namespace="team-a",state="ready"} 1
+fleeet_module_remotes{module="app",namespace="team-a",state="suspended"} 0
+fleeet_module_remotes{module="app",namespace="team-a",state="total"} 2
+fleeet_module_remotes{module="app",namespace="team-a",state="updated"} 1
+`
+	NewWithT(t).Expect(testutil.CollectAndCompare(f, strings.NewReader(remotes), "fleeet_module_remotes")).To(Succeed())
 }

@@ -70,12 +70,16 @@ type Cell struct {
 	BlockedBy []string `json:"blockedBy,omitempty"`
 	// Health is how the sync's workloads are doing, as the cluster reports.
 	Health *fleeetv1.WorkloadHealth `json:"health,omitempty"`
+	// Drift is the drift the cluster reports in the sync's objects.
+	Drift *fleeetv1.SyncDrift `json:"drift,omitempty"`
 }
 
 // Text renders a cell for the grid: its state, the version its plan holds
 // (marked * when not the Module's current one) and, when the cluster reports
-// workloads, their ready pods and why some are not ready, such as
-// "failed v1.2.0 0/2 pods CrashLoopBackOff"; "-" for an empty cell.
+// workloads, their ready pods and why some are not ready, and how often
+// drift was detected in its objects, such as "failed v1.2.0 0/2 pods
+// CrashLoopBackOff" or "ready 6.9.2 1/1 pods drift 1×"; "-" for an empty
+// cell.
 func (c Cell) Text() string {
 	if c.State == "" {
 		return "-"
@@ -92,6 +96,9 @@ func (c Cell) Text() string {
 		if h.Reason != "" {
 			text += " " + h.Reason
 		}
+	}
+	if c.Drift.Seen() {
+		text += fmt.Sprintf(" drift %d×", max(c.Drift.Detected, 1))
 	}
 	return text
 }
@@ -147,7 +154,7 @@ func (f *Fleet) Cell(m *fleeetv1.Module, remote *fleeetv1.Remote) Cell {
 	cell.State, cell.Message = StatePending, "the cluster has not reported this plan yet"
 	if s := pa.ReportedSync(m.Name); s != nil {
 		cell.State = strings.ToLower(string(s.State))
-		cell.Message, cell.BlockedBy, cell.Health = s.Message, s.BlockedBy, s.Health
+		cell.Message, cell.BlockedBy, cell.Health, cell.Drift = s.Message, s.BlockedBy, s.Health, s.Drift
 	}
 	return cell
 }

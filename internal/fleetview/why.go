@@ -75,6 +75,9 @@ func (v WhyView) Print(w io.Writer, ns string) {
 	if v.Cell.Health != nil {
 		fmt.Fprintf(w, "  workloads:    %s\n", v.Cell.Health.Summary())
 	}
+	if v.Cell.Drift.Seen() {
+		fmt.Fprintf(w, "  drift:        %s\n", v.Cell.Drift.Summary())
+	}
 	for _, d := range v.Dependencies {
 		fmt.Fprintf(w, "  waits for:    %s\n", d)
 	}

@@ -290,6 +290,7 @@ func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]strin
 			Prune:              pkg.Prune == nil || *pkg.Prune,
 			Wait:               pkg.Wait == nil || *pkg.Wait,
 			Timeout:            timeout(pkg.Timeout),
+			Force:              pkg.Force != nil && *pkg.Force,
 			TargetNamespace:    pkg.TargetNamespace,
 			ServiceAccountName: t.ServiceAccountName,
 			KubeConfig:         t.KubeConfig,
@@ -297,6 +298,18 @@ func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]strin
 				Kind: sourceKind(src), Name: src.GetName(),
 			},
 		},
+	}
+	if pkg.Decryption != nil {
+		ks.Spec.Decryption = &kustomizev1.Decryption{Provider: sopsProvider, SecretRef: secretRef(&pkg.Decryption.SecretRef)}
+	}
+	for _, h := range pkg.HealthChecks {
+		ks.Spec.HealthChecks = append(ks.Spec.HealthChecks, meta.NamespacedObjectKindReference{
+			APIVersion: h.APIVersion, Kind: h.Kind, Name: h.Name, Namespace: h.Namespace})
+	}
+	for _, e := range pkg.HealthCheckExprs {
+		ks.Spec.HealthCheckExprs = append(ks.Spec.HealthCheckExprs, kustomize.CustomHealthCheck{
+			APIVersion: e.APIVersion, Kind: e.Kind,
+			HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: e.Current, InProgress: e.InProgress, Failed: e.Failed}})
 	}
 	if len(pkg.Substitute) > 0 || len(pkg.SubstituteFrom) > 0 {
 		ks.Spec.PostBuild = &kustomizev1.PostBuild{}
@@ -356,6 +369,12 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, om
 		hr.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: ref.Kind, Name: ref.Name}
 	}
 	hr.Spec.Install, hr.Spec.Upgrade = remediation(pkg.Remediation)
+	hr.Spec.Install.CRDs, hr.Spec.Upgrade.CRDs = helmv2.CRDsPolicy(pkg.CRDs), helmv2.CRDsPolicy(pkg.CRDs)
+	hr.Spec.Install.CreateNamespace = pkg.CreateNamespace
+	hr.Spec.DriftDetection = driftDetection(pkg.DriftDetection)
+	if len(pkg.PostRenderers) > 0 {
+		hr.Spec.PostRenderers = []helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Patches: patches(pkg.PostRenderers)}}}
+	}
 	if pkg.Values != nil && len(pkg.Values.Raw) > 0 {
 		raw, err := bindings.ExpandJSON(pkg.Values.Raw, values)
 		if err != nil {
@@ -381,6 +400,9 @@ func sourceKind(src client.Object) string {
 		return sourcev1.HelmRepositoryKind
 	}
 }
+
+// sopsProvider is the only decryption provider kustomize-controller has.
+const sopsProvider = "sops"
 
 // timeout is a sync's timeout, or defaultTimeout.
 func timeout(d *metav1.Duration) *metav1.Duration {
@@ -428,17 +450,25 @@ func remediation(r *fleeetv1.HelmRemediation) (*helmv2.Install, *helmv2.Upgrade)
 	return install, upgrade
 }
 
-// patches are a sync's kustomize patches as Flux takes them. They are not
-// expanded: $(NAME) in a manifest is Kubernetes' own syntax.
-func patches(list []fleeetv1.KustomizePatch) []kustomize.Patch {
-	var out []kustomize.Patch
-	for _, p := range list {
-		patch := kustomize.Patch{Patch: p.Patch}
-		if t := p.Target; t != nil {
-			patch.Target = &kustomize.Selector{Group: t.Group, Version: t.Version, Kind: t.Kind, Name: t.Name,
-				Namespace: t.Namespace, LabelSelector: t.LabelSelector, AnnotationSelector: t.AnnotationSelector}
-		}
-		out = append(out, patch)
+// driftDetection is helm-controller's drift detection for a sync: as the
+// sync says, or detecting and correcting drift when it says nothing.
+// Flux's own default is to detect nothing, for compatibility with
+// releases made before it could; a fleet described in git wants the
+// cluster to match it, and a kubectl edit undone, as kustomize syncs
+// already are at every interval.
+func driftDetection(d *fleeetv1.HelmDriftDetection) *helmv2.DriftDetection {
+	out := &helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}
+	if d == nil {
+		return out
+	}
+	switch d.Mode {
+	case fleeetv1.DriftWarn:
+		out.Mode = helmv2.DriftDetectionWarn
+	case fleeetv1.DriftDisabled:
+		out.Mode = helmv2.DriftDetectionDisabled
+	}
+	for _, rule := range d.Ignore {
+		out.Ignore = append(out.Ignore, helmv2.IgnoreRule{Paths: slices.Clone(rule.Paths), Target: selector(rule.Target)})
 	}
 	return out
 }

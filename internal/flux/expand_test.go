@@ -110,13 +110,7 @@ func TestKustomizationsWaitForTheirObjectsByDefault(t *testing.T) {
 	}
 	for _, tc := range cases {
 		g := NewWithT(t)
-		sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
-			Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
-			Package: fleeetv1.Package{Kustomize: &tc.pkg},
-		}}
-		x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
-		g.Expect(err).NotTo(HaveOccurred())
-		ks := x.Applier.(*kustomizev1.Kustomization)
+		ks := kustomization(g, &tc.pkg)
 		g.Expect(ks.Spec.Wait).To(Equal(tc.wait), tc.name)
 		g.Expect(ks.Spec.Timeout).To(Equal(&metav1.Duration{Duration: tc.timeout}), tc.name)
 		g.Expect(ks.Spec.HealthChecks).To(BeEmpty(), "wait checks every applied object")
@@ -157,13 +151,7 @@ func TestHelmReleasesRemediateByDefault(t *testing.T) {
 	}
 	for _, tc := range cases {
 		g := NewWithT(t)
-		sync := &fleeetv1.NamedSync{Name: "app", SyncSpec: fleeetv1.SyncSpec{
-			Source:  fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}},
-			Package: fleeetv1.Package{Helm: &tc.pkg},
-		}}
-		x, err := Expand(Target{Owner: "plan", Namespace: "team-a"}, sync, nil, nil)
-		g.Expect(err).NotTo(HaveOccurred())
-		hr := x.Applier.(*helmv2.HelmRelease)
+		hr := helmRelease(g, &tc.pkg)
 		g.Expect(hr.Spec.Timeout).To(Equal(&metav1.Duration{Duration: tc.timeout}), tc.name)
 		g.Expect(hr.Spec.Install.Strategy.Name).To(Equal(remediate), "%s: remediation applies even under DefaultToRetryOnFailure", tc.name)
 		g.Expect(hr.Spec.Upgrade.Strategy.Name).To(Equal(remediate), tc.name)
@@ -382,4 +370,89 @@ func TestHelmValuesFromReachTheHelmRelease(t *testing.T) {
 		{Kind: "ConfigMap", Name: "defaults"},
 		{Kind: "Secret", Name: "db", ValuesKey: "password", TargetPath: "db.password", Optional: true},
 	}))
+}
+
+// The Flux options a platform engineer sets on a kustomize sync reach its
+// Kustomization unchanged: SOPS decryption with the named key Secret, force
+// for immutable fields, health checks and their CEL expressions.
+func TestKustomizeOptionsReachTheKustomization(t *testing.T) {
+	g := NewWithT(t)
+	pkg := fleeetv1.KustomizePackage{
+		Wait:       ptr.To(false),
+		Decryption: &fleeetv1.KustomizeDecryption{SecretRef: fleeetv1.LocalObjectReference{Name: "sops-age"}},
+		Force:      ptr.To(true),
+		HealthChecks: []fleeetv1.HealthCheckReference{
+			{APIVersion: "helm.toolkit.fluxcd.io/v2", Kind: "HelmRelease", Name: "db", Namespace: "data"}},
+		HealthCheckExprs: []fleeetv1.HealthCheckExpr{{APIVersion: "example.com/v1", Kind: "Widget",
+			Current: "status.phase == 'Ready'", Failed: "status.phase == 'Failed'"}},
+	}
+	ks := kustomization(g, &pkg).Spec
+	g.Expect(ks.Decryption).To(Equal(&kustomizev1.Decryption{Provider: "sops", SecretRef: &meta.LocalObjectReference{Name: "sops-age"}}))
+	g.Expect(ks.Force).To(BeTrue())
+	g.Expect(ks.HealthChecks).To(Equal([]meta.NamespacedObjectKindReference{
+		{APIVersion: "helm.toolkit.fluxcd.io/v2", Kind: "HelmRelease", Name: "db", Namespace: "data"}}))
+	g.Expect(ks.HealthCheckExprs).To(Equal([]kustomize.CustomHealthCheck{{APIVersion: "example.com/v1", Kind: "Widget",
+		HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "status.phase == 'Ready'", Failed: "status.phase == 'Failed'"}}}))
+
+	pks := kustomization(g, &fleeetv1.KustomizePackage{}).Spec
+	g.Expect(pks.Decryption).To(BeNil(), "nothing is decrypted unless asked")
+	g.Expect(pks.Force).To(BeFalse(), "nothing is recreated unless asked")
+}
+
+// A HelmRelease detects and corrects drift unless its sync says otherwise,
+// and carries the sync's CRD policy, namespace creation and post-renderer
+// patches.
+func TestHelmOptionsReachTheHelmRelease(t *testing.T) {
+	deployments := &fleeetv1.PatchTarget{Kind: "Deployment", Name: "web"}
+	cases := []struct {
+		name  string
+		pkg   fleeetv1.HelmPackage
+		drift helmv2.DriftDetection
+	}{
+		{"defaults", fleeetv1.HelmPackage{}, helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}},
+		{"mode unset", fleeetv1.HelmPackage{DriftDetection: &fleeetv1.HelmDriftDetection{}},
+			helmv2.DriftDetection{Mode: helmv2.DriftDetectionEnabled}},
+		{"warn with ignore rules", fleeetv1.HelmPackage{DriftDetection: &fleeetv1.HelmDriftDetection{Mode: fleeetv1.DriftWarn,
+			Ignore: []fleeetv1.HelmDriftIgnoreRule{{Paths: []string{"/spec/replicas"}, Target: deployments}, {Paths: []string{"/metadata/annotations"}}}}},
+			helmv2.DriftDetection{Mode: helmv2.DriftDetectionWarn, Ignore: []helmv2.IgnoreRule{
+				{Paths: []string{"/spec/replicas"}, Target: &kustomize.Selector{Kind: "Deployment", Name: "web"}},
+				{Paths: []string{"/metadata/annotations"}}}}},
+		{"disabled", fleeetv1.HelmPackage{DriftDetection: &fleeetv1.HelmDriftDetection{Mode: fleeetv1.DriftDisabled}},
+			helmv2.DriftDetection{Mode: helmv2.DriftDetectionDisabled}},
+	}
+	for _, tc := range cases {
+		g := NewWithT(t)
+		hr := helmRelease(g, &tc.pkg)
+		g.Expect(*hr.Spec.DriftDetection).To(Equal(tc.drift), tc.name)
+		g.Expect(hr.Spec.Install.CRDs).To(BeEmpty(), "%s: Flux's CRD defaults unless the sync sets a policy", tc.name)
+		g.Expect(hr.Spec.Upgrade.CRDs).To(BeEmpty(), tc.name)
+		g.Expect(hr.Spec.Install.CreateNamespace).To(BeFalse(), tc.name)
+		g.Expect(hr.Spec.PostRenderers).To(BeEmpty(), tc.name)
+	}
+
+	g := NewWithT(t)
+	patch := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels:\n    team: a\n"
+	hr := helmRelease(g, &fleeetv1.HelmPackage{CRDs: fleeetv1.CRDsCreateReplace, CreateNamespace: true,
+		PostRenderers: []fleeetv1.KustomizePatch{{Patch: patch, Target: deployments}}})
+	g.Expect(hr.Spec.Install.CRDs).To(Equal(helmv2.CreateReplace))
+	g.Expect(hr.Spec.Upgrade.CRDs).To(Equal(helmv2.CreateReplace))
+	g.Expect(hr.Spec.Install.CreateNamespace).To(BeTrue())
+	g.Expect(hr.Spec.PostRenderers).To(Equal([]helmv2.PostRenderer{{Kustomize: &helmv2.Kustomize{Patches: []kustomize.Patch{
+		{Patch: patch, Target: &kustomize.Selector{Kind: "Deployment", Name: "web"}}}}}}))
+}
+
+// kustomization expands a kustomize sync of pkg into its Kustomization.
+func kustomization(g Gomega, pkg *fleeetv1.KustomizePackage) *kustomizev1.Kustomization {
+	return expand(g, fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
+		Package: fleeetv1.Package{Kustomize: pkg},
+	}).Applier.(*kustomizev1.Kustomization)
+}
+
+// helmRelease expands a helm sync of pkg into its HelmRelease.
+func helmRelease(g Gomega, pkg *fleeetv1.HelmPackage) *helmv2.HelmRelease {
+	return expand(g, fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "app", Version: "1.0.0"}},
+		Package: fleeetv1.Package{Helm: pkg},
+	}).Applier.(*helmv2.HelmRelease)
 }

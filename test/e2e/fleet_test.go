@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	. "github.com/onsi/gomega"
@@ -17,7 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
@@ -191,9 +194,12 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		t.Fatalf("after the outage: %v", err)
 	}
 
+	edge3 := fleet.Downstream["edge-3"]
+	driftIsSeenAndCorrected(t, fleet, edge3)
+	sopsSecretReachesAPod(t, fleet, edge3)
+
 	// Revoking edge-3: its Remote and identity go, its workloads stay, its
 	// credential stops working.
-	edge3 := fleet.Downstream["edge-3"]
 	stored := &corev1.Secret{}
 	g.Expect(edge3.Client.Get(ctx, client.ObjectKey{Namespace: demo.AgentNamespace, Name: demo.Tenant + "-credential"}, stored)).To(Succeed())
 	out, err = fleet.Fleetctl(ctx, "revoke", "edge-3")
@@ -215,6 +221,118 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		{"edge-1", "ready v1.4.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
 		{"edge-2", "ready v1.4.0 1/1 pods", "ready " + frontend + " 1/1 pods"},
 	}))
+}
+
+// driftIsSeenAndCorrected: someone scales edge-3's frontend Deployment
+// behind Flux's back, as a kubectl edit would. helm-controller looks for
+// drift when it reconciles the HelmRelease, every 10 minutes; the test
+// asks for that reconcile at once, as `flux reconcile helmrelease` does.
+// helm-controller scales the Deployment back, and the fleet sees it: the
+// sync's status on the management cluster, the Module's summary and
+// metric, fleetctl status and fleetctl why.
+func driftIsSeenAndCorrected(t *testing.T, fleet *demo.Fleet, down *testenv.Cluster) {
+	g := testenv.Assertions(t)
+	ctx := t.Context()
+	c := fleet.Management.Client
+	deployment := client.ObjectKey{Namespace: demo.Tenant, Name: demo.FrontendDeployment}
+	dep := &appsv1.Deployment{}
+	g.Expect(down.Client.Get(ctx, deployment, dep)).To(Succeed())
+	g.Expect(dep.Spec.Replicas).To(HaveValue(Equal(int32(1))))
+	dep.Spec.Replicas = ptr.To(int32(2))
+	g.Expect(down.Client.Update(ctx, dep)).To(Succeed())
+	hr := &helmv2.HelmRelease{}
+	g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: flux.ObjectName(demo.Tenant, demo.Frontend)}, hr)).To(Succeed())
+	before := hr.DeepCopy()
+	hr.Annotations[meta.ReconcileRequestAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
+	g.Expect(down.Client.Patch(ctx, hr, client.MergeFrom(before))).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(down.Client.Get(ctx, deployment, dep)).To(Succeed())
+		g.Expect(dep.Spec.Replicas).To(HaveValue(Equal(int32(1))))
+	}, 2*time.Minute, time.Second).Should(Succeed(), "helm-controller scaled the Deployment back")
+	object := "Deployment/" + demo.Tenant + "/" + demo.FrontendDeployment
+	g.Eventually(func(g Gomega) {
+		pa := &fleeetv1.ProxyAssemblage{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "edge-3"}, pa)).To(Succeed())
+		s := pa.ReportedSync(demo.Frontend)
+		g.Expect(s).NotTo(BeNil())
+		g.Expect(s.Drift).NotTo(BeNil())
+		g.Expect(s.Drift.Detected).To(BeNumerically(">=", 1))
+		g.Expect(s.Drift.Corrected).To(Equal(s.Drift.Detected), "every drift was put back")
+		g.Expect(s.Drift.Drifted).To(BeFalse())
+		g.Expect(s.Drift.Objects).To(Equal([]string{object}))
+		m := &fleeetv1.Module{}
+		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: demo.Frontend}, m)).To(Succeed())
+		g.Expect(m.Status.Summary.Drifted).To(Equal(int32(1)), "edge-3 alone drifted")
+	}, time.Minute, time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) string { return testenv.Metrics(g, fleet.ManagerMetrics, fleet.ManagerMetricsToken) }, time.Minute, time.Second).
+		Should(ContainSubstring(`fleeet_module_remotes{module="frontend",namespace="team-a",state="drifted"} 1`))
+	g.Eventually(func(g Gomega) []string { return statusCells(ctx, g, fleet)[3] }, time.Minute, time.Second).
+		Should(ConsistOf("edge-3", MatchRegexp(`^ready v\S+ 1/1 pods$`), MatchRegexp(`^ready \S+ 1/1 pods drift [1-9]×$`)))
+	out, err := fleet.Fleetctl(ctx, "why", demo.Frontend, "--remote", "edge-3")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(MatchRegexp(`drift: +drift detected ([1-9])×, corrected ([1-9])× \(` + object + `\)`))
+}
+
+// sopsSecretReachesAPod: a Module selecting edge-3 (region us) applies
+// from git a Secret encrypted with the sops CLI to a fresh age key, and a
+// podinfo Deployment taking its environment from that Secret. The key is
+// a Secret in the tenant's namespace on edge-3, made here as a Module's
+// delivered Secret would be; kustomize-controller decrypts, and the running
+// pod answers with the decrypted message. Removing the Module removes both.
+func sopsSecretReachesAPod(t *testing.T, fleet *demo.Fleet, down *testenv.Cluster) {
+	g := testenv.Assertions(t)
+	ctx := t.Context()
+	const name, message = "sealed", "decrypted on edge-3"
+	key := testenv.NewSOPSKey(t)
+	secret := key.Encrypt(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: "+name+"\nstringData:\n  PODINFO_UI_MESSAGE: "+message+"\n")
+	g.Expect(secret).NotTo(ContainSubstring(message))
+
+	// podinfo as the backend runs it, under another name, its environment
+	// from the Secret.
+	backend := &appsv1.Deployment{}
+	g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: "podinfo"}, backend)).To(Succeed())
+	labels := map[string]string{"app": name}
+	pod := backend.Spec.Template.DeepCopy()
+	pod.ObjectMeta = metav1.ObjectMeta{Labels: labels}
+	pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}
+	manifest, err := yaml.Marshal(&appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: *pod},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	url, _ := fleet.Git.Commit(t, name, map[string]string{
+		"kustomization.yaml": "resources: [secret.yaml, deployment.yaml]\n",
+		"secret.yaml":        secret,
+		"deployment.yaml":    string(manifest),
+	}, "v1.0.0")
+	keySecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: "sops-age"}, Data: key.SecretData()}
+	g.Expect(down.Client.Create(ctx, keySecret)).To(Succeed())
+
+	c := fleet.Management.Client
+	m := &fleeetv1.Module{
+		ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: name},
+		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"region": "us"}},
+			Sync: fleeetv1.SyncSpec{
+				Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: url, Tag: "v1.0.0"}},
+				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{TargetNamespace: demo.Tenant,
+					Decryption: &fleeetv1.KustomizeDecryption{SecretRef: fleeetv1.LocalObjectReference{Name: keySecret.Name}}}},
+			},
+		}},
+	}
+	g.Expect(c.Create(ctx, m)).To(Succeed())
+	g.Eventually(func() (string, error) { return fleet.PodinfoMessage(ctx, "edge-3", name) }, 3*time.Minute, time.Second).
+		Should(Equal(message), "the pod's environment holds the decrypted value")
+
+	g.Expect(c.Delete(ctx, m)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(down.Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: name}, &corev1.Secret{}))
+	}, 2*time.Minute, time.Second).Should(BeTrue(), "the decrypted Secret goes with the Module")
+	g.Expect(down.Client.Delete(ctx, keySecret)).To(Succeed())
 }
 
 // setBackend moves the backend Module to a git tag, with a health-check

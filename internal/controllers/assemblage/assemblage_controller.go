@@ -47,7 +47,8 @@ type Reconciler struct {
 	// could, never what the agent may.
 	ReadAs func(namespace, serviceAccount string) (client.Reader, error)
 	// APIReader reads, uncached and as the agent, the pods of a workload
-	// short of ready pods, to say why; and, only with AllowUnconfined, the
+	// short of ready pods, to say why; the events of a HelmRelease that
+	// detects drift, to count it; and, only with AllowUnconfined, the
 	// objects the bindings of an Assemblage without a ServiceAccount refer to.
 	APIReader client.Reader
 	// AllowUnconfined lets an Assemblage that names no ServiceAccount run:
@@ -66,6 +67,7 @@ type Reconciler struct {
 	FetchJitter time.Duration
 
 	jitter *jitter
+	drifts driftReads
 }
 
 // SetupWithManager registers the controller. Changes to the Flux objects an
@@ -288,6 +290,9 @@ func (r *Reconciler) reconcileSync(ctx context.Context, asm *fleeetv1.Assemblage
 		st.State, st.Revision, st.Message = v.State, v.Revision, v.Message
 	}
 	r.readSyncHealth(ctx, &st, o)
+	if correctionPending(st.Drift, time.Now()) && wait == 0 {
+		wait = driftRecheck
+	}
 	return st, wait, err
 }
 
@@ -379,14 +384,15 @@ func (r *Reconciler) applyWhenDue(ctx context.Context, asm *fleeetv1.Assemblage,
 
 // readSyncHealth completes a sync's status from the objects the reconcile
 // started with, whatever its state: the revision its applier last applied,
-// unless judging the sync already set one, and how the workloads it applied
-// are doing.
+// unless judging the sync already set one, how the workloads it applied
+// are doing and what drift Flux found in them.
 func (r *Reconciler) readSyncHealth(ctx context.Context, st *fleeetv1.SyncStatus, o flux.Objects) {
 	if st.Revision == "" {
 		st.Revision = flux.AppliedRevision(o.Applier)
 	}
 	if o.Exists() {
 		st.Health = flux.ReadHealth(ctx, r.Client, r.APIReader, o.Applier)
+		st.Drift = r.drifts.read(ctx, r.APIReader, o.Applier, time.Now())
 	}
 }
 
@@ -446,6 +452,7 @@ func (r *Reconciler) reconcileRemovals(ctx context.Context, asm *fleeetv1.Assemb
 				errs = append(errs, fmt.Errorf("removing sync %s: %w", name, err))
 				continue
 			}
+			r.drifts.forget(client.ObjectKeyFromObject(obj))
 			deleted = true
 		}
 		if deleted {

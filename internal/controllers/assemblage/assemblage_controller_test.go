@@ -80,6 +80,11 @@ func TestAssemblage(t *testing.T) {
 	t.Run("PrivateGitOverSSHSyncsWithThePinnedHostKeyOnly", e.testPrivateGitOverSSH)
 	t.Run("PrivateOCIRegistrySyncsArtifactsAndChartsAtTagOrDigest", e.testPrivateOCIRegistry)
 	t.Run("PatchesImagesAndComponentsShapeWhatKustomizeApplies", e.testKustomizeOptions)
+	t.Run("SOPSEncryptedSecretIsDecryptedWithTheKeySecretTheSyncNames", e.testSOPSDecryption)
+	t.Run("ChangedImmutableObjectFailsItsSyncUntilForceRecreatesIt", e.testForce)
+	t.Run("PostRenderersPatchWhatTheChartRendersAndHelmCreatesTheNamespace", e.testPostRenderers)
+	t.Run("HealthChecksHoldASyncUntilTheObjectsTheyNameAreReady", e.testHealthChecks)
+	t.Run("HealthCheckExprsSayWhenACustomResourceIsReady", e.testHealthCheckExprs)
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
@@ -102,6 +107,8 @@ func publishConfigs(t testing.TB) string {
 		"crds/widget.yaml":             string(crd),
 		"gadget/kustomization.yaml":    "resources: [gadget.yaml]\n",
 		"gadget/gadget.yaml":           "apiVersion: example.fleeet.dev/v1\nkind: Gadget\nmetadata:\n  name: ${id}\nspec: {}\n",
+		"widget/kustomization.yaml":    "resources: [widget.yaml]\n",
+		"widget/widget.yaml":           "apiVersion: example.fleeet.dev/v1\nkind: Widget\nmetadata:\n  name: ${id}\nspec: {ready: false}\n",
 		"web/kustomization.yaml":       "resources: [deployment.yaml]\n",
 		"components/labelled/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n" +
 			"labels: [{pairs: {component: labelled}}]\n",
@@ -846,4 +853,166 @@ func (e *env) testHelmRemediation(t *testing.T) {
 	g.Expect(done.Status.Syncs[0].Revision).To(Equal("3.0.0"))
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("chartVersion", "3.0.0"))
+}
+
+// testSOPSDecryption: a Secret encrypted with the sops CLI to a fresh age
+// key is committed to git. kustomize-controller decrypts it with the key
+// Secret the sync names and applies the plain Secret; the same manifest in
+// a sync without decryption fails, saying why, and applies nothing.
+func (e *env) testSOPSDecryption(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	key := testenv.NewSOPSKey(t)
+	const password = "correct horse battery staple"
+	// data, not stringData: kustomize-controller v1.9.5 converts a Secret's
+	// stringData into data before it looks for SOPS metadata, losing it, so
+	// an encrypted stringData Secret in a sync without decryption is applied
+	// as ciphertext instead of failing (seen here).
+	b64 := base64.StdEncoding.EncodeToString([]byte(password))
+	encrypted := key.Encrypt(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  password: "+b64+"\n")
+	g.Expect(encrypted).NotTo(Or(ContainSubstring(password), ContainSubstring(b64)))
+	g.Expect(encrypted).To(ContainSubstring("sops:"))
+	url, _ := testenv.NewGitServer(t).Commit(t, "secrets", map[string]string{
+		"db/kustomization.yaml": "resources: [secret.yaml]\n",
+		"db/secret.yaml":        encrypted,
+	}, "v1.0.0")
+	sync := func(ns string, decryption *fleeetv1.KustomizeDecryption) fleeetv1.NamedSync {
+		return fleeetv1.NamedSync{Name: "db", SyncSpec: fleeetv1.SyncSpec{
+			Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: url, Tag: "v1.0.0"}},
+			Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{
+				Path: "./db", TargetNamespace: ns, Decryption: decryption}},
+		}}
+	}
+
+	ns := e.c.Namespace(t, "sops", nil)
+	g.Expect(e.c.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sops-age", Namespace: ns},
+		Data: key.SecretData()})).To(Succeed())
+	e.waitReady(t, e.create(t, ns, sync(ns, &fleeetv1.KustomizeDecryption{SecretRef: fleeetv1.LocalObjectReference{Name: "sops-age"}})))
+	var secret corev1.Secret
+	g.Expect(e.c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, &secret)).To(Succeed())
+	g.Expect(string(secret.Data["password"])).To(Equal(password), "decrypted downstream")
+
+	locked := e.c.Namespace(t, "sops-locked", nil)
+	asm := e.create(t, locked, sync(locked, nil))
+	g.Eventually(func(g Gomega) {
+		st := e.syncStatus(g, asm, "db")
+		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed), "%+v", st)
+		g.Expect(st.Message).To(ContainSubstring("is SOPS encrypted, configuring decryption is required"))
+	}, timeout, poll).Should(Succeed())
+	err := e.c.Client.Get(ctx, client.ObjectKey{Namespace: locked, Name: "db"}, &corev1.Secret{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing is applied encrypted: %v", err)
+}
+
+// testForce: a ConfigMap marked immutable whose data changes in the next
+// version is refused by the apiserver, and the sync fails naming why; with
+// force, kustomize-controller deletes it and creates it anew.
+func (e *env) testForce(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "force", nil)
+	git := testenv.NewGitServer(t)
+	files := func(version string) map[string]string {
+		return map[string]string{
+			"settings/kustomization.yaml": "resources: [configmap.yaml]\n",
+			"settings/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\nimmutable: true\n" +
+				"data:\n  version: " + version + "\n",
+		}
+	}
+	url, _ := git.Commit(t, "settings", files("v1"), "v1.0.0")
+	git.Commit(t, "settings", files("v2"), "v2.0.0")
+	settings := func(tag string, force bool) fleeetv1.NamedSync {
+		return fleeetv1.NamedSync{Name: "settings", SyncSpec: fleeetv1.SyncSpec{
+			Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: url, Tag: tag}},
+			Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{
+				Path: "./settings", TargetNamespace: ns, Force: ptr.To(force)}},
+		}}
+	}
+	asm := e.create(t, ns, settings("v1.0.0", false))
+	e.waitReady(t, asm)
+
+	e.update(t, asm, settings("v2.0.0", false))
+	g.Eventually(func(g Gomega) {
+		st := e.syncStatus(g, asm, "settings")
+		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed), "%+v", st)
+		g.Expect(st.Message).To(ContainSubstring("immutable"))
+	}, timeout, poll).Should(Succeed())
+
+	e.update(t, asm, settings("v2.0.0", true))
+	e.waitReady(t, asm)
+	var cm corev1.ConfigMap
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "settings"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("version", "v2"), "recreated at the new version")
+}
+
+// testPostRenderers: a helm sync's post-renderer patch changes what the
+// chart renders before Helm installs it, and createNamespace has Helm make
+// the target namespace.
+func (e *env) testPostRenderers(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "post-render", nil)
+	web := e.hr("web", "web", "1.0.0")
+	web.Package.Helm.PostRenderers = []fleeetv1.KustomizePatch{{
+		Patch:  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-web\n  labels:\n    team: a\n",
+		Target: &fleeetv1.PatchTarget{Kind: "ConfigMap"},
+	}}
+	e.waitReady(t, e.create(t, ns, web))
+	var cm corev1.ConfigMap
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &cm)).To(Succeed())
+	g.Expect(cm.Labels).To(HaveKeyWithValue("team", "a"))
+	g.Expect(cm.Data).To(HaveKeyWithValue("chartVersion", "1.0.0"), "the rest as the chart renders it")
+
+	// createNamespace: Helm makes a missing target namespace at install.
+	target := ns + "-made"
+	made := e.hr("made", "web", "1.0.0")
+	made.Package.Helm.TargetNamespace, made.Package.Helm.CreateNamespace = target, true
+	t.Cleanup(func() {
+		_ = e.c.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: target}})
+	})
+	e.waitReady(t, e.create(t, e.c.Namespace(t, "create-ns", nil), made))
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: target, Name: "made-web"}, &cm)).To(Succeed())
+}
+
+// testHealthChecks: a kustomize sync with wait off and a health check on a
+// ConfigMap it does not apply stays short of Ready while that ConfigMap is
+// missing (without the check it is Ready as soon as it applied), and is
+// Ready once someone creates it.
+func (e *env) testHealthChecks(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "health-checks", nil)
+	app := e.ks(ns, "app", "v1.0.0", "./configmap")
+	app.Package.Kustomize.Wait = ptr.To(false)
+	app.Package.Kustomize.HealthChecks = []fleeetv1.HealthCheckReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "flag", Namespace: ns}}
+	asm := e.create(t, ns, app)
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "app"}, &corev1.ConfigMap{})).To(Succeed())
+	}, timeout, poll).Should(Succeed(), "applied")
+	g.Consistently(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "app").State).NotTo(Equal(fleeetv1.SyncReady))
+	}, 5*time.Second, poll).Should(Succeed(), "held by the missing ConfigMap")
+	g.Expect(e.c.Client.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "flag"}})).To(Succeed())
+	e.waitReady(t, asm)
+}
+
+// testHealthCheckExprs: kstatus counts a custom resource without status
+// as ready at once; a CEL expression on its kind holds the sync until the
+// expression says it is ready.
+func (e *env) testHealthCheckExprs(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "health-exprs", nil)
+	widget := e.ks(ns, "widget", "v1.0.0", "./widget", "crds")
+	widget.Package.Kustomize.HealthCheckExprs = []fleeetv1.HealthCheckExpr{{
+		APIVersion: "example.fleeet.dev/v1", Kind: "Widget", Current: "spec.ready == true"}}
+	asm := e.create(t, ns, e.ks(ns, "crds", "v1.0.0", "./crds"), widget)
+	g.Eventually(func() error { return e.getExample(ns, "Widget", "widget") }, timeout, poll).Should(Succeed(), "applied")
+	g.Consistently(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "widget").State).NotTo(Equal(fleeetv1.SyncReady))
+	}, 5*time.Second, poll).Should(Succeed(), "held by its expression")
+
+	// What a controller of widgets would do once the widget works.
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("example.fleeet.dev/v1")
+	obj.SetKind("Widget")
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "widget"}, obj)).To(Succeed())
+	g.Expect(unstructured.SetNestedField(obj.Object, true, "spec", "ready")).To(Succeed())
+	g.Expect(e.c.Client.Update(t.Context(), obj)).To(Succeed())
+	e.waitReady(t, asm)
 }

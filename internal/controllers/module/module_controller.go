@@ -252,7 +252,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 				notes.tooLarge = append(notes.tooLarge, stamp.TooLarge)
 			}
 			if s := pa.ReportedSync(m.Name); s != nil {
-				t.state, t.message, t.health = s.State, s.Message, s.Health
+				t.state, t.message, t.health, t.drift = s.State, s.Message, s.Health, s.Drift
 				if s.LastTransitionTime != nil {
 					t.since = s.LastTransitionTime.Time
 				}

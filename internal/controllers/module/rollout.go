@@ -35,6 +35,8 @@ type target struct {
 	message string
 	// health is how the sync's workloads are doing, as the cluster reports.
 	health *fleeetv1.WorkloadHealth
+	// drift is the drift the cluster reports in the sync's objects.
+	drift *fleeetv1.SyncDrift
 }
 
 // podsNotReady reports whether the cluster says the sync's workloads have
@@ -217,6 +219,9 @@ func (p *decision) count(t *target) {
 	}
 	if t.suspended {
 		p.summary.Suspended++
+	}
+	if t.drift.Seen() {
+		p.summary.Drifted++
 	}
 	if !t.updated {
 		return

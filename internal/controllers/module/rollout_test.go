@@ -178,6 +178,26 @@ func TestAPauseHoldsUntilTheRemoteIsRepaired(t *testing.T) {
 // Remotes that run the current version with pods not ready are counted, and
 // the Module's conditions say why for the first of them: a failing one's
 // pause names the crash, a Ready one's progress the pods short.
+// Every Remote reporting drift in the Module's sync counts, whether or not
+// it runs the current version yet: its objects were changed all the same.
+func TestDriftReachesTheModuleSummary(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Now()
+	long := now.Add(-time.Hour)
+	m := rolling(intstr.FromInt32(1), 0)
+	m.Generation, m.Status.Version = 2, "v2"
+	targets := []target{
+		{name: "corrected", holds: true, updated: true, state: fleeetv1.SyncReady, since: long,
+			drift: &fleeetv1.SyncDrift{Detected: 1, Corrected: 1}},
+		{name: "warned", holds: true, updated: false, state: fleeetv1.SyncReady, since: long,
+			drift: &fleeetv1.SyncDrift{Detected: 1, Drifted: true}},
+		{name: "clean", holds: true, updated: true, state: fleeetv1.SyncReady, since: long, drift: &fleeetv1.SyncDrift{}},
+		{name: "unreported", holds: true, updated: true, state: fleeetv1.SyncReady, since: long},
+	}
+	p := decide(m, targets, &fleeetv1.RolloutStatus{}, unlimited, now)
+	g.Expect(p.summary.Drifted).To(Equal(int32(2)))
+}
+
 func TestWorkloadHealthReachesTheModuleSummary(t *testing.T) {
 	g := NewWithT(t)
 	now := time.Now()
