@@ -94,9 +94,9 @@ type Source struct {
 	// +optional
 	Helm *HelmSource `json:"helm,omitempty"`
 
-	// SecretRef names a Secret that already exists in the downstream namespace
-	// and holds the credentials for the source. Only the name travels through
-	// the management cluster; secret material never does.
+	// SecretRef names a Secret in the downstream namespace that holds the
+	// credentials for the source: one created there, or one the sync
+	// delivers (secrets). Only the name travels in plans.
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 }
