@@ -513,6 +513,21 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 			}()}}},
 		want: []string{"sync.dependsOn: a BootstrapModule is applied by Flux from the management cluster without the agent"},
 	}, {
+		name: "bootstrap module delivering secrets",
+		obj: &fleeetv1.BootstrapModule{ObjectMeta: metav1.ObjectMeta{Name: "delivers", Namespace: ns},
+			Spec: fleeetv1.BootstrapModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{Sync: func() fleeetv1.SyncSpec {
+				s := gitSync()
+				s.Secrets = []fleeetv1.SecretDelivery{{Name: "git-creds"}}
+				return s
+			}()}}},
+		want: []string{"sync.secrets: a BootstrapModule is applied by Flux in the management cluster", "source.secretRef"},
+	}, {
+		name: "secret delivery naming a path",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Secrets = []fleeetv1.SecretDelivery{{Name: "../team-b/db"}}
+		}),
+		want: []string{"spec.sync.secrets[0].name"},
+	}, {
 		name: "registration token allowing no registrations",
 		obj: &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Name: "none", Namespace: ns},
 			Spec: fleeetv1.RegistrationTokenSpec{MaxRegistrations: -1}},

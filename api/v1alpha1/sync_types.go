@@ -122,14 +122,13 @@ type Source struct {
 	// +optional
 	OCI *OCISource `json:"oci,omitempty"`
 
-	// SecretRef names a Secret that already exists in the downstream namespace
-	// and holds the credentials for the source, in Flux's formats: for git
-	// over https, username and password, or bearerToken (and ca.crt for a
-	// private CA); for git over ssh, identity and known_hosts; for helm,
-	// username and password, or a kubernetes.io/dockerconfigjson Secret for
-	// oci:// repositories; for oci, a kubernetes.io/dockerconfigjson Secret.
-	// Only the name travels through the management cluster; secret material
-	// never does.
+	// SecretRef names a Secret in the downstream namespace that holds the
+	// credentials for the source: one created there, or one the sync
+	// delivers (secrets). Flux's formats: for git over https, username and
+	// password, or bearerToken (and ca.crt for a private CA); for git over
+	// ssh, identity and known_hosts; for helm, username and password, or a
+	// kubernetes.io/dockerconfigjson Secret for oci:// repositories; for oci,
+	// a kubernetes.io/dockerconfigjson Secret. Only the name travels in plans.
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 
