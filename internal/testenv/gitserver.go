@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 )
 
 // gitHTTPBackend is where Debian's git package installs the smart-HTTP server.
@@ -20,6 +21,14 @@ type GitServer struct {
 	// URL is the server's base URL; repository "app" is at URL + "/app.git".
 	URL  string
 	root string
+	// creds are what a private server accepts now; nil for a public one.
+	creds *atomic.Pointer[GitCredentials]
+}
+
+// Rotate makes a private server accept creds, and nothing it accepted
+// before, as a git host does once a password or token is changed.
+func (s *GitServer) Rotate(creds GitCredentials) {
+	s.creds.Store(&creds)
 }
 
 // NewGitServer starts a git server on loopback, stopped when the test ends.
@@ -74,10 +83,12 @@ func startGitServer(t TB, host string, creds *GitCredentials) *GitServer {
 		Path: gitHTTPBackend,
 		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
 	}
+	accepted := &atomic.Pointer[GitCredentials]{}
 	if creds != nil {
+		accepted.Store(creds)
 		backend := handler
 		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !creds.accept(r) {
+			if !accepted.Load().accept(r) {
 				w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
 				http.Error(w, "authentication required", http.StatusUnauthorized)
 				return
@@ -86,7 +97,7 @@ func startGitServer(t TB, host string, creds *GitCredentials) *GitServer {
 		})
 	}
 	srv := serve(t, host, handler)
-	return &GitServer{URL: srv.URL, root: root}
+	return &GitServer{URL: srv.URL, root: root, creds: accepted}
 }
 
 // serve serves handler over plain HTTP on a free port of host until the

@@ -3,6 +3,8 @@ package upstream_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -48,17 +51,61 @@ func secret(ns, name, password string, labels map[string]string) *corev1.Secret 
 
 var deliverable = map[string]string{fleeetv1.DeliverableLabel: "true"}
 
+// appFiles is a kustomization of one ConfigMap holding version.
+func appFiles(version string) map[string]string {
+	return map[string]string{
+		"deploy/kustomization.yaml": "resources: [configmap.yaml]\n",
+		"deploy/configmap.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  version: " + version + "\n",
+	}
+}
+
+// tenantServiceAccount creates the ServiceAccount Flux applies the plan as,
+// allowed everything in the tenant's namespace. (The test apiserver runs no
+// controller-manager to fill in the aggregated "admin" ClusterRole.)
+func tenantServiceAccount(t *testing.T, l *linked) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	g.Expect(l.down.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: l.tenant, Name: "team"}})).To(Succeed())
+	g.Expect(l.down.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: l.tenant, Name: "team"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}}})).To(Succeed())
+	g.Expect(l.down.Client.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: l.tenant, Name: "team"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "team"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: l.tenant, Name: "team"}},
+	})).To(Succeed())
+}
+
+// gitStatus is the HTTP status a private git server answers a clone's
+// first request with, sent with password.
+func gitStatus(g Gomega, repo, password string) int {
+	req, err := http.NewRequest(http.MethodGet, repo+"/info/refs?service=git-upload-pack", nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	req.SetBasicAuth("fleet", password)
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
+
 // A sync's Secrets reach the cluster from the management cluster through
 // the cluster's own bundle: only Secrets labelled deliverable, never over
 // a Secret the fleet did not deliver, before the sync is applied, rotated
-// in place, and deleted only once the sync using them is gone. The
-// cluster's identity reads its own bundle and nothing else, and none of the
-// values shows in a plan, a status or an event.
+// in place, and deleted only once the sync using them is gone. Flux
+// fetches the sync's private repository with the delivered credential, and
+// keeps fetching across its rotation: the sync moves to a new tag once the
+// git host refuses the old password. The cluster's identity reads its own
+// bundle and nothing else, and none of the values shows in a plan, a
+// status, an event or a Flux log.
 func TestDeliveredSecretsFollowThePlan(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	l := link(t)
 	startDelivery(t, l)
+	fluxProcs := testenv.StartFlux(t, l.down, testenv.SourceController, testenv.KustomizeController)
+	tenantServiceAccount(t, l)
+	git := testenv.NewPrivateGitServer(t, testenv.GitCredentials{Username: "fleet", Password: "password-before-rotation"})
+	repo, first := git.Commit(t, "app", appFiles("one"), "v1.0.0")
 	mc, dc := l.mgmt.Client, l.down.Client
 	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.0.0"))
 
@@ -67,9 +114,15 @@ func TestDeliveredSecretsFollowThePlan(t *testing.T) {
 	g.Expect(mc.Create(ctx, secret(l.ns, "taken", "someone-elses", deliverable))).To(Succeed())
 	g.Expect(dc.Create(ctx, secret(l.tenant, "taken", "kept-downstream", nil))).To(Succeed())
 
-	app := appSync("v1.0.0")
-	app.Source.SecretRef = &fleeetv1.LocalObjectReference{Name: "git-creds"}
-	app.Secrets = []fleeetv1.SecretDelivery{{Name: "git-creds"}}
+	privateApp := func(tag string) fleeetv1.NamedSync {
+		app := appSync(tag)
+		app.Source.Git.URL = repo
+		app.Source.SecretRef = &fleeetv1.LocalObjectReference{Name: "git-creds"}
+		app.Secrets = []fleeetv1.SecretDelivery{{Name: "git-creds"}}
+		app.Package.Kustomize.TargetNamespace = l.tenant
+		return app
+	}
+	app := privateApp("v1.0.0")
 	other := appSync("v1.0.0")
 	other.Name = "other"
 	other.Secrets = []fleeetv1.SecretDelivery{{Name: "taken"}, {Name: "unoffered"}}
@@ -86,6 +139,19 @@ func TestDeliveredSecretsFollowThePlan(t *testing.T) {
 		ks := &kustomizev1.Kustomization{}
 		g.Expect(dc.Get(ctx, client.ObjectKey{Namespace: l.tenant, Name: flux.ObjectName(l.up.Name, "app")}, ks)).To(Succeed(), "the sync is applied once its Secret is there")
 	}, timeout, poll).Should(Succeed())
+	readyAt := func(commit, version string) func(g Gomega) {
+		return func(g Gomega) {
+			g.Expect(dc.Get(ctx, client.ObjectKeyFromObject(asm), asm)).To(Succeed())
+			st := syncStatus(asm, "app")
+			g.Expect(st).NotTo(BeNil())
+			g.Expect(st.State).To(Equal(fleeetv1.SyncReady), "%+v", st)
+			g.Expect(st.Revision).To(ContainSubstring(commit))
+			cm := &corev1.ConfigMap{}
+			g.Expect(dc.Get(ctx, client.ObjectKey{Namespace: l.tenant, Name: "app"}, cm)).To(Succeed())
+			g.Expect(cm.Data).To(HaveKeyWithValue("version", version))
+		}
+	}
+	g.Eventually(readyAt(first, "one"), 2*timeout, poll).Should(Succeed(), "Flux fetches with the delivered credential")
 
 	// Not offered: not in the bundle, not downstream. Not delivered by the
 	// fleet: left as it is, and the sync naming them waits.
@@ -109,7 +175,9 @@ func TestDeliveredSecretsFollowThePlan(t *testing.T) {
 	g.Expect(dc.Get(ctx, client.ObjectKey{Namespace: l.tenant, Name: "taken"}, taken)).To(Succeed())
 	g.Expect(string(taken.Data["password"])).To(Equal("kept-downstream"))
 
-	// Rotation on the management cluster reaches the cluster.
+	// Rotation on the git host and the management cluster reaches the
+	// cluster, and Flux fetches a new tag with the new password only.
+	git.Rotate(testenv.GitCredentials{Username: "fleet", Password: "password-after-rotation"})
 	creds := &corev1.Secret{}
 	g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: "git-creds"}, creds)).To(Succeed())
 	creds.Data["password"] = []byte("password-after-rotation")
@@ -119,6 +187,11 @@ func TestDeliveredSecretsFollowThePlan(t *testing.T) {
 		g.Expect(dc.Get(ctx, client.ObjectKey{Namespace: l.tenant, Name: "git-creds"}, got)).To(Succeed())
 		return string(got.Data["password"])
 	}, timeout, poll).Should(Equal("password-after-rotation"))
+	_, second := git.Commit(t, "app", appFiles("two"), "v1.1.0")
+	setPlan(t, l, privateApp("v1.1.0"), other)
+	g.Eventually(readyAt(second, "two"), 2*timeout, poll).Should(Succeed(), "Flux fetches the new tag with the rotated credential")
+	g.Expect(gitStatus(g, repo, "password-before-rotation")).To(Equal(http.StatusUnauthorized), "the old password is refused")
+	g.Expect(gitStatus(g, repo, "password-after-rotation")).To(Equal(http.StatusOK))
 
 	// The cluster's identity reads its bundle, and no other Secret.
 	cluster := identityClient(t, l)
@@ -151,6 +224,13 @@ func TestDeliveredSecretsFollowThePlan(t *testing.T) {
 	g.Expect(dc.Get(ctx, client.ObjectKeyFromObject(taken), taken)).To(Succeed(), "a Secret the fleet did not deliver is never deleted")
 
 	expectNoDeliveredValues(t, l)
+	for fc, p := range fluxProcs {
+		logged, err := os.ReadFile(p.LogPath)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, v := range deliveryValues {
+			g.Expect(string(logged)).NotTo(ContainSubstring(v), "%s's log", fc)
+		}
+	}
 
 	// Revoked: the cluster's identity reads nothing any more.
 	g.Expect(mc.Delete(ctx, l.identity)).To(Succeed())
