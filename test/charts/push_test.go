@@ -30,7 +30,8 @@ import (
 
 // The agent chart in push mode gives the fleet-manager's kubeconfig exactly
 // what the push path uses: the manager delivers a plan and then a new
-// version of it through a kubeconfig of the chart's push ServiceAccount, the
+// version of it, and a Secret it delivers, rotates and replaces, through a
+// kubeconfig of the chart's push ServiceAccount, the
 // downstream apiserver refuses it nothing, and its audit log shows every
 // permission the chart grants that ServiceAccount in use. The agent, run as
 // the chart's ServiceAccount with the chart's push-mode arguments, is refused
@@ -100,9 +101,17 @@ func TestAgentChartInPushModeGrantsTheManagerExactlyWhatItPushes(t *testing.T) {
 			Sync: fleeetv1.SyncSpec{
 				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: app("v1.0.0"), Tag: "v1.0.0"}},
 				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy", TargetNamespace: tenant}},
+				Secrets: []fleeetv1.SecretDelivery{{Name: "app-config"}},
 			},
 		}},
 	}
+	offer := func(typ corev1.SecretType, value string) {
+		g.Expect(mgmt.Client.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "app-config", Labels: map[string]string{fleeetv1.DeliverableLabel: "true"}},
+			Type:       typ, Data: map[string][]byte{"value": []byte(value)},
+		})).To(Succeed())
+	}
+	offer(corev1.SecretTypeOpaque, "one")
 	g.Expect(mgmt.Client.Create(ctx, module)).To(Succeed())
 	logs := func() string { return "agent:\n" + testenv.Tail(agent.LogPath, 30) }
 	// A new version makes the manager update the Assemblage it created.
@@ -126,6 +135,26 @@ func TestAgentChartInPushModeGrantsTheManagerExactlyWhatItPushes(t *testing.T) {
 			g.Expect(connected.Reason).To(Equal(fleeetv1.ReasonPushed), connected.Message)
 		}, 3*timeout, poll).Should(Succeed(), logs)
 	}
+	// The delivered Secret is pushed, rotated in place, and replaced when
+	// its type changes (a Secret's type cannot be updated).
+	delivered := func(typ corev1.SecretType, value string) {
+		g.Eventually(func(g Gomega) {
+			s := &corev1.Secret{}
+			g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "app-config"}, s)).To(Succeed())
+			g.Expect(s.Type).To(Equal(typ))
+			g.Expect(string(s.Data["value"])).To(Equal(value))
+		}, 3*timeout, poll).Should(Succeed(), logs)
+	}
+	delivered(corev1.SecretTypeOpaque, "one")
+	offered := &corev1.Secret{}
+	g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "app-config"}, offered)).To(Succeed())
+	offered.Data["value"] = []byte("two")
+	g.Expect(mgmt.Client.Update(ctx, offered)).To(Succeed())
+	delivered(corev1.SecretTypeOpaque, "two")
+	g.Expect(mgmt.Client.Delete(ctx, offered)).To(Succeed())
+	offer("fleeet.dev/app-config", "three")
+	delivered("fleeet.dev/app-config", "three")
+
 	ks := &kustomizev1.KustomizationList{}
 	g.Expect(down.Client.List(ctx, ks, client.InNamespace(tenant))).To(Succeed())
 	g.Expect(ks.Items).To(HaveLen(1))
@@ -137,7 +166,8 @@ func TestAgentChartInPushModeGrantsTheManagerExactlyWhatItPushes(t *testing.T) {
 	g.Expect(refused).To(BeEmpty(), "requests refused to the push identity")
 	granted := grantedTo(t, agentRelease, agentNamespace, pusher)
 	g.Expect(granted).To(ConsistOf("get fleeet.dev/assemblages", "create fleeet.dev/assemblages", "update fleeet.dev/assemblages",
-		"get apiextensions.k8s.io/customresourcedefinitions"))
+		"get apiextensions.k8s.io/customresourcedefinitions",
+		"get secrets", "create secrets", "update secrets", "delete secrets"))
 	g.Expect(used).To(ContainElements(granted), "every permission the chart grants the push identity is used")
 	agentUser := "system:serviceaccount:" + agentNamespace + ":fleet-agent"
 	_, refused = permissionsUsed(t, audit, agentUser)
