@@ -171,6 +171,13 @@ func (f *Fleet) CommitBackend(t testenv.TB, tag string, edit func(name string, c
 	return f.SSH.URL + "/podinfo.git"
 }
 
+// SSHSource is repository repo of the demo's git server at tag, as a Module
+// names it: over SSH, with the tenant's SSH credentials.
+func (f *Fleet) SSHSource(repo, tag string) fleeetv1.Source {
+	return fleeetv1.Source{Git: &fleeetv1.GitSource{URL: f.SSH.URL + "/" + repo + ".git", Tag: tag},
+		SecretRef: &fleeetv1.LocalObjectReference{Name: gitSecret}}
+}
+
 // The Secrets downstream that hold the sources' credentials.
 const (
 	gitSecret        = "git-ssh"

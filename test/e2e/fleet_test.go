@@ -304,7 +304,7 @@ func sopsSecretReachesAPod(t *testing.T, fleet *demo.Fleet, down *testenv.Cluste
 			Template: *pod},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
-	url, _ := fleet.Git.Commit(t, name, map[string]string{
+	fleet.Git.Commit(t, name, map[string]string{
 		"kustomization.yaml": "resources: [secret.yaml, deployment.yaml]\n",
 		"secret.yaml":        secret,
 		"deployment.yaml":    string(manifest),
@@ -318,7 +318,7 @@ func sopsSecretReachesAPod(t *testing.T, fleet *demo.Fleet, down *testenv.Cluste
 		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"region": "us"}},
 			Sync: fleeetv1.SyncSpec{
-				Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: url, Tag: "v1.0.0"}},
+				Source: fleet.SSHSource(name, "v1.0.0"),
 				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{TargetNamespace: demo.Tenant,
 					Decryption: &fleeetv1.KustomizeDecryption{SecretRef: fleeetv1.LocalObjectReference{Name: keySecret.Name}}}},
 			},
