@@ -632,12 +632,9 @@ func kindOf(obj client.Object) string {
 // upstream, whatever the agent (or an attacker holding its identity) sends.
 func TestWorkloadHealthAClusterReportsIsBounded(t *testing.T) {
 	g := NewWithT(t)
-	ns := cluster.Namespace(t, "health", nil)
-	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: "edge-1", Namespace: ns}}
-	g.Expect(cluster.Client.Create(t.Context(), pa)).To(Succeed())
+	reportSync := syncReporter(t, "health")
 	report := func(h fleeetv1.WorkloadHealth) error {
-		pa.Status.Syncs = []fleeetv1.SyncStatus{{Name: "app", State: fleeetv1.SyncReady, Health: &h}}
-		return cluster.Client.Status().Update(t.Context(), pa)
+		return reportSync(fleeetv1.SyncStatus{Name: "app", State: fleeetv1.SyncReady, Health: &h})
 	}
 	g.Expect(report(fleeetv1.WorkloadHealth{Workloads: 1, ReadyPods: 0, DesiredPods: 2, Reason: "CrashLoopBackOff",
 		Message: "Deployment web: pod web-1: container app"})).To(Succeed())
@@ -690,12 +687,9 @@ func TestEverySourceKindIsAcceptedWithItsPackages(t *testing.T) {
 // terminal or the dashboard through it.
 func TestDriftAClusterReportsIsBounded(t *testing.T) {
 	g := NewWithT(t)
-	ns := cluster.Namespace(t, "drift", nil)
-	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: "edge-1", Namespace: ns}}
-	g.Expect(cluster.Client.Create(t.Context(), pa)).To(Succeed())
+	reportSync := syncReporter(t, "drift")
 	report := func(d fleeetv1.SyncDrift) error {
-		pa.Status.Syncs = []fleeetv1.SyncStatus{{Name: "app", State: fleeetv1.SyncReady, Drift: &d}}
-		return cluster.Client.Status().Update(t.Context(), pa)
+		return reportSync(fleeetv1.SyncStatus{Name: "app", State: fleeetv1.SyncReady, Drift: &d})
 	}
 	g.Expect(report(fleeetv1.SyncDrift{Detected: 2, Corrected: 2,
 		Objects: []string{"Deployment/team-a/web", "ClusterRole/web-reader"}})).To(Succeed())
@@ -708,5 +702,17 @@ func TestDriftAClusterReportsIsBounded(t *testing.T) {
 		{fleeetv1.SyncDrift{Detected: -1}, "status.syncs[0].drift.detected"},
 	} {
 		g.Expect(report(tc.drift)).To(MatchError(ContainSubstring(tc.want)), "%+v", tc.drift)
+	}
+}
+
+// syncReporter creates a ProxyAssemblage in a new namespace and returns a
+// function that reports one sync's status on it, as a cluster's agent does.
+func syncReporter(t *testing.T, namespace string) func(fleeetv1.SyncStatus) error {
+	ns := cluster.Namespace(t, namespace, nil)
+	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: "edge-1", Namespace: ns}}
+	NewWithT(t).Expect(cluster.Client.Create(t.Context(), pa)).To(Succeed())
+	return func(st fleeetv1.SyncStatus) error {
+		pa.Status.Syncs = []fleeetv1.SyncStatus{st}
+		return cluster.Client.Status().Update(t.Context(), pa)
 	}
 }
