@@ -63,6 +63,8 @@ func main() {
 		"Largest compiled ProxyAssemblage spec, in bytes, the admission policy lets through.")
 	pflag.IntVar(&o.MaxMoving, "max-moving", 0,
 		"Most Remotes moving to a new version at once across every Module's RollingUpdate; 0 for no cap.")
+	pflag.BoolVar(&o.AdmissionOnly, "admission-only", false,
+		"Serve the admission webhooks only, running no controller: for fleetctl restore on a rebuilt management cluster.")
 	pflag.IntVar(&hook.Port, "webhook-port", 9443, "Port the admission webhooks are served on.")
 	pflag.StringVar(&hook.Host, "webhook-host", "", "Address the admission webhooks bind to; empty means all.")
 	pflag.StringVar(&hook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",

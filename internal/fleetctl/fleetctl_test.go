@@ -39,11 +39,17 @@ func TestMain(m *testing.M) {
 // run runs the command line in-process against the test cluster.
 func run(t testing.TB, ns string, args ...string) (string, error) {
 	t.Helper()
+	return runOn(t, cluster, ns, args...)
+}
+
+// runOn runs the command line in-process against c.
+func runOn(t testing.TB, c *testenv.Cluster, ns string, args ...string) (string, error) {
+	t.Helper()
 	cmd := fleetctl.NewCommand()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
-	cmd.SetArgs(append([]string{"--kubeconfig", cluster.Kubeconfig, "--namespace", ns}, args...))
+	cmd.SetArgs(append([]string{"--kubeconfig", c.Kubeconfig, "--namespace", ns}, args...))
 	err := cmd.ExecuteContext(t.Context())
 	return out.String(), err
 }

@@ -48,7 +48,7 @@ func NewCommand() *cobra.Command {
 			},
 		},
 		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRetryCommand(s), newRevokeCommand(s),
-		newRolloutCommand(s), newDiffCommand(s), dashboard.NewCommand(kube),
+		newRolloutCommand(s), newDiffCommand(s), newBackupCommand(s), newRestoreCommand(s), dashboard.NewCommand(kube),
 	)
 	return root
 }

@@ -61,6 +61,10 @@ type Options struct {
 	// MaxMoving caps the Remotes moving at once across every rollout; zero
 	// for no cap.
 	MaxMoving int
+	// AdmissionOnly serves the admission webhooks and runs no controller,
+	// so fleetctl restore can write a rebuilt management cluster's state
+	// before any rollout, compile or registration acts on half of it.
+	AdmissionOnly bool
 }
 
 // FlagSourceNetworks is the prefix of the flag listing the networks source
@@ -80,6 +84,9 @@ const (
 // Setup registers every fleet-manager controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	fleetmetrics.RegisterManager(mgr.GetClient())
+	if o.AdmissionOnly {
+		return setupAdmission(ctx, mgr, o)
+	}
 	if err := SetupModules(ctx, mgr, o); err != nil {
 		return err
 	}

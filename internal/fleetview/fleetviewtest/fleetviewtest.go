@@ -45,14 +45,24 @@ func RunWithManager(m *testing.M, cluster **testenv.Cluster) int {
 			if err := c.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleeet-system"}}); err != nil {
 				return nil, err
 			}
-			return testenv.StartManager(c, "fleet-manager", func(ctx context.Context, mgr ctrl.Manager) error {
-				return manager.Setup(ctx, mgr, manager.Options{
-					OfflineGrace: time.Hour, PushTimeout: 5 * time.Second, PushPoll: time.Second,
-					Management: credential.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
-					Namespace:  "fleeet-system",
-				})
-			})
+			return StartManager(c, ManagerOptions(c))
 		})
+}
+
+// ManagerOptions are the options the tests' fleet-manager runs with on c.
+func ManagerOptions(c *testenv.Cluster) manager.Options {
+	return manager.Options{
+		OfflineGrace: time.Hour, PushTimeout: 5 * time.Second, PushPoll: time.Second,
+		Management: credential.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
+		Namespace:  "fleeet-system",
+	}
+}
+
+// StartManager runs the fleet-manager in-process on c with o.
+func StartManager(c *testenv.Cluster, o manager.Options) (stop func(failed bool), err error) {
+	return testenv.StartManager(c, "fleet-manager", func(ctx context.Context, mgr ctrl.Manager) error {
+		return manager.Setup(ctx, mgr, o)
+	})
 }
 
 // Fleet makes a tenant in cluster with three Remotes and two Modules, and
