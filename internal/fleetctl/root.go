@@ -1,7 +1,8 @@
 // Package fleetctl is the fleetctl command line: registration tokens, the
 // fleet at a glance, why one Module is where it is on one Remote, retries,
 // revocation, rollouts (status, history, pause, resume, approve, undo), a
-// preview of a change (diff) and the web dashboard (internal/dashboard). It
+// preview of a change (diff), backup and restore of the state no git holds
+// and the web dashboard (internal/dashboard). It
 // talks to the management cluster like kubectl does (the same kubeconfig,
 // context and namespace flags), and reads the fleet through
 // internal/fleetview, as the dashboard does.
