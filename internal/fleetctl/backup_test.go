@@ -151,6 +151,10 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 		asManager = append(asManager, "--as-group", group)
 	}
 
+	notBackup := filepath.Join(t.TempDir(), "list.yaml")
+	g.Expect(os.WriteFile(notBackup, []byte("apiVersion: v1\nkind: List\n"), 0o600)).To(Succeed())
+	_, err = runOn(t, fresh, ns, "restore", "-f", notBackup)
+	g.Expect(err).To(MatchError(notBackup + `: apiVersion "v1", kind "List": want fleeet.dev/v1alpha1 Backup, as fleetctl backup writes`))
 	_, err = runOn(t, fresh, ns, "restore", "-f", file)
 	g.Expect(err).To(MatchError(ContainSubstring("keys under fleeet.dev/ are set only by the fleet manager")), "admission refuses anyone else")
 	out, err = runOn(t, fresh, ns, append([]string{"restore", "-f", file}, asManager...)...)
