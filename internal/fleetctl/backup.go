@@ -120,13 +120,16 @@ func TakeBackup(ctx context.Context, c client.Client, namespace string) (*Backup
 	return b, nil
 }
 
-// backupMeta keeps what identifies an object, and its labels and
-// annotations when whole: what the new cluster assigns (uid, versions,
-// owners, finalizers) is dropped.
+// backupMeta keeps what identifies an object, and its labels, annotations
+// and finalizers when whole: what the new cluster assigns (uid, versions,
+// owners) is dropped.
 func backupMeta(m *metav1.ObjectMeta, whole bool) metav1.ObjectMeta {
 	kept := metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}
 	if whole {
-		kept.Labels, kept.Annotations = m.Labels, m.Annotations
+		// A registered Remote keeps the manager's finalizer, the mark of its
+		// adoption: without it the manager would adopt it afresh and reset
+		// its labels to the token's.
+		kept.Labels, kept.Annotations, kept.Finalizers = m.Labels, m.Annotations, m.Finalizers
 	}
 	return kept
 }
@@ -135,14 +138,16 @@ func newRestoreCommand(s *session) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "restore -f FILE",
-		Short: "Put a backup back on a rebuilt management cluster, before the manager starts",
-		Long: `Run after Modules, push Remotes and RegistrationTokens are applied from git and before the
-fleet-manager starts. Creates the Remotes and plans that are missing, with their labels and
+		Short: "Put a backup back on a rebuilt management cluster, while the manager only admits",
+		Long: `Run after Modules, push Remotes and RegistrationTokens are applied from git, while the
+fleet-manager runs with --admission-only (chart value admissionOnly), as the manager
+(--as system:serviceaccount:fleeet-system:fleet-manager): admission lets only it write what
+restore writes. Creates the Remotes and plans that are missing, with their labels and
 annotations, then writes the status of Modules, RegistrationTokens, Remotes and plans, so the
 manager continues each rollout where it was and rollout undo finds the older versions. Objects
 that exist keep their spec and metadata (git wins); a status is written only when it holds nothing
-the backup lacks, so restoring twice, or over a fleet that moved on, changes nothing. Needs create
-on Remotes and ProxyAssemblages and update on the status of all four kinds: a cluster admin.`,
+the backup lacks, so restoring twice, or over a fleet that moved on, changes nothing.
+Impersonating the manager takes a cluster admin.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			raw, err := os.ReadFile(file)

@@ -82,6 +82,15 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 		Rollout: fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, Stages: []fleeetv1.RolloutStage{{Name: "canary",
 			Selector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "canary"}}, Approval: fleeetv1.ManualApproval}}},
 	}}
+	// A label the tenant added after registration, under no key the token
+	// frees.
+	g.Eventually(func(g Gomega) {
+		r := &fleeetv1.Remote{}
+		g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "e-2"}, r)).To(Succeed())
+		g.Expect(r.Finalizers).To(ContainElement(fleeetv1.RemoteIdentityFinalizer), "adopted")
+		r.Labels["team"] = "blue"
+		g.Expect(cluster.Client.Update(ctx, r)).To(Succeed())
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 	g.Expect(cluster.Client.Create(ctx, app)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(plans(ctx, g, cluster, ns)).To(Equal(map[string]string{"c-1": "v1.0.0", "e-1": "v1.0.0", "e-2": "v1.0.0"}))
@@ -214,6 +223,9 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 			g.Expect(fresh.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, r)).To(Succeed())
 			g.Expect(r.Annotations).To(HaveKeyWithValue("fleeet.dev/recovery-key", "key-of-"+name))
 			g.Expect(r.Labels).To(HaveKeyWithValue("env", remotes[name]))
+			if name == "e-2" {
+				g.Expect(r.Labels).To(HaveKeyWithValue("team", "blue"))
+			}
 			g.Expect(tok.Status.Registered).To(ContainElement(And(HaveField("Name", name), HaveField("UID", r.UID))))
 			g.Expect(r.Status.Conditions).To(ContainElement(And(HaveField("Type", fleeetv1.RegisteredCondition),
 				HaveField("Reason", Not(Equal(fleeetv1.ReasonRegistrationRefused))))), "the manager keeps the restored Remote")
