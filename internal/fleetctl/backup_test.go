@@ -228,7 +228,7 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 			}
 			g.Expect(tok.Status.Registered).To(ContainElement(And(HaveField("Name", name), HaveField("UID", r.UID))))
 			g.Expect(r.Status.Conditions).To(ContainElement(And(HaveField("Type", fleeetv1.RegisteredCondition),
-				HaveField("Reason", Not(Equal(fleeetv1.ReasonRegistrationRefused))))), "the manager keeps the restored Remote")
+				HaveField("Reason", fleeetv1.ReasonRegistered))), "the manager keeps the restored Remote, and its Lease")
 		}
 	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 
