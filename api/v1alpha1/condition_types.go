@@ -37,6 +37,11 @@ const (
 	// never stops the plan from being delivered.
 	AgentCompatibleCondition = "AgentCompatible"
 
+	// RemotesReachableCondition is False on a BootstrapModule that selects
+	// pull Remotes, which it cannot reach from the management cluster and
+	// so does not apply to; the message names the first few.
+	RemotesReachableCondition = "RemotesReachable"
+
 	// RolloutPausedCondition is True on a Module whose rollout stopped because
 	// a Remote failed on the new version.
 	RolloutPausedCondition = "RolloutPaused"

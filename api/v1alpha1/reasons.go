@@ -131,6 +131,16 @@ const (
 	ReasonFluxUnreadable = "FluxUnreadable"
 )
 
+// Reasons of a BootstrapModule's RemotesReachable condition.
+const (
+	// ReasonPushRemotesOnly: every Remote the BootstrapModule selects is a
+	// push Remote.
+	ReasonPushRemotesOnly = "PushRemotesOnly"
+	// ReasonPullRemotesSelected: the BootstrapModule selects pull Remotes,
+	// which the management cluster cannot reach.
+	ReasonPullRemotesSelected = "PullRemotesSelected"
+)
+
 // Reasons of a pull Remote's AgentCompatible condition, and of the
 // manager's Warning event when an agent leaves the skew window.
 const (
