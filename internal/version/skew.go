@@ -30,25 +30,31 @@ const (
 	Unknown
 )
 
+// shownRunes is how much of a version a sentence of JudgeSkew quotes: the
+// agent's is whatever its cluster reported, of any length.
+const shownRunes = 64
+
 // JudgeSkew places agent's version against manager's and says why in a
-// sentence. Equal versions are always in the window, dev builds included;
-// pre-release and build suffixes are ignored, only major and minor count.
+// sentence that quotes at most shownRunes of each. Equal versions are always
+// in the window, dev builds included; pre-release and build suffixes are
+// ignored, only major and minor count.
 func JudgeSkew(manager, agent string) (Skew, string) {
 	switch {
 	case agent == "":
 		return Unknown, "the agent has not reported its version"
 	case agent == manager:
-		return InWindow, fmt.Sprintf("agent %s is the manager's version", agent)
+		return InWindow, fmt.Sprintf("agent %.*s is the manager's version", shownRunes, agent)
 	}
 	m, merr := utilversion.ParseSemantic(manager)
 	a, aerr := utilversion.ParseSemantic(agent)
 	if merr != nil || aerr != nil {
-		return Unknown, fmt.Sprintf("agent %s and manager %s differ and are not both release versions, so the skew is unknown", agent, manager)
+		return Unknown, fmt.Sprintf("agent %.*s and manager %.*s differ and are not both release versions, so the skew is unknown",
+			shownRunes, agent, shownRunes, manager)
 	}
 	window := fmt.Sprintf("the agent may be at most %d minor version behind the manager and never ahead", MaxAgentMinorsBehind)
 	behind := int(m.Minor()) - int(a.Minor())
 	if a.Major() != m.Major() || behind < 0 || behind > MaxAgentMinorsBehind {
-		return OutOfWindow, fmt.Sprintf("agent %s is outside the window of manager %s: %s", agent, manager, window)
+		return OutOfWindow, fmt.Sprintf("agent %.*s is outside the window of manager %.*s: %s", shownRunes, agent, shownRunes, manager, window)
 	}
-	return InWindow, fmt.Sprintf("agent %s is within the window of manager %s", agent, manager)
+	return InWindow, fmt.Sprintf("agent %.*s is within the window of manager %.*s", shownRunes, agent, shownRunes, manager)
 }

@@ -1,6 +1,7 @@
 package version
 
 import (
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -32,6 +33,11 @@ func TestJudgeSkewAllowsOneMinorBehindAndNeverAhead(t *testing.T) {
 		NewWithT(t).Expect(got).To(Equal(tc.want), "manager %q, agent %q: %s", tc.manager, tc.agent, msg)
 		NewWithT(t).Expect(msg).NotTo(BeEmpty())
 	}
-	_, msg := JudgeSkew("v0.4.0", "v0.2.5")
+	long := "v0.2.5-" + strings.Repeat("x", 40000)
+	skew, msg := JudgeSkew("v0.4.0", long)
+	NewWithT(t).Expect(skew).To(Equal(OutOfWindow))
+	NewWithT(t).Expect(msg).To(HaveLen(len("agent  is outside the window of manager v0.4.0: the agent may be at most 1 minor version behind the manager and never ahead")+shownRunes),
+		"a cluster's report is quoted in part only")
+	_, msg = JudgeSkew("v0.4.0", "v0.2.5")
 	NewWithT(t).Expect(msg).To(Equal("agent v0.2.5 is outside the window of manager v0.4.0: the agent may be at most 1 minor version behind the manager and never ahead"))
 }
