@@ -161,8 +161,8 @@ func reconcileReach(bm *fleeetv1.BootstrapModule, pull []string) {
 		named += fmt.Sprintf(" and %d more", len(pull)-maxNamed)
 	}
 	status.SetCondition(&bm.Status.Conditions, bm.Generation, fleeetv1.RemotesReachableCondition, metav1.ConditionFalse,
-		fleeetv1.ReasonPullRemotesSelected, fmt.Sprintf("%d selected pull Remotes are not applied to, since a BootstrapModule "+
-			"reaches only push Remotes (spec.selector): %s", len(pull), named))
+		fleeetv1.ReasonPullRemotesSelected, "not applied to the selected pull Remotes, which the management cluster "+
+			"cannot reach (spec.selector): "+named)
 }
 
 // reconcileRemotes brings the sync to each selected push Remote and counts

@@ -114,7 +114,7 @@ func TestBootstrapModuleRunsInTheSelectedPushRemotesUntilFluxReportsReady(t *tes
 		g.Expect(reach).NotTo(BeNil())
 		g.Expect(reach.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(reach.Reason).To(Equal(fleeetv1.ReasonPullRemotesSelected))
-		g.Expect(reach.Message).To(Equal("1 selected pull Remotes are not applied to, since a BootstrapModule reaches only push Remotes (spec.selector): pulled"))
+		g.Expect(reach.Message).To(Equal("not applied to the selected pull Remotes, which the management cluster cannot reach (spec.selector): pulled"))
 		ks = applied(g, ns)
 		g.Expect(ks).To(HaveLen(2))
 		g.Expect(ks).To(HaveKey("edge"))

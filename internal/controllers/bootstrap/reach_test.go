@@ -15,5 +15,5 @@ func TestReachNamesTheFirstFewUnreachableRemotesInOrder(t *testing.T) {
 	reconcileReach(bm, []string{"g", "b", "f", "a", "e", "c", "d"})
 	g.Expect(bm.Status.Unreachable).To(BeEquivalentTo(7))
 	g.Expect(apimeta.FindStatusCondition(bm.Status.Conditions, fleeetv1.RemotesReachableCondition).Message).To(Equal(
-		"7 selected pull Remotes are not applied to, since a BootstrapModule reaches only push Remotes (spec.selector): a, b, c, d, e and 2 more"))
+		"not applied to the selected pull Remotes, which the management cluster cannot reach (spec.selector): a, b, c, d, e and 2 more"))
 }
