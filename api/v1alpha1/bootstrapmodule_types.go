@@ -29,7 +29,7 @@ type BootstrapModuleStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration"`
 
-	// Conditions: Ready, Reconciling, Stalled.
+	// Conditions: Ready, Reconciling, Stalled, RemotesReachable.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -42,6 +42,12 @@ type BootstrapModuleStatus struct {
 	// Summary counts the selected push Remotes by the state of the sync.
 	// +optional
 	Summary ModuleSummary `json:"summary,omitempty"`
+
+	// Unreachable counts the selected pull Remotes, which the BootstrapModule
+	// does not apply to: the management cluster cannot reach them. They are
+	// not in summary; the RemotesReachable condition names them.
+	// +optional
+	Unreachable int32 `json:"unreachable,omitempty"`
 }
 
 // BootstrapModule is an exactly-versioned Flux sync applied from the
@@ -53,6 +59,7 @@ type BootstrapModuleStatus struct {
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.summary.ready`
 // +kubebuilder:printcolumn:name="Total",type=integer,JSONPath=`.status.summary.total`
+// +kubebuilder:printcolumn:name="Unreachable",type=integer,JSONPath=`.status.unreachable`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type BootstrapModule struct {

@@ -31,6 +31,17 @@ const (
 	// serves other versions. It never stops the plan from being mirrored.
 	FluxCompatibleCondition = "FluxCompatible"
 
+	// AgentCompatibleCondition is True on a pull Remote while its agent's
+	// version is within the skew window of the manager's (internal/version),
+	// False outside it, Unknown while either is not a comparable release. It
+	// never stops the plan from being delivered.
+	AgentCompatibleCondition = "AgentCompatible"
+
+	// RemotesReachableCondition is False on a BootstrapModule that selects
+	// pull Remotes, which it cannot reach from the management cluster and
+	// so does not apply to; the message names the first few.
+	RemotesReachableCondition = "RemotesReachable"
+
 	// RolloutPausedCondition is True on a Module whose rollout stopped because
 	// a Remote failed on the new version.
 	RolloutPausedCondition = "RolloutPaused"

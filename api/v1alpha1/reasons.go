@@ -131,6 +131,29 @@ const (
 	ReasonFluxUnreadable = "FluxUnreadable"
 )
 
+// Reasons of a BootstrapModule's RemotesReachable condition.
+const (
+	// ReasonPushRemotesOnly: every Remote the BootstrapModule selects is a
+	// push Remote.
+	ReasonPushRemotesOnly = "PushRemotesOnly"
+	// ReasonPullRemotesSelected: the BootstrapModule selects pull Remotes,
+	// which the management cluster cannot reach.
+	ReasonPullRemotesSelected = "PullRemotesSelected"
+)
+
+// Reasons of a pull Remote's AgentCompatible condition, and of the
+// manager's Warning event when an agent leaves the skew window.
+const (
+	// ReasonAgentInWindow: the agent's version is within the skew window.
+	ReasonAgentInWindow = "AgentInWindow"
+	// ReasonAgentVersionSkew: the agent is newer than the manager, or older
+	// than the window allows.
+	ReasonAgentVersionSkew = "AgentVersionSkew"
+	// ReasonAgentVersionUnknown: the agent has not reported its version, or
+	// it or the manager's is not a release and they differ.
+	ReasonAgentVersionUnknown = "AgentVersionUnknown"
+)
+
 // Reasons of an Upstream's Connected and Ready conditions.
 const (
 	// ReasonConnected: the management cluster answers.

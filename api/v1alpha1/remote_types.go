@@ -54,7 +54,8 @@ type RemoteSpec struct {
 // each applying only the fields it owns with server-side apply under its own
 // field manager (see internal/status), so none overwrites another:
 //   - fleet-manager-remote-health (pull Remotes): mode, lastHeartbeatTime and
-//     the Connected and Ready conditions, from the agent's Lease;
+//     the Connected, Ready and AgentCompatible conditions, from the agent's
+//     Lease and reported version;
 //   - fleet-manager-push (push Remotes): mode, lastHeartbeatTime and the
 //     Connected, Ready and Stalled conditions, from delivering the plan;
 //   - fleet-manager-registration: the Registered condition;
@@ -71,7 +72,7 @@ type RemoteStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration"`
 
 	// Conditions: Ready, Reconciling, Stalled, Connected, Registered (pull),
-	// FluxCompatible.
+	// FluxCompatible, AgentCompatible (pull).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -147,6 +148,8 @@ func (f *FluxStatus) String() string {
 // +kubebuilder:printcolumn:name="Kubernetes",type=string,JSONPath=`.status.kubernetesVersion`,priority=1
 // +kubebuilder:printcolumn:name="Flux",type=string,JSONPath=`.status.flux.version`,priority=1
 // +kubebuilder:printcolumn:name="Flux-Compatible",type=string,JSONPath=`.status.conditions[?(@.type=="FluxCompatible")].status`,priority=1
+// +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.status.agentVersion`,priority=1
+// +kubebuilder:printcolumn:name="Agent-Compatible",type=string,JSONPath=`.status.conditions[?(@.type=="AgentCompatible")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Remote struct {
 	metav1.TypeMeta   `json:",inline"`

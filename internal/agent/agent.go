@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -111,9 +112,23 @@ func stripPodTemplate(obj any) (any, error) {
 	return obj, nil
 }
 
-// Setup registers every fleet-agent controller with mgr.
+// Setup upgrades the agent's own CRDs and registers every fleet-agent
+// controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	fleetmetrics.RegisterAgent()
+	// Before any informer starts, so the controllers watch the new schema.
+	// The cache does not serve reads yet: read and write directly.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return err
+	}
+	log := mgr.GetLogger().WithName("crds")
+	if err := UpgradeCRDs(logr.NewContext(ctx, log), direct, Name, version.Version); err != nil {
+		// The CRDs present still serve this agent's kinds, if not its newest
+		// fields: keep running rather than stop the cluster's deliveries.
+		log.Error(err, "Running with the CustomResourceDefinitions installed; the agent chart's ClusterRole <release>-crds "+
+			"grants what upgrading them needs, or apply charts/fleet-agent/crds by hand")
+	}
 	readers := assemblage.NewServiceAccountReaders(mgr.GetConfig(), mgr.GetScheme(), mgr.GetRESTMapper())
 	if err := (&assemblage.Reconciler{
 		Client:          mgr.GetClient(),

@@ -28,6 +28,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/version"
 )
 
 var cluster *testenv.Cluster
@@ -90,14 +91,17 @@ func TestStatusShowsTheFleetGrid(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring(`--output "xml": want yaml, json or wide`)))
 
 	// -o wide adds the versions each Remote's agent reports, as the agent
-	// applies them, and what is wrong with a cluster's Flux.
+	// applies them, what is wrong with a cluster's Flux, and whether the
+	// agent is within the skew window of the manager (version.Version here:
+	// edge-1 runs the same build, lab a release the manager cannot compare
+	// itself with, edge-2 reported nothing).
 	fluxCompatible := func(cs metav1.ConditionStatus, reason, msg string) []metav1.Condition {
 		return []metav1.Condition{{Type: fleeetv1.FluxCompatibleCondition, Status: cs, Reason: reason, Message: msg,
 			LastTransitionTime: metav1.Now()}}
 	}
 	edge1 := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-1"}}
 	g.Expect(status.Apply(t.Context(), cluster.Client, edge1, status.AgentManager, map[string]any{
-		"agentVersion": "v1.4.2", "kubernetesVersion": "v1.36.3", "flux": fleeetv1.FluxStatus{Version: "v2.7.3"},
+		"agentVersion": version.Version, "kubernetesVersion": "v1.36.3", "flux": fleeetv1.FluxStatus{Version: "v2.7.3"},
 		"conditions": fluxCompatible(metav1.ConditionTrue, fleeetv1.ReasonFluxServed, "Flux serves …"),
 	})).To(Succeed())
 	const incompatible = "CustomResourceDefinition helmreleases.helm.toolkit.fluxcd.io serves v2beta2, not v2 " +
@@ -114,10 +118,10 @@ func TestStatusShowsTheFleetGrid(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		return strings.Split(strings.TrimSpace(out), "\n")
 	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Equal([]string{
-		"REMOTE  AGENT   KUBERNETES  FLUX                                                                                             app@v1.0.0                               crds@v1.0.0",
-		"edge-1  v1.4.2  v1.36.3     v2.7.3                                                                                           blocked v1.0.0                           ready v1.0.0 2/2 pods",
-		"edge-2  -       -           -                                                                                                offline v1.0.0                           offline v1.0.0",
-		"lab     v1.4.2  v1.35.0     helm-controller v0.37.4, kustomize-controller v1.9.5, source-controller v1.9.6 FluxIncompatible  failed v1.0.0 0/2 pods CrashLoopBackOff  -",
+		"REMOTE  AGENT   SKEW     KUBERNETES  FLUX                                                                                             app@v1.0.0                               crds@v1.0.0",
+		"edge-1  dev     ok       v1.36.3     v2.7.3                                                                                           blocked v1.0.0                           ready v1.0.0 2/2 pods",
+		"edge-2  -       unknown  -           -                                                                                                offline v1.0.0                           offline v1.0.0",
+		"lab     v1.4.2  unknown  v1.35.0     helm-controller v0.37.4, kustomize-controller v1.9.5, source-controller v1.9.6 FluxIncompatible  failed v1.0.0 0/2 pods CrashLoopBackOff  -",
 	}))
 	out, err = run(t, ns, "status", "-o", "json")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -127,7 +131,18 @@ func TestStatusShowsTheFleetGrid(t *testing.T) {
 		HaveField("Flux", HaveValue(HaveField("Controllers", HaveKeyWithValue("helm-controller", "v0.37.4")))),
 		HaveField("FluxProblem", "FluxIncompatible: "+incompatible))))
 	g.Expect(view.Remotes).To(ContainElement(And(HaveField("Name", "edge-1"),
-		HaveField("Flux", HaveValue(HaveField("Version", "v2.7.3"))), HaveField("FluxProblem", ""))))
+		HaveField("Flux", HaveValue(HaveField("Version", "v2.7.3"))), HaveField("FluxProblem", ""),
+		HaveField("AgentSkew", "ok"), HaveField("AgentProblem", ""))))
+	// lab's SKEW reads unknown before its report is judged as after.
+	g.Eventually(func(g Gomega) []fleetctl.RemoteView {
+		out, err := run(t, ns, "status", "-o", "json")
+		g.Expect(err).NotTo(HaveOccurred())
+		var view fleetctl.StatusView
+		g.Expect(json.Unmarshal([]byte(out), &view)).To(Succeed())
+		return view.Remotes
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(ContainElement(And(HaveField("Name", "lab"), HaveField("AgentSkew", "unknown"),
+		HaveField("AgentProblem", "AgentVersionUnknown: agent v1.4.2 and manager "+version.Version+
+			" differ and are not both release versions, so the skew is unknown"))))
 }
 
 func TestWhyExplainsOneCell(t *testing.T) {
@@ -174,9 +189,11 @@ func TestWhyShowsTheOverridesAndTheResolvedPackage(t *testing.T) {
 	ns := fleetviewtest.Fleet(t, cluster)
 	crds := &fleeetv1.Module{}
 	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crds"}, crds)).To(Succeed())
+	// A merge patch: the manager may write the Module's status meanwhile.
+	unchanged := crds.DeepCopy()
 	crds.Spec.Overrides = []fleeetv1.Override{{Name: "big", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "edge"}},
 		Kustomize: &fleeetv1.KustomizeOverride{Images: []fleeetv1.KustomizeImage{{Name: "web", NewTag: "2.0"}}}}}
-	g.Expect(cluster.Client.Update(t.Context(), crds)).To(Succeed())
+	g.Expect(cluster.Client.Patch(t.Context(), crds, client.MergeFrom(unchanged))).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		out, err := run(t, ns, "why", "crds", "--remote", "edge-1")
 		g.Expect(err).NotTo(HaveOccurred(), out)

@@ -43,9 +43,20 @@ type RemoteView struct {
 	// the manager) reads it; FluxProblem says, while the cluster's Flux
 	// does not serve what fleeet writes, why (the FluxCompatible
 	// condition's reason and message).
-	Flux        *fleeetv1.FluxStatus      `json:"flux,omitempty"`
-	FluxProblem string                    `json:"fluxProblem,omitempty"`
-	Cells       map[string]fleetview.Cell `json:"cells"`
+	Flux        *fleeetv1.FluxStatus `json:"flux,omitempty"`
+	FluxProblem string               `json:"fluxProblem,omitempty"`
+	// AgentSkew says where the agent's version stands against the
+	// manager's (the AgentCompatible condition): ok, skew (outside the
+	// window), unknown, or empty until judged; AgentProblem is, unless ok,
+	// the condition's reason and message.
+	AgentSkew    string                    `json:"agentSkew,omitempty"`
+	AgentProblem string                    `json:"agentProblem,omitempty"`
+	Cells        map[string]fleetview.Cell `json:"cells"`
+}
+
+// agentSkews are the AgentSkew of each AgentCompatible status.
+var agentSkews = map[metav1.ConditionStatus]string{
+	metav1.ConditionTrue: "ok", metav1.ConditionFalse: "skew", metav1.ConditionUnknown: "unknown",
 }
 
 func newStatusCommand(s *session) *cobra.Command {
@@ -60,7 +71,9 @@ marked * is not the Module's current one yet; - marks a Remote the Module does n
 the sync runs workloads, their ready pods against those wanted follow, with the reason pods are
 not ready (CrashLoopBackOff, ImagePullBackOff, ReadinessProbeFailing…); fleetctl why says where.
 -o wide adds the agent's, Kubernetes' and Flux's versions each Remote reports; FLUX names the
-reason (FluxMissing, FluxIncompatible) when the cluster's Flux does not serve what fleeet writes.`,
+reason (FluxMissing, FluxIncompatible) when the cluster's Flux does not serve what fleeet writes;
+SKEW says whether the agent's version is within the manager's skew window (ok), outside it
+(skew: at most one minor version behind the manager, never ahead) or cannot be judged (unknown).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, f, err := s.fleet(cmd.Context())
@@ -95,6 +108,12 @@ func statusView(f *fleetview.Fleet) StatusView {
 		if c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.FluxCompatibleCondition); c != nil && c.Status == metav1.ConditionFalse {
 			row.FluxProblem = c.Reason + ": " + c.Message
 		}
+		if c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.AgentCompatibleCondition); c != nil {
+			row.AgentSkew = agentSkews[c.Status]
+			if c.Status != metav1.ConditionTrue {
+				row.AgentProblem = c.Reason + ": " + c.Message
+			}
+		}
 		for j := range f.Modules {
 			if cell := f.Cell(&f.Modules[j], r); cell.State != "" {
 				row.Cells[f.Modules[j].Name] = cell
@@ -115,7 +134,7 @@ func printGrid(w io.Writer, f *fleetview.Fleet, v StatusView, colour, wide bool)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprint(tw, "REMOTE")
 	if wide {
-		fmt.Fprint(tw, "\tAGENT\tKUBERNETES\tFLUX")
+		fmt.Fprint(tw, "\tAGENT\tSKEW\tKUBERNETES\tFLUX")
 	}
 	for _, m := range f.Modules {
 		head := m.Name + "@" + v.Modules[m.Name]
@@ -128,7 +147,8 @@ func printGrid(w io.Writer, f *fleetview.Fleet, v StatusView, colour, wide bool)
 	for _, row := range v.Remotes {
 		fmt.Fprint(tw, row.Name)
 		if wide {
-			fmt.Fprintf(tw, "\t%s\t%s\t%s", cmp.Or(row.AgentVersion, "-"), cmp.Or(row.KubernetesVersion, "-"), fluxText(row))
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s", cmp.Or(row.AgentVersion, "-"), cmp.Or(row.AgentSkew, "-"),
+				cmp.Or(row.KubernetesVersion, "-"), fluxText(row))
 		}
 		for _, m := range f.Modules {
 			cell := row.Cells[m.Name]

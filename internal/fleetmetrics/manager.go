@@ -60,6 +60,9 @@ var (
 		"1 while the Remote's cluster is Connected, 0 when it is not.", []string{"namespace", "remote"}, nil)
 	remoteSuspended = prometheus.NewDesc("fleeet_remote_suspended",
 		"1 while the Remote's spec.suspend holds its plan.", []string{"namespace", "remote"}, nil)
+	remoteAgentSkew = prometheus.NewDesc("fleeet_remote_agent_skew",
+		"1 while the Remote's agent version is outside the skew window of the manager's (AgentCompatible=False), 0 otherwise.",
+		[]string{"namespace", "remote"}, nil)
 	moduleRemotes = prometheus.NewDesc("fleeet_module_remotes",
 		"The Module's selected Remotes by the state of its sync there (total, updated, ready, failed, blocked, offline, suspended, pods_not_ready, drifted).",
 		[]string{"namespace", "module", "state"}, nil)
@@ -77,7 +80,7 @@ type fleetCollector struct {
 
 // Describe implements prometheus.Collector.
 func (f *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{remoteConnected, remoteSuspended, moduleRemotes, moduleRollout} {
+	for _, d := range []*prometheus.Desc{remoteConnected, remoteSuspended, remoteAgentSkew, moduleRemotes, moduleRollout} {
 		ch <- d
 	}
 }
@@ -99,6 +102,8 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 			r := &remotes.Items[i]
 			ch <- prometheus.MustNewConstMetric(remoteConnected, prometheus.GaugeValue, one(!r.Offline()), r.Namespace, r.Name)
 			ch <- prometheus.MustNewConstMetric(remoteSuspended, prometheus.GaugeValue, one(r.Spec.Suspend), r.Namespace, r.Name)
+			skew := apimeta.IsStatusConditionFalse(r.Status.Conditions, fleeetv1.AgentCompatibleCondition)
+			ch <- prometheus.MustNewConstMetric(remoteAgentSkew, prometheus.GaugeValue, one(skew), r.Namespace, r.Name)
 		}
 	}
 	modules := &fleeetv1.ModuleList{}

@@ -37,7 +37,8 @@ func TestTheFleetCollectorReportsRemotesAndModules(t *testing.T) {
 		t.Fatal(err)
 	}
 	online := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "edge-1"},
-		Status: fleeetv1.RemoteStatus{Conditions: []metav1.Condition{{Type: fleeetv1.ConnectedCondition, Status: metav1.ConditionTrue}}}}
+		Status: fleeetv1.RemoteStatus{Conditions: []metav1.Condition{{Type: fleeetv1.ConnectedCondition, Status: metav1.ConditionTrue},
+			{Type: fleeetv1.AgentCompatibleCondition, Status: metav1.ConditionFalse}}}}
 	lab := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "lab"}, Spec: fleeetv1.RemoteSpec{Suspend: true},
 		Status: fleeetv1.RemoteStatus{Conditions: []metav1.Condition{{Type: fleeetv1.ConnectedCondition, Status: metav1.ConditionFalse}}}}
 	app := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "app"},
@@ -49,11 +50,15 @@ func TestTheFleetCollectorReportsRemotesAndModules(t *testing.T) {
 # TYPE fleeet_remote_connected gauge
 fleeet_remote_connected{namespace="team-a",remote="edge-1"} 1
 fleeet_remote_connected{namespace="team-a",remote="lab"} 0
+# HELP fleeet_remote_agent_skew 1 while the Remote's agent version is outside the skew window of the manager's (AgentCompatible=False), 0 otherwise.
+# TYPE fleeet_remote_agent_skew gauge
+fleeet_remote_agent_skew{namespace="team-a",remote="edge-1"} 1
+fleeet_remote_agent_skew{namespace="team-a",remote="lab"} 0
 # HELP fleeet_module_rollout_state 1 for the state the Module's rollout is in (ready, progressing, paused, rolled_back, failed, stalled).
 # TYPE fleeet_module_rollout_state gauge
 fleeet_module_rollout_state{module="app",namespace="team-a",state="paused"} 1
 `
-	NewWithT(t).Expect(testutil.CollectAndCompare(f, strings.NewReader(want), "fleeet_remote_connected", "fleeet_module_rollout_state")).To(Succeed())
+	NewWithT(t).Expect(testutil.CollectAndCompare(f, strings.NewReader(want), "fleeet_remote_connected", "fleeet_remote_agent_skew", "fleeet_module_rollout_state")).To(Succeed())
 	NewWithT(t).Expect(testutil.CollectAndCount(f, "fleeet_module_remotes")).To(Equal(9), "one series per state")
 	remotes := `
 # HELP fleeet_module_remotes The Module's selected Remotes by the state of its sync there (total, updated, ready, failed, blocked, offline, suspended, pods_not_ready, drifted).

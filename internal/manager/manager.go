@@ -25,6 +25,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/network"
 	"github.com/fleeet-dev/fleeet/internal/policy"
+	"github.com/fleeet-dev/fleeet/internal/version"
 	"github.com/fleeet-dev/fleeet/internal/webhooks"
 )
 
@@ -123,7 +124,8 @@ func SetupModules(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Grace: o.OfflineGrace, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Grace: o.OfflineGrace, Concurrent: o.Concurrent,
+		ManagerVersion: version.Version}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}).SetupWithManager(mgr)

@@ -26,6 +26,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -170,8 +171,17 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 		// carry no version label.
 		g.Expect(remote.Status.Flux).To(HaveValue(Equal(fleeetv1.FluxStatus{Version: "unknown"})))
 		g.Expect(apimeta.IsStatusConditionTrue(remote.Status.Conditions, fleeetv1.FluxCompatibleCondition)).To(BeTrue())
+		// The agent and the manager are the same build: in the skew window.
+		g.Expect(apimeta.IsStatusConditionTrue(remote.Status.Conditions, fleeetv1.AgentCompatibleCondition)).To(BeTrue())
 		g.Expect(upstreamReady(g, down)).To(BeTrue())
 	}, 3*timeout, poll).Should(Succeed(), logs)
+	// Helm installed the agent's CRDs; the agent applied its own over them
+	// at start, with the chart's ClusterRole alone.
+	for _, name := range []string{"assemblages.fleeet.dev", "upstreams.fleeet.dev"} {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		g.Expect(down.Client.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
+		g.Expect(crd.Annotations).To(HaveKeyWithValue("fleeet.dev/agent-version", "v0.0.0-chart"), name)
+	}
 	ks := &kustomizev1.KustomizationList{}
 	g.Expect(down.Client.List(ctx, ks, client.InNamespace(tenant))).To(Succeed())
 	g.Expect(ks.Items).To(HaveLen(1))

@@ -19,6 +19,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,7 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 
-	remotes, err := r.selectPushRemotes(ctx, bm)
+	remotes, pulled, err := r.selectRemotes(ctx, bm)
 	if _, invalid := errors.AsType[*invalidSelectorError](err); invalid {
 		status.MarkStalled(bm, fleeetv1.ReasonInvalidSelector, err.Error())
 		return ctrl.Result{}, nil
@@ -108,6 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	sum, probs, err := r.reconcileRemotes(ctx, bm, remotes, objs)
 	err = errors.Join(err, r.removeUnselected(ctx, objs, remotes))
 	r.reconcileStatus(bm, sum, probs)
+	reconcileReach(bm, pulled)
 	return ctrl.Result{}, err
 }
 
@@ -115,25 +117,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // only a spec change mends it, so it stalls the BootstrapModule.
 type invalidSelectorError struct{ error }
 
-// selectPushRemotes lists the push Remotes the BootstrapModule selects:
-// only they can be reached from the management cluster.
-func (r *Reconciler) selectPushRemotes(ctx context.Context, bm *fleeetv1.BootstrapModule) ([]*fleeetv1.Remote, error) {
+// selectRemotes lists the push Remotes the BootstrapModule selects, which
+// are the ones the management cluster can reach, and the names of the pull
+// Remotes it selects, which it cannot.
+func (r *Reconciler) selectRemotes(ctx context.Context, bm *fleeetv1.BootstrapModule) (push []*fleeetv1.Remote, pull []string, _ error) {
 	remotes := &fleeetv1.RemoteList{}
 	if err := r.Client.List(ctx, remotes, client.InNamespace(bm.Namespace)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var selected []*fleeetv1.Remote
 	for i := range remotes.Items {
 		remote := &remotes.Items[i]
 		ok, err := compile.Selects(bm.Spec.Selector, remote)
-		if err != nil {
-			return nil, &invalidSelectorError{err}
-		}
-		if ok && remote.Spec.KubeconfigRef != nil {
-			selected = append(selected, remote)
+		switch {
+		case err != nil:
+			return nil, nil, &invalidSelectorError{err}
+		case !ok:
+		case remote.Spec.KubeconfigRef != nil:
+			push = append(push, remote)
+		default:
+			pull = append(pull, remote.Name)
 		}
 	}
-	return selected, nil
+	return push, pull, nil
+}
+
+// maxNamed is how many unreachable Remotes RemotesReachable names, so its
+// message stays short whatever the fleet's size.
+const maxNamed = 5
+
+// reconcileReach records the selected pull Remotes, which the
+// BootstrapModule does not apply to: their count, and RemotesReachable
+// False naming the first few by name; True when there are none.
+func reconcileReach(bm *fleeetv1.BootstrapModule, pull []string) {
+	bm.Status.Unreachable = int32(len(pull))
+	if len(pull) == 0 {
+		status.SetCondition(&bm.Status.Conditions, bm.Generation, fleeetv1.RemotesReachableCondition, metav1.ConditionTrue,
+			fleeetv1.ReasonPushRemotesOnly, "every selected Remote is a push Remote")
+		return
+	}
+	slices.Sort(pull)
+	named := strings.Join(pull[:min(len(pull), maxNamed)], ", ")
+	if len(pull) > maxNamed {
+		named += fmt.Sprintf(" and %d more", len(pull)-maxNamed)
+	}
+	status.SetCondition(&bm.Status.Conditions, bm.Generation, fleeetv1.RemotesReachableCondition, metav1.ConditionFalse,
+		fleeetv1.ReasonPullRemotesSelected, "not applied to the selected pull Remotes, which the management cluster "+
+			"cannot reach (spec.selector): "+named)
 }
 
 // reconcileRemotes brings the sync to each selected push Remote and counts

@@ -86,7 +86,7 @@ func report(g Gomega, k *kustomizev1.Kustomization, ready bool, revision, msg st
 
 // A BootstrapModule runs in every push Remote it selects, through Flux
 // objects in the management cluster pointed at each Remote's kubeconfig;
-// pull Remotes cannot be reached from there. It is Ready once every
+// pull Remotes cannot be reached from there, which its status says. It is Ready once every
 // selected Remote that is online runs it, and leaves the Remotes it no
 // longer selects, and the cluster when deleted, without a trace.
 func TestBootstrapModuleRunsInTheSelectedPushRemotesUntilFluxReportsReady(t *testing.T) {
@@ -99,7 +99,8 @@ func TestBootstrapModuleRunsInTheSelectedPushRemotesUntilFluxReportsReady(t *tes
 	offline.Status.Conditions = []metav1.Condition{{Type: fleeetv1.ConnectedCondition, Status: metav1.ConditionFalse,
 		Reason: "Unreachable", Message: "cannot reach the cluster", LastTransitionTime: metav1.Now()}}
 	g.Expect(cluster.Client.Status().Update(t.Context(), offline)).To(Succeed())
-	g.Expect(cluster.Client.Create(t.Context(), &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pulled", Labels: selected}})).To(Succeed())
+	pulled := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pulled", Labels: selected}}
+	g.Expect(cluster.Client.Create(t.Context(), pulled)).To(Succeed())
 	bm := bootstrapFlux(t, ns, nil)
 
 	var ks map[string]*kustomizev1.Kustomization
@@ -108,6 +109,12 @@ func TestBootstrapModuleRunsInTheSelectedPushRemotesUntilFluxReportsReady(t *tes
 		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonProgressing))
 		g.Expect(c.Message).To(Equal("0 of 2 push Remotes ready at v2.7.0"))
 		g.Expect(bm.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 2, Updated: 2, Offline: 1}))
+		g.Expect(bm.Status.Unreachable).To(BeEquivalentTo(1))
+		reach := apimeta.FindStatusCondition(bm.Status.Conditions, fleeetv1.RemotesReachableCondition)
+		g.Expect(reach).NotTo(BeNil())
+		g.Expect(reach.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(reach.Reason).To(Equal(fleeetv1.ReasonPullRemotesSelected))
+		g.Expect(reach.Message).To(Equal("not applied to the selected pull Remotes, which the management cluster cannot reach (spec.selector): pulled"))
 		ks = applied(g, ns)
 		g.Expect(ks).To(HaveLen(2))
 		g.Expect(ks).To(HaveKey("edge"))
@@ -148,12 +155,16 @@ func TestBootstrapModuleRunsInTheSelectedPushRemotesUntilFluxReportsReady(t *tes
 		g.Expect(bm.Status.Summary.Failed).To(BeEquivalentTo(1))
 	}, timeout, poll).Should(Succeed())
 
-	g.Expect(cluster.Client.Patch(t.Context(), online, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":null}}`)))).To(Succeed())
+	for _, r := range []*fleeetv1.Remote{online, pulled} {
+		g.Expect(cluster.Client.Patch(t.Context(), r, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":null}}`)))).To(Succeed())
+	}
 	g.Eventually(func(g Gomega) {
 		g.Expect(applied(g, ns)).To(HaveLen(1))
 		g.Expect(applied(g, ns)).To(HaveKey("dead"))
 		judged(g, bm)
 		g.Expect(bm.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Offline: 1}))
+		g.Expect(bm.Status.Unreachable).To(BeZero())
+		g.Expect(apimeta.IsStatusConditionTrue(bm.Status.Conditions, fleeetv1.RemotesReachableCondition)).To(BeTrue(), "no pull Remote selected any more")
 	}, timeout, poll).Should(Succeed())
 
 	// No garbage collector runs here: the controller deletes its Flux

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,12 +17,14 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/status"
+	"github.com/fleeet-dev/fleeet/internal/version"
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
 // HealthReconciler marks pull Remotes Connected while their agent renews the Lease
 // named after the Remote, in the Remote's namespace, and Offline once the
-// Lease is older than Grace.
+// Lease is older than Grace; and AgentCompatible while the version the agent
+// reports is within the skew window of ManagerVersion.
 type HealthReconciler struct {
 	// Concurrent is how many objects reconcile at once.
 	Concurrent int
@@ -30,6 +34,9 @@ type HealthReconciler struct {
 	Recorder events.EventRecorder
 	// Grace is how long after its last heartbeat a Remote counts as Offline.
 	Grace time.Duration
+	// ManagerVersion is the manager's own version, which agents are judged
+	// against (internal/version.Version).
+	ManagerVersion string
 }
 
 // SetupWithManager registers the controller; each Lease renewal reaches the
@@ -43,8 +50,9 @@ func (h *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(h)
 }
 
-// Reconcile sets a Remote's mode, last heartbeat and Connected and Ready
-// conditions, and comes back when a fresh heartbeat would go stale.
+// Reconcile sets a Remote's mode, last heartbeat and Connected, Ready and
+// AgentCompatible conditions in one write when any changed, and comes back
+// when a fresh heartbeat would go stale.
 func (h *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	remote := &fleeetv1.Remote{}
 	if err := h.Client.Get(ctx, req.NamespacedName, remote); err != nil {
@@ -59,16 +67,47 @@ func (h *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	h.reconcileAgentVersion(remote)
 	remote.Status.ObservedGeneration = remote.Generation
 	if equality.Semantic.DeepEqual(*before, remote.Status) {
 		return result, nil
 	}
-	return result, status.Apply(ctx, h.Client, remote, status.HealthManager, fleeetv1.RemoteStatus{
+	if err := status.Apply(ctx, h.Client, remote, status.HealthManager, fleeetv1.RemoteStatus{
 		ObservedGeneration: remote.Generation,
 		Mode:               fleeetv1.PullMode,
 		LastHeartbeatTime:  remote.Status.LastHeartbeatTime,
-		Conditions:         status.Conditions(remote.Status.Conditions, fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition),
-	})
+		Conditions: status.Conditions(remote.Status.Conditions, fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition,
+			fleeetv1.AgentCompatibleCondition),
+	}); err != nil {
+		return result, err
+	}
+	h.recordSkew(remote, apimeta.FindStatusCondition(before.Conditions, fleeetv1.AgentCompatibleCondition))
+	return result, nil
+}
+
+// reconcileAgentVersion sets AgentCompatible from the version the agent
+// reports against the manager's (see version.JudgeSkew for the window).
+func (h *HealthReconciler) reconcileAgentVersion(remote *fleeetv1.Remote) {
+	skew, msg := version.JudgeSkew(h.ManagerVersion, remote.Status.AgentVersion)
+	cs, reason := metav1.ConditionTrue, fleeetv1.ReasonAgentInWindow
+	switch skew {
+	case version.OutOfWindow:
+		cs, reason = metav1.ConditionFalse, fleeetv1.ReasonAgentVersionSkew
+	case version.Unknown:
+		cs, reason = metav1.ConditionUnknown, fleeetv1.ReasonAgentVersionUnknown
+	}
+	status.SetCondition(&remote.Status.Conditions, remote.Generation, fleeetv1.AgentCompatibleCondition, cs, reason, msg)
+}
+
+// recordSkew records a Warning event when the written AgentCompatible
+// condition says the agent left the window, or moved within the outside of
+// it, since was: once per change, never on a rewrite for another reason.
+func (h *HealthReconciler) recordSkew(remote *fleeetv1.Remote, was *metav1.Condition) {
+	now := apimeta.FindStatusCondition(remote.Status.Conditions, fleeetv1.AgentCompatibleCondition)
+	if now.Reason != fleeetv1.ReasonAgentVersionSkew || (was != nil && was.Reason == now.Reason && was.Message == now.Message) {
+		return
+	}
+	h.Recorder.Eventf(remote, nil, corev1.EventTypeWarning, now.Reason, "CheckAgentVersion", "%s", now.Message)
 }
 
 // reconcileHeartbeat reads a pull Remote's Lease.

@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"cmp"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
+	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -112,4 +114,85 @@ func TestAPullRemoteGoesOfflineAfterTheGracePeriodAndBackAtItsNextHeartbeat(t *t
 	heartbeat(t, r, time.Now())
 	judgedAs(metav1.ConditionTrue, fleeetv1.ReasonHeartbeatFresh)
 	g.Expect(r.Status.LastHeartbeatTime.Time).To(BeTemporally(">", online))
+}
+
+// TestHealthJudgesTheAgentVersionAgainstTheManagers reconciles a pull
+// Remote reporting each kind of agent version, twice, and counts the
+// Warning events.
+func TestHealthJudgesTheAgentVersionAgainstTheManagers(t *testing.T) {
+	for name, tc := range map[string]struct {
+		manager, agent string
+		status         metav1.ConditionStatus
+		reason         string
+		warned         bool
+	}{
+		"the manager's own version":  {manager: "v0.4.0", agent: "v0.4.0", status: metav1.ConditionTrue, reason: fleeetv1.ReasonAgentInWindow},
+		"equal dev builds":           {manager: "dev", agent: "dev", status: metav1.ConditionTrue, reason: fleeetv1.ReasonAgentInWindow},
+		"one minor behind":           {manager: "v0.4.0", agent: "v0.3.2", status: metav1.ConditionTrue, reason: fleeetv1.ReasonAgentInWindow},
+		"two minors behind":          {manager: "v0.4.0", agent: "v0.2.0", status: metav1.ConditionFalse, reason: fleeetv1.ReasonAgentVersionSkew, warned: true},
+		"ahead of the manager":       {manager: "v0.4.0", agent: "v0.5.0", status: metav1.ConditionFalse, reason: fleeetv1.ReasonAgentVersionSkew, warned: true},
+		"not reported yet":           {manager: "v0.4.0", status: metav1.ConditionUnknown, reason: fleeetv1.ReasonAgentVersionUnknown},
+		"a dev agent, a release one": {manager: "v0.4.0", agent: "dev", status: metav1.ConditionUnknown, reason: fleeetv1.ReasonAgentVersionUnknown},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			r := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "edge-1", Generation: 2},
+				Status: fleeetv1.RemoteStatus{AgentVersion: tc.agent}}
+			c := fake.NewClientBuilder().WithScheme(testenv.Scheme).WithObjects(r).WithStatusSubresource(r).Build()
+			recorder := events.NewFakeRecorder(10)
+			h := &remote.HealthReconciler{Client: c, Recorder: recorder, Grace: time.Minute, ManagerVersion: tc.manager}
+			for range 2 {
+				_, err := h.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+			g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(r), r)).To(Succeed())
+			cond := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.AgentCompatibleCondition)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Status).To(Equal(tc.status))
+			g.Expect(cond.Reason).To(Equal(tc.reason))
+			g.Expect(cond.Message).To(ContainSubstring(cmp.Or(tc.agent, "not reported")))
+			g.Expect(cond.ObservedGeneration).To(BeEquivalentTo(2))
+			close(recorder.Events)
+			var warnings []string
+			for e := range recorder.Events {
+				warnings = append(warnings, e)
+			}
+			if tc.warned {
+				g.Expect(warnings).To(ConsistOf(HavePrefix("Warning AgentVersionSkew agent "+tc.agent+" is outside the window of manager v0.4.0")), "one event, not one per reconcile")
+			} else {
+				g.Expect(warnings).To(BeEmpty())
+			}
+		})
+	}
+}
+
+// An agent reporting a version outside the window turns its Remote's
+// AgentCompatible False with one Warning event, leaves Connected alone, and
+// turns it True again once upgraded.
+func TestAnAgentOutsideTheSkewWindowIsFlaggedUntilUpgraded(t *testing.T) {
+	g := NewWithT(t)
+	r := pullRemote(t, tenant(t), "edge-1", nil)
+	heartbeat(t, r, time.Now())
+	report := func(agentVersion string) {
+		g.Expect(status.Apply(t.Context(), cluster.Client, r, status.AgentManager, fleeetv1.RemoteStatus{AgentVersion: agentVersion})).To(Succeed())
+	}
+	judgedAs := func(want metav1.ConditionStatus, reason string) {
+		g.Eventually(func(g Gomega) {
+			get(g, r)
+			c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.AgentCompatibleCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(want))
+			g.Expect(c.Reason).To(Equal(reason))
+			g.Expect(connected(g, r).Status).To(Equal(metav1.ConditionTrue))
+		}, timeout, poll).Should(Succeed())
+	}
+	report("v0.2.1")
+	judgedAs(metav1.ConditionFalse, fleeetv1.ReasonAgentVersionSkew)
+	g.Eventually(func(g Gomega) []string {
+		return warnings(g, cluster.Client, r.Namespace, "Remote", r.Name, fleeetv1.ReasonAgentVersionSkew)
+	}, timeout, poll).Should(ConsistOf("agent v0.2.1 is outside the window of manager v0.4.0: the agent may be at most 1 minor version behind the manager and never ahead"))
+
+	report("v0.3.0")
+	judgedAs(metav1.ConditionTrue, fleeetv1.ReasonAgentInWindow)
+	g.Expect(warnings(g, cluster.Client, r.Namespace, "Remote", r.Name, fleeetv1.ReasonAgentVersionSkew)).To(HaveLen(1), "no event for coming back into the window")
 }

@@ -28,6 +28,9 @@ const (
 	// maxPlanBytes is the compiler's plan size limit, small enough for a
 	// test to pass it with one Module.
 	maxPlanBytes = 16 << 10
+	// managerVersion is the version the health controller judges agents
+	// against.
+	managerVersion = "v0.4.0"
 )
 
 // cluster is the management apiserver every test of the package shares,
@@ -50,7 +53,8 @@ func setupRemote(ctx context.Context, mgr ctrl.Manager) error {
 	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Grace: grace, Concurrent: 2}).SetupWithManager(mgr); err != nil {
+	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Grace: grace, Concurrent: 2,
+		ManagerVersion: managerVersion}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := (&remote.DeliveryReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Concurrent: 2}).SetupWithManager(ctx, mgr); err != nil {
