@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/controllers/bootstrap"
+	"github.com/fleeet-dev/fleeet/internal/controllers/inventory"
 	"github.com/fleeet-dev/fleeet/internal/controllers/module"
 	"github.com/fleeet-dev/fleeet/internal/controllers/policyconfig"
 	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
@@ -61,6 +62,13 @@ type Options struct {
 	// MaxMoving caps the Remotes moving at once across every rollout; zero
 	// for no cap.
 	MaxMoving int
+	// InventoryServiceAccountName is the spec.serviceAccountName of Remotes
+	// enrolled from an inventory object without the
+	// fleeet.dev/service-account-name annotation.
+	InventoryServiceAccountName string
+	// InventoryAccessProvider names the ClusterProfile access provider the
+	// manager reaches profiles' clusters through.
+	InventoryAccessProvider string
 }
 
 // FlagSourceNetworks is the prefix of the flag listing the networks source
@@ -99,6 +107,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	remotes := &registration.RemoteReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}
 	if err := remotes.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	inventories := &inventory.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
+		ServiceAccountName: o.InventoryServiceAccountName, AccessProvider: o.InventoryAccessProvider}
+	if err := inventories.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return setupAdmission(ctx, mgr, o)
