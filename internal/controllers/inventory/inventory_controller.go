@@ -96,7 +96,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		kr := &kindReconciler{Reconciler: r, kind: k, gvk: mapping.GroupVersionKind}
 		obj := kr.object()
-		b := ctrl.NewControllerManagedBy(mgr).Named("inventory-"+strings.ToLower(k.name)).
+		b := ctrl.NewControllerManagedBy(mgr).Named("inventory-" + strings.ToLower(k.name)).
 			WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrent}).
 			For(obj).
 			Owns(&fleeetv1.Remote{})
