@@ -72,6 +72,14 @@ func profileKubeconfig(ctx context.Context, r *Reconciler, obj *unstructured.Uns
 		return nil, fmt.Errorf("composing the kubeconfig of ClusterProfile %s: %w", obj.GetName(), err)
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: composedSecretName(obj.GetName())}}
+	err = r.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret)
+	if err == nil && !metav1.IsControlledBy(secret, obj) {
+		// Never overwrite a Secret someone else wrote.
+		return nil, &noCredentialsError{fmt.Sprintf("secret %s: exists and was not written for this ClusterProfile; the manager composes the kubeconfig there", secret.Name)}
+	}
+	if client.IgnoreNotFound(err) != nil {
+		return nil, err
+	}
 	_, err = controllerutil.CreateOrPatch(ctx, r.Client, secret, func() error {
 		secret.Labels = map[string]string{fleeetv1.InventoryLabel: ClusterProfile}
 		secret.Data = map[string][]byte{"value": data}

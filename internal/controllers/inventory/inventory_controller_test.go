@@ -175,7 +175,7 @@ func TestClusterProfileRunsAModuleThroughItsAccessProviderAndTokenSecret(t *test
 	}, timeout, poll).Should(BeTrue(), "the composed kubeconfig goes with the profile")
 }
 
-func TestInventoryNeverTakesOverAHandMadeRemote(t *testing.T) {
+func TestInventoryNeverTakesOverAHandMadeRemoteOrSecret(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
 	handMade := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge", Labels: map[string]string{"env": "dev"}}}
@@ -194,6 +194,29 @@ func TestInventoryNeverTakesOverAHandMadeRemote(t *testing.T) {
 	g.Expect(got.Labels).To(Equal(handMade.Labels))
 	g.Expect(got.Spec.KubeconfigRef).To(BeNil())
 	g.Expect(got.OwnerReferences).To(BeEmpty())
+
+	// Nor a Secret where a ClusterProfile's kubeconfig would be composed.
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-fleeet-kubeconfig"}, Data: map[string][]byte{"value": []byte("theirs")}}
+	g.Expect(cluster.Client.Create(t.Context(), theirs)).To(Succeed())
+	g.Expect(cluster.Client.Create(t.Context(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, Data: map[string][]byte{"token": []byte("a-token")},
+	})).To(Succeed())
+	profile := inventoryObject("multicluster.x-k8s.io/v1alpha1", "ClusterProfile", ns, "other", nil,
+		map[string]any{"clusterManager": map[string]any{"name": "ocm"}})
+	g.Expect(cluster.Client.Create(t.Context(), profile)).To(Succeed())
+	g.Expect(unstructured.SetNestedSlice(profile.Object, []any{map[string]any{
+		"name": "secretreader", "cluster": map[string]any{"server": "https://other.example.com"},
+	}}, "status", "accessProviders")).To(Succeed())
+	g.Expect(cluster.Client.Status().Update(t.Context(), profile)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		events := &eventsv1.EventList{}
+		g.Expect(cluster.Client.List(t.Context(), events, client.InNamespace(ns))).To(Succeed())
+		g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", inventory.ReasonNoCredentials),
+			HaveField("Note", ContainSubstring("secret other-fleeet-kubeconfig: exists")))))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(theirs), theirs)).To(Succeed())
+	g.Expect(theirs.Data).To(Equal(map[string][]byte{"value": []byte("theirs")}))
+	g.Expect(apierrors.IsNotFound(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "other"}, &fleeetv1.Remote{}))).To(BeTrue())
 
 	// Removing the Cluster leaves the hand-made Remote too.
 	g.Expect(cluster.Client.Delete(t.Context(), c)).To(Succeed())
