@@ -78,6 +78,16 @@ const (
 	// RemoteLabel names the Remote a BootstrapModule's Flux object applies to.
 	RemoteLabel = "fleeet.dev/remote"
 
+	// InventoryLabel names, on a Remote the manager enrolled from an
+	// inventory, the kind of inventory object it follows (ClusterAPI or
+	// ClusterProfile); the object has the Remote's name.
+	InventoryLabel = "fleeet.dev/inventory"
+
+	// ServiceAccountAnnotation on a Cluster API Cluster or a ClusterProfile
+	// names the downstream ServiceAccount its Remote's
+	// spec.serviceAccountName is set to.
+	ServiceAccountAnnotation = "fleeet.dev/service-account-name"
+
 	// RegistrationTokenLabel names, on the objects the manager creates for
 	// registration, the RegistrationToken they serve.
 	RegistrationTokenLabel = "fleeet.dev/registration-token"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/controllers/bootstrap"
+	"github.com/fleeet-dev/fleeet/internal/controllers/inventory"
 	"github.com/fleeet-dev/fleeet/internal/controllers/module"
 	"github.com/fleeet-dev/fleeet/internal/controllers/policyconfig"
 	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
@@ -66,6 +67,13 @@ type Options struct {
 	// so fleetctl restore can write a rebuilt management cluster's state
 	// before any rollout, compile or registration acts on half of it.
 	AdmissionOnly bool
+	// InventoryServiceAccountName is the spec.serviceAccountName of Remotes
+	// enrolled from an inventory object without the
+	// fleeet.dev/service-account-name annotation.
+	InventoryServiceAccountName string
+	// InventoryAccessProvider names the ClusterProfile access provider the
+	// manager reaches profiles' clusters through.
+	InventoryAccessProvider string
 }
 
 // FlagSourceNetworks is the prefix of the flag listing the networks source
@@ -107,6 +115,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	remotes := &registration.RemoteReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}
 	if err := remotes.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	inventories := &inventory.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
+		ServiceAccountName: o.InventoryServiceAccountName, AccessProvider: o.InventoryAccessProvider}
+	if err := inventories.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return setupAdmission(ctx, mgr, o)

@@ -21,6 +21,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
 // TB is what the harness needs of a test: testing.TB has it all, and
@@ -149,4 +151,31 @@ func runIn(dir, name string, args ...string) (string, error) {
 		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
+}
+
+// The inventory APIs whose CRDs WithInventoryCRDs serves: Cluster API (its
+// Cluster, v1beta1 and v1beta2) and the sig-multicluster cluster inventory
+// API (ClusterProfile).
+const (
+	clusterAPI          = "sigs.k8s.io/cluster-api@v1.11.3"
+	clusterInventoryAPI = "sigs.k8s.io/cluster-inventory-api@v0.1.0"
+)
+
+// WithInventoryCRDs adds Cluster API's Cluster CRD and the ClusterProfile
+// CRD, as their modules ship them, to the cluster's CRDs.
+func WithInventoryCRDs() ClusterOption {
+	return func(env *envtest.Environment, _ string) error {
+		capi, err := moduleDir(os.TempDir(), clusterAPI)
+		if err != nil {
+			return err
+		}
+		inventory, err := moduleDir(os.TempDir(), clusterInventoryAPI)
+		if err != nil {
+			return err
+		}
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths,
+			filepath.Join(capi, "config", "crd", "bases", "cluster.x-k8s.io_clusters.yaml"),
+			filepath.Join(inventory, "config", "crd", "bases", "multicluster.x-k8s.io_clusterprofiles.yaml"))
+		return nil
+	}
 }

@@ -1,0 +1,227 @@
+// Package inventory enrols the clusters an inventory lists as push Remotes:
+// Cluster API Clusters, through the kubeconfig Secret Cluster API writes
+// beside each, and sig-multicluster ClusterProfiles, through an access
+// provider and a token Secret.
+package inventory
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// Values of the fleeet.dev/inventory label of an enrolled Remote.
+const (
+	ClusterAPI     = "ClusterAPI"
+	ClusterProfile = "ClusterProfile"
+)
+
+// Event reasons on an inventory object the manager does not enrol.
+const (
+	// ReasonRemoteExists: a Remote of the object's name exists that was not
+	// enrolled from it; it is left as it is.
+	ReasonRemoteExists = "RemoteExists"
+	// ReasonNoCredentials: a ClusterProfile offers no access the manager
+	// can use yet.
+	ReasonNoCredentials = "NoCredentials"
+)
+
+// inventoryKind is one kind of inventory object and how a cluster it lists
+// is reached.
+type inventoryKind struct {
+	// name is the Remote's fleeet.dev/inventory label.
+	name string
+	gk   schema.GroupKind
+	// kubeconfig returns the Secret of obj's namespace holding a kubeconfig
+	// for obj's cluster, composing it first where the kind needs to.
+	kubeconfig func(ctx context.Context, r *Reconciler, obj *unstructured.Unstructured) (*fleeetv1.SecretKeyReference, error)
+}
+
+var kinds = []inventoryKind{
+	{name: ClusterAPI, gk: schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "Cluster"}, kubeconfig: clusterAPIKubeconfig},
+	{name: ClusterProfile, gk: schema.GroupKind{Group: "multicluster.x-k8s.io", Kind: "ClusterProfile"}, kubeconfig: profileKubeconfig},
+}
+
+// Reconciler keeps one push Remote for each inventory object of a tenant
+// namespace: same name, labels copied (bar fleeet.dev/ ones), owned by the
+// object. When the object goes, the Remote is deleted; deleting a push
+// Remote leaves its cluster's Assemblage and workloads as they are.
+type Reconciler struct {
+	// Client reads the inventory objects and writes Remotes.
+	Client client.Client
+	// Recorder records why an object is not enrolled.
+	Recorder events.EventRecorder
+	// Concurrent is how many objects reconcile at once.
+	Concurrent int
+	// ServiceAccountName is the Remotes' spec.serviceAccountName when the
+	// inventory object has no fleeet.dev/service-account-name annotation.
+	ServiceAccountName string
+	// AccessProvider names the ClusterProfile access provider whose cluster
+	// (server and CA) the manager uses, with the token of the Secret named
+	// after the profile in its namespace, key token, as the secretreader
+	// credential plugin reads it.
+	AccessProvider string
+}
+
+// SetupWithManager starts a controller for each inventory kind the
+// apiserver serves; a kind whose CRD is absent is skipped, so the manager
+// runs without them (it must restart to see CRDs installed later).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	for _, k := range kinds {
+		mapping, err := mgr.GetRESTMapper().RESTMapping(k.gk)
+		if apimeta.IsNoMatchError(err) {
+			mgr.GetLogger().Info("Inventory kind not served; not enrolling from it", "kind", k.gk.String())
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("looking up inventory kind %s: %w", k.gk, err)
+		}
+		kr := &kindReconciler{Reconciler: r, kind: k, gvk: mapping.GroupVersionKind}
+		obj := kr.object()
+		b := ctrl.NewControllerManagedBy(mgr).Named("inventory-" + strings.ToLower(k.name)).
+			WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrent}).
+			For(obj).
+			Owns(&fleeetv1.Remote{})
+		if k.name == ClusterProfile {
+			// The token Secret has the profile's name.
+			b = b.Watches(&corev1.Secret{}, handlerSameName, builder.OnlyMetadata)
+		}
+		if err := b.Complete(kr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// kindReconciler reconciles the objects of one inventory kind.
+type kindReconciler struct {
+	*Reconciler
+	kind inventoryKind
+	gvk  schema.GroupVersionKind
+}
+
+func (r *kindReconciler) object() *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(r.gvk)
+	return obj
+}
+
+// Reconcile enrols the inventory object's cluster as a Remote, or deletes
+// the Remote enrolled from an object that is gone.
+func (r *kindReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := r.object()
+	if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.unenrol(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, err
+	}
+	if !obj.GetDeletionTimestamp().IsZero() {
+		return ctrl.Result{}, r.unenrol(ctx, req.NamespacedName)
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: req.Namespace}, ns); err != nil {
+		return ctrl.Result{}, err
+	}
+	if ns.Labels[fleeetv1.TenantLabel] != "true" {
+		// Only a tenant's namespace holds Remotes; labelling it brings no
+		// event here, so a later label needs the object touched.
+		log.FromContext(ctx).V(1).Info("Namespace is not a tenant's; cluster not enrolled")
+		return ctrl.Result{}, nil
+	}
+	ref, err := r.kind.kubeconfig(ctx, r.Reconciler, obj)
+	if noCreds, ok := errors.AsType[*noCredentialsError](err); ok {
+		// The profile's status or the token Secret brings us back.
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonNoCredentials, "Enrol", "%s", noCreds.Error())
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.enrol(ctx, obj, ref)
+}
+
+// enrol creates or updates the object's Remote. A Remote of the same name
+// the object does not control is left alone: an inventory entry must not
+// take over a Remote someone made by hand.
+func (r *kindReconciler) enrol(ctx context.Context, obj *unstructured.Unstructured, ref *fleeetv1.SecretKeyReference) error {
+	remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(remote), remote)
+	if err == nil && !metav1.IsControlledBy(remote, obj) {
+		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonRemoteExists, "Enrol",
+			"Remote %s exists and was not enrolled from this %s; it is left as it is", remote.Name, r.kind.gk.Kind)
+		return nil
+	}
+	if client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	_, err = controllerutil.CreateOrPatch(ctx, r.Client, remote, func() error {
+		remote.Labels = remoteLabels(obj.GetLabels(), r.kind.name)
+		remote.Spec.KubeconfigRef = ref
+		remote.Spec.ServiceAccountName = cmp.Or(obj.GetAnnotations()[fleeetv1.ServiceAccountAnnotation], r.ServiceAccountName)
+		return controllerutil.SetControllerReference(obj, remote, r.Client.Scheme(), controllerutil.WithBlockOwnerDeletion(false))
+	})
+	if err != nil {
+		return fmt.Errorf("enrolling %s %s as a Remote: %w", r.kind.gk.Kind, obj.GetName(), err)
+	}
+	return nil
+}
+
+// unenrol deletes the Remote, and the kubeconfig Secret composed for it,
+// enrolled from the object key that is gone. Owner references do the same
+// through the garbage collector; this covers an apiserver without it and
+// does it at once. The push controller leaves the cluster's Assemblage, and
+// so its workloads, as they are when a Remote goes.
+func (r *kindReconciler) unenrol(ctx context.Context, key client.ObjectKey) error {
+	for _, obj := range []client.Object{&fleeetv1.Remote{}, &corev1.Secret{}} {
+		name := key.Name
+		if _, secret := obj.(*corev1.Secret); secret {
+			name = composedSecretName(key.Name)
+		}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, obj); err != nil {
+			if client.IgnoreNotFound(err) != nil {
+				return err
+			}
+			continue
+		}
+		if obj.GetLabels()[fleeetv1.InventoryLabel] != r.kind.name {
+			continue
+		}
+		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: new(obj.GetUID())}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %s enrolled from %s %s: %w", name, r.kind.gk.Kind, key.Name, err)
+		}
+	}
+	return nil
+}
+
+// remoteLabels are the inventory object's labels without those under
+// fleeet.dev/, which only fleeet sets, plus the inventory label.
+func remoteLabels(from map[string]string, kind string) map[string]string {
+	labels := map[string]string{fleeetv1.InventoryLabel: kind}
+	for k, v := range from {
+		prefix, _, found := strings.Cut(k, "/")
+		if found && (prefix == "fleeet.dev" || strings.HasSuffix(prefix, ".fleeet.dev")) {
+			continue
+		}
+		labels[k] = v
+	}
+	return labels
+}
