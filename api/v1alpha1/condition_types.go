@@ -32,7 +32,8 @@ const (
 	FluxCompatibleCondition = "FluxCompatible"
 
 	// RolloutPausedCondition is True on a Module whose rollout stopped because
-	// a Remote failed on the new version.
+	// a Remote failed on the new version, or because a person paused it
+	// (reason PausedBySpec or PausedByAnnotation, which no alert reads).
 	RolloutPausedCondition = "RolloutPaused"
 
 	// RolledBackCondition is True on a Module whose current revision was

@@ -58,6 +58,11 @@ const (
 	ReasonStageStarted = "StageStarted"
 	// ReasonStageApproved: a stage's manual approval was given.
 	ReasonStageApproved = "StageApproved"
+	// ReasonPausedBySpec: spec.rollout.paused pauses the rollout.
+	ReasonPausedBySpec = "PausedBySpec"
+	// ReasonPausedByAnnotation: the fleeet.dev/pause annotation (fleetctl
+	// rollout pause) pauses the rollout.
+	ReasonPausedByAnnotation = "PausedByAnnotation"
 )
 
 // Reasons of a Remote's Connected and Ready conditions.
