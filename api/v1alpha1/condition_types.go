@@ -44,6 +44,12 @@ const (
 	// DeliveredCondition on an Upstream says whether every Secret its plan
 	// delivers is written in the tenant's namespace downstream.
 	DeliveredCondition = "Delivered"
+
+	// LabelsAppliedCondition on a registered Remote, and on its Upstream,
+	// says whether the labels the cluster requests (Remote
+	// status.requestedLabels, from the Upstream's spec.labels) are on the
+	// Remote; False names each refused key and why.
+	LabelsAppliedCondition = "LabelsApplied"
 )
 
 // Labels and annotations under fleeet.dev/ are reserved for fleeet's own
@@ -71,6 +77,14 @@ const (
 	// RegistrationTokenLabel names, on the objects the manager creates for
 	// registration, the RegistrationToken they serve.
 	RegistrationTokenLabel = "fleeet.dev/registration-token"
+
+	// FreeLabelKeysAnnotation on a registered Remote lists, comma-separated,
+	// the label keys its cluster may choose values for: its
+	// RegistrationToken's freeLabelKeys, less the keys of the token's
+	// remoteLabels, recorded by the manager at registration. They govern
+	// the cluster's later label requests for the Remote's life, whatever
+	// becomes of the token.
+	FreeLabelKeysAnnotation = "fleeet.dev/free-label-keys"
 
 	// DeliverableLabel set to "true" on a Secret of a tenant namespace on the
 	// management cluster lets Modules of that namespace deliver it
