@@ -1,6 +1,7 @@
 package registration
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -67,7 +68,7 @@ func requestedLabels(remote *fleeetv1.Remote) (map[string]string, []string) {
 			why = "keys under fleeet.dev/ are set only by the fleet manager"
 		case !slices.Contains(free, k):
 			why = fmt.Sprintf("not a key the Remote's registration freed (%s): the RegistrationToken's labels, "+
-				"and labels it does not free, are not the cluster's to choose", strings.Join(free, ","))
+				"and labels it does not free, are not the cluster's to choose", cmp.Or(strings.Join(free, ","), "none"))
 		default:
 			errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...)
 			if len(errs) == 0 {
