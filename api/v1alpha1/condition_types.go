@@ -43,7 +43,8 @@ const (
 	RemotesReachableCondition = "RemotesReachable"
 
 	// RolloutPausedCondition is True on a Module whose rollout stopped because
-	// a Remote failed on the new version.
+	// a Remote failed on the new version, or because a person paused it
+	// (reason PausedBySpec or PausedByAnnotation, which no alert reads).
 	RolloutPausedCondition = "RolloutPaused"
 
 	// RolledBackCondition is True on a Module whose current revision was
@@ -54,6 +55,12 @@ const (
 	// DeliveredCondition on an Upstream says whether every Secret its plan
 	// delivers is written in the tenant's namespace downstream.
 	DeliveredCondition = "Delivered"
+
+	// LabelsAppliedCondition on a registered Remote, and on its Upstream,
+	// says whether the labels the cluster requests (Remote
+	// status.requestedLabels, from the Upstream's spec.labels) are on the
+	// Remote; False names each refused key and why.
+	LabelsAppliedCondition = "LabelsApplied"
 )
 
 // Labels and annotations under fleeet.dev/ are reserved for fleeet's own
@@ -91,6 +98,14 @@ const (
 	// RegistrationTokenLabel names, on the objects the manager creates for
 	// registration, the RegistrationToken they serve.
 	RegistrationTokenLabel = "fleeet.dev/registration-token"
+
+	// FreeLabelKeysAnnotation on a registered Remote lists, comma-separated,
+	// the label keys its cluster may choose values for: its
+	// RegistrationToken's freeLabelKeys, less the keys of the token's
+	// remoteLabels, recorded by the manager at registration. They govern
+	// the cluster's later label requests for the Remote's life, whatever
+	// becomes of the token.
+	FreeLabelKeysAnnotation = "fleeet.dev/free-label-keys"
 
 	// DeliverableLabel set to "true" on a Secret of a tenant namespace on the
 	// management cluster lets Modules of that namespace deliver it

@@ -238,7 +238,10 @@ type Rollout struct {
 
 	// Paused stops Remotes from starting to move; those already moving
 	// finish. It keeps the rollout's place: stages, approvals and admitted
-	// Remotes stay as they are.
+	// Remotes stay as they are. This is the pause declared with the spec
+	// (in git); fleetctl rollout pause sets the annotation fleeet.dev/pause
+	// instead, which pauses the same way and which a GitOps tool applying
+	// the spec leaves alone.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 
@@ -344,6 +347,16 @@ const (
 	ApproveAnnotation = "fleeet.dev/approve"
 	// UndoAnnotation is "<revision>": roll that revision back now.
 	UndoAnnotation = "fleeet.dev/undo"
+	// PauseAnnotation pauses a RollingUpdate as spec.rollout.paused does,
+	// whatever the spec holds, until it is removed (fleetctl rollout
+	// resume); its value, printable and at most 128 characters, says when
+	// and why (fleetctl rollout pause writes "<RFC 3339 time>[: <reason>]").
+	// Unlike approve and undo it names no revision: a pause holds every
+	// version until lifted.
+	PauseAnnotation = "fleeet.dev/pause"
+	// PauseAnnotationMax is the most characters admission lets
+	// PauseAnnotation hold.
+	PauseAnnotationMax = 128
 	// MaxMovingAnnotation on a tenant namespace caps how many Remotes its
 	// Modules' rollouts may have moving at once, all together; set by the
 	// platform team, which tenants cannot overrule.

@@ -58,6 +58,11 @@ const (
 	ReasonStageStarted = "StageStarted"
 	// ReasonStageApproved: a stage's manual approval was given.
 	ReasonStageApproved = "StageApproved"
+	// ReasonPausedBySpec: spec.rollout.paused pauses the rollout.
+	ReasonPausedBySpec = "PausedBySpec"
+	// ReasonPausedByAnnotation: the fleeet.dev/pause annotation (fleetctl
+	// rollout pause) pauses the rollout.
+	ReasonPausedByAnnotation = "PausedByAnnotation"
 )
 
 // Reasons of a Remote's Connected and Ready conditions.
@@ -106,6 +111,13 @@ const (
 	// ReasonLeaseConflict: the Lease named after the Remote belongs to
 	// someone else.
 	ReasonLeaseConflict = "LeaseConflict"
+	// ReasonLabelsApplied: the Remote carries every label its cluster
+	// requests.
+	ReasonLabelsApplied = "LabelsApplied"
+	// ReasonLabelsRefused: some labels the cluster requests are not the
+	// cluster's to choose, or admission refused them; the Remote keeps its
+	// labels under those keys.
+	ReasonLabelsRefused = "LabelsRefused"
 	// ReasonCredentialIssued: the first credential waits for the agent.
 	ReasonCredentialIssued = "CredentialIssued"
 	// ReasonCredentialNotPickedUp: the agent did not collect its first

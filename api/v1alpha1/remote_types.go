@@ -72,7 +72,7 @@ type RemoteStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration"`
 
 	// Conditions: Ready, Reconciling, Stalled, Connected, Registered (pull),
-	// FluxCompatible, AgentCompatible (pull).
+	// FluxCompatible, AgentCompatible (pull), LabelsApplied (registered pull Remotes).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -99,6 +99,16 @@ type RemoteStatus struct {
 	// whether those serve the API versions fleeet writes.
 	// +optional
 	Flux *FluxStatus `json:"flux,omitempty"`
+
+	// RequestedLabels are the labels the cluster's agent asks for on this
+	// Remote: its Upstream's spec.labels, written by the cluster. The
+	// manager sets on the Remote's metadata those under the keys its
+	// registration freed (annotation fleeet.dev/free-label-keys), removes
+	// freed keys no longer asked for, and names each key it refuses, and
+	// why, in the condition LabelsApplied. Unset leaves the labels alone.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	RequestedLabels map[string]string `json:"requestedLabels,omitempty"`
 }
 
 // FluxStatus is the Flux a cluster runs, read from the

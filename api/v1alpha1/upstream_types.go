@@ -22,8 +22,11 @@ type UpstreamSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	ClusterName string `json:"clusterName"`
 
-	// Labels the agent asks for on its Remote, next to the token's. Labels
-	// under fleeet.dev/ are refused.
+	// Labels the agent asks for on its Remote, next to the token's: at
+	// registration, and after it on every change (the Remote's
+	// status.requestedLabels). The manager sets those under the keys the
+	// registration freed and refuses the others, as the condition
+	// LabelsApplied says. Labels under fleeet.dev/ are refused.
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 
@@ -76,7 +79,7 @@ type UpstreamStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration"`
 
 	// Conditions: Ready, Reconciling, Stalled, Registered, Connected,
-	// FluxCompatible.
+	// FluxCompatible, LabelsApplied (the manager's answer to spec.labels).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -17,6 +17,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -357,19 +358,33 @@ func TestRolloutCommandsShowAndSteerARollout(t *testing.T) {
 	_, err = run(t, ns, "rollout", "pause", "crds")
 	g.Expect(err).To(MatchError("module crds rolls out AllAtOnce: only a RollingUpdate can be paused"))
 
-	paused := func(g Gomega) bool {
+	module := func(g Gomega) *fleeetv1.Module {
 		m := &fleeetv1.Module{}
 		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "app"}, m)).To(Succeed())
-		return m.Spec.Rollout.Paused
+		return m
 	}
-	out, err = run(t, ns, "rollout", "pause", "app")
+	_, err = run(t, ns, "rollout", "pause", "app", "--reason", "freeze\nforged: line")
+	g.Expect(err).To(MatchError("--reason: at most 106 printable ASCII characters (it goes into the annotation fleeet.dev/pause)"))
+	_, err = run(t, ns, "rollout", "pause", "app", "--reason", strings.Repeat("x", 107))
+	g.Expect(err).To(HaveOccurred())
+	g.Expect(module(g).Annotations).NotTo(HaveKey(fleeetv1.PauseAnnotation), "a refused pause writes nothing")
+
+	out, err = run(t, ns, "rollout", "pause", "app", "--reason", "change freeze")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(out).To(Equal("module/app paused\n"))
-	g.Expect(paused(g)).To(BeTrue())
+	g.Expect(out).To(MatchRegexp(`^module/app paused \(fleeet.dev/pause: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: change freeze\)\n$`))
+	g.Expect(module(g).Annotations[fleeetv1.PauseAnnotation]).To(HaveSuffix("Z: change freeze"))
+	g.Expect(module(g).Spec.Rollout.Paused).To(BeFalse(), "pause writes no spec")
 	out, err = run(t, ns, "rollout", "resume", "app")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(Equal("module/app resumed\n"))
-	g.Expect(paused(g)).To(BeFalse())
+	g.Expect(module(g).Annotations).NotTo(HaveKey(fleeetv1.PauseAnnotation))
+
+	// A pause declared in the spec is not resume's to lift, and it says so.
+	g.Expect(cluster.Client.Patch(t.Context(), module(g), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"rollout":{"paused":true}}}`)))).To(Succeed())
+	out, err = run(t, ns, "rollout", "resume", "app")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(out).To(Equal("module/app: removed fleeet.dev/pause, but spec.rollout.paused still pauses it; set it to false where the spec is kept\n"))
+	g.Expect(module(g).Spec.Rollout.Paused).To(BeTrue())
 }
 
 // specs maps every Module, Remote and ProxyAssemblage of a namespace to

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -21,13 +22,14 @@ func newRolloutCommand(s *session) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout",
 		Short: "See and steer a Module's rollout: status, history, pause, resume, approve, undo",
-		Long: `Like kubectl rollout, for a Module across the fleet. pause and resume set spec.rollout.paused;
-approve and undo write an annotation naming the Module's current revision, so neither can apply to
-a later version by accident. kubectl wait --for=condition=Ready (or RolledBack, RolloutPaused)
+		Long: `Like kubectl rollout, for a Module across the fleet. None writes the spec, so a GitOps tool applying
+the Module from git undoes none of them: pause and resume set and remove the annotation
+fleeet.dev/pause; approve and undo write an annotation naming the Module's current revision, so
+neither can apply to a later version by accident. kubectl wait --for=condition=Ready (or RolledBack, RolloutPaused)
 waits on the same conditions these commands report.`,
 	}
 	cmd.AddCommand(newRolloutStatusCommand(s), newRolloutHistoryCommand(s),
-		newRolloutPauseCommand(s, "pause", true), newRolloutPauseCommand(s, "resume", false),
+		newRolloutPauseCommand(s), newRolloutResumeCommand(s),
 		newRolloutApproveCommand(s), newRolloutUndoCommand(s))
 	return cmd
 }
@@ -63,8 +65,8 @@ func printRollout(out io.Writer, v fleetview.RolloutView) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "module/%s: %s (revision %s), %s\n", v.Module, v.Version, v.Revision, v.Strategy)
 	fmt.Fprintf(w, "  state:   %s\n", v.State)
-	if v.Paused {
-		fmt.Fprintf(w, "  paused:  spec.rollout.paused (fleetctl rollout resume %s)\n", v.Module)
+	if v.Paused != "" {
+		fmt.Fprintf(w, "  paused:  %s\n", v.Paused)
 	}
 	if v.Holding != "" {
 		fmt.Fprintf(w, "  holding: %s\n", v.Holding)
@@ -106,28 +108,59 @@ func newRolloutHistoryCommand(s *session) *cobra.Command {
 	return cmd
 }
 
-func newRolloutPauseCommand(s *session, verb string, paused bool) *cobra.Command {
-	short := "Stop Remotes from starting to move to a new version; those moving finish"
-	if !paused {
-		short = "Let a paused rollout go on"
+func newRolloutPauseCommand(s *session) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "pause MODULE",
+		Short: "Stop Remotes from starting to move to a new version; those moving finish",
+		Long: `Sets the annotation fleeet.dev/pause to the time, and the reason if given, so the pause holds
+while a GitOps tool keeps applying the Module's spec from git. fleetctl rollout resume removes it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			const reasonMax = fleeetv1.PauseAnnotationMax - len("2006-01-02T15:04:05Z: ")
+			if len(reason) > reasonMax || strings.ContainsFunc(reason, func(r rune) bool { return r < ' ' || r > '~' }) {
+				return fmt.Errorf("--reason: at most %d printable ASCII characters (it goes into the annotation %s)", reasonMax, fleeetv1.PauseAnnotation)
+			}
+			note := time.Now().UTC().Format(time.RFC3339)
+			if reason != "" {
+				note += ": " + reason
+			}
+			m, err := s.rollingModule(cmd, args[0], "paused")
+			if err != nil {
+				return err
+			}
+			if err := s.patch(cmd, m, annotation(fleeetv1.PauseAnnotation, note)); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "module/%s paused (%s: %s)\n", m.Name, fleeetv1.PauseAnnotation, note)
+			return err
+		},
 	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the annotation and shown by fleetctl rollout status")
+	return cmd
+}
+
+func newRolloutResumeCommand(s *session) *cobra.Command {
 	return &cobra.Command{
-		Use:   verb + " MODULE",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Use:   "resume MODULE",
+		Short: "Let a rollout paused by fleetctl rollout pause go on",
+		Long: `Removes the annotation fleeet.dev/pause. A pause declared in the spec (spec.rollout.paused) stays:
+lift it where the spec is kept, in git.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := s.rollingModule(cmd, args[0], "paused")
 			if err != nil {
 				return err
 			}
-			value := any(nil) // resume removes the field
-			if paused {
-				value = true
-			}
-			if err := s.patch(cmd, m, map[string]any{"spec": map[string]any{"rollout": map[string]any{"paused": value}}}); err != nil {
+			if err := s.patch(cmd, m, annotation(fleeetv1.PauseAnnotation, nil)); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(cmd.OutOrStdout(), "module/%s %sd\n", m.Name, verb)
+			out := fmt.Sprintf("module/%s resumed\n", m.Name)
+			if m.Spec.Rollout.Paused {
+				out = fmt.Sprintf("module/%s: removed %s, but spec.rollout.paused still pauses it; set it to false where the spec is kept\n",
+					m.Name, fleeetv1.PauseAnnotation)
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), out)
 			return err
 		},
 	}
@@ -200,8 +233,10 @@ changes. Remotes that never moved keep what they hold.`,
 	}
 }
 
-func annotation(key, value string) map[string]any {
-	return map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}}
+// annotation is a merge patch setting an annotation, or removing it when
+// value is nil.
+func annotation(key string, value any) map[string]any {
+	return map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: value}}}
 }
 
 // module reads the named Module of the session's namespace.

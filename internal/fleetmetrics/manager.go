@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
 // Manager-side histograms, observed by the compiler and the Module
@@ -126,10 +127,11 @@ func (f *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 // conditions.
 func rolloutState(m *fleeetv1.Module) string {
 	conds := m.Status.Conditions
+	_, byHand := status.PausedByHand(conds) // no failure: the state it would be in otherwise
 	switch {
 	case apimeta.IsStatusConditionTrue(conds, fleeetv1.RolledBackCondition):
 		return StateRolledBack
-	case apimeta.IsStatusConditionTrue(conds, fleeetv1.RolloutPausedCondition):
+	case apimeta.IsStatusConditionTrue(conds, fleeetv1.RolloutPausedCondition) && !byHand:
 		return StatePaused
 	case apimeta.IsStatusConditionTrue(conds, fleeetv1.StalledCondition):
 		return StateStalled

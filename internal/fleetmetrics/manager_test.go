@@ -29,6 +29,11 @@ func TestRolloutStateReadsTheConditions(t *testing.T) {
 		NewWithT(t).Expect(rolloutState(m)).To(Equal(want))
 	}
 	NewWithT(t).Expect(rolloutState(&fleeetv1.Module{})).To(Equal(StateProgressing), "not reconciled yet")
+	for _, reason := range []string{fleeetv1.ReasonPausedBySpec, fleeetv1.ReasonPausedByAnnotation} {
+		paused := metav1.Condition{Type: fleeetv1.RolloutPausedCondition, Status: metav1.ConditionTrue, Reason: reason}
+		m := &fleeetv1.Module{Status: fleeetv1.ModuleStatus{Conditions: []metav1.Condition{paused, cond(fleeetv1.ReadyCondition, metav1.ConditionTrue)}}}
+		NewWithT(t).Expect(rolloutState(m)).To(Equal(StateReady), "a pause %s asked for by a person is no failure to alert on", reason)
+	}
 }
 
 func TestTheFleetCollectorReportsRemotesAndModules(t *testing.T) {

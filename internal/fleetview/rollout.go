@@ -8,6 +8,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
 // RolloutView is what fleetctl rollout status and the dashboard's Module
@@ -24,7 +25,10 @@ type RolloutView struct {
 	State string `json:"state"`
 	// Holding says what keeps further Remotes from moving.
 	Holding string `json:"holding,omitempty"`
-	Paused  bool   `json:"paused,omitempty"`
+	// Paused says who paused the rollout by hand (spec.rollout.paused, the
+	// fleeet.dev/pause annotation, or both) and how to lift it, as the
+	// Module's RolloutPaused condition says.
+	Paused string `json:"paused,omitempty"`
 }
 
 // StageView is one stage's progress.
@@ -42,10 +46,11 @@ type StageView struct {
 // rollout status and the dashboard's Module page show it.
 func (f *Fleet) Rollout(m *fleeetv1.Module) RolloutView {
 	v := RolloutView{Module: m.Name, Version: compile.Version(&m.Spec.Sync), Revision: compile.ModuleRevision(m),
-		Strategy: string(m.Spec.Rollout.Strategy), Paused: m.Spec.Rollout.Paused, State: "not reconciled yet"}
+		Strategy: string(m.Spec.Rollout.Strategy), State: "not reconciled yet"}
 	if c := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition); c != nil {
 		v.State = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
 	}
+	v.Paused, _ = status.PausedByHand(m.Status.Conditions)
 	ro := m.Status.Rollout
 	if ro != nil && ro.Revision == v.Revision {
 		v.Holding = ro.Holding

@@ -54,3 +54,16 @@ func mark(obj Conditioned, reason, msg string, ready metav1.ConditionStatus, tru
 	}
 	obj.SetConditions(conds)
 }
+
+// PausedByHand returns the message of a Module's RolloutPaused condition,
+// and true, when a person paused its rollout (spec.rollout.paused or the
+// fleeet.dev/pause annotation) rather than a failing Remote: such a pause is
+// no failure to alert on.
+func PausedByHand(conds []metav1.Condition) (string, bool) {
+	c := apimeta.FindStatusCondition(conds, fleeetv1.RolloutPausedCondition)
+	if c == nil || c.Status != metav1.ConditionTrue ||
+		(c.Reason != fleeetv1.ReasonPausedBySpec && c.Reason != fleeetv1.ReasonPausedByAnnotation) {
+		return "", false
+	}
+	return c.Message, true
+}

@@ -6,7 +6,11 @@
 # where <revision> is the Module's revision (status.rollout.revision: ten
 # lower-case hex digits) and <stage> names one of spec.rollout.stages. A
 # value is judged when it is written or changed, so a Module whose stages
-# change later is not held back by an approval it already used.
+# change later is not held back by an approval it already used. The pause,
+#   fleeet.dev/pause:   <RFC 3339 time>[: <reason>]
+# as fleetctl rollout pause writes it, is free text the manager repeats in
+# the Module's status and events: printable ASCII only, so it can forge no
+# line there (package reserved bounds its length).
 package fleeet.approvals
 
 import data.fleeet.lib
@@ -14,6 +18,8 @@ import data.fleeet.lib
 approve := "fleeet.dev/approve"
 
 undo := "fleeet.dev/undo"
+
+pause := "fleeet.dev/pause"
 
 revision := `[0-9a-f]{10}`
 
@@ -28,7 +34,7 @@ written[k] := v if {
 	lib.kind == "Module"
 	input.request.subResource == ""
 	not lib.manager
-	some k in {approve, undo}
+	some k in {approve, undo, pause}
 	v := input.object.metadata.annotations[k]
 	v != object.get(input, ["oldObject", "metadata", "annotations", k], null)
 }
@@ -53,4 +59,10 @@ deny contains msg if {
 	v := written[undo]
 	not regex.match(concat("", ["^", revision, "$"]), v)
 	msg := sprintf("metadata.annotations[%s]: %q is not of the form %s", [undo, v, undo_form])
+}
+
+deny contains msg if {
+	v := written[pause]
+	not regex.match(`^[ -~]+$`, v)
+	msg := sprintf("metadata.annotations[%s]: %q must be non-empty printable ASCII (fleetctl rollout pause writes the time and --reason)", [pause, v])
 }

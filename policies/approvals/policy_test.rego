@@ -13,7 +13,7 @@ module(annotations) := {
 }
 
 test_what_fleetctl_writes_passes if {
-	count(approvals.deny) == 0 with input as module({"fleeet.dev/approve": "0a1b2c3d4e/prod-eu", "fleeet.dev/undo": "0a1b2c3d4e"})
+	count(approvals.deny) == 0 with input as module({"fleeet.dev/approve": "0a1b2c3d4e/prod-eu", "fleeet.dev/undo": "0a1b2c3d4e", "fleeet.dev/pause": "2026-11-25T23:00:00Z: change freeze"})
 }
 
 denied(annotations, want) if {
@@ -45,4 +45,10 @@ test_an_unchanged_value_is_not_judged_again if {
 test_the_manager_and_other_kinds_are_not_judged if {
 	count(approvals.deny) == 0 with input as object.union(module({"fleeet.dev/approve": "x"}), {"request": {"userInfo": {"username": "manager"}}})
 	count(approvals.deny) == 0 with input as object.union(module({"fleeet.dev/approve": "x"}), {"request": {"kind": {"kind": "Remote"}}})
+}
+
+test_a_pause_that_could_forge_a_line_or_says_nothing_is_refused if {
+	every v in ["freeze\nReady: True", "tab\there", "caf\u00e9", "\u202eesrever", ""] {
+		denied({"fleeet.dev/pause": v}, "must be non-empty printable ASCII")
+	}
 }

@@ -3,7 +3,8 @@
 # Three exceptions: a Remote's retry request, which users write (fleetctl
 # retry) to have the cluster try its syncs again; a Module's rollout
 # approval and undo, which users write (fleetctl rollout approve|undo), each
-# naming the revision it is for; and the label naming the
+# naming the revision it is for, and its pause (fleetctl rollout
+# pause|resume), saying when and why; and the label naming the
 # RegistrationToken a Remote was created through, which a registration
 # identity sets on the Remote it creates (package registration checks it
 # names the identity's own token) and no one changes afterwards.
@@ -25,8 +26,9 @@ user_settable(field, k) if {
 	k == retry_annotation
 }
 
-# A Module's approval and undo name a revision and a stage (a DNS label).
-rollout_annotations := {"fleeet.dev/approve", "fleeet.dev/undo"}
+# A Module's approval and undo name a revision and a stage (a DNS label); its
+# pause a time and a short reason.
+rollout_annotations := {"fleeet.dev/approve", "fleeet.dev/undo", "fleeet.dev/pause"}
 
 rollout_max := 128
 
@@ -73,5 +75,5 @@ deny contains msg if {
 	some k in rollout_annotations
 	v := input.object.metadata.annotations[k]
 	count(v) > rollout_max
-	msg := sprintf("metadata.annotations[%s]: at most %d characters, not %d (fleetctl rollout writes a revision and a stage)", [k, rollout_max, count(v)])
+	msg := sprintf("metadata.annotations[%s]: at most %d characters, not %d (fleetctl rollout writes a revision and a stage, or a time and a short reason)", [k, rollout_max, count(v)])
 }

@@ -74,8 +74,12 @@ test_a_registrant_sets_no_other_reserved_label if {
 
 module(user, old, new) := object.union(req(user, old, new), {"request": {"kind": {"kind": "Module"}}})
 
-test_tenant_may_approve_and_undo_a_module_rollout if {
-	count(reserved.deny) == 0 with input as module("alice", {}, {"annotations": {"fleeet.dev/approve": "0a1b2c3d4e/canary", "fleeet.dev/undo": "0a1b2c3d4e"}})
+test_tenant_may_approve_undo_and_pause_a_module_rollout if {
+	count(reserved.deny) == 0 with input as module("alice", {}, {"annotations": {"fleeet.dev/approve": "0a1b2c3d4e/canary", "fleeet.dev/undo": "0a1b2c3d4e", "fleeet.dev/pause": "2026-11-25T23:00:00Z"}})
+}
+
+test_tenant_may_resume_a_module_rollout if {
+	count(reserved.deny) == 0 with input as module("alice", {"annotations": {"fleeet.dev/pause": "2026-11-25T23:00:00Z"}}, {})
 }
 
 test_rollout_annotations_on_other_kinds_are_reserved if {
@@ -84,5 +88,6 @@ test_rollout_annotations_on_other_kinds_are_reserved if {
 
 test_overlong_rollout_annotation_denied if {
 	v := concat("", ["a" | some _ in numbers.range(1, 129)])
-	reserved.deny == {"metadata.annotations[fleeet.dev/undo]: at most 128 characters, not 129 (fleetctl rollout writes a revision and a stage)"} with input as module("alice", {}, {"annotations": {"fleeet.dev/undo": v}})
+	reserved.deny == {"metadata.annotations[fleeet.dev/undo]: at most 128 characters, not 129 (fleetctl rollout writes a revision and a stage, or a time and a short reason)"} with input as module("alice", {}, {"annotations": {"fleeet.dev/undo": v}})
+	reserved.deny == {"metadata.annotations[fleeet.dev/pause]: at most 128 characters, not 129 (fleetctl rollout writes a revision and a stage, or a time and a short reason)"} with input as module("alice", {}, {"annotations": {"fleeet.dev/pause": v}})
 }

@@ -617,6 +617,25 @@ func clusterAttacks(ctx context.Context, f *fleet, cluster client.Client, id str
 			r.Labels["env"] = "prod"
 			return refusedByRBAC(g, cluster.Update(ctx, r))
 		}},
+		{"relabel-itself-by-request", id, "request env=prod and fleeet.dev/tenant on its own Remote (status.requestedLabels), which its token does not free", func(t *testing.T, g Gomega) string {
+			r := &fleeetv1.Remote{}
+			g.Expect(cluster.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "edge"}, r)).To(Succeed())
+			before := maps.Clone(r.Labels)
+			r.Status.RequestedLabels = map[string]string{"env": "prod", fleeetv1.TenantLabel: "true"}
+			g.Expect(cluster.Status().Update(ctx, r)).To(Succeed(), "a cluster may request; the manager judges")
+			var msg string
+			g.Eventually(func(g Gomega) {
+				g.Expect(cluster.Get(ctx, client.ObjectKeyFromObject(r), r)).To(Succeed())
+				c := apimeta.FindStatusCondition(r.Status.Conditions, fleeetv1.LabelsAppliedCondition)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(c.Message).To(ContainSubstring(`labels["env"]: not a key the Remote's registration freed (none)`))
+				g.Expect(c.Message).To(ContainSubstring(`labels["fleeet.dev/tenant"]: keys under fleeet.dev/ are set only by the fleet manager`))
+				msg = c.Message
+			}, timeout, poll).Should(Succeed())
+			g.Expect(r.Labels).To(Equal(before), "the Remote keeps its labels")
+			return fmt.Sprintf("LabelsApplied=False: %.100s…", msg)
+		}},
 		{"long-lived-token", id, "request a token of its own identity valid for a year", func(t *testing.T, g Gomega) string {
 			return refused(g, tokenFor(fleeetv1.RemoteIdentityName("edge"), 365*24*3600), "expirationSeconds")
 		}},

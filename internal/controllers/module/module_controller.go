@@ -440,7 +440,8 @@ func succeeded(rec fleeetv1.RolloutRecord) bool { return rec.Outcome == fleeetv1
 
 // reconcileStatus sets the summary and conditions: Ready once every online
 // selected Remote runs the current version Ready; RolloutPaused while a
-// failure holds a rolling update; RolledBack, and Stalled, once the
+// failure holds a rolling update (reason RemoteFailed), or a person paused
+// it (PausedBySpec, PausedByAnnotation); RolledBack, and Stalled, once the
 // revision was rolled back.
 func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p decision, notes compileNotes) {
 	m.Status.Summary = p.summary
@@ -482,7 +483,11 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p decision, notes compi
 		status.MarkFailed(m, reason, msg)
 		return
 	}
-	apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.RolloutPausedCondition)
+	if reason, msg := pausedBy(m); reason != "" {
+		status.SetCondition(&m.Status.Conditions, m.Generation, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, reason, msg)
+	} else {
+		apimeta.RemoveStatusCondition(&m.Status.Conditions, fleeetv1.RolloutPausedCondition)
+	}
 	switch {
 	case m.Spec.Suspend:
 		status.MarkFailed(m, fleeetv1.ReasonSuspended, "suspended; "+progress)

@@ -189,9 +189,9 @@ func decide(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStat
 		}
 	}
 	open, next := window.Open(lim.windows, now)
-	switch {
-	case ro.Paused:
-		p.holding = "paused (fleetctl rollout resume to go on)"
+	switch _, paused := pausedBy(m); {
+	case paused != "":
+		p.holding = paused
 	case !open && next.IsZero():
 		// Windows fail closed: none opens again, so the rollout holds
 		// until the spec changes.
@@ -210,6 +210,37 @@ func decide(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStat
 	p.admitted = kept
 	slices.Sort(p.admitted)
 	return p
+}
+
+// pausedBy says who paused m's rolling update by hand, as the reason and
+// message of its RolloutPaused condition: spec.rollout.paused (declared
+// with the spec, in git), the fleeet.dev/pause annotation (fleetctl rollout
+// pause), or both, the spec's reason first; "" when neither does. Each
+// names the way to lift it.
+func pausedBy(m *fleeetv1.Module) (reason, msg string) {
+	if m.Spec.Rollout.Strategy != fleeetv1.RollingUpdateStrategy {
+		return "", ""
+	}
+	var by []string
+	if m.Spec.Rollout.Paused {
+		reason = fleeetv1.ReasonPausedBySpec
+		by = append(by, "spec.rollout.paused (set it to false where the spec is kept)")
+	}
+	if note, ok := m.Annotations[fleeetv1.PauseAnnotation]; ok {
+		if len(note) > fleeetv1.PauseAnnotationMax {
+			// Admission refuses this already; a manager running without it
+			// still writes no huge condition.
+			note = note[:fleeetv1.PauseAnnotationMax] + "..."
+		}
+		if reason == "" {
+			reason = fleeetv1.ReasonPausedByAnnotation
+		}
+		by = append(by, fmt.Sprintf("annotation %s %q (fleetctl rollout resume %s removes it)", fleeetv1.PauseAnnotation, note, m.Name))
+	}
+	if reason == "" {
+		return "", ""
+	}
+	return reason, "paused by " + strings.Join(by, " and ")
 }
 
 // count adds a Remote to the summary.

@@ -11,10 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
@@ -292,5 +294,84 @@ func TestAClosedWindowLetsWhatMovesFinishAndStartsNothing(t *testing.T) {
 			g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v2"))
 		}
 		g.Expect(apimeta.IsStatusConditionTrue(fleettest.ModuleStatus(g, cluster.Client, ns).Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
+	})
+}
+
+// TestAPauseOutlivesAGitOpsToolApplyingTheSpec: the Module is kept in git
+// and applied as Flux's kustomize-controller applies it (server-side apply
+// of the whole spec, forcing ownership, field manager kustomize-controller,
+// spec.rollout.paused declared false). The pause fleetctl rollout pause
+// writes, an annotation, holds every version that tool applies until it is
+// removed; a pause declared in git holds on after that; RolloutPaused names
+// each.
+func TestAPauseOutlivesAGitOpsToolApplyingTheSpec(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	online := []string{"r1", "r2"}
+	for _, name := range online {
+		fleettest.NewRemote(t, cluster.Client, ns, name, nil, true)
+	}
+	fluxApply := func(tag string, paused bool) {
+		u := &unstructured.Unstructured{}
+		g.Expect(yaml.Unmarshal(fmt.Appendf(nil, `
+apiVersion: fleeet.dev/v1alpha1
+kind: Module
+metadata: {name: app, namespace: %s}
+spec:
+  selector: {}
+  sync:
+    source: {git: {url: "https://git.example.com/app.git", tag: %s}}
+    package: {kustomize: {path: ./deploy}}
+  rollout: {strategy: RollingUpdate, paused: %t}
+`, ns, tag, paused), &u.Object)).To(Succeed())
+		g.Expect(cluster.Client.Apply(t.Context(), client.ApplyConfigurationFromUnstructured(u),
+			client.FieldOwner("kustomize-controller"), client.ForceOwnership)).To(Succeed())
+	}
+	ready := func(string, string) fleeetv1.SyncState { return fleeetv1.SyncReady }
+	holdAll := func(g Gomega, tag string) {
+		for _, name := range online {
+			g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal(tag), "Remote %s", name)
+		}
+	}
+	// pausedAt waits for the Module to have planned tag, paused for reason
+	// with a message holding msg, and checks nothing moved to it.
+	pausedAt := func(tag, reason, msg string) {
+		driveUntil(g, ns, online, ready, func(g Gomega) {
+			m := fleettest.ModuleStatus(g, cluster.Client, ns)
+			g.Expect(m.Status.ObservedGeneration).To(Equal(m.Generation))
+			g.Expect(m.Status.Version).To(Equal(tag))
+			paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
+			g.Expect(paused).NotTo(BeNil())
+			g.Expect(paused.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(paused.Reason).To(Equal(reason))
+			g.Expect(paused.Message).To(Equal(msg))
+			g.Expect(m.Status.Rollout.Holding).To(Equal(msg))
+			g.Expect(m.Status.Rollout.Admitted).To(BeEmpty())
+		})
+		holdAll(g, "v1")
+	}
+
+	fluxApply("v1", false)
+	driveUntil(g, ns, online, ready, func(g Gomega) { holdAll(g, "v1") })
+
+	// fleetctl rollout pause, then the next commit reaches the cluster.
+	patchModule(g, ns, fmt.Sprintf(`{"metadata":{"annotations":{%q:"2026-11-25T23:00:00Z: freeze"}}}`, fleeetv1.PauseAnnotation))
+	fluxApply("v2", false)
+	pausedAt("v2", fleeetv1.ReasonPausedByAnnotation,
+		`paused by annotation fleeet.dev/pause "2026-11-25T23:00:00Z: freeze" (fleetctl rollout resume app removes it)`)
+	g.Expect(fleettest.ModuleStatus(g, cluster.Client, ns).Spec.Rollout.Paused).To(BeFalse(), "git declares no pause")
+
+	// Git declares a pause too; fleetctl rollout resume lifts only its own.
+	fluxApply("v2", true)
+	patchModule(g, ns, fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, fleeetv1.PauseAnnotation))
+	pausedAt("v2", fleeetv1.ReasonPausedBySpec, "paused by spec.rollout.paused (set it to false where the spec is kept)")
+
+	// Git lifts its pause: the rollout goes on.
+	fluxApply("v2", false)
+	driveUntil(g, ns, online, ready, func(g Gomega) {
+		holdAll(g, "v2")
+		m := fleettest.ModuleStatus(g, cluster.Client, ns)
+		g.Expect(apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
+		g.Expect(apimeta.IsStatusConditionTrue(m.Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
 	})
 }

@@ -112,7 +112,19 @@ func TestStagesGoInOrder(t *testing.T) {
 		previous: fleeetv1.RolloutStatus{Admitted: []string{"b"}},
 		admitted: []string{"b"},
 		stage:    "wide",
-		holding:  "paused (fleetctl rollout resume to go on)",
+		holding:  "paused by spec.rollout.paused (set it to false where the spec is kept)",
+	}, {
+		name: "the pause annotation pauses the same way, whatever the spec says",
+		module: func() *fleeetv1.Module {
+			m := staged(wide)
+			m.Name, m.Annotations = "app", map[string]string{fleeetv1.PauseAnnotation: "2026-11-25T23:00:00Z: freeze"}
+			return m
+		}(),
+		targets:  []target{old("a", 0), old("b", 0), old("c", 0)},
+		previous: fleeetv1.RolloutStatus{Admitted: []string{"b"}},
+		admitted: []string{"b"},
+		stage:    "wide",
+		holding:  `paused by annotation fleeet.dev/pause "2026-11-25T23:00:00Z: freeze" (fleetctl rollout resume app removes it)`,
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -112,6 +112,13 @@ func (r *RemoteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	before := remote.Status.DeepCopy()
 	switch {
 	case tok == nil:
+		// A registered Remote whose token is gone keeps what its
+		// registration freed: it was recorded on the Remote.
+		if _, adopted := remote.Annotations[fleeetv1.FreeLabelKeysAnnotation]; adopted {
+			if err := r.relabel(ctx, remote); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 		r.setRegistered(remote, metav1.ConditionFalse, fleeetv1.ReasonNotRegistered,
 			"this pull Remote was not created through a RegistrationToken, so no cluster holds a credential for it")
 		return ctrl.Result{}, r.applyStatus(ctx, remote, before)
@@ -125,6 +132,9 @@ func (r *RemoteReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, r.applyStatus(ctx, remote, before)
 	}
 	if err := r.adopt(ctx, remote, tok); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.relabel(ctx, remote); err != nil {
 		return ctrl.Result{}, err
 	}
 	id.labels = map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}
@@ -194,11 +204,15 @@ func (r *RemoteReconciler) refuse(ctx context.Context, remote *fleeetv1.Remote, 
 // adopt adds the finalizer and the token's labels. At adoption the Remote
 // keeps, of the labels its registrant chose, only those under keys the
 // token frees (admission refuses others already; this holds should the
-// policies have been bypassed or changed). Afterwards the tenant may label
-// the Remote as it likes, but the token's labels win.
+// policies have been bypassed or changed), and records the keys the token
+// frees (FreeLabelKeysAnnotation; on a Remote registered before, the first
+// time it is seen), which govern its cluster's later label requests.
+// Afterwards the tenant may label the Remote as it likes, but the token's
+// labels win.
 func (r *RemoteReconciler) adopt(ctx context.Context, remote *fleeetv1.Remote, tok *fleeetv1.RegistrationToken) error {
+	adopted := controllerutil.ContainsFinalizer(remote, fleeetv1.RemoteIdentityFinalizer)
 	labels := maps.Clone(remote.Labels)
-	if labels == nil || !controllerutil.ContainsFinalizer(remote, fleeetv1.RemoteIdentityFinalizer) {
+	if labels == nil || !adopted {
 		labels = map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}
 		for _, k := range tok.Spec.FreeLabelKeys {
 			if v, ok := remote.Labels[k]; ok {
@@ -207,12 +221,19 @@ func (r *RemoteReconciler) adopt(ctx context.Context, remote *fleeetv1.Remote, t
 		}
 	}
 	maps.Copy(labels, tok.Spec.RemoteLabels)
-	if controllerutil.ContainsFinalizer(remote, fleeetv1.RemoteIdentityFinalizer) && maps.Equal(labels, remote.Labels) {
+	annotations := maps.Clone(remote.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	if _, recorded := annotations[fleeetv1.FreeLabelKeysAnnotation]; !recorded || !adopted {
+		annotations[fleeetv1.FreeLabelKeysAnnotation] = freedKeys(tok)
+	}
+	if adopted && maps.Equal(labels, remote.Labels) && maps.Equal(annotations, remote.Annotations) {
 		return nil
 	}
 	patch := client.MergeFrom(remote.DeepCopy())
 	controllerutil.AddFinalizer(remote, fleeetv1.RemoteIdentityFinalizer)
-	remote.Labels = labels
+	remote.Labels, remote.Annotations = labels, annotations
 	if err := r.Client.Patch(ctx, remote, patch); err != nil {
 		return fmt.Errorf("labelling Remote: %w", err)
 	}
@@ -288,15 +309,15 @@ func (r *RemoteReconciler) deliver(ctx context.Context, remote *fleeetv1.Remote,
 	return ctrl.Result{RequeueAfter: time.Until(deadline) + time.Second}, nil
 }
 
-// applyStatus writes the Registered condition, the one field of a Remote's
-// status registration owns, if it changed.
+// applyStatus writes the Registered and LabelsApplied conditions, the
+// fields of a Remote's status registration owns, if they changed.
 func (r *RemoteReconciler) applyStatus(ctx context.Context, remote *fleeetv1.Remote, before *fleeetv1.RemoteStatus) error {
 	if equality.Semantic.DeepEqual(*before, remote.Status) {
 		return nil
 	}
 	return status.Apply(ctx, r.Client, remote, status.RegistrationManager, fleeetv1.RemoteStatus{
 		ObservedGeneration: remote.Generation,
-		Conditions:         status.Conditions(remote.Status.Conditions, fleeetv1.RegisteredCondition),
+		Conditions:         status.Conditions(remote.Status.Conditions, fleeetv1.RegisteredCondition, fleeetv1.LabelsAppliedCondition),
 	})
 }
 

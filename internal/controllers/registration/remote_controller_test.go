@@ -2,6 +2,9 @@ package registration_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -206,4 +210,73 @@ func TestAFirstCredentialNotPickedUpInTimeIsWithdrawn(t *testing.T) {
 	g.Expect(cond.Message).To(HaveSuffix("but no agent connected within 10m0s; delete this Remote and register the cluster again"))
 	err = c.Get(t.Context(), client.ObjectKeyFromObject(offered), offered)
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the first credential is withdrawn, got %v", err)
+}
+
+// A cluster asks for labels (its Upstream's spec.labels) in its Remote's
+// status; the manager sets only those under keys the registration freed,
+// recorded on the Remote so they still govern once the token is gone, and
+// refuses the rest by name, leaving the Remote's labels as they are.
+func TestAClusterRelabelsItsRemoteOnlyWhereItsRegistrationFreesIt(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	r, first := registered(t, ns, fleeetv1.RegistrationTokenSpec{
+		RemoteLabels: map[string]string{"tier": "edge"}, FreeLabelKeys: []string{"region", "tier", "zone"},
+	}, "edge-1", map[string]string{"region": "eu"})
+	g.Expect(r.Annotations).To(HaveKeyWithValue(fleeetv1.FreeLabelKeysAnnotation, "region,zone"), "tier is the token's to set")
+	// request replaces the labels the cluster requests, as its agent
+	// does with its own credential.
+	agent := as(first)
+	request := func(labels map[string]string) {
+		raw, err := json.Marshal([]map[string]any{{"op": "add", "path": "/status/requestedLabels", "value": labels}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(agent.Status().Patch(t.Context(), r, client.RawPatch(types.JSONPatchType, raw))).To(Succeed())
+	}
+	// The tenant labels the Remote too; the cluster's requests leave that be.
+	g.Expect(cluster.Client.Patch(t.Context(), r, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"owner":"alice"}}}`)))).To(Succeed())
+	applied := func(g Gomega, status metav1.ConditionStatus) *metav1.Condition {
+		get(g, r)
+		c := condition(g, r.Status.Conditions, fleeetv1.LabelsAppliedCondition)
+		g.Expect(c.Status).To(Equal(status))
+		return c
+	}
+	before := map[string]string{fleeetv1.RegistrationTokenLabel: "join", "tier": "edge", "region": "eu", "owner": "alice"}
+
+	long := strings.Repeat("k", 300)
+	request(map[string]string{"region": "eu", fleeetv1.RegistrationTokenLabel: "other", "tier": "core", "owner": "mallory", "env": "prod",
+		"zone": strings.Repeat("a", 64), long: "x"})
+	g.Eventually(func(g Gomega) {
+		c := applied(g, metav1.ConditionFalse)
+		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonLabelsRefused))
+		for _, want := range []string{
+			`labels["fleeet.dev/registration-token"]: keys under fleeet.dev/ are set only by the fleet manager`,
+			`labels["tier"]: not a key the Remote's registration freed (region,zone)`,
+			`labels["owner"]: not a key`, `labels["env"]: not a key`,
+			`labels["zone"]: not a valid label: must be no more than 63 bytes`,
+			fmt.Sprintf(`labels[%q]: not a key`, long[:80]+"..."),
+		} {
+			g.Expect(c.Message).To(ContainSubstring(want))
+		}
+		g.Expect(c.Message).NotTo(ContainSubstring(long), "a hostile key is not repeated whole")
+	}, timeout, poll).Should(Succeed())
+	g.Expect(r.Labels).To(Equal(before), "nothing refused touches the Remote")
+
+	// The Upstream's labels are edited: the freed keys follow.
+	request(map[string]string{"region": "us", "zone": "a"})
+	g.Eventually(func(g Gomega) {
+		g.Expect(applied(g, metav1.ConditionTrue).Reason).To(Equal(fleeetv1.ReasonLabelsApplied))
+		g.Expect(r.Labels).To(Equal(map[string]string{fleeetv1.RegistrationTokenLabel: "join", "tier": "edge", "region": "us", "zone": "a", "owner": "alice"}))
+	}, timeout, poll).Should(Succeed())
+
+	// The token is deleted: what the registration freed still governs.
+	g.Expect(cluster.Client.Delete(t.Context(), &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "join"}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		gone(g, &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "join"}})
+	}, timeout, poll).Should(Succeed())
+	request(map[string]string{"zone": "b", "tier": "core"})
+	g.Eventually(func(g Gomega) {
+		c := applied(g, metav1.ConditionFalse)
+		g.Expect(c.Message).To(Equal(`refused labels the cluster requests (status.requestedLabels): labels["tier"]: not a key the Remote's registration freed (region,zone): the RegistrationToken's labels, and labels it does not free, are not the cluster's to choose`))
+		g.Expect(r.Labels).To(Equal(map[string]string{fleeetv1.RegistrationTokenLabel: "join", "tier": "edge", "zone": "b", "owner": "alice"}),
+			"region, no longer requested, is removed; tier stays the token's")
+	}, timeout, poll).Should(Succeed())
 }

@@ -50,6 +50,9 @@ type link struct {
 	token       atomic.Pointer[credential.Token]
 	heartbeat   time.Duration
 	versions    Versions
+	// labels are the Upstream's spec.labels, which the agent requests on
+	// its Remote.
+	labels      map[string]string
 	inspectFlux func(context.Context) (fleeetv1.FluxStatus, flux.Compatibility)
 	store       func(context.Context, credential.Token) error
 	notify      func()
@@ -77,6 +80,9 @@ type linkState struct {
 	// bundle holds the Secrets delivered to the cluster, by name, as its
 	// bundle last read held them; nil until read, empty when there is none.
 	bundle map[string]delivery.Item
+	// labels is the Remote's LabelsApplied condition, the manager's answer
+	// to the labels the agent requests; nil until it answers.
+	labels *metav1.Condition
 }
 
 // fluxReport is what the agent found of the cluster's Flux.
@@ -135,8 +141,14 @@ func (l *link) start(obtained time.Time) {
 	// A manager older than deliveries grants no access to the bundle.
 	go l.follow(ctx, &corev1.SecretList{}, fleeetv1.DeliveryBundleName(l.cluster), true, l.applyBundle)
 	go l.follow(ctx, &fleeetv1.RemoteList{}, l.cluster, false, func(o client.Object) {
-		if o == nil {
+		remote, _ := o.(*fleeetv1.Remote)
+		if remote == nil {
 			l.revoke(fmt.Sprintf("Remote %s/%s was deleted from the management cluster: this cluster is revoked", l.ns, l.cluster))
+			return
+		}
+		answer := apimeta.FindStatusCondition(remote.Status.Conditions, fleeetv1.LabelsAppliedCondition)
+		if before := l.snapshot().labels; answer != nil && (before == nil || *before != *answer) {
+			l.update(func(s *linkState) { s.labels = answer.DeepCopy() })
 		}
 	})
 	go l.beat(ctx)
@@ -354,14 +366,20 @@ func (l *link) renewLease(ctx context.Context, lease *coordinationv1.Lease) (*co
 }
 
 // reportVersions applies the fields of the Remote's status the agent owns:
-// its own and Kubernetes' versions, the cluster's Flux and the
-// FluxCompatible condition.
+// its own and Kubernetes' versions, the cluster's Flux, the FluxCompatible
+// condition and the labels it requests (the Upstream's spec.labels, which
+// the manager applies as far as the registration freed them).
 func (l *link) reportVersions(ctx context.Context, fluxStatus fleeetv1.FluxStatus, conditions []metav1.Condition) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: l.cluster}}
+	requested := l.labels
+	if requested == nil {
+		requested = map[string]string{} // sent: none requested removes what was
+	}
 	owned := map[string]any{
 		"agentVersion": l.versions.Agent, "kubernetesVersion": l.versions.Kubernetes, "flux": fluxStatus,
+		"requestedLabels": requested,
 	}
 	if len(conditions) > 0 {
 		// Sent only with a condition to own: the list is shared with

@@ -18,6 +18,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/agent"
 	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
 	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 	"github.com/fleeet-dev/fleeet/internal/version"
 )
@@ -152,6 +153,30 @@ func TestALinkMirrorsThePlanAndReportsBack(t *testing.T) {
 	l.plan.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{appSync("v1.1.0")}
 	g.Expect(mc.Update(ctx, l.plan)).To(Succeed())
 	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.1.0"))
+
+	// The Upstream asks for no labels, and says so: the manager then
+	// removes what the registration freed. An edit is requested at once,
+	// and the manager's answer shows on the Upstream.
+	remote := &fleeetv1.Remote{}
+	requested := func(g Gomega) map[string]string {
+		g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
+		return remote.Status.RequestedLabels
+	}
+	g.Eventually(requested, timeout, poll).Should(And(Not(BeNil()), BeEmpty()))
+	g.Expect(l.down.Client.Get(ctx, client.ObjectKeyFromObject(l.up), l.up)).To(Succeed())
+	l.up.Spec.Labels = map[string]string{"region": "us", "tier": "core"}
+	g.Expect(l.down.Client.Update(ctx, l.up)).To(Succeed())
+	g.Eventually(requested, timeout, poll).Should(Equal(map[string]string{"region": "us", "tier": "core"}))
+	answer := `refused labels the cluster requests (status.requestedLabels): labels["tier"]: not a key the Remote's registration freed (region)`
+	g.Expect(status.Apply(ctx, mc, remote, status.RegistrationManager, fleeetv1.RemoteStatus{Conditions: []metav1.Condition{{
+		Type: fleeetv1.LabelsAppliedCondition, Status: metav1.ConditionFalse, Reason: fleeetv1.ReasonLabelsRefused,
+		Message: answer, LastTransitionTime: metav1.Now()}}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		c := l.condition(g, fleeetv1.LabelsAppliedCondition)
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonLabelsRefused))
+		g.Expect(c.Message).To(Equal("the management cluster says: " + answer))
+	}, timeout, poll).Should(Succeed())
 }
 
 // While the management cluster cannot be reached the agent says so and

@@ -144,6 +144,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	st := l.snapshot()
 	r.reconcileFlux(up, st.flux)
+	if c := st.labels; c != nil {
+		setCondition(up, fleeetv1.LabelsAppliedCondition, c.Status, c.Reason, "the management cluster says: "+c.Message)
+	}
 	token := l.token.Load()
 	up.Status.CredentialExpiresAt = &metav1.Time{Time: token.ExpiresAt}
 	if st.revoked != "" {
@@ -224,7 +227,7 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 		return nil, err
 	}
 	l = &link{
-		ns: up.Spec.Management.Namespace, cluster: up.Spec.ClusterName, generation: up.Generation,
+		ns: up.Spec.Management.Namespace, cluster: up.Spec.ClusterName, generation: up.Generation, labels: up.Spec.Labels,
 		heartbeat: r.Heartbeat, versions: r.Versions, inspectFlux: r.InspectFlux,
 		log:   log.FromContext(ctx).WithValues("management", up.Spec.Management.URL, "remote", up.Spec.Management.Namespace+"/"+up.Spec.ClusterName),
 		store: func(ctx context.Context, t credential.Token) error { return r.storeCredential(ctx, up, t) },
