@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -285,32 +286,55 @@ func (c *Cluster) Namespace(t TB, prefix string, labels map[string]string) strin
 // told whether the tests failed), runs the tests and stops everything; use it
 // from TestMain as os.Exit(testenv.RunWithCluster(m, "management", &cluster)).
 func RunWithCluster(m *testing.M, name string, c **Cluster, opts []ClusterOption, setups ...func(*Cluster) (stop func(failed bool), err error)) (code int) {
+	bound := make([]func() (func(bool), error), len(setups))
+	for i, setup := range setups {
+		bound[i] = func() (func(bool), error) { return setup(*c) }
+	}
+	return RunWithClusters(m, []string{name}, []**Cluster{c}, opts, bound...)
+}
+
+// RunWithClusters starts one apiserver per name, concurrently, each with
+// opts, shared by every test of a package, and stores each in the matching
+// element of clusters; then it runs each setup, runs the tests and stops
+// everything. Tests sharing clusters keep apart by working in namespaces of
+// their own; use it from TestMain as
+// os.Exit(testenv.RunWithClusters(m, []string{"management", "downstream"}, []**testenv.Cluster{&mgmt, &down}, nil)).
+func RunWithClusters(m *testing.M, names []string, clusters []**Cluster, opts []ClusterOption, setups ...func() (stop func(failed bool), err error)) (code int) {
 	dir, err := os.MkdirTemp("", "fleeet-testenv-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	*c, err = startCluster(name, dir, opts...)
-	if *c != nil {
-		defer func() {
-			if err := (*c).stop(code != 0); err != nil {
-				fmt.Fprintf(os.Stderr, "stopping %s apiserver: %v\n", name, err)
-			}
-		}()
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { *clusters[i], errs[i] = startCluster(name, filepath.Join(dir, name), opts...) })
 	}
-	if unsupported := (*nodesUnsupportedError)(nil); errors.As(err, &unsupported) {
-		fmt.Fprintf(os.Stderr, "skipping every test: %v\n", err)
-		return 0
+	wg.Wait()
+	for i, name := range names {
+		if c := *clusters[i]; c != nil {
+			defer func() {
+				if err := c.stop(code != 0); err != nil {
+					fmt.Fprintf(os.Stderr, "stopping %s apiserver: %v\n", name, err)
+				}
+			}()
+		}
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting %s apiserver: %v\n", name, err)
-		return 1
+	for i, name := range names {
+		if unsupported := (*nodesUnsupportedError)(nil); errors.As(errs[i], &unsupported) {
+			fmt.Fprintf(os.Stderr, "skipping every test: %v\n", errs[i])
+			return 0
+		}
+		if errs[i] != nil {
+			fmt.Fprintf(os.Stderr, "starting %s apiserver: %v\n", name, errs[i])
+			return 1
+		}
 	}
 	for _, setup := range setups {
-		stop, err := setup(*c)
+		stop, err := setup()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "setting up tests against %s: %v\n", name, err)
+			fmt.Fprintf(os.Stderr, "setting up tests against %s: %v\n", strings.Join(names, " and "), err)
 			return 1
 		}
 		defer func() { stop(code != 0) }()
