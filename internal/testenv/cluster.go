@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -290,51 +289,62 @@ func RunWithCluster(m *testing.M, name string, c **Cluster, opts []ClusterOption
 	for i, setup := range setups {
 		bound[i] = func() (func(bool), error) { return setup(*c) }
 	}
-	return RunWithClusters(m, []string{name}, []**Cluster{c}, opts, bound...)
+	return RunWithClusters(m, []SharedCluster{{Name: name, Cluster: c, Options: opts}}, bound...)
 }
 
-// RunWithClusters starts one apiserver per name, concurrently, each with
-// opts, shared by every test of a package, and stores each in the matching
-// element of clusters; then it runs each setup, runs the tests and stops
-// everything. Tests sharing clusters keep apart by working in namespaces of
-// their own; use it from TestMain as
-// os.Exit(testenv.RunWithClusters(m, []string{"management", "downstream"}, []**testenv.Cluster{&mgmt, &down}, nil)).
-func RunWithClusters(m *testing.M, names []string, clusters []**Cluster, opts []ClusterOption, setups ...func() (stop func(failed bool), err error)) (code int) {
+// SharedCluster is one apiserver RunWithClusters starts for every test of a
+// package: the role it plays, the variable the tests find it in, and the
+// options it starts with.
+type SharedCluster struct {
+	// Name is the cluster's role, such as "downstream".
+	Name string
+	// Cluster is where the started cluster is stored for the tests.
+	Cluster **Cluster
+	// Options adjust this cluster's apiserver before it starts.
+	Options []ClusterOption
+}
+
+// RunWithClusters starts the clusters, concurrently, shared by every test of
+// a package; then it runs each setup, runs the tests and stops everything.
+// Tests sharing clusters keep apart by working in namespaces of their own.
+// Use it from TestMain as os.Exit(testenv.RunWithClusters(m,
+// []testenv.SharedCluster{{Name: "management", Cluster: &mgmt}, {Name: "downstream", Cluster: &down}})).
+func RunWithClusters(m *testing.M, clusters []SharedCluster, setups ...func() (stop func(failed bool), err error)) (code int) {
 	dir, err := os.MkdirTemp("", "fleeet-testenv-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	errs := make([]error, len(names))
+	errs := make([]error, len(clusters))
 	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { *clusters[i], errs[i] = startCluster(name, filepath.Join(dir, name), opts...) })
+	for i, sc := range clusters {
+		wg.Go(func() { *sc.Cluster, errs[i] = startCluster(sc.Name, filepath.Join(dir, sc.Name), sc.Options...) })
 	}
 	wg.Wait()
-	for i, name := range names {
-		if c := *clusters[i]; c != nil {
+	for _, sc := range clusters {
+		if c := *sc.Cluster; c != nil {
 			defer func() {
 				if err := c.stop(code != 0); err != nil {
-					fmt.Fprintf(os.Stderr, "stopping %s apiserver: %v\n", name, err)
+					fmt.Fprintf(os.Stderr, "stopping %s apiserver: %v\n", sc.Name, err)
 				}
 			}()
 		}
 	}
-	for i, name := range names {
+	for i, sc := range clusters {
 		if unsupported := (*nodesUnsupportedError)(nil); errors.As(errs[i], &unsupported) {
 			fmt.Fprintf(os.Stderr, "skipping every test: %v\n", errs[i])
 			return 0
 		}
 		if errs[i] != nil {
-			fmt.Fprintf(os.Stderr, "starting %s apiserver: %v\n", name, errs[i])
+			fmt.Fprintf(os.Stderr, "starting %s apiserver: %v\n", sc.Name, errs[i])
 			return 1
 		}
 	}
 	for _, setup := range setups {
 		stop, err := setup()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "setting up tests against %s: %v\n", strings.Join(names, " and "), err)
+			fmt.Fprintf(os.Stderr, "setting up the tests: %v\n", err)
 			return 1
 		}
 		defer func() { stop(code != 0) }()

@@ -18,7 +18,7 @@ import (
 var mgmt, down *testenv.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithClusters(m, []string{"management", "downstream"}, []**testenv.Cluster{&mgmt, &down}, nil))
+	os.Exit(testenv.RunWithClusters(m, []testenv.SharedCluster{{Name: "management", Cluster: &mgmt}, {Name: "downstream", Cluster: &down}}))
 }
 
 // confinedTo gives an agent the cache the chart gives it: its Upstreams and
