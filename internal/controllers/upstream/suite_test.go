@@ -11,10 +11,11 @@ import (
 )
 
 // mgmt and down are the management and downstream apiservers every test of
-// the package shares. A test keeps to namespaces of its own in both and runs
-// its own agent (startAgent) confined to them, so no agent of one test
-// touches another's objects; a test that changes something cluster-wide
-// (a Flux CRD, the management apiserver's life) puts it back before it ends.
+// the package shares. A test keeps to namespaces of its own in both (link
+// and upstreamTo make them) and runs its own agent confined to them
+// (confinedTo), so no agent of one test reads another's objects; a test that
+// changes something cluster-wide (a Flux CRD, the management apiserver's
+// life) puts it back before it ends.
 var mgmt, down *testenv.Cluster
 
 func TestMain(m *testing.M) {
