@@ -184,14 +184,20 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, err
 	}
+	// A fixed certificate directory keeps the serving CA and the
+	// service-account signing key across StopAPIServer/StartAPIServer.
+	api := &envtest.APIServer{Path: apiserver, CertDir: certDir}
+	// Stopped, the apiserver otherwise waits up to its request timeout (a
+	// minute) for the watches of clients still attached, such as a
+	// manager's; with this it answers new requests 429 until those in
+	// flight are done, then closes every connection within 2 s.
+	api.Configure().Set("shutdown-send-retry-after", "true")
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme,
 		ControlPlane: envtest.ControlPlane{
-			// A fixed certificate directory keeps the serving CA and the
-			// service-account signing key across StopAPIServer/StartAPIServer.
-			APIServer: &envtest.APIServer{Path: apiserver, CertDir: certDir},
+			APIServer: api,
 			Etcd:      &envtest.Etcd{Path: etcd},
 		},
 		// An apiserver with clients attached can take longer than the
