@@ -32,13 +32,20 @@ const (
 	poll    = 100 * time.Millisecond
 )
 
-var cluster *testenv.Cluster
+// cluster is the management apiserver every test of the package shares,
+// with the manager running against it; downstream is the cluster every test
+// needing one delivers to, each into namespaces of its own, running its own
+// agent and Flux while it lasts.
+var cluster, downstream *testenv.Cluster
 
 // managerNamespace holds user policy ConfigMaps; the webhook never judges it.
 const managerNamespace = "fleeet-system"
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithCluster(m, "management", &cluster, []testenv.ClusterOption{testenv.WithWebhooks()}, startManager))
+	os.Exit(testenv.RunWithClusters(m, []testenv.SharedCluster{
+		{Name: "management", Cluster: &cluster, Options: []testenv.ClusterOption{testenv.WithWebhooks()}},
+		{Name: "downstream", Cluster: &downstream},
+	}, func() (func(bool), error) { return startManager(cluster) }))
 }
 
 // startManager runs the fleet-manager's controllers in-process, shared by
@@ -109,7 +116,7 @@ func TestPullRemoteHealthFollowsItsLease(t *testing.T) {
 func TestPushModeDeliversThePlanAndIsolatesAnUnreachableCluster(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
-	down := testenv.StartCluster(t, "downstream")
+	down := downstream
 	testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController)
 	testenv.RunManager(t, down, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
 		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 2})
@@ -202,7 +209,7 @@ func TestBootstrapModuleAppliesStraightIntoPushRemotes(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
 	testenv.StartFlux(t, cluster, testenv.SourceController, testenv.KustomizeController)
-	down := testenv.StartCluster(t, "downstream")
+	down := downstream
 	git := testenv.NewGitServer(t)
 	url, _ := git.Commit(t, "flux", map[string]string{
 		"install/kustomization.yaml": "resources: [configmap.yaml]\n",

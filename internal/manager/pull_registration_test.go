@@ -98,7 +98,7 @@ func appliedData(g Gomega, down *testenv.Cluster, ns string) map[string]string {
 func TestARegisteredClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	down := testenv.StartCluster(t, "downstream")
+	down := downstream
 	testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController)
 	bin := testenv.BuildCommand(t, "fleet-agent", "v0.0.0-register")
 	git := testenv.NewGitServer(t)

@@ -184,14 +184,20 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, err
 	}
+	// A fixed certificate directory keeps the serving CA and the
+	// service-account signing key across StopAPIServer/StartAPIServer.
+	api := &envtest.APIServer{Path: apiserver, CertDir: certDir}
+	// Stopped, the apiserver otherwise waits up to its request timeout (a
+	// minute) for the watches of clients still attached, such as a
+	// manager's; with this it answers new requests 429 until those in
+	// flight are done, then closes every connection within 2 s.
+	api.Configure().Set("shutdown-send-retry-after", "true")
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme,
 		ControlPlane: envtest.ControlPlane{
-			// A fixed certificate directory keeps the serving CA and the
-			// service-account signing key across StopAPIServer/StartAPIServer.
-			APIServer: &envtest.APIServer{Path: apiserver, CertDir: certDir},
+			APIServer: api,
 			Etcd:      &envtest.Etcd{Path: etcd},
 		},
 		// An apiserver with clients attached can take longer than the
@@ -285,32 +291,66 @@ func (c *Cluster) Namespace(t TB, prefix string, labels map[string]string) strin
 // told whether the tests failed), runs the tests and stops everything; use it
 // from TestMain as os.Exit(testenv.RunWithCluster(m, "management", &cluster)).
 func RunWithCluster(m *testing.M, name string, c **Cluster, opts []ClusterOption, setups ...func(*Cluster) (stop func(failed bool), err error)) (code int) {
+	bound := make([]func() (func(bool), error), len(setups))
+	for i, setup := range setups {
+		bound[i] = func() (func(bool), error) { return setup(*c) }
+	}
+	return RunWithClusters(m, []SharedCluster{{Name: name, Cluster: c, Options: opts}}, bound...)
+}
+
+// SharedCluster is one apiserver RunWithClusters starts for every test of a
+// package: the role it plays, the variable the tests find it in, and the
+// options it starts with.
+type SharedCluster struct {
+	// Name is the cluster's role, such as "downstream".
+	Name string
+	// Cluster is where the started cluster is stored for the tests.
+	Cluster **Cluster
+	// Options adjust this cluster's apiserver before it starts.
+	Options []ClusterOption
+}
+
+// RunWithClusters starts the clusters, concurrently, shared by every test of
+// a package; then it runs each setup, runs the tests and stops everything.
+// Tests sharing clusters keep apart by working in namespaces of their own.
+// Use it from TestMain as os.Exit(testenv.RunWithClusters(m,
+// []testenv.SharedCluster{{Name: "management", Cluster: &mgmt}, {Name: "downstream", Cluster: &down}})).
+func RunWithClusters(m *testing.M, clusters []SharedCluster, setups ...func() (stop func(failed bool), err error)) (code int) {
 	dir, err := os.MkdirTemp("", "fleeet-testenv-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	*c, err = startCluster(name, dir, opts...)
-	if *c != nil {
-		defer func() {
-			if err := (*c).stop(code != 0); err != nil {
-				fmt.Fprintf(os.Stderr, "stopping %s apiserver: %v\n", name, err)
-			}
-		}()
+	errs := make([]error, len(clusters))
+	var wg sync.WaitGroup
+	for i, sc := range clusters {
+		wg.Go(func() { *sc.Cluster, errs[i] = startCluster(sc.Name, filepath.Join(dir, sc.Name), sc.Options...) })
 	}
-	if unsupported := (*nodesUnsupportedError)(nil); errors.As(err, &unsupported) {
-		fmt.Fprintf(os.Stderr, "skipping every test: %v\n", err)
-		return 0
+	wg.Wait()
+	for _, sc := range clusters {
+		if c := *sc.Cluster; c != nil {
+			defer func() {
+				if err := c.stop(code != 0); err != nil {
+					fmt.Fprintf(os.Stderr, "stopping %s apiserver: %v\n", sc.Name, err)
+				}
+			}()
+		}
 	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting %s apiserver: %v\n", name, err)
-		return 1
+	for i, sc := range clusters {
+		if unsupported := (*nodesUnsupportedError)(nil); errors.As(errs[i], &unsupported) {
+			fmt.Fprintf(os.Stderr, "skipping every test: %v\n", errs[i])
+			return 0
+		}
+		if errs[i] != nil {
+			fmt.Fprintf(os.Stderr, "starting %s apiserver: %v\n", sc.Name, errs[i])
+			return 1
+		}
 	}
 	for _, setup := range setups {
-		stop, err := setup(*c)
+		stop, err := setup()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "setting up tests against %s: %v\n", name, err)
+			fmt.Fprintf(os.Stderr, "setting up the tests: %v\n", err)
 			return 1
 		}
 		defer func() { stop(code != 0) }()

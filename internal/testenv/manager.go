@@ -22,8 +22,10 @@ import (
 // cluster, with the controllers setup registers, until stop is called, and
 // returns once its readiness checks pass (the fleet-manager's, for one,
 // refuses admission until its user policies are loaded). Its log goes to a
-// file that stop prints when told the tests failed.
-func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Manager) error) (stop func(failed bool), err error) {
+// file that stop prints when told the tests failed. Each configure adjusts the
+// manager's options, as the binaries' own do (an agent's cache confined to
+// its namespaces, for one).
+func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Manager) error, configure ...func(*ctrl.Options)) (stop func(failed bool), err error) {
 	logFile, err := os.CreateTemp("", name+"-*.log")
 	if err != nil {
 		return nil, err
@@ -46,6 +48,9 @@ func StartManager(c *Cluster, name string, setup func(context.Context, ctrl.Mana
 		// again under -count=N), which their metric names would otherwise
 		// refuse.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	for _, adjust := range configure {
+		adjust(&opts)
 	}
 	if w := c.Webhooks; w != nil {
 		opts.WebhookServer = webhook.NewServer(webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir})

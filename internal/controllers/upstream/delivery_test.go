@@ -204,10 +204,22 @@ func TestDeliveredSecretsFollowThePlan(t *testing.T) {
 
 	// The sync goes; its Secret stays while its Kustomization is still
 	// being removed, and goes after it.
-	ks := &kustomizev1.Kustomization{}
-	g.Expect(dc.Get(ctx, client.ObjectKey{Namespace: l.tenant, Name: flux.ObjectName(l.up.Name, "app")}, ks)).To(Succeed())
-	controllerutil.AddFinalizer(ks, "test.fleeet.dev/hold")
-	g.Expect(dc.Update(ctx, ks)).To(Succeed())
+	ks := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Namespace: l.tenant, Name: flux.ObjectName(l.up.Name, "app")}}
+	hold := func(add bool) {
+		// kustomize-controller writes the object too: retry on a conflict.
+		g.Eventually(func() error {
+			if err := dc.Get(ctx, client.ObjectKeyFromObject(ks), ks); err != nil {
+				return err
+			}
+			if add {
+				controllerutil.AddFinalizer(ks, "test.fleeet.dev/hold")
+			} else {
+				controllerutil.RemoveFinalizer(ks, "test.fleeet.dev/hold")
+			}
+			return dc.Update(ctx, ks)
+		}, timeout, poll).Should(Succeed())
+	}
+	hold(true)
 	setPlan(t, l, other)
 	g.Eventually(func(g Gomega) {
 		g.Expect(dc.Get(ctx, client.ObjectKeyFromObject(ks), ks)).To(Succeed())
@@ -216,8 +228,7 @@ func TestDeliveredSecretsFollowThePlan(t *testing.T) {
 	g.Consistently(func() error {
 		return dc.Get(ctx, client.ObjectKey{Namespace: l.tenant, Name: "git-creds"}, &corev1.Secret{})
 	}, 3*time.Second, poll).Should(Succeed(), "kept while the sync using it is being removed")
-	controllerutil.RemoveFinalizer(ks, "test.fleeet.dev/hold")
-	g.Expect(dc.Update(ctx, ks)).To(Succeed())
+	hold(false)
 	g.Eventually(func() bool {
 		return apierrors.IsNotFound(dc.Get(ctx, client.ObjectKey{Namespace: l.tenant, Name: "git-creds"}, &corev1.Secret{}))
 	}, timeout, poll).Should(BeTrue())

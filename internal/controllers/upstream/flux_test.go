@@ -18,16 +18,28 @@ import (
 )
 
 // labelFluxCRDs sets labels on each CRD of a kind fleeet writes, as Flux's
-// installers do; labelsOf gives them by CRD name.
+// installers do; labelsOf gives them by CRD name. The package's tests share
+// the CRDs: each gets its labels back when the test ends.
 func labelFluxCRDs(t *testing.T, l *linked, labelsOf func(crd string) map[string]string) {
 	t.Helper()
-	g := NewWithT(t)
 	for _, name := range flux.CRDNames() {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		g.Expect(l.down.Client.Get(t.Context(), client.ObjectKey{Name: name}, crd)).To(Succeed())
-		crd.Labels = labelsOf(name)
-		g.Expect(l.down.Client.Update(t.Context(), crd)).To(Succeed())
+		was := setCRDLabels(t, l, name, labelsOf(name))
+		t.Cleanup(func() { setCRDLabels(t, l, name, was) })
 	}
+}
+
+// setCRDLabels replaces the labels of the CRD name and returns those it had.
+func setCRDLabels(t *testing.T, l *linked, name string, labels map[string]string) map[string]string {
+	t.Helper()
+	g := NewWithT(t)
+	// Not t.Context(): it is over by the time cleanups put labels back.
+	ctx := context.Background()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	g.Expect(l.down.Client.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
+	was := crd.Labels
+	crd.Labels = labels
+	g.Expect(l.down.Client.Update(ctx, crd)).To(Succeed())
+	return was
 }
 
 // remoteFlux is the Remote's report of the cluster's Flux and its

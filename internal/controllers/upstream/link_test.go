@@ -44,8 +44,7 @@ func link(t *testing.T) *linked {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
-	clusters := testenv.StartClusters(t, []string{"management", "downstream"})
-	l := &linked{mgmt: clusters[0], down: clusters[1]}
+	l := &linked{mgmt: mgmt, down: down}
 	l.ns = l.mgmt.Namespace(t, "team", nil)
 	mc := l.mgmt.Client
 
@@ -84,7 +83,7 @@ func link(t *testing.T) *linked {
 	g.Expect(dc.Create(ctx, l.up)).To(Succeed())
 	stop, err := testenv.StartManager(l.down, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
 		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 1, Heartbeat: time.Second})
-	})
+	}, confinedTo(agentNS, l.tenant))
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { stop(t.Failed()) })
 	return l
@@ -187,6 +186,16 @@ func TestAnUnreachableManagementClusterRemovesNothing(t *testing.T) {
 	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.0.0"))
 
 	g.Expect(l.mgmt.StopAPIServer()).To(Succeed())
+	restarted := false
+	t.Cleanup(func() {
+		if restarted {
+			return
+		}
+		// The package's other tests share the apiserver.
+		if err := l.mgmt.StartAPIServer(); err != nil {
+			t.Errorf("restarting the management apiserver: %v", err)
+		}
+	})
 	g.Eventually(func(g Gomega) {
 		g.Expect(l.condition(g, fleeetv1.ConnectedCondition).Reason).To(Equal(fleeetv1.ReasonUnreachable))
 		g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonUnreachable))
@@ -194,6 +203,7 @@ func TestAnUnreachableManagementClusterRemovesNothing(t *testing.T) {
 	g.Consistently(l.mirroredTag, 3*time.Second, poll).Should(Equal("v1.0.0"), "the last plan stays")
 
 	g.Expect(l.mgmt.StartAPIServer()).To(Succeed())
+	restarted = true
 	g.Eventually(func(g Gomega) {
 		g.Expect(l.condition(g, fleeetv1.ConnectedCondition).Reason).To(Equal(fleeetv1.ReasonConnected))
 		g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))

@@ -52,12 +52,12 @@ func upstreamTo(t *testing.T, c *testenv.Cluster, mgmt fleeetv1.ManagementEndpoi
 	return up
 }
 
-// startAgent runs the agent against c until stopped.
-func startAgent(t *testing.T, c *testenv.Cluster, o agent.Options) func(bool) {
+// startAgent runs the agent against c until stopped, reading only in ns.
+func startAgent(t *testing.T, c *testenv.Cluster, ns string, o agent.Options) func(bool) {
 	t.Helper()
 	stop, err := testenv.StartManager(c, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
 		return agent.Setup(ctx, mgr, o)
-	})
+	}, confinedTo(ns, ns))
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	return stop
 }
@@ -83,12 +83,12 @@ func registrationFailed(g Gomega, c *testenv.Cluster, up *fleeetv1.Upstream) *me
 func TestUpstreamWithoutServiceAccountIsRefusedBeforeRegistering(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := testenv.StartCluster(t, "downstream")
+	c := down
 	// Nothing listens there: an attempt to register fails.
 	up := upstreamTo(t, c, fleeetv1.ManagementEndpoint{URL: "https://" + testenv.FreeAddr(t), Namespace: "team-a"}, "")
 	ns := up.Namespace
 
-	stop := startAgent(t, c, agent.Options{Concurrent: 1})
+	stop := startAgent(t, c, ns, agent.Options{Concurrent: 1})
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(up), up)).To(Succeed())
 		g.Expect(up.Status.ObservedGeneration).To(Equal(up.Generation))
@@ -109,7 +109,7 @@ func TestUpstreamWithoutServiceAccountIsRefusedBeforeRegistering(t *testing.T) {
 
 	// With the opt-out the agent tries to register, and fails only because
 	// nothing answers.
-	stop = startAgent(t, c, agent.Options{Concurrent: 1, AllowUnconfined: true})
+	stop = startAgent(t, c, ns, agent.Options{Concurrent: 1, AllowUnconfined: true})
 	t.Cleanup(func() { stop(t.Failed()) })
 	registrationFailed(g, c, up)
 }
@@ -120,11 +120,11 @@ func TestUpstreamWithoutServiceAccountIsRefusedBeforeRegistering(t *testing.T) {
 // within seconds, not as a bare TLS error, and never repeating the token.
 func TestAnUpstreamTrustingAnotherCASaysWhichCertificateFailed(t *testing.T) {
 	g := NewWithT(t)
-	c := testenv.StartCluster(t, "downstream")
+	c := down
 	_, foreignCA := testenv.ServingCertificate(t)
 	// A real API server, whose certificate the trusted CA did not sign.
 	up := upstreamTo(t, c, fleeetv1.ManagementEndpoint{URL: c.Config.Host, CABundle: foreignCA, Namespace: "team-a"}, "team-a")
-	stop := startAgent(t, c, agent.Options{Concurrent: 1})
+	stop := startAgent(t, c, up.Namespace, agent.Options{Concurrent: 1})
 	t.Cleanup(func() { stop(t.Failed()) })
 
 	registered := registrationFailed(g, c, up)
