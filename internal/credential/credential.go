@@ -117,6 +117,11 @@ type Management struct {
 	URL       string `json:"url"`
 	CABundle  []byte `json:"caBundle,omitempty"`
 	Namespace string `json:"namespace"`
+	// RecoveryURL and RecoveryCABundle locate the fleet manager's recovery
+	// endpoint (Upstream spec.management.recoveryURL); empty when the
+	// manager serves none.
+	RecoveryURL      string `json:"recoveryURL,omitempty"`
+	RecoveryCABundle []byte `json:"recoveryCABundle,omitempty"`
 }
 
 // YAML renders the values; the CA bundle is base64, as the chart expects.

@@ -25,6 +25,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/network"
 	"github.com/fleeet-dev/fleeet/internal/policy"
+	"github.com/fleeet-dev/fleeet/internal/recovery"
 	"github.com/fleeet-dev/fleeet/internal/webhooks"
 )
 
@@ -61,6 +62,9 @@ type Options struct {
 	// MaxMoving caps the Remotes moving at once across every rollout; zero
 	// for no cap.
 	MaxMoving int
+	// Recovery is the endpoint where clusters whose credential is rejected
+	// get a new one; off unless its bind address is set.
+	Recovery recovery.Options
 }
 
 // FlagSourceNetworks is the prefix of the flag listing the networks source
@@ -91,6 +95,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := recovery.Add(mgr, Name, o.Recovery); err != nil {
 		return err
 	}
 	tokens := &registration.TokenReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}

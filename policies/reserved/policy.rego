@@ -1,12 +1,14 @@
 # Labels and annotations under fleeet.dev/ are set only by the fleet
 # manager: tenants and registrants may neither add, change nor remove them.
-# Three exceptions: a Remote's retry request, which users write (fleetctl
+# Four exceptions: a Remote's retry request, which users write (fleetctl
 # retry) to have the cluster try its syncs again; a Module's rollout
 # approval and undo, which users write (fleetctl rollout approve|undo), each
 # naming the revision it is for; and the label naming the
 # RegistrationToken a Remote was created through, which a registration
 # identity sets on the Remote it creates (package registration checks it
-# names the identity's own token) and no one changes afterwards.
+# names the identity's own token) and no one changes afterwards; and the
+# recovery key annotation, which the registrant sets on the Remote it
+# creates and only the fleet manager rotates afterwards.
 package fleeet.reserved
 
 import data.fleeet.lib
@@ -43,6 +45,27 @@ user_settable(field, k) if {
 	input.request.operation == "CREATE"
 	field == "labels"
 	k == registration_token_label
+}
+
+# The public recovery key a registrant names on the Remote it creates; the
+# fleet manager rotates it on each recovery, and no one else changes it.
+recovery_key_annotation := "fleeet.dev/recovery-key"
+
+user_settable(field, k) if {
+	lib.registrant
+	lib.kind == "Remote"
+	input.request.operation == "CREATE"
+	field == "annotations"
+	k == recovery_key_annotation
+}
+
+# An Ed25519 public key in standard base64.
+deny contains msg if {
+	lib.registrant
+	key := object.get(input.object, ["metadata", "annotations", recovery_key_annotation], null)
+	key != null
+	not regex.match(`^[A-Za-z0-9+/]{43}=$`, key)
+	msg := sprintf("metadata.annotations[%s]: not an Ed25519 public key in standard base64", [recovery_key_annotation])
 }
 
 changed contains [field, k] if {

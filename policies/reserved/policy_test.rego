@@ -86,3 +86,26 @@ test_overlong_rollout_annotation_denied if {
 	v := concat("", ["a" | some _ in numbers.range(1, 129)])
 	reserved.deny == {"metadata.annotations[fleeet.dev/undo]: at most 128 characters, not 129 (fleetctl rollout writes a revision and a stage)"} with input as module("alice", {}, {"annotations": {"fleeet.dev/undo": v}})
 }
+
+recovery_key := "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+with_recovery_key(user, key) := json.patch(create_remote(user, {"fleeet.dev/registration-token": "edge"}), [
+	{"op": "add", "path": "/object/metadata/annotations", "value": {"fleeet.dev/recovery-key": key}},
+])
+
+test_a_registrant_names_its_recovery_key_on_the_remote_it_creates if {
+	count(reserved.deny) == 0 with input as with_recovery_key(registrant, recovery_key)
+}
+
+test_a_recovery_key_must_be_an_ed25519_public_key if {
+	reserved.deny == {"metadata.annotations[fleeet.dev/recovery-key]: not an Ed25519 public key in standard base64"} with input as with_recovery_key(registrant, "not-a-key")
+}
+
+test_only_the_manager_changes_the_recovery_key_later if {
+	update := json.patch(with_recovery_key(registrant, recovery_key), [
+		{"op": "replace", "path": "/request/operation", "value": "UPDATE"},
+		{"op": "replace", "path": "/oldObject", "value": {"metadata": {"labels": {"fleeet.dev/registration-token": "edge"}, "annotations": {"fleeet.dev/recovery-key": "b"}}}},
+	])
+	count(reserved.deny) == 1 with input as json.patch(update, [{"op": "replace", "path": "/request/userInfo/username", "value": "system:serviceaccount:t:fleeet-remote-edge"}])
+	count(reserved.deny) == 0 with input as json.patch(update, [{"op": "replace", "path": "/request/userInfo/username", "value": "manager"}])
+}

@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +36,8 @@ type linked struct {
 	plan       *fleeetv1.ProxyAssemblage
 	identity   *corev1.ServiceAccount
 	up         *fleeetv1.Upstream
+	// stopAgent stops the agent link started.
+	stopAgent func()
 }
 
 const clusterName = "edge-1"
@@ -81,12 +84,21 @@ func link(t *testing.T) *linked {
 		ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: l.up.Name + "-credential"}, Data: token.SecretData(),
 	})).To(Succeed())
 	g.Expect(dc.Create(ctx, l.up)).To(Succeed())
+	l.stopAgent = l.runAgent(t)
+	return l
+}
+
+// runAgent starts the agent downstream; the function it returns stops it,
+// as does the end of the test if that has not.
+func (l *linked) runAgent(t *testing.T) func() {
+	t.Helper()
 	stop, err := testenv.StartManager(l.down, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
 		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 1, Heartbeat: time.Second})
 	})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { stop(t.Failed()) })
-	return l
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { stop(t.Failed()) }) })
+	return func() { once.Do(func() { stop(t.Failed()) }) }
 }
 
 func appSync(tag string) fleeetv1.NamedSync {
