@@ -36,8 +36,10 @@ type linked struct {
 	plan       *fleeetv1.ProxyAssemblage
 	identity   *corev1.ServiceAccount
 	up         *fleeetv1.Upstream
-	// stopAgent stops the agent link started.
+	// stopAgent stops the agent last started.
 	stopAgent func()
+	// atEnd runs a function when the test that linked the clusters ends.
+	atEnd func(func())
 }
 
 const clusterName = "edge-1"
@@ -47,7 +49,7 @@ func link(t *testing.T) *linked {
 	g := NewWithT(t)
 	ctx := t.Context()
 	clusters := testenv.StartClusters(t, []string{"management", "downstream"})
-	l := &linked{mgmt: clusters[0], down: clusters[1]}
+	l := &linked{mgmt: clusters[0], down: clusters[1], atEnd: t.Cleanup}
 	l.ns = l.mgmt.Namespace(t, "team", nil)
 	mc := l.mgmt.Client
 
@@ -89,7 +91,7 @@ func link(t *testing.T) *linked {
 }
 
 // runAgent starts the agent downstream; the function it returns stops it,
-// as does the end of the test if that has not.
+// as does the end of the test that linked the clusters if that has not.
 func (l *linked) runAgent(t *testing.T) func() {
 	t.Helper()
 	stop, err := testenv.StartManager(l.down, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
@@ -97,8 +99,9 @@ func (l *linked) runAgent(t *testing.T) func() {
 	})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { stop(t.Failed()) }) })
-	return func() { once.Do(func() { stop(t.Failed()) }) }
+	stopOnce := func() { once.Do(func() { stop(t.Failed()) }) }
+	l.atEnd(stopOnce)
+	return stopOnce
 }
 
 func appSync(tag string) fleeetv1.NamedSync {

@@ -15,12 +15,16 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/recovery"
 )
 
-// recoveryRetry is how long the agent waits between recovery attempts; the
-// endpoint allows each client a few attempts a minute.
-const recoveryRetry = 30 * time.Second
+// How long the agent waits before asking again: shortly after the endpoint
+// failed to answer (the management cluster restarting, say), longer after
+// it refused. The endpoint allows each client ten attempts a minute.
+const (
+	recoveryRetry        = 5 * time.Second
+	recoveryRefusedRetry = 30 * time.Second
+)
 
 // recoveryError is a failed recovery: the agent keeps its last plan and
-// tries again after recoveryRetry, however long that takes, since a
+// tries again, however long that takes, since a
 // rebuilt management cluster refuses until its Remotes are restored.
 type recoveryError struct {
 	err error
@@ -43,6 +47,14 @@ func (e recoveryError) reason() string {
 		return fleeetv1.ReasonRecoveryRefused
 	}
 	return fleeetv1.ReasonRecoveryFailed
+}
+
+// retry is how long to wait before asking again.
+func (e recoveryError) retry() time.Duration {
+	if errors.Is(e.err, recovery.ErrRefused) {
+		return recoveryRefusedRetry
+	}
+	return recoveryRetry
 }
 
 // recover gets the cluster a new credential when the management cluster

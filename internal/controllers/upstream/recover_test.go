@@ -118,141 +118,124 @@ func (l *linked) settled(g Gomega) []string {
 	return state
 }
 
-// TestAClusterRecoversByItselfAfterTheSigningKeyRotates: the management
-// apiserver restarts with a new service-account signing key, so every
-// token the cluster holds is rejected. The agent proves its recovery key
-// to the manager's endpoint and is Ready again with no command, the
-// Assemblage and Flux objects untouched meanwhile. The old key, a Remote
-// that does not exist and a stale request are refused afterwards with the
-// same generic answer; a request granted once is refused when replayed; and
-// each recovery is an event on the Remote.
-func TestAClusterRecoversByItselfAfterTheSigningKeyRotates(t *testing.T) {
+// TestAClusterReattachesByItself: a cluster whose credential expired while
+// it was away, or whose management cluster restarted with a new
+// service-account signing key (every token it holds rejected), proves its
+// recovery key to the manager's endpoint and is Ready again with no
+// command; a management cluster that does not know the Remote yet (rebuilt,
+// not restored) is asked again until it does. Meanwhile nothing downstream
+// is recreated or changed. Afterwards an old key, an unknown Remote and a
+// stale request get the same generic refusal, a request granted once is
+// refused when replayed, and each recovery is an event on the Remote. The
+// steps share one pair of clusters and run in order.
+func TestAClusterReattachesByItself(t *testing.T) {
 	g := NewWithT(t)
-	ctx := t.Context()
 	l := link(t)
-	old := l.recoverable(t)
-	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.0.0"))
-	g.Eventually(func(g Gomega) {
-		g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
-	}, timeout, poll).Should(Succeed())
-	before := l.settled(g)
-
-	l.mgmt.RotateServiceAccountKey(t)
-	g.Eventually(func(g Gomega) {
-		g.Expect(l.recoveryKey(g).Equal(old)).To(BeFalse(), "the key is rotated")
-		g.Expect(l.condition(g, fleeetv1.RegisteredCondition).Reason).To(Equal(fleeetv1.ReasonRegistered))
-		g.Expect(l.condition(g, fleeetv1.ConnectedCondition).Reason).To(Equal(fleeetv1.ReasonConnected))
-		g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
-	}, 3*timeout, poll).Should(Succeed())
-	g.Expect(l.downstreamState(g)).To(Equal(before), "nothing downstream was recreated or changed")
-	g.Expect(l.mirroredTag(g)).To(Equal("v1.0.0"))
-
-	remote := &fleeetv1.Remote{}
-	g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
-	g.Expect(remote.Annotations[fleeetv1.RecoveryKeyAnnotation]).To(Equal(recovery.PublicKey(l.recoveryKey(g))))
-	events := &corev1.EventList{}
-	g.Expect(l.mgmt.Client.List(ctx, events, client.InNamespace(l.ns))).To(Succeed())
-	g.Expect(events.Items).To(ContainElement(And(
-		HaveField("Reason", fleeetv1.ReasonRecovered),
-		HaveField("InvolvedObject.Name", clusterName),
-		HaveField("Message", ContainSubstring("127.0.0.1")),
-	)), "each recovery is recorded on the Remote, with where it came from")
-
-	// A thief holding the old key (or a captured request) gains nothing.
-	thief, err := recovery.NewKey()
-	g.Expect(err).NotTo(HaveOccurred())
-	code, body := post(g, l, encode(g, recovery.NewRequest(l.ns, clusterName, old, thief, time.Now())))
-	g.Expect(code).To(Equal(http.StatusForbidden))
-	g.Expect(body).To(Equal("recovery refused\n"))
-	// The same answer for a Remote that does not exist: no oracle.
-	code, body = post(g, l, encode(g, recovery.NewRequest(l.ns, "no-such-cluster", old, thief, time.Now())))
-	g.Expect(code).To(Equal(http.StatusForbidden))
-	g.Expect(body).To(Equal("recovery refused\n"))
-	// A request signed with the current key but outside the time window.
-	code, _ = post(g, l, encode(g, recovery.NewRequest(l.ns, clusterName, l.recoveryKey(g), thief, time.Now().Add(-time.Hour))))
-	g.Expect(code).To(Equal(http.StatusForbidden))
-	g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
-	g.Expect(remote.Annotations[fleeetv1.RecoveryKeyAnnotation]).To(Equal(recovery.PublicKey(l.recoveryKey(g))), "no refused request rotated the key")
-	g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
-
-	// A request signed with the current key is granted once: sent again
-	// as captured, it is refused.
-	granted := encode(g, recovery.NewRequest(l.ns, clusterName, l.recoveryKey(g), thief, time.Now()))
-	code, body = post(g, l, granted)
-	g.Expect(code).To(Equal(http.StatusOK))
-	g.Expect(body).To(ContainSubstring(`"token":`))
-	code, _ = post(g, l, granted)
-	g.Expect(code).To(Equal(http.StatusForbidden), "a replay is refused")
-}
-
-// TestACredentialExpiredWhileOfflineIsRecovered: an agent that finds its
-// stored credential past its expiry (offline longer than its life) asks
-// the recovery endpoint instead of giving up. Token lifetimes are at least
-// ten minutes in the TokenRequest API, so expiry is simulated honestly by
-// the stored expiresAt alone: the token itself would still be accepted, so
-// the agent takes this path only because it believes the token expired.
-func TestACredentialExpiredWhileOfflineIsRecovered(t *testing.T) {
-	g := NewWithT(t)
-	ctx := t.Context()
-	l := link(t)
-	old := l.recoverable(t)
+	first := l.recoverable(t)
 	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.0.0"))
 	before := l.settled(g)
+	// recovered waits until the cluster holds a key other than old and is
+	// Ready, with nothing downstream changed; it returns the new key.
+	recovered := func(g Gomega, old ed25519.PrivateKey) ed25519.PrivateKey {
+		var key ed25519.PrivateKey
+		g.Eventually(func(g Gomega) {
+			key = l.recoveryKey(g)
+			g.Expect(key.Equal(old)).To(BeFalse(), "the key is rotated")
+			g.Expect(l.condition(g, fleeetv1.RegisteredCondition).Reason).To(Equal(fleeetv1.ReasonRegistered))
+			g.Expect(l.condition(g, fleeetv1.ConnectedCondition).Reason).To(Equal(fleeetv1.ReasonConnected))
+			g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
+			g.Expect(l.up.Status.CredentialExpiresAt.Time).To(BeTemporally(">", time.Now()))
+		}, 3*timeout, poll).Should(Succeed())
+		g.Expect(l.downstreamState(g)).To(Equal(before), "nothing downstream was recreated or changed")
+		return key
+	}
+	var afterExpiry, afterRotation ed25519.PrivateKey
 
-	// The agent comes back after the credential's life: stopped, its
-	// Secret says expired, started again.
-	l.stopAgent()
-	secret := &corev1.Secret{}
-	g.Expect(l.down.Client.Get(ctx, client.ObjectKey{Namespace: l.up.Namespace, Name: l.up.Name + "-credential"}, secret)).To(Succeed())
-	secret.Data[credential.ExpiresAtKey] = []byte(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
-	g.Expect(l.down.Client.Update(ctx, secret)).To(Succeed())
-	l.runAgent(t)
+	// Token lifetimes are at least ten minutes in the TokenRequest API, so
+	// the expiry is simulated by the stored expiresAt alone: the token
+	// itself would still be accepted, and the agent asks for recovery only
+	// because it believes the token expired.
+	t.Run("CredentialExpiredWhileOffline", func(t *testing.T) {
+		g := NewWithT(t)
+		l.stopAgent()
+		secret := &corev1.Secret{}
+		g.Expect(l.down.Client.Get(t.Context(), client.ObjectKey{Namespace: l.up.Namespace, Name: l.up.Name + "-credential"}, secret)).To(Succeed())
+		secret.Data[credential.ExpiresAtKey] = []byte(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+		g.Expect(l.down.Client.Update(t.Context(), secret)).To(Succeed())
+		l.stopAgent = l.runAgent(t)
+		afterExpiry = recovered(g, first)
+	})
 
-	g.Eventually(func(g Gomega) {
-		g.Expect(l.recoveryKey(g).Equal(old)).To(BeFalse(), "the key is rotated")
-		g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
-		g.Expect(l.up.Status.CredentialExpiresAt.Time).To(BeTemporally(">", time.Now()))
-	}, 2*timeout, poll).Should(Succeed())
-	g.Expect(l.downstreamState(g)).To(Equal(before))
-}
+	t.Run("SigningKeyRotated", func(t *testing.T) {
+		g := NewWithT(t)
+		l.mgmt.RotateServiceAccountKey(t)
+		afterRotation = recovered(g, afterExpiry)
+		remote := &fleeetv1.Remote{}
+		g.Expect(l.mgmt.Client.Get(t.Context(), client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
+		g.Expect(remote.Annotations[fleeetv1.RecoveryKeyAnnotation]).To(Equal(recovery.PublicKey(afterRotation)))
+		events := &corev1.EventList{}
+		g.Expect(l.mgmt.Client.List(t.Context(), events, client.InNamespace(l.ns))).To(Succeed())
+		g.Expect(events.Items).To(ContainElement(And(
+			HaveField("Reason", fleeetv1.ReasonRecovered),
+			HaveField("InvolvedObject.Name", clusterName),
+			HaveField("Message", ContainSubstring("127.0.0.1")),
+		)), "each recovery is recorded on the Remote, with where it came from")
+	})
 
-// TestAnUnknownRemoteKeepsTheAgentRetrying: a rebuilt management cluster
-// whose Remotes are not restored yet refuses recovery; the agent says so,
-// keeps its plan and retries, and recovers once the Remote is back.
-func TestAnUnknownRemoteKeepsTheAgentRetrying(t *testing.T) {
-	g := NewWithT(t)
-	ctx := t.Context()
-	l := link(t)
-	l.recoverable(t)
-	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.0.0"))
-	before := l.settled(g)
+	// As on a management cluster rebuilt from git whose Remotes are not
+	// restored yet: a new signing key, and no Remote.
+	t.Run("RemoteNotRestoredYet", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx := t.Context()
+		l.stopAgent()
+		remote := &fleeetv1.Remote{}
+		g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
+		restored := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: clusterName, Annotations: remote.Annotations}}
+		g.Expect(l.mgmt.Client.Delete(ctx, remote)).To(Succeed())
+		l.mgmt.RotateServiceAccountKey(t)
+		l.stopAgent = l.runAgent(t)
+		g.Eventually(func(g Gomega) {
+			registered := l.condition(g, fleeetv1.RegisteredCondition)
+			g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRecoveryRefused))
+			g.Expect(registered.Message).To(ContainSubstring("retrying"))
+			g.Expect(registered.Message).To(ContainSubstring("another holder of this cluster's key recovered it"))
+			g.Expect(l.condition(g, fleeetv1.StalledCondition).Status).To(Equal(metav1.ConditionFalse))
+		}, timeout, poll).Should(Succeed())
+		g.Expect(l.downstreamState(g)).To(Equal(before), "nothing downstream changes while refused")
 
-	// The management cluster is rebuilt while the agent is away: a new
-	// signing key, and the Remote not restored yet.
-	l.stopAgent()
-	remote := &fleeetv1.Remote{}
-	g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
-	restored := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: clusterName, Annotations: remote.Annotations}}
-	g.Expect(l.mgmt.Client.Delete(ctx, remote)).To(Succeed())
-	l.mgmt.RotateServiceAccountKey(t)
-	l.runAgent(t)
+		// Restored (from git and backup), recovery key included.
+		g.Expect(l.mgmt.Client.Create(ctx, restored)).To(Succeed())
+		recovered(g, afterRotation)
+	})
 
-	g.Eventually(func(g Gomega) {
-		registered := l.condition(g, fleeetv1.RegisteredCondition)
-		g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRecoveryRefused))
-		g.Expect(registered.Message).To(ContainSubstring("retrying"))
-		g.Expect(registered.Message).To(ContainSubstring("another holder of this cluster's key recovered it"))
-		g.Expect(l.condition(g, fleeetv1.StalledCondition).Status).To(Equal(metav1.ConditionFalse))
-	}, timeout, poll).Should(Succeed())
-	g.Expect(l.downstreamState(g)).To(Equal(before), "nothing downstream changes while refused")
-	g.Expect(l.mirroredTag(g)).To(Equal("v1.0.0"))
+	t.Run("StolenKeysAndReplaysGainNothing", func(t *testing.T) {
+		g := NewWithT(t)
+		thief, err := recovery.NewKey()
+		g.Expect(err).NotTo(HaveOccurred())
+		current := l.recoveryKey(g)
+		for name, req := range map[string]recovery.Request{
+			"an old key":          recovery.NewRequest(l.ns, clusterName, first, thief, time.Now()),
+			"an unknown Remote":   recovery.NewRequest(l.ns, "no-such-cluster", current, thief, time.Now()),
+			"a stale request":     recovery.NewRequest(l.ns, clusterName, current, thief, time.Now().Add(-time.Hour)),
+			"a key never current": recovery.NewRequest(l.ns, clusterName, thief, thief, time.Now()),
+		} {
+			code, body := post(g, l, encode(g, req))
+			g.Expect(code).To(Equal(http.StatusForbidden), name)
+			g.Expect(body).To(Equal("recovery refused\n"), "the same answer for %s: no oracle", name)
+		}
+		remote := &fleeetv1.Remote{}
+		g.Expect(l.mgmt.Client.Get(t.Context(), client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
+		g.Expect(remote.Annotations[fleeetv1.RecoveryKeyAnnotation]).To(Equal(recovery.PublicKey(current)), "no refused request rotated the key")
 
-	// The Remote is restored (from git and backup), recovery key included.
-	g.Expect(l.mgmt.Client.Create(ctx, restored)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
-	}, 2*timeout, poll).Should(Succeed())
-	g.Expect(l.downstreamState(g)).To(Equal(before))
+		// Signed with the current key (as by a thief who copied it), a
+		// request is granted once; sent again as captured, it is refused.
+		granted := encode(g, recovery.NewRequest(l.ns, clusterName, current, thief, time.Now()))
+		code, body := post(g, l, granted)
+		g.Expect(code).To(Equal(http.StatusOK))
+		g.Expect(body).To(ContainSubstring(`"token":`))
+		code, _ = post(g, l, granted)
+		g.Expect(code).To(Equal(http.StatusForbidden), "a replay is refused")
+	})
 }
 
 func newPool(g Gomega, ca []byte) *tls.Config {

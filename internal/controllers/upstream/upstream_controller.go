@@ -74,6 +74,10 @@ type Reconciler struct {
 	// remotes are the Upstreams whose Remote this agent created and whose
 	// first credential it has not collected yet.
 	remotes map[client.ObjectKey]pending
+	// rejected are the Upstreams whose credential the management cluster
+	// rejected and that have not recovered yet: the credential is not
+	// tried again meanwhile.
+	rejected map[client.ObjectKey]bool
 	changes chan event.TypedGenericEvent[*fleeetv1.Upstream]
 }
 
@@ -91,6 +95,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	r.links = map[client.ObjectKey]*link{}
 	r.remotes = map[client.ObjectKey]pending{}
+	r.rejected = map[client.ObjectKey]bool{}
 	r.changes = make(chan event.TypedGenericEvent[*fleeetv1.Upstream], 128)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("upstream").
@@ -110,6 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.disconnect(req.NamespacedName)
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
+			r.markRejected(req.NamespacedName, false)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -129,13 +135,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		setCondition(up, fleeetv1.ReconcilingCondition, metav1.ConditionFalse, fleeetv1.ReasonServiceAccountNameUnset, msg)
 		return ctrl.Result{}, nil
 	}
-	l, err := r.connect(ctx, up)
-	if err == nil && l.snapshot().unauthorized && up.Spec.Management.RecoveryURL != "" {
-		r.disconnect(req.NamespacedName)
-		if _, err = r.recover(ctx, up); err == nil {
-			l, err = r.connect(ctx, up)
-		}
-	}
+	l, err := r.connectOrRecover(ctx, up)
 	if err != nil {
 		var refused refusal
 		var waiting awaiting
@@ -144,7 +144,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		case errors.As(err, &recovering):
 			log.FromContext(ctx).Info("Recovery failed; retrying", "error", err.Error())
 			r.setNotRegistered(up, recovering.reason(), err.Error())
-			return ctrl.Result{RequeueAfter: recoveryRetry}, nil
+			return ctrl.Result{RequeueAfter: recovering.retry()}, nil
 		case errors.As(err, &waiting) && !waiting.overdue():
 			r.setNotRegistered(up, fleeetv1.ReasonRegistrationPending, err.Error())
 			return ctrl.Result{RequeueAfter: credentialPoll}, nil
@@ -257,6 +257,43 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 	r.mu.Unlock()
 	l.start(time.Now())
 	return l, nil
+}
+
+// connectOrRecover connects the Upstream; when the management cluster
+// rejects the cluster's credential and offers recovery, it recovers first,
+// and does not try the rejected credential again until recovered.
+func (r *Reconciler) connectOrRecover(ctx context.Context, up *fleeetv1.Upstream) (*link, error) {
+	key := client.ObjectKeyFromObject(up)
+	if up.Spec.Management.RecoveryURL == "" {
+		return r.connect(ctx, up)
+	}
+	r.mu.Lock()
+	rejected := r.rejected[key]
+	r.mu.Unlock()
+	if !rejected {
+		l, err := r.connect(ctx, up)
+		if err != nil || !l.snapshot().unauthorized {
+			return l, err
+		}
+		r.disconnect(key)
+		r.markRejected(key, true)
+	}
+	if _, err := r.recover(ctx, up); err != nil {
+		return nil, err
+	}
+	r.markRejected(key, false)
+	return r.connect(ctx, up)
+}
+
+// markRejected records whether the Upstream's credential was rejected.
+func (r *Reconciler) markRejected(key client.ObjectKey, rejected bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rejected {
+		r.rejected[key] = true
+		return
+	}
+	delete(r.rejected, key)
 }
 
 // pending is a Remote this agent created: when, and the recovery key it
