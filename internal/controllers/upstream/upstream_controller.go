@@ -78,7 +78,7 @@ type Reconciler struct {
 	// rejected and that have not recovered yet: the credential is not
 	// tried again meanwhile.
 	rejected map[client.ObjectKey]bool
-	changes chan event.TypedGenericEvent[*fleeetv1.Upstream]
+	changes  chan event.TypedGenericEvent[*fleeetv1.Upstream]
 }
 
 // SetupWithManager registers the controller. Besides Upstreams and their
