@@ -204,6 +204,11 @@ func RemoteIdentityName(remote string) string { return RemoteIdentityPrefix + re
 // recovery, and the cluster identity may not change it.
 const RecoveryKeyAnnotation = "fleeet.dev/recovery-key"
 
+// ReenrolledAtAnnotation on a pull Remote is when (RFC 3339) fleetctl
+// reenrol named a new recovery key on it: the recovery grace counts from
+// then as well as from the last heartbeat.
+const ReenrolledAtAnnotation = "fleeet.dev/reenrolled-at"
+
 // DeliveryBundlePrefix starts the name of the Secret in a pull Remote's
 // namespace that holds every Secret delivered to its cluster.
 const DeliveryBundlePrefix = "fleeet-deliveries-"

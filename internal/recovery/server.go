@@ -138,6 +138,9 @@ func (s *Server) recover(ctx context.Context, req Request, from string) (Respons
 	if hb := remote.Status.LastHeartbeatTime; hb != nil {
 		seen = hb.Time
 	}
+	if at, err := time.Parse(time.RFC3339, remote.Annotations[fleeetv1.ReenrolledAtAnnotation]); err == nil && at.After(seen) {
+		seen = at
+	}
 	if time.Since(seen) > s.Grace {
 		return Response{}, refused{fmt.Sprintf("last seen at %s, longer ago than the recovery grace of %s; use fleetctl reenrol", seen.UTC().Format(time.RFC3339), s.Grace)}
 	}

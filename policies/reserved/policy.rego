@@ -7,8 +7,7 @@
 # RegistrationToken a Remote was created through, which a registration
 # identity sets on the Remote it creates (package registration checks it
 # names the identity's own token) and no one changes afterwards; and the
-# recovery key annotation, which the registrant sets on the Remote it
-# creates and only the fleet manager rotates afterwards.
+# recovery key annotation (below).
 package fleeet.reserved
 
 import data.fleeet.lib
@@ -48,8 +47,12 @@ user_settable(field, k) if {
 }
 
 # The public recovery key a registrant names on the Remote it creates; the
-# fleet manager rotates it on each recovery, and no one else changes it.
+# fleet manager rotates it on each recovery. Users who may write the Remote
+# name a new one with fleetctl reenrol, stamping when; the cluster itself
+# may not, so a stolen cluster token cannot swap it.
 recovery_key_annotation := "fleeet.dev/recovery-key"
+
+reenrolled_at_annotation := "fleeet.dev/reenrolled-at"
 
 user_settable(field, k) if {
 	lib.registrant
@@ -59,13 +62,29 @@ user_settable(field, k) if {
 	k == recovery_key_annotation
 }
 
+user_settable(field, k) if {
+	not lib.registrant
+	not lib.cluster_identity
+	lib.kind == "Remote"
+	field == "annotations"
+	k in {recovery_key_annotation, reenrolled_at_annotation}
+}
+
 # An Ed25519 public key in standard base64.
 deny contains msg if {
-	lib.registrant
+	not lib.manager
 	key := object.get(input.object, ["metadata", "annotations", recovery_key_annotation], null)
 	key != null
 	not regex.match(`^[A-Za-z0-9+/]{43}=$`, key)
 	msg := sprintf("metadata.annotations[%s]: not an Ed25519 public key in standard base64", [recovery_key_annotation])
+}
+
+deny contains msg if {
+	not lib.manager
+	at := object.get(input.object, ["metadata", "annotations", reenrolled_at_annotation], null)
+	at != null
+	not time.parse_rfc3339_ns(at)
+	msg := sprintf("metadata.annotations[%s]: not an RFC 3339 time", [reenrolled_at_annotation])
 }
 
 changed contains [field, k] if {

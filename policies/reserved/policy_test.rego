@@ -109,3 +109,10 @@ test_only_the_manager_changes_the_recovery_key_later if {
 	count(reserved.deny) == 1 with input as json.patch(update, [{"op": "replace", "path": "/request/userInfo/username", "value": "system:serviceaccount:t:fleeet-remote-edge"}])
 	count(reserved.deny) == 0 with input as json.patch(update, [{"op": "replace", "path": "/request/userInfo/username", "value": "manager"}])
 }
+
+test_a_user_names_a_new_recovery_key_with_fleetctl_reenrol if {
+	reenrol := {"annotations": {"fleeet.dev/recovery-key": recovery_key, "fleeet.dev/reenrolled-at": "2026-01-01T00:00:00Z"}}
+	count(reserved.deny) == 0 with input as remote("alice", {}, reenrol)
+	count(reserved.deny) == 2 with input as object.union(remote("system:serviceaccount:t:fleeet-remote-edge", {}, reenrol), {"request": {"namespace": "t"}})
+	reserved.deny == {"metadata.annotations[fleeet.dev/reenrolled-at]: not an RFC 3339 time"} with input as remote("alice", {}, {"annotations": {"fleeet.dev/reenrolled-at": "yesterday"}})
+}

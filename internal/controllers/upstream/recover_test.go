@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/fleetctl"
 	"github.com/fleeet-dev/fleeet/internal/recovery"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
@@ -126,8 +128,10 @@ func (l *linked) settled(g Gomega) []string {
 // not restored) is asked again until it does. Meanwhile nothing downstream
 // is recreated or changed. Afterwards an old key, an unknown Remote and a
 // stale request get the same generic refusal, a request granted once is
-// refused when replayed, and each recovery is an event on the Remote. The
-// steps share one pair of clusters and run in order.
+// refused when replayed, and each recovery is an event on the Remote.
+// Once a thief holds the only key, fleetctl reenrol brings the cluster back
+// onto its existing Remote. The steps share one pair of clusters and run
+// in order.
 func TestAClusterReattachesByItself(t *testing.T) {
 	g := NewWithT(t)
 	l := link(t)
@@ -235,6 +239,38 @@ func TestAClusterReattachesByItself(t *testing.T) {
 		g.Expect(body).To(ContainSubstring(`"token":`))
 		code, _ = post(g, l, granted)
 		g.Expect(code).To(Equal(http.StatusForbidden), "a replay is refused")
+	})
+
+	// The thief above holds the only key the Remote names: the cluster
+	// cannot recover by itself, and its stored credential is gone too.
+	t.Run("ReenrolOntoTheExistingRemote", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx := t.Context()
+		l.stopAgent()
+		cmd := fleetctl.NewCommand()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs([]string{"--kubeconfig", l.mgmt.Kubeconfig, "--namespace", l.ns, "reenrol", clusterName})
+		g.Expect(cmd.ExecuteContext(ctx)).To(Succeed(), out.String())
+		printed := regexp.MustCompile(recovery.PrivateKeyKey + `=(\S+) `).FindStringSubmatch(out.String())
+		g.Expect(printed).To(HaveLen(2), out.String())
+		given, err := recovery.DecodePrivate([]byte(printed[1]))
+		g.Expect(err).NotTo(HaveOccurred())
+
+		// What the printed kubectl command writes downstream.
+		secret := &corev1.Secret{}
+		g.Expect(l.down.Client.Get(ctx, client.ObjectKey{Namespace: l.up.Namespace, Name: l.up.Name + "-credential"}, secret)).To(Succeed())
+		secret.Data = map[string][]byte{
+			credential.TokenKey: []byte("expired"), credential.ExpiresAtKey: []byte("1970-01-01T00:00:00Z"),
+			recovery.PrivateKeyKey: []byte(printed[1]),
+		}
+		g.Expect(l.down.Client.Update(ctx, secret)).To(Succeed())
+		l.stopAgent = l.runAgent(t)
+		key := recovered(g, given)
+		remote := &fleeetv1.Remote{}
+		g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
+		g.Expect(remote.Annotations[fleeetv1.RecoveryKeyAnnotation]).To(Equal(recovery.PublicKey(key)), "the printed key worked once and is rotated away")
 	})
 }
 
