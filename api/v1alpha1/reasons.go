@@ -125,6 +125,16 @@ const (
 	ReasonCredentialNotPickedUp = "CredentialNotPickedUp"
 	// ReasonRevoked: the cluster's Remote, and with it its identity, is gone.
 	ReasonRevoked = "Revoked"
+	// ReasonRecovered: a cluster whose credential the management cluster
+	// rejected proved it holds the Remote's recovery key and got a new one;
+	// also the event on the Remote, naming where the request came from.
+	ReasonRecovered = "Recovered"
+	// ReasonRecoveryRefused: the recovery endpoint refused the cluster's
+	// recovery key; the agent keeps retrying.
+	ReasonRecoveryRefused = "RecoveryRefused"
+	// ReasonRecoveryFailed: the recovery endpoint could not be asked, or
+	// could not answer yet; the agent keeps retrying.
+	ReasonRecoveryFailed = "RecoveryFailed"
 )
 
 // Reasons of the FluxCompatible condition of Upstreams and Remotes, and of

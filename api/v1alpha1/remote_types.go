@@ -210,6 +210,18 @@ const RemoteIdentityPrefix = "fleeet-remote-"
 // the Secret delivering its first credential.
 func RemoteIdentityName(remote string) string { return RemoteIdentityPrefix + remote }
 
+// RecoveryKeyAnnotation on a pull Remote is the Ed25519 public key
+// (standard base64) of the key its cluster proves possession of to get a
+// new credential when the management cluster rejects its own; the
+// registrant sets it on create, the fleet manager rotates it on each
+// recovery, and the cluster identity may not change it.
+const RecoveryKeyAnnotation = "fleeet.dev/recovery-key"
+
+// ReenrolledAtAnnotation on a pull Remote is when (RFC 3339) fleetctl
+// reenrol named a new recovery key on it: the recovery grace counts from
+// then as well as from the last heartbeat.
+const ReenrolledAtAnnotation = "fleeet.dev/reenrolled-at"
+
 // DeliveryBundlePrefix starts the name of the Secret in a pull Remote's
 // namespace that holds every Secret delivered to its cluster.
 const DeliveryBundlePrefix = "fleeet-deliveries-"

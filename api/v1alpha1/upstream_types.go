@@ -69,6 +69,21 @@ type ManagementEndpoint struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespace string `json:"namespace"`
+
+	// RecoveryURL is the fleet manager's recovery endpoint: when the API
+	// rejects the cluster's credential (expired while offline, or the
+	// management cluster has a new signing key), the agent proves there that
+	// it holds the Remote's recovery key and gets a new credential. Empty,
+	// a rejected credential leaves the cluster Revoked.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https://\S+$`
+	RecoveryURL string `json:"recoveryURL,omitempty"`
+
+	// RecoveryCABundle is the PEM bundle that signs the recovery endpoint's
+	// serving certificate.
+	// +optional
+	RecoveryCABundle []byte `json:"recoveryCABundle,omitempty"`
 }
 
 // UpstreamStatus is the observed state of an Upstream.

@@ -27,6 +27,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/dashboard"
 	"github.com/fleeet-dev/fleeet/internal/helmhooks"
 	"github.com/fleeet-dev/fleeet/internal/manager"
+	"github.com/fleeet-dev/fleeet/internal/recovery"
 	"github.com/fleeet-dev/fleeet/internal/runner"
 )
 
@@ -42,7 +43,7 @@ func main() {
 		return
 	}
 	var o manager.Options
-	var caFile string
+	var caFile, recoveryCAFile string
 	var hook webhook.Options
 	pflag.DurationVar(&o.OfflineGrace, "offline-grace", 60*time.Second,
 		"How long after its last heartbeat a pull Remote is marked Offline.")
@@ -73,6 +74,16 @@ func main() {
 	pflag.StringVar(&hook.Host, "webhook-host", "", "Address the admission webhooks bind to; empty means all.")
 	pflag.StringVar(&hook.CertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
 		"Directory holding the webhook serving certificate as tls.crt and tls.key.")
+	pflag.StringVar(&o.Recovery.BindAddress, "recovery-bind-address", "",
+		"Address (host:port) of the endpoint where pull clusters whose credential the API rejects get a new one by proving their recovery key; empty serves none.")
+	pflag.StringVar(&o.Recovery.CertDir, "recovery-cert-dir", "/tmp/fleet-manager-recovery/serving-certs",
+		"Directory holding the recovery endpoint's serving certificate as tls.crt and tls.key.")
+	pflag.DurationVar(&o.Recovery.Grace, "recovery-grace", recovery.DefaultGrace,
+		"How long after its last heartbeat a cluster may still recover by itself; beyond it, fleetctl reenrol.")
+	pflag.StringVar(&o.Management.RecoveryURL, "recovery-url", "",
+		"URL of the recovery endpoint as downstream agents reach it; written into RegistrationToken Secrets.")
+	pflag.StringVar(&recoveryCAFile, "recovery-ca-file", "",
+		"PEM file of the CA that signs the recovery endpoint's serving certificate, for agents; written into RegistrationToken Secrets.")
 	runner.Main(manager.Name, func(mgr ctrl.Manager) error {
 		if o.MaxPlanBytes < 1024 {
 			return fmt.Errorf("--max-plan-bytes=%d: want at least 1024 bytes, or leave it at the default %d", o.MaxPlanBytes, manager.DefaultMaxPlanBytes)
@@ -83,6 +94,13 @@ func main() {
 				return fmt.Errorf("--management-ca-file: %w", err)
 			}
 			o.Management.CABundle = ca
+		}
+		if recoveryCAFile != "" {
+			ca, err := os.ReadFile(recoveryCAFile)
+			if err != nil {
+				return fmt.Errorf("--recovery-ca-file: %w", err)
+			}
+			o.Management.RecoveryCABundle = ca
 		}
 		return manager.Setup(context.Background(), mgr, o)
 	}, func(opts *ctrl.Options) { opts.WebhookServer = webhook.NewServer(hook) })

@@ -40,9 +40,11 @@ const (
 
 	// Lifetime is how long each token an agent mints for its own
 	// cluster identity lives. Renewal at 80% leaves 20% of it, 4.8 hours, as
-	// the longest management outage an agent rides out without registering
-	// again; a leaked token cannot outlive it, and deleting the Remote
-	// revokes every token of the cluster at once in any case.
+	// the longest management outage an agent rides out with its token;
+	// beyond it the agent recovers (package recovery) where the manager
+	// serves the recovery endpoint. A leaked token cannot outlive it, and
+	// deleting the Remote revokes every token of the cluster at once in any
+	// case.
 	Lifetime = 24 * time.Hour
 
 	// DeliveryDeadline is how long after registration the manager keeps
@@ -117,6 +119,11 @@ type Management struct {
 	URL       string `json:"url"`
 	CABundle  []byte `json:"caBundle,omitempty"`
 	Namespace string `json:"namespace"`
+	// RecoveryURL and RecoveryCABundle locate the fleet manager's recovery
+	// endpoint (Upstream spec.management.recoveryURL); empty when the
+	// manager serves none.
+	RecoveryURL      string `json:"recoveryURL,omitempty"`
+	RecoveryCABundle []byte `json:"recoveryCABundle,omitempty"`
 }
 
 // YAML renders the values; the CA bundle is base64, as the chart expects.

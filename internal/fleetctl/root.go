@@ -48,7 +48,7 @@ func NewCommand() *cobra.Command {
 				return err
 			},
 		},
-		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRetryCommand(s), newRevokeCommand(s),
+		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRetryCommand(s), newRevokeCommand(s), newReenrolCommand(s),
 		newRolloutCommand(s), newDiffCommand(s), newBackupCommand(s), newRestoreCommand(s), dashboard.NewCommand(kube),
 	)
 	return root

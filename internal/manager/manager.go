@@ -26,6 +26,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/network"
 	"github.com/fleeet-dev/fleeet/internal/policy"
+	"github.com/fleeet-dev/fleeet/internal/recovery"
 	"github.com/fleeet-dev/fleeet/internal/version"
 	"github.com/fleeet-dev/fleeet/internal/webhooks"
 )
@@ -74,6 +75,9 @@ type Options struct {
 	// InventoryAccessProvider names the ClusterProfile access provider the
 	// manager reaches profiles' clusters through.
 	InventoryAccessProvider string
+	// Recovery is the endpoint where clusters whose credential is rejected
+	// get a new one; off unless its bind address is set.
+	Recovery recovery.Options
 }
 
 // FlagSourceNetworks is the prefix of the flag listing the networks source
@@ -107,6 +111,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := recovery.Add(mgr, Name, o.Recovery); err != nil {
 		return err
 	}
 	tokens := &registration.TokenReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}

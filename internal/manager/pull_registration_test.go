@@ -19,6 +19,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/recovery"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
@@ -184,6 +185,13 @@ func TestARegisteredClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 		}, 3*timeout, poll).Should(Succeed())
 		err := down.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: e.upstream + "-token"}, &corev1.Secret{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the registration token is forgotten")
+		// The Remote names the recovery key whose private half only the
+		// cluster holds, with its credential.
+		stored := &corev1.Secret{}
+		g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: e.upstream + "-credential"}, stored)).To(Succeed())
+		key, err := recovery.DecodePrivate(stored.Data[recovery.PrivateKeyKey])
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(remotes[e].Annotations).To(HaveKeyWithValue(fleeetv1.RecoveryKeyAnnotation, recovery.PublicKey(key)))
 	}
 
 	refusals := map[registered]types.GomegaMatcher{

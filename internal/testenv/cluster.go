@@ -2,6 +2,10 @@ package testenv
 
 import (
 	"context"
+	cryptorand "crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -270,6 +274,70 @@ func (c *Cluster) StopAPIServer() error { return c.env.ControlPlane.APIServer.St
 
 // StartAPIServer restarts an apiserver stopped with StopAPIServer.
 func (c *Cluster) StartAPIServer() error { return c.env.ControlPlane.APIServer.Start() }
+
+// RotateServiceAccountKey restarts the apiserver with a new
+// service-account signing key, on the same address, with the same serving
+// CA and the same etcd: every ServiceAccount token issued before is
+// rejected from then on, as after a key rotation on a real management
+// cluster. Clients authenticated otherwise (the test's admin) are not.
+func (c *Cluster) RotateServiceAccountKey(t TB) {
+	t.Helper()
+	c.restart(t, false)
+}
+
+// Replace stands a new cluster up in the place of c, as after losing a
+// management cluster: empty etcd, a new service-account signing key, the
+// same address and serving CA, the CRDs installed again. Webhook
+// configurations and nodes are not brought back.
+func (c *Cluster) Replace(t TB) {
+	t.Helper()
+	c.restart(t, true)
+	if _, err := envtest.InstallCRDs(c.Config, c.env.CRDInstallOptions); err != nil {
+		t.Fatalf("installing CRDs into the new %s cluster: %v", c.Name, err)
+	}
+}
+
+// restart stops the apiserver and starts it again with a new
+// service-account signing key; wipe starts etcd over empty in between.
+func (c *Cluster) restart(t TB, wipe bool) {
+	t.Helper()
+	if err := c.StopAPIServer(); err != nil {
+		t.Fatalf("stopping %s apiserver: %v", c.Name, err)
+	}
+	if wipe {
+		// envtest made etcd's data directory, so it removes it on stop
+		// and makes a new one on start, on the same address.
+		etcd := c.env.ControlPlane.Etcd
+		if err := etcd.Stop(); err != nil {
+			t.Fatalf("stopping %s etcd: %v", c.Name, err)
+		}
+		if err := etcd.Start(); err != nil {
+			t.Fatalf("starting %s etcd: %v", c.Name, err)
+		}
+	}
+	key, err := rsa.GenerateKey(cryptorand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The file names envtest starts the apiserver with.
+	dir := c.env.ControlPlane.APIServer.CertDir
+	files := map[string]*pem.Block{
+		"sa-signer.key": {Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)},
+		"sa-signer.crt": {Type: "PUBLIC KEY", Bytes: public},
+	}
+	for name, block := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.StartAPIServer(); err != nil {
+		t.Fatalf("starting %s apiserver with a new service-account key: %v", c.Name, err)
+	}
+}
 
 // Namespace creates a namespace with a random name derived from prefix and
 // the given labels. Tests use one namespace each; namespaces are not deleted

@@ -13,9 +13,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -42,6 +44,27 @@ func TestTwoClustersAreSeparateAndServeFleeetAndFluxKinds(t *testing.T) {
 
 	err := down.Client.Get(t.Context(), client.ObjectKeyFromObject(remote), &fleeetv1.Remote{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the downstream apiserver must not see the management Remote: %v", err)
+
+	// A management cluster replaced by a new one at the same address: its
+	// objects are gone, the CRDs are there, tokens of the old one fail.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}}
+	g.Expect(mgmt.Client.Create(t.Context(), sa)).To(Succeed())
+	token, err := credential.Mint(t.Context(), mgmt.Client, ns, sa.Name, time.Hour, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	host := mgmt.Config.Host
+	mgmt.Replace(t)
+	g.Expect(mgmt.Config.Host).To(Equal(host))
+	err = mgmt.Client.Get(t.Context(), client.ObjectKeyFromObject(remote), &fleeetv1.Remote{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the new cluster starts empty: %v", err)
+	g.Expect(mgmt.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	g.Expect(mgmt.Client.Create(t.Context(), &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Name: "edge-1", Namespace: ns}})).To(Succeed(), "with fleeet's CRDs")
+	old := rest.CopyConfig(mgmt.Config)
+	old.TLSClientConfig = rest.TLSClientConfig{CAData: mgmt.Config.CAData}
+	old.BearerToken = token.Value
+	stale, err := client.New(old, client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	err = stale.List(t.Context(), &corev1.ConfigMapList{}, client.InNamespace(ns))
+	g.Expect(apierrors.IsUnauthorized(err)).To(BeTrue(), "a token of the old cluster is rejected: %v", err)
 }
 
 func TestFluxControllersSyncFromLocalGitServerAndChartRepo(t *testing.T) {

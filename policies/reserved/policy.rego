@@ -1,13 +1,14 @@
 # Labels and annotations under fleeet.dev/ are set only by the fleet
 # manager: tenants and registrants may neither add, change nor remove them.
-# Three exceptions: a Remote's retry request, which users write (fleetctl
+# Four exceptions: a Remote's retry request, which users write (fleetctl
 # retry) to have the cluster try its syncs again; a Module's rollout
 # approval and undo, which users write (fleetctl rollout approve|undo), each
 # naming the revision it is for, and its pause (fleetctl rollout
 # pause|resume), saying when and why; and the label naming the
 # RegistrationToken a Remote was created through, which a registration
 # identity sets on the Remote it creates (package registration checks it
-# names the identity's own token) and no one changes afterwards.
+# names the identity's own token) and no one changes afterwards; and the
+# recovery key annotation (below).
 package fleeet.reserved
 
 import data.fleeet.lib
@@ -45,6 +46,47 @@ user_settable(field, k) if {
 	input.request.operation == "CREATE"
 	field == "labels"
 	k == registration_token_label
+}
+
+# The public recovery key a registrant names on the Remote it creates; the
+# fleet manager rotates it on each recovery. Users who may write the Remote
+# name a new one with fleetctl reenrol, stamping when; the cluster itself
+# may not, so a stolen cluster token cannot swap it.
+recovery_key_annotation := "fleeet.dev/recovery-key"
+
+reenrolled_at_annotation := "fleeet.dev/reenrolled-at"
+
+user_settable(field, k) if {
+	lib.registrant
+	lib.kind == "Remote"
+	input.request.operation == "CREATE"
+	field == "annotations"
+	k == recovery_key_annotation
+}
+
+user_settable(field, k) if {
+	not lib.registrant
+	not lib.cluster_identity
+	lib.kind == "Remote"
+	field == "annotations"
+	k in {recovery_key_annotation, reenrolled_at_annotation}
+}
+
+# An Ed25519 public key in standard base64.
+deny contains msg if {
+	not lib.manager
+	key := object.get(input.object, ["metadata", "annotations", recovery_key_annotation], null)
+	key != null
+	not regex.match(`^[A-Za-z0-9+/]{43}=$`, key)
+	msg := sprintf("metadata.annotations[%s]: not an Ed25519 public key in standard base64", [recovery_key_annotation])
+}
+
+deny contains msg if {
+	not lib.manager
+	at := object.get(input.object, ["metadata", "annotations", reenrolled_at_annotation], null)
+	at != null
+	not time.parse_rfc3339_ns(at)
+	msg := sprintf("metadata.annotations[%s]: not an RFC 3339 time", [reenrolled_at_annotation])
 }
 
 changed contains [field, k] if {

@@ -91,3 +91,33 @@ test_overlong_rollout_annotation_denied if {
 	reserved.deny == {"metadata.annotations[fleeet.dev/undo]: at most 128 characters, not 129 (fleetctl rollout writes a revision and a stage, or a time and a short reason)"} with input as module("alice", {}, {"annotations": {"fleeet.dev/undo": v}})
 	reserved.deny == {"metadata.annotations[fleeet.dev/pause]: at most 128 characters, not 129 (fleetctl rollout writes a revision and a stage, or a time and a short reason)"} with input as module("alice", {}, {"annotations": {"fleeet.dev/pause": v}})
 }
+
+recovery_key := "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+with_recovery_key(user, key) := json.patch(create_remote(user, {"fleeet.dev/registration-token": "edge"}), [
+	{"op": "add", "path": "/object/metadata/annotations", "value": {"fleeet.dev/recovery-key": key}},
+])
+
+test_a_registrant_names_its_recovery_key_on_the_remote_it_creates if {
+	count(reserved.deny) == 0 with input as with_recovery_key(registrant, recovery_key)
+}
+
+test_a_recovery_key_must_be_an_ed25519_public_key if {
+	reserved.deny == {"metadata.annotations[fleeet.dev/recovery-key]: not an Ed25519 public key in standard base64"} with input as with_recovery_key(registrant, "not-a-key")
+}
+
+test_only_the_manager_changes_the_recovery_key_later if {
+	update := json.patch(with_recovery_key(registrant, recovery_key), [
+		{"op": "replace", "path": "/request/operation", "value": "UPDATE"},
+		{"op": "replace", "path": "/oldObject", "value": {"metadata": {"labels": {"fleeet.dev/registration-token": "edge"}, "annotations": {"fleeet.dev/recovery-key": "b"}}}},
+	])
+	count(reserved.deny) == 1 with input as json.patch(update, [{"op": "replace", "path": "/request/userInfo/username", "value": "system:serviceaccount:t:fleeet-remote-edge"}])
+	count(reserved.deny) == 0 with input as json.patch(update, [{"op": "replace", "path": "/request/userInfo/username", "value": "manager"}])
+}
+
+test_a_user_names_a_new_recovery_key_with_fleetctl_reenrol if {
+	reenrol := {"annotations": {"fleeet.dev/recovery-key": recovery_key, "fleeet.dev/reenrolled-at": "2026-01-01T00:00:00Z"}}
+	count(reserved.deny) == 0 with input as remote("alice", {}, reenrol)
+	count(reserved.deny) == 2 with input as object.union(remote("system:serviceaccount:t:fleeet-remote-edge", {}, reenrol), {"request": {"namespace": "t"}})
+	reserved.deny == {"metadata.annotations[fleeet.dev/reenrolled-at]: not an RFC 3339 time"} with input as remote("alice", {}, {"annotations": {"fleeet.dev/reenrolled-at": "yesterday"}})
+}

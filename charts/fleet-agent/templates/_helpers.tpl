@@ -100,6 +100,8 @@ tenant's syncs and bindings could reach the other tenants' credentials there.
   "token" $e.token
   "url" $m.url
   "caBundle" ($m.caBundle | default "")
+  "recoveryURL" ($m.recoveryURL | default "")
+  "recoveryCABundle" ($m.recoveryCABundle | default "")
   "managementNamespace" $m.namespace
   "clusterName" $clusterName
   "labels" ($t.labels | default dict)

@@ -73,6 +73,9 @@ type linkState struct {
 	// revoked says why the cluster's credential no longer works; the link
 	// has stopped.
 	revoked string
+	// unauthorized says the management cluster rejected the credential
+	// (HTTP 401), which recovery may mend, rather than the Remote being gone.
+	unauthorized bool
 	// contact is when a request last succeeded.
 	contact time.Time
 	// flux is what the cluster's Flux serves; nil until first read.
@@ -184,6 +187,7 @@ func (l *link) succeeded() {
 // credential means the cluster was revoked (or its credential expired).
 func (l *link) failed(err error, backoff time.Duration) time.Duration {
 	if apierrors.IsUnauthorized(err) {
+		l.update(func(s *linkState) { s.unauthorized = true })
 		l.revoke(fmt.Sprintf("the management cluster rejects this cluster's credential (%v): the cluster was revoked or its credential expired", err))
 		return maxBackoff
 	}

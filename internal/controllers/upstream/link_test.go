@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,9 +34,15 @@ type linked struct {
 	// ns is the tenant's namespace in the management cluster; tenant is
 	// the namespace the plan is mirrored into downstream.
 	ns, tenant string
+	// agentNS is the agent's own namespace downstream.
+	agentNS string
 	plan       *fleeetv1.ProxyAssemblage
 	identity   *corev1.ServiceAccount
 	up         *fleeetv1.Upstream
+	// stopAgent stops the agent last started.
+	stopAgent func()
+	// atEnd runs a function when the test that linked the clusters ends.
+	atEnd func(func())
 }
 
 const clusterName = "edge-1"
@@ -44,7 +51,7 @@ func link(t *testing.T) *linked {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
-	l := &linked{mgmt: mgmt, down: down}
+	l := &linked{mgmt: mgmt, down: down, atEnd: t.Cleanup}
 	l.ns = l.mgmt.Namespace(t, "team", nil)
 	mc := l.mgmt.Client
 
@@ -66,10 +73,10 @@ func link(t *testing.T) *linked {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	dc := l.down.Client
-	agentNS := l.down.Namespace(t, "agent", nil)
+	l.agentNS = l.down.Namespace(t, "agent", nil)
 	l.tenant = l.down.Namespace(t, "team", nil)
 	l.up = &fleeetv1.Upstream{
-		ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "team"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: l.agentNS, Name: "team"},
 		Spec: fleeetv1.UpstreamSpec{
 			Management:          fleeetv1.ManagementEndpoint{URL: l.mgmt.Config.Host, CABundle: l.mgmt.Config.CAData, Namespace: l.ns},
 			ClusterName:         clusterName,
@@ -78,15 +85,25 @@ func link(t *testing.T) *linked {
 		},
 	}
 	g.Expect(dc.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: l.up.Name + "-credential"}, Data: token.SecretData(),
+		ObjectMeta: metav1.ObjectMeta{Namespace: l.agentNS, Name: l.up.Name + "-credential"}, Data: token.SecretData(),
 	})).To(Succeed())
 	g.Expect(dc.Create(ctx, l.up)).To(Succeed())
+	l.stopAgent = l.runAgent(t)
+	return l
+}
+
+// runAgent starts the agent downstream; the function it returns stops it,
+// as does the end of the test that linked the clusters if that has not.
+func (l *linked) runAgent(t *testing.T) func() {
+	t.Helper()
 	stop, err := testenv.StartManager(l.down, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
 		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 1, Heartbeat: time.Second})
-	}, confinedTo(agentNS, l.tenant))
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { stop(t.Failed()) })
-	return l
+	}, confinedTo(l.agentNS, l.tenant))
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	var once sync.Once
+	stopOnce := func() { once.Do(func() { stop(t.Failed()) }) }
+	l.atEnd(stopOnce)
+	return stopOnce
 }
 
 func appSync(tag string) fleeetv1.NamedSync {

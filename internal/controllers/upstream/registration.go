@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/recovery"
 )
 
 // deliveryWait is how long after creating its Remote the agent expects the
@@ -53,62 +55,77 @@ func (r refusal) Error() string { return r.msg }
 
 // register registers the cluster with the registration token: it creates the
 // cluster's Remote (unless an earlier attempt did), naming the
-// RegistrationToken it comes through, and, once the manager has issued the
-// first credential (until then it returns awaiting, and the reconcile looks
-// again shortly, holding no worker), exchanges it at once for a token the
-// cluster minted for itself, so the handed-over one can be discarded.
-func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (credential.Token, error) {
+// RegistrationToken it comes through and the public half of a new recovery
+// key, and, once the manager has issued the first credential (until then it
+// returns awaiting, and the reconcile looks again shortly, holding no
+// worker), exchanges it at once for a token the cluster minted for itself,
+// so the handed-over one can be discarded. It returns that token and the
+// recovery key, nil when another run of the agent created the Remote.
+func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (credential.Token, ed25519.PrivateKey, error) {
 	ref := up.Spec.TokenSecretRef
 	if ref == nil {
-		return credential.Token{}, refusal{"spec.tokenSecretRef: this cluster holds no credential for the management cluster and no registration token is configured"}
+		return credential.Token{}, nil, refusal{"spec.tokenSecretRef: this cluster holds no credential for the management cluster and no registration token is configured"}
 	}
 	secret := &corev1.Secret{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return credential.Token{}, refusal{fmt.Sprintf("spec.tokenSecretRef: Secret %s not found, and this cluster holds no credential", ref.Name)}
+			return credential.Token{}, nil, refusal{fmt.Sprintf("spec.tokenSecretRef: Secret %s not found, and this cluster holds no credential", ref.Name)}
 		}
-		return credential.Token{}, err
+		return credential.Token{}, nil, err
 	}
 	regToken, err := credential.TokenFromSecret(secret)
 	if err != nil {
-		return credential.Token{}, refusal{"spec.tokenSecretRef: " + err.Error()}
+		return credential.Token{}, nil, refusal{"spec.tokenSecretRef: " + err.Error()}
 	}
 	reg, err := client.New(managementConfig(up, func() string { return regToken.Value }), client.Options{Scheme: r.Client.Scheme()})
 	if err != nil {
-		return credential.Token{}, err
+		return credential.Token{}, nil, err
 	}
 	ns, name := up.Spec.Management.Namespace, up.Spec.ClusterName
 	key := client.ObjectKeyFromObject(up)
 	first, err := firstCredential(ctx, reg, ns, name)
-	if created, ok := r.created(key); err != nil && ok {
+	created, ok := r.created(key)
+	if err != nil && ok {
 		if apierrors.IsUnauthorized(err) {
-			return credential.Token{}, registrationError(err)
+			return credential.Token{}, nil, registrationError(err)
 		}
-		return credential.Token{}, awaiting{ns: ns, name: name, since: created, err: err}
+		return credential.Token{}, nil, awaiting{ns: ns, name: name, since: created.at, err: err}
 	}
 	if err != nil {
 		token, err := registrationTokenName(ctx, reg, ns)
 		if err != nil {
-			return credential.Token{}, err
+			return credential.Token{}, nil, err
 		}
 		labels := maps.Clone(up.Spec.Labels)
 		if labels == nil {
 			labels = map[string]string{}
 		}
 		labels[fleeetv1.RegistrationTokenLabel] = token
-		remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
+		recoveryKey, err := recovery.NewKey()
+		if err != nil {
+			return credential.Token{}, nil, err
+		}
+		remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
+			Annotations: map[string]string{fleeetv1.RecoveryKeyAnnotation: recovery.PublicKey(recoveryKey)}}}
 		if err := reg.Create(ctx, remote); err != nil {
-			return credential.Token{}, registrationError(err)
+			return credential.Token{}, nil, registrationError(err)
 		}
 		r.Recorder.Eventf(up, nil, corev1.EventTypeNormal, fleeetv1.ReasonRegistered, "Register", "Created Remote %s/%s in the management cluster", ns, name)
-		r.markCreated(key, time.Now())
-		return credential.Token{}, awaiting{ns: ns, name: name, since: time.Now()}
+		r.markCreated(key, pending{at: time.Now(), key: recoveryKey})
+		return credential.Token{}, nil, awaiting{ns: ns, name: name, since: time.Now()}
 	}
+	token, err := r.exchange(ctx, up, first)
+	return token, created.key, err
+}
+
+// exchange mints, with the first credential the manager issued, a token of
+// the cluster's own.
+func (r *Reconciler) exchange(ctx context.Context, up *fleeetv1.Upstream, first credential.Token) (credential.Token, error) {
 	own, err := client.New(managementConfig(up, func() string { return first.Value }), client.Options{Scheme: r.Client.Scheme()})
 	if err != nil {
 		return credential.Token{}, err
 	}
-	token, err := credential.Mint(ctx, own, ns, fleeetv1.RemoteIdentityName(name), credential.Lifetime, nil)
+	token, err := credential.Mint(ctx, own, up.Spec.Management.Namespace, fleeetv1.RemoteIdentityName(up.Spec.ClusterName), credential.Lifetime, nil)
 	if err != nil {
 		return credential.Token{}, fmt.Errorf("exchanging the first credential for the cluster's own: %w", err)
 	}

@@ -8,8 +8,10 @@ package upstream
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +37,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/delivery"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
+	"github.com/fleeet-dev/fleeet/internal/recovery"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
@@ -69,9 +72,13 @@ type Reconciler struct {
 	mu    sync.Mutex
 	links map[client.ObjectKey]*link
 	// remotes are the Upstreams whose Remote this agent created and whose
-	// first credential it has not collected yet, with when it created them.
-	remotes map[client.ObjectKey]time.Time
-	changes chan event.TypedGenericEvent[*fleeetv1.Upstream]
+	// first credential it has not collected yet.
+	remotes map[client.ObjectKey]pending
+	// rejected are the Upstreams whose credential the management cluster
+	// rejected and that have not recovered yet: the credential is not
+	// tried again meanwhile.
+	rejected map[client.ObjectKey]bool
+	changes  chan event.TypedGenericEvent[*fleeetv1.Upstream]
 }
 
 // SetupWithManager registers the controller. Besides Upstreams and their
@@ -87,7 +94,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		return err
 	}
 	r.links = map[client.ObjectKey]*link{}
-	r.remotes = map[client.ObjectKey]time.Time{}
+	r.remotes = map[client.ObjectKey]pending{}
+	r.rejected = map[client.ObjectKey]bool{}
 	r.changes = make(chan event.TypedGenericEvent[*fleeetv1.Upstream], 128)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("upstream").
@@ -106,7 +114,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, up); err != nil {
 		r.disconnect(req.NamespacedName)
 		if apierrors.IsNotFound(err) {
-			r.markCreated(req.NamespacedName, time.Time{})
+			r.forget(req.NamespacedName)
+			r.markRejected(req.NamespacedName, false)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -126,11 +135,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		setCondition(up, fleeetv1.ReconcilingCondition, metav1.ConditionFalse, fleeetv1.ReasonServiceAccountNameUnset, msg)
 		return ctrl.Result{}, nil
 	}
-	l, err := r.connect(ctx, up)
+	l, err := r.connectOrRecover(ctx, up)
 	if err != nil {
 		var refused refusal
 		var waiting awaiting
+		var recovering recoveryError
 		switch {
+		case errors.As(err, &recovering):
+			log.FromContext(ctx).Info("Recovery failed; retrying", "error", err.Error())
+			r.setNotRegistered(up, recovering.reason(), err.Error())
+			return ctrl.Result{RequeueAfter: recovering.retry()}, nil
 		case errors.As(err, &waiting) && !waiting.overdue():
 			r.setNotRegistered(up, fleeetv1.ReasonRegistrationPending, err.Error())
 			return ctrl.Result{RequeueAfter: credentialPoll}, nil
@@ -230,7 +244,7 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 		ns: up.Spec.Management.Namespace, cluster: up.Spec.ClusterName, generation: up.Generation, labels: up.Spec.Labels,
 		heartbeat: r.Heartbeat, versions: r.Versions, inspectFlux: r.InspectFlux,
 		log:   log.FromContext(ctx).WithValues("management", up.Spec.Management.URL, "remote", up.Spec.Management.Namespace+"/"+up.Spec.ClusterName),
-		store: func(ctx context.Context, t credential.Token) error { return r.storeCredential(ctx, up, t) },
+		store: func(ctx context.Context, t credential.Token) error { return r.storeCredential(ctx, up, t, nil) },
 		notify: func() {
 			r.changes <- event.TypedGenericEvent[*fleeetv1.Upstream]{Object: &fleeetv1.Upstream{
 				ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}}
@@ -248,25 +262,71 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 	return l, nil
 }
 
-// created returns when this agent created the Upstream's Remote, if it
-// awaits that Remote's first credential.
-func (r *Reconciler) created(key client.ObjectKey) (time.Time, bool) {
+// connectOrRecover connects the Upstream; when the management cluster
+// rejects the cluster's credential and offers recovery, it recovers first,
+// and does not try the rejected credential again until recovered.
+func (r *Reconciler) connectOrRecover(ctx context.Context, up *fleeetv1.Upstream) (*link, error) {
+	key := client.ObjectKeyFromObject(up)
+	if up.Spec.Management.RecoveryURL == "" {
+		return r.connect(ctx, up)
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	at, ok := r.remotes[key]
-	return at, ok
+	rejected := r.rejected[key]
+	r.mu.Unlock()
+	if !rejected {
+		l, err := r.connect(ctx, up)
+		if err != nil || !l.snapshot().unauthorized {
+			return l, err
+		}
+		r.disconnect(key)
+		r.markRejected(key, true)
+	}
+	if _, err := r.recover(ctx, up); err != nil {
+		return nil, err
+	}
+	r.markRejected(key, false)
+	return r.connect(ctx, up)
 }
 
-// markCreated records that this agent created the Upstream's Remote at at;
-// the zero time forgets it.
-func (r *Reconciler) markCreated(key client.ObjectKey, at time.Time) {
+// markRejected records whether the Upstream's credential was rejected.
+func (r *Reconciler) markRejected(key client.ObjectKey, rejected bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if at.IsZero() {
-		delete(r.remotes, key)
+	if rejected {
+		r.rejected[key] = true
 		return
 	}
-	r.remotes[key] = at
+	delete(r.rejected, key)
+}
+
+// pending is a Remote this agent created: when, and the recovery key it
+// named.
+type pending struct {
+	at  time.Time
+	key ed25519.PrivateKey
+}
+
+// created returns the Remote this agent created for the Upstream, if it
+// awaits that Remote's first credential.
+func (r *Reconciler) created(key client.ObjectKey) (pending, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.remotes[key]
+	return p, ok
+}
+
+// markCreated records that this agent created the Upstream's Remote.
+func (r *Reconciler) markCreated(key client.ObjectKey, p pending) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.remotes[key] = p
+}
+
+// forget forgets the Remote this agent created for the Upstream.
+func (r *Reconciler) forget(key client.ObjectKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.remotes, key)
 }
 
 // disconnect stops the Upstream's link, if any.
@@ -280,8 +340,9 @@ func (r *Reconciler) disconnect(key client.ObjectKey) {
 }
 
 // credential returns the cluster's stored credential, registering the
-// cluster if it holds none; the registration token is forgotten once the
-// cluster's own credential is stored.
+// cluster if it holds none, recovering it when it expired and the
+// management cluster offers recovery; the registration token is forgotten
+// once the cluster's own credential is stored.
 func (r *Reconciler) credential(ctx context.Context, up *fleeetv1.Upstream) (credential.Token, error) {
 	secret := &corev1.Secret{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: credentialSecretName(up)}, secret)
@@ -293,6 +354,9 @@ func (r *Reconciler) credential(ctx context.Context, up *fleeetv1.Upstream) (cre
 			return credential.Token{}, refusal{err.Error()}
 		}
 		if !token.ExpiresAt.IsZero() && time.Now().After(token.ExpiresAt) {
+			if up.Spec.Management.RecoveryURL != "" {
+				return r.recover(ctx, up)
+			}
 			return credential.Token{}, refusal{fmt.Sprintf("the cluster's credential expired at %s while the management cluster could not be reached; delete Secret %s and register again with a new RegistrationToken",
 				token.ExpiresAt.UTC().Format(time.RFC3339), secret.Name)}
 		}
@@ -300,14 +364,14 @@ func (r *Reconciler) credential(ctx context.Context, up *fleeetv1.Upstream) (cre
 	case !apierrors.IsNotFound(err):
 		return credential.Token{}, err
 	}
-	token, err := r.register(ctx, up)
+	token, key, err := r.register(ctx, up)
 	if err != nil {
 		return credential.Token{}, err
 	}
-	if err := r.storeCredential(ctx, up, token); err != nil {
+	if err := r.storeCredential(ctx, up, token, key); err != nil {
 		return credential.Token{}, err
 	}
-	r.markCreated(client.ObjectKeyFromObject(up), time.Time{})
+	r.forget(client.ObjectKeyFromObject(up))
 	r.Recorder.Eventf(up, nil, corev1.EventTypeNormal, fleeetv1.ReasonRegistered, "Register",
 		"Registered as Remote %s/%s; the credential is in Secret %s", up.Spec.Management.Namespace, up.Spec.ClusterName, credentialSecretName(up))
 	if ref := up.Spec.TokenSecretRef; ref != nil {
@@ -319,11 +383,19 @@ func (r *Reconciler) credential(ctx context.Context, up *fleeetv1.Upstream) (cre
 	return token, nil
 }
 
-// storeCredential keeps the cluster's credential in a Secret owned by the Upstream.
-func (r *Reconciler) storeCredential(ctx context.Context, up *fleeetv1.Upstream, token credential.Token) error {
+// storeCredential keeps the cluster's credential in a Secret owned by the
+// Upstream, with the recovery key when one is given, else the one it holds.
+func (r *Reconciler) storeCredential(ctx context.Context, up *fleeetv1.Upstream, token credential.Token, key ed25519.PrivateKey) error {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: up.Namespace, Name: credentialSecretName(up)}}
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, secret, func() error {
+		kept := secret.Data[recovery.PrivateKeyKey]
 		secret.Data = token.SecretData()
+		switch {
+		case key != nil:
+			secret.Data[recovery.PrivateKeyKey] = recovery.EncodePrivate(key)
+		case kept != nil:
+			secret.Data[recovery.PrivateKeyKey] = kept
+		}
 		return controllerutil.SetControllerReference(up, secret, r.Client.Scheme())
 	})
 	if err != nil {
@@ -426,7 +498,7 @@ func (r *Reconciler) setNotRegistered(up *fleeetv1.Upstream, reason, msg string)
 	setCondition(up, fleeetv1.RegisteredCondition, metav1.ConditionFalse, reason, msg)
 	setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, reason, msg)
 	setReady(up, metav1.ConditionFalse, reason, msg)
-	if reason != fleeetv1.ReasonRegistrationFailed {
+	if !slices.Contains([]string{fleeetv1.ReasonRegistrationFailed, fleeetv1.ReasonRecoveryFailed, fleeetv1.ReasonRecoveryRefused}, reason) {
 		setCondition(up, fleeetv1.StalledCondition, metav1.ConditionTrue, reason, msg)
 	}
 }

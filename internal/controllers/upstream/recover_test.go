@@ -1,0 +1,281 @@
+package upstream_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/fleetctl"
+	"github.com/fleeet-dev/fleeet/internal/recovery"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+// recoverable gives a linked cluster a recovery key, names it on the
+// Remote as registration does, and runs the fleet manager's recovery
+// endpoint against the management cluster. It returns the key.
+func (l *linked) recoverable(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	key, err := recovery.NewKey()
+	g.Expect(err).NotTo(HaveOccurred())
+	remote := &fleeetv1.Remote{}
+	g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
+	remote.Annotations = map[string]string{fleeetv1.RecoveryKeyAnnotation: recovery.PublicKey(key)}
+	g.Expect(l.mgmt.Client.Update(ctx, remote)).To(Succeed())
+
+	certDir, ca := testenv.ServingCertificate(t)
+	addr := testenv.FreeAddr(t)
+	stop, err := testenv.StartManager(l.mgmt, "fleet-manager", func(_ context.Context, mgr ctrl.Manager) error {
+		return recovery.Add(mgr, "fleet-manager", recovery.Options{BindAddress: addr, CertDir: certDir})
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { stop(t.Failed()) })
+
+	secret := &corev1.Secret{}
+	g.Expect(l.down.Client.Get(ctx, client.ObjectKey{Namespace: l.up.Namespace, Name: l.up.Name + "-credential"}, secret)).To(Succeed())
+	secret.Data[recovery.PrivateKeyKey] = recovery.EncodePrivate(key)
+	g.Expect(l.down.Client.Update(ctx, secret)).To(Succeed())
+	g.Expect(l.down.Client.Get(ctx, client.ObjectKeyFromObject(l.up), l.up)).To(Succeed())
+	l.up.Spec.Management.RecoveryURL = "https://" + addr
+	l.up.Spec.Management.RecoveryCABundle = ca
+	g.Expect(l.down.Client.Update(ctx, l.up)).To(Succeed())
+	return key
+}
+
+// recoveryKey is the cluster's recovery key as stored downstream now.
+func (l *linked) recoveryKey(g Gomega) ed25519.PrivateKey {
+	secret := &corev1.Secret{}
+	g.Expect(l.down.Client.Get(context.Background(), client.ObjectKey{Namespace: l.up.Namespace, Name: l.up.Name + "-credential"}, secret)).To(Succeed())
+	key, err := recovery.DecodePrivate(secret.Data[recovery.PrivateKeyKey])
+	g.Expect(err).NotTo(HaveOccurred())
+	return key
+}
+
+// encode is a recovery request as sent.
+func encode(g Gomega, req recovery.Request) []byte {
+	body, err := json.Marshal(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	return body
+}
+
+// post sends a recovery request as an attacker would, and returns the
+// status code and body.
+func post(g Gomega, l *linked, body []byte) (int, string) {
+	pool := newPool(g, l.up.Spec.Management.RecoveryCABundle)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: pool}}
+	resp, err := c.Post(l.up.Spec.Management.RecoveryURL+recovery.Path, "application/json", bytes.NewReader(body))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+// downstreamState is what must not change downstream across a recovery:
+// the UID and generation of the mirrored Assemblage and of every Flux
+// object the agent applied from it.
+func (l *linked) downstreamState(g Gomega) []string {
+	asm := &fleeetv1.Assemblage{}
+	g.Expect(l.down.Client.Get(context.Background(), client.ObjectKey{Namespace: l.tenant, Name: l.up.Name}, asm)).To(Succeed())
+	state := []string{fmt.Sprintf("Assemblage %s %s/%d", asm.Name, asm.UID, asm.Generation)}
+	for _, kind := range []schema.GroupVersionKind{
+		{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "KustomizationList"},
+		{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepositoryList"},
+	} {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(kind)
+		g.Expect(l.down.Client.List(context.Background(), list, client.InNamespace(l.tenant))).To(Succeed())
+		g.Expect(list.Items).NotTo(BeEmpty(), "the agent applied the plan's %s", kind.Kind)
+		for _, o := range list.Items {
+			state = append(state, fmt.Sprintf("%s %s %s/%d", o.GetKind(), o.GetName(), o.GetUID(), o.GetGeneration()))
+		}
+	}
+	return state
+}
+
+// settled waits until the agent has applied the plan downstream and
+// returns what is there.
+func (l *linked) settled(g Gomega) []string {
+	var state []string
+	g.Eventually(func(g Gomega) { state = l.downstreamState(g) }, timeout, poll).Should(Succeed())
+	return state
+}
+
+// TestAClusterReattachesByItself: a cluster whose credential expired while
+// it was away, or whose management cluster restarted with a new
+// service-account signing key (every token it holds rejected), proves its
+// recovery key to the manager's endpoint and is Ready again with no
+// command; a management cluster that does not know the Remote yet (rebuilt,
+// not restored) is asked again until it does. Meanwhile nothing downstream
+// is recreated or changed. Afterwards an old key, an unknown Remote and a
+// stale request get the same generic refusal, a request granted once is
+// refused when replayed, and each recovery is an event on the Remote.
+// Once a thief holds the only key, fleetctl reenrol brings the cluster back
+// onto its existing Remote. The steps share one pair of clusters and run
+// in order.
+func TestAClusterReattachesByItself(t *testing.T) {
+	g := NewWithT(t)
+	l := link(t)
+	first := l.recoverable(t)
+	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.0.0"))
+	before := l.settled(g)
+	// recovered waits until the cluster holds a key other than old and is
+	// Ready, with nothing downstream changed; it returns the new key.
+	recovered := func(g Gomega, old ed25519.PrivateKey) ed25519.PrivateKey {
+		var key ed25519.PrivateKey
+		g.Eventually(func(g Gomega) {
+			key = l.recoveryKey(g)
+			g.Expect(key.Equal(old)).To(BeFalse(), "the key is rotated")
+			g.Expect(l.condition(g, fleeetv1.RegisteredCondition).Reason).To(Equal(fleeetv1.ReasonRegistered))
+			g.Expect(l.condition(g, fleeetv1.ConnectedCondition).Reason).To(Equal(fleeetv1.ReasonConnected))
+			g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
+			g.Expect(l.up.Status.CredentialExpiresAt.Time).To(BeTemporally(">", time.Now()))
+		}, 3*timeout, poll).Should(Succeed())
+		g.Expect(l.downstreamState(g)).To(Equal(before), "nothing downstream was recreated or changed")
+		return key
+	}
+	var afterExpiry, afterRotation ed25519.PrivateKey
+
+	// Token lifetimes are at least ten minutes in the TokenRequest API, so
+	// the expiry is simulated by the stored expiresAt alone: the token
+	// itself would still be accepted, and the agent asks for recovery only
+	// because it believes the token expired.
+	t.Run("CredentialExpiredWhileOffline", func(t *testing.T) {
+		g := NewWithT(t)
+		l.stopAgent()
+		secret := &corev1.Secret{}
+		g.Expect(l.down.Client.Get(t.Context(), client.ObjectKey{Namespace: l.up.Namespace, Name: l.up.Name + "-credential"}, secret)).To(Succeed())
+		secret.Data[credential.ExpiresAtKey] = []byte(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+		g.Expect(l.down.Client.Update(t.Context(), secret)).To(Succeed())
+		l.stopAgent = l.runAgent(t)
+		afterExpiry = recovered(g, first)
+	})
+
+	t.Run("SigningKeyRotated", func(t *testing.T) {
+		g := NewWithT(t)
+		l.mgmt.RotateServiceAccountKey(t)
+		afterRotation = recovered(g, afterExpiry)
+		remote := &fleeetv1.Remote{}
+		g.Expect(l.mgmt.Client.Get(t.Context(), client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
+		g.Expect(remote.Annotations[fleeetv1.RecoveryKeyAnnotation]).To(Equal(recovery.PublicKey(afterRotation)))
+		events := &corev1.EventList{}
+		g.Expect(l.mgmt.Client.List(t.Context(), events, client.InNamespace(l.ns))).To(Succeed())
+		g.Expect(events.Items).To(ContainElement(And(
+			HaveField("Reason", fleeetv1.ReasonRecovered),
+			HaveField("InvolvedObject.Name", clusterName),
+			HaveField("Message", ContainSubstring("127.0.0.1")),
+		)), "each recovery is recorded on the Remote, with where it came from")
+	})
+
+	// As on a management cluster rebuilt from git whose Remotes are not
+	// restored yet: a new signing key, and no Remote.
+	t.Run("RemoteNotRestoredYet", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx := t.Context()
+		l.stopAgent()
+		remote := &fleeetv1.Remote{}
+		g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
+		restored := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: clusterName, Annotations: remote.Annotations}}
+		g.Expect(l.mgmt.Client.Delete(ctx, remote)).To(Succeed())
+		l.mgmt.RotateServiceAccountKey(t)
+		l.stopAgent = l.runAgent(t)
+		g.Eventually(func(g Gomega) {
+			registered := l.condition(g, fleeetv1.RegisteredCondition)
+			g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRecoveryRefused))
+			g.Expect(registered.Message).To(ContainSubstring("retrying"))
+			g.Expect(registered.Message).To(ContainSubstring("another holder of this cluster's key recovered it"))
+			g.Expect(l.condition(g, fleeetv1.StalledCondition).Status).To(Equal(metav1.ConditionFalse))
+		}, timeout, poll).Should(Succeed())
+		g.Expect(l.downstreamState(g)).To(Equal(before), "nothing downstream changes while refused")
+
+		// Restored (from git and backup), recovery key included.
+		g.Expect(l.mgmt.Client.Create(ctx, restored)).To(Succeed())
+		recovered(g, afterRotation)
+	})
+
+	t.Run("StolenKeysAndReplaysGainNothing", func(t *testing.T) {
+		g := NewWithT(t)
+		thief, err := recovery.NewKey()
+		g.Expect(err).NotTo(HaveOccurred())
+		current := l.recoveryKey(g)
+		for name, req := range map[string]recovery.Request{
+			"an old key":          recovery.NewRequest(l.ns, clusterName, first, thief, time.Now()),
+			"an unknown Remote":   recovery.NewRequest(l.ns, "no-such-cluster", current, thief, time.Now()),
+			"a stale request":     recovery.NewRequest(l.ns, clusterName, current, thief, time.Now().Add(-time.Hour)),
+			"a key never current": recovery.NewRequest(l.ns, clusterName, thief, thief, time.Now()),
+		} {
+			code, body := post(g, l, encode(g, req))
+			g.Expect(code).To(Equal(http.StatusForbidden), name)
+			g.Expect(body).To(Equal("recovery refused\n"), "the same answer for %s: no oracle", name)
+		}
+		remote := &fleeetv1.Remote{}
+		g.Expect(l.mgmt.Client.Get(t.Context(), client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
+		g.Expect(remote.Annotations[fleeetv1.RecoveryKeyAnnotation]).To(Equal(recovery.PublicKey(current)), "no refused request rotated the key")
+
+		// Signed with the current key (as by a thief who copied it), a
+		// request is granted once; sent again as captured, it is refused.
+		granted := encode(g, recovery.NewRequest(l.ns, clusterName, current, thief, time.Now()))
+		code, body := post(g, l, granted)
+		g.Expect(code).To(Equal(http.StatusOK))
+		g.Expect(body).To(ContainSubstring(`"token":`))
+		code, _ = post(g, l, granted)
+		g.Expect(code).To(Equal(http.StatusForbidden), "a replay is refused")
+	})
+
+	// The thief above holds the only key the Remote names: the cluster
+	// cannot recover by itself, and its stored credential is gone too.
+	t.Run("ReenrolOntoTheExistingRemote", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx := t.Context()
+		l.stopAgent()
+		cmd := fleetctl.NewCommand()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs([]string{"--kubeconfig", l.mgmt.Kubeconfig, "--namespace", l.ns, "reenrol", clusterName})
+		g.Expect(cmd.ExecuteContext(ctx)).To(Succeed(), out.String())
+		printed := regexp.MustCompile(recovery.PrivateKeyKey + `=(\S+) `).FindStringSubmatch(out.String())
+		g.Expect(printed).To(HaveLen(2), out.String())
+		given, err := recovery.DecodePrivate([]byte(printed[1]))
+		g.Expect(err).NotTo(HaveOccurred())
+
+		// What the printed kubectl command writes downstream.
+		secret := &corev1.Secret{}
+		g.Expect(l.down.Client.Get(ctx, client.ObjectKey{Namespace: l.up.Namespace, Name: l.up.Name + "-credential"}, secret)).To(Succeed())
+		secret.Data = map[string][]byte{
+			credential.TokenKey: []byte("expired"), credential.ExpiresAtKey: []byte("1970-01-01T00:00:00Z"),
+			recovery.PrivateKeyKey: []byte(printed[1]),
+		}
+		g.Expect(l.down.Client.Update(ctx, secret)).To(Succeed())
+		l.stopAgent = l.runAgent(t)
+		key := recovered(g, given)
+		remote := &fleeetv1.Remote{}
+		g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
+		g.Expect(remote.Annotations[fleeetv1.RecoveryKeyAnnotation]).To(Equal(recovery.PublicKey(key)), "the printed key worked once and is rotated away")
+	})
+}
+
+func newPool(g Gomega, ca []byte) *tls.Config {
+	pool := x509.NewCertPool()
+	g.Expect(pool.AppendCertsFromPEM(ca)).To(BeTrue())
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
