@@ -444,6 +444,17 @@ type HelmPackage struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	TargetNamespace string `json:"targetNamespace,omitempty"`
 
+	// StorageNamespace is the namespace Helm keeps the release's history
+	// in; the downstream tenant namespace unless set. Set it to the
+	// targetNamespace to take over a release made with `helm install`
+	// there (which keeps its history in the release's own namespace):
+	// helm-controller then upgrades that release instead of installing a
+	// second one over it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	StorageNamespace string `json:"storageNamespace,omitempty"`
+
 	// Values for the chart; string leaves may mention bindings as $(NAME).
 	// +optional
 	Values *apiextensionsv1.JSON `json:"values,omitempty"`

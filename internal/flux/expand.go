@@ -346,6 +346,7 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, om
 			Interval:           interval,
 			ReleaseName:        releaseName,
 			TargetNamespace:    pkg.TargetNamespace,
+			StorageNamespace:   pkg.StorageNamespace,
 			ServiceAccountName: t.ServiceAccountName,
 			KubeConfig:         t.KubeConfig,
 			Timeout:            timeout(pkg.Timeout),

@@ -428,12 +428,14 @@ func TestHelmOptionsReachTheHelmRelease(t *testing.T) {
 		g.Expect(hr.Spec.Upgrade.CRDs).To(BeEmpty(), tc.name)
 		g.Expect(hr.Spec.Install.CreateNamespace).To(BeFalse(), tc.name)
 		g.Expect(hr.Spec.PostRenderers).To(BeEmpty(), tc.name)
+		g.Expect(hr.Spec.StorageNamespace).To(BeEmpty(), "%s: the history stays in the HelmRelease's namespace unless the sync says", tc.name)
 	}
 
 	g := NewWithT(t)
 	patch := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels:\n    team: a\n"
-	hr := helmRelease(g, &fleeetv1.HelmPackage{CRDs: fleeetv1.CRDsCreateReplace, CreateNamespace: true,
+	hr := helmRelease(g, &fleeetv1.HelmPackage{CRDs: fleeetv1.CRDsCreateReplace, CreateNamespace: true, StorageNamespace: "fleeet-system",
 		PostRenderers: []fleeetv1.KustomizePatch{{Patch: patch, Target: deployments}}})
+	g.Expect(hr.Spec.StorageNamespace).To(Equal("fleeet-system"))
 	g.Expect(hr.Spec.Install.CRDs).To(Equal(helmv2.CreateReplace))
 	g.Expect(hr.Spec.Upgrade.CRDs).To(Equal(helmv2.CreateReplace))
 	g.Expect(hr.Spec.Install.CreateNamespace).To(BeTrue())
