@@ -197,6 +197,12 @@ type OCISource struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^sha256:[0-9a-f]{64}$')",message="must be sha256: followed by 64 lower-case hex characters"
 	Digest string `json:"digest,omitempty"`
 
+	// Insecure fetches the artifact over plain HTTP, only where the tenant
+	// namespace carries the annotation fleeet.dev/allow-insecure-http:
+	// "true" (a registry on a private network without TLS).
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
 	// Verify makes Flux check the artifact's cosign signature before
 	// using it.
 	// +optional

@@ -222,11 +222,12 @@ func TestAnOCISourceBecomesAPinnedOCIRepository(t *testing.T) {
 func TestAnOCIChartIsReleasedThroughChartRef(t *testing.T) {
 	g := NewWithT(t)
 	x := expand(g, fleeetv1.SyncSpec{
-		Source:  fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: "oci://registry.example.com/charts/app", Tag: "1.2.3"}},
+		Source:  fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: "oci://registry.example.com/charts/app", Tag: "1.2.3", Insecure: true}},
 		Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{}},
 	})
 	repo := x.Source.(*sourcev1.OCIRepository)
 	g.Expect(repo.Spec.Reference).To(Equal(&sourcev1.OCIRepositoryRef{Tag: "1.2.3"}))
+	g.Expect(repo.Spec.Insecure).To(BeTrue(), "a plain-HTTP registry, as the sync says")
 	g.Expect(repo.Spec.LayerSelector).To(Equal(&sourcev1.OCILayerSelector{
 		MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip", Operation: sourcev1.OCILayerCopy}))
 	hr := x.Applier.(*helmv2.HelmRelease)
