@@ -197,6 +197,12 @@ type OCISource struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^sha256:[0-9a-f]{64}$')",message="must be sha256: followed by 64 lower-case hex characters"
 	Digest string `json:"digest,omitempty"`
 
+	// Insecure fetches the artifact over plain HTTP, only where the tenant
+	// namespace carries the annotation fleeet.dev/allow-insecure-http:
+	// "true" (a registry on a private network without TLS).
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+
 	// Verify makes Flux check the artifact's cosign signature before
 	// using it.
 	// +optional
@@ -443,6 +449,17 @@ type HelmPackage struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	TargetNamespace string `json:"targetNamespace,omitempty"`
+
+	// StorageNamespace is the namespace Helm keeps the release's history
+	// in; the downstream tenant namespace unless set. Set it to the
+	// targetNamespace to take over a release made with `helm install`
+	// there (which keeps its history in the release's own namespace):
+	// helm-controller then upgrades that release instead of installing a
+	// second one over it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	StorageNamespace string `json:"storageNamespace,omitempty"`
 
 	// Values for the chart; string leaves may mention bindings as $(NAME).
 	// +optional

@@ -254,6 +254,7 @@ func expandSource(sync *fleeetv1.NamedSync, om metav1.ObjectMeta) (client.Object
 			Reference:     &sourcev1.OCIRepositoryRef{Tag: s.OCI.Tag, Digest: s.OCI.Digest},
 			SecretRef:     secretRef(s.SecretRef),
 			CertSecretRef: secretRef(s.CertSecretRef),
+			Insecure:      s.OCI.Insecure,
 		}}
 		if sync.Package.Helm != nil {
 			// Helm-controller wants the chart archive as it was pushed.
@@ -346,6 +347,7 @@ func expandHelm(t Target, sync *fleeetv1.NamedSync, values map[string]string, om
 			Interval:           interval,
 			ReleaseName:        releaseName,
 			TargetNamespace:    pkg.TargetNamespace,
+			StorageNamespace:   pkg.StorageNamespace,
 			ServiceAccountName: t.ServiceAccountName,
 			KubeConfig:         t.KubeConfig,
 			Timeout:            timeout(pkg.Timeout),

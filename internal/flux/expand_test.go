@@ -222,11 +222,12 @@ func TestAnOCISourceBecomesAPinnedOCIRepository(t *testing.T) {
 func TestAnOCIChartIsReleasedThroughChartRef(t *testing.T) {
 	g := NewWithT(t)
 	x := expand(g, fleeetv1.SyncSpec{
-		Source:  fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: "oci://registry.example.com/charts/app", Tag: "1.2.3"}},
+		Source:  fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: "oci://registry.example.com/charts/app", Tag: "1.2.3", Insecure: true}},
 		Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{}},
 	})
 	repo := x.Source.(*sourcev1.OCIRepository)
 	g.Expect(repo.Spec.Reference).To(Equal(&sourcev1.OCIRepositoryRef{Tag: "1.2.3"}))
+	g.Expect(repo.Spec.Insecure).To(BeTrue(), "a plain-HTTP registry, as the sync says")
 	g.Expect(repo.Spec.LayerSelector).To(Equal(&sourcev1.OCILayerSelector{
 		MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip", Operation: sourcev1.OCILayerCopy}))
 	hr := x.Applier.(*helmv2.HelmRelease)
@@ -428,12 +429,14 @@ func TestHelmOptionsReachTheHelmRelease(t *testing.T) {
 		g.Expect(hr.Spec.Upgrade.CRDs).To(BeEmpty(), tc.name)
 		g.Expect(hr.Spec.Install.CreateNamespace).To(BeFalse(), tc.name)
 		g.Expect(hr.Spec.PostRenderers).To(BeEmpty(), tc.name)
+		g.Expect(hr.Spec.StorageNamespace).To(BeEmpty(), "%s: the history stays in the HelmRelease's namespace unless the sync says", tc.name)
 	}
 
 	g := NewWithT(t)
 	patch := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  labels:\n    team: a\n"
-	hr := helmRelease(g, &fleeetv1.HelmPackage{CRDs: fleeetv1.CRDsCreateReplace, CreateNamespace: true,
+	hr := helmRelease(g, &fleeetv1.HelmPackage{CRDs: fleeetv1.CRDsCreateReplace, CreateNamespace: true, StorageNamespace: "fleeet-system",
 		PostRenderers: []fleeetv1.KustomizePatch{{Patch: patch, Target: deployments}}})
+	g.Expect(hr.Spec.StorageNamespace).To(Equal("fleeet-system"))
 	g.Expect(hr.Spec.Install.CRDs).To(Equal(helmv2.CreateReplace))
 	g.Expect(hr.Spec.Upgrade.CRDs).To(Equal(helmv2.CreateReplace))
 	g.Expect(hr.Spec.Install.CreateNamespace).To(BeTrue())

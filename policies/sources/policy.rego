@@ -35,6 +35,13 @@ deny contains msg if {
 
 http_exception("http") if http_allowed
 
+deny contains msg if {
+	lib.kind in lib.placement_kinds
+	input.object.spec.sync.source.oci.insecure == true
+	not http_allowed
+	msg := sprintf("spec.sync.source.oci.insecure: plain http is not allowed%s", [http_hint("http")])
+}
+
 http_hint(s) := " (or annotate the tenant namespace fleeet.dev/allow-insecure-http: \"true\")" if s == "http"
 
 else := ""

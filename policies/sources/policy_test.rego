@@ -22,6 +22,12 @@ test_http_allowed_by_annotation if {
 	count(sources.deny) == 0 with input as module({"helm": {"url": "http://charts"}}, {"fleeet.dev/allow-insecure-http": "true"})
 }
 
+test_insecure_oci_only_by_annotation if {
+	inp := {"oci": {"url": "oci://registry.local/charts/app", "insecure": true}}
+	sources.deny == {`spec.sync.source.oci.insecure: plain http is not allowed (or annotate the tenant namespace fleeet.dev/allow-insecure-http: "true")`} with input as module(inp, {})
+	count(sources.deny) == 0 with input as module(inp, {"fleeet.dev/allow-insecure-http": "true"})
+}
+
 test_other_schemes_denied if {
 	sources.deny == {`spec.sync.source.git.url: scheme "file" is not allowed; use https, ssh or oci`} with input as module({"git": {"url": "file:///etc"}}, {})
 	sources.deny == {`spec.sync.source.git.url: scheme "" is not allowed; use https, ssh or oci`} with input as module({"git": {"url": "/local/path"}}, {})

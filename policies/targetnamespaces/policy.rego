@@ -20,6 +20,14 @@ targets[path] := ns if {
 	path := sprintf("spec.sync.package.%s.targetNamespace", [p])
 }
 
+# Helm's release history is written where a release is, so it is judged
+# like a target.
+targets[path] := ns if {
+	lib.kind in lib.placement_kinds
+	ns := input.object.spec.sync["package"].helm.storageNamespace
+	path := "spec.sync.package.helm.storageNamespace"
+}
+
 permitted(ns) if {
 	some pattern in allowed
 	glob.match(pattern, [], ns)

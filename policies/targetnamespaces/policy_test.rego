@@ -22,3 +22,9 @@ test_annotation_globs if {
 	count(targetnamespaces.deny) == 0 with input as inp
 	count(targetnamespaces.deny) == 1 with input as module({"kustomize": {"targetNamespace": "team-a"}}, {"fleeet.dev/target-namespaces": "team-a-*, shared"})
 }
+
+test_helm_storage_namespace_judged_as_a_target if {
+	some msg in targetnamespaces.deny with input as module({"helm": {"targetNamespace": "team-a", "storageNamespace": "kube-system"}}, {})
+	startswith(msg, `spec.sync.package.helm.storageNamespace: namespace "kube-system" is outside`)
+	count(targetnamespaces.deny) == 0 with input as module({"helm": {"storageNamespace": "fleeet-system"}}, {"fleeet.dev/target-namespaces": "fleeet-system"})
+}

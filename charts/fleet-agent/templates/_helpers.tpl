@@ -4,7 +4,8 @@ app.kubernetes.io/name: fleet-agent
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- /* helm-controller appends +<digest> to the version of a chart it pulls from OCI; + is no label character. */}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
 {{/* Labels that select the fleet-agent pods. */}}
@@ -140,6 +141,35 @@ identity's token Secret) fails the release.
 {{- $out = append $out (dict "namespace" $namespace "labels" ($t.labels | default dict) "clusterName" ($t.clusterName | default $.Values.clusterName)) -}}
 {{- end -}}
 {{- toJson $out -}}
+{{- end }}
+
+{{/*
+The values that make this release this cluster's, as YAML, for the upgrade
+ConfigMap: each tenant's management API, namespace, Remote name, labels and
+downstream namespace as resolved at install (from the enrolment strings and
+the kube-system UID), and the chart's tenancy settings. No token: a
+registered cluster needs none, and the ConfigMap is no Secret. Everything
+else (image, Flux, resources) is the same across a fleet and comes from the
+upgrading Module's values or the new chart's defaults.
+*/}}
+{{- define "fleet-agent.clusterValues" -}}
+{{- $out := list -}}
+{{- if eq .Values.mode "push" -}}
+{{- range include "fleet-agent.pushTenants" . | fromJsonArray -}}
+{{- $t := dict "management" (dict "namespace" .namespace) "labels" .labels -}}
+{{- with .clusterName }}{{ $_ := set $t "clusterName" . }}{{ end -}}
+{{- $out = append $out $t -}}
+{{- end -}}
+{{- else -}}
+{{- range include "fleet-agent.tenants" . | fromJsonArray -}}
+{{- $m := dict "url" .url "namespace" .managementNamespace -}}
+{{- with .caBundle }}{{ $_ := set $m "caBundle" . }}{{ end -}}
+{{- $out = append $out (dict "management" $m "clusterName" .clusterName "labels" .labels "namespace" .namespace) -}}
+{{- end -}}
+{{- end -}}
+{{- $values := merge (first $out) (pick .Values "mode" "createNamespaces" "tenantServiceAccount" "upgrade") -}}
+{{- $_ := set $values "tenants" (rest $out) -}}
+{{- toYaml $values -}}
 {{- end }}
 
 {{/* The tenants' downstream namespaces, sorted and unique, comma-separated. */}}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -222,9 +223,29 @@ func (r *Reconciler) reconcileSyncs(ctx context.Context, asm *fleeetv1.Assemblag
 		if wait > 0 && (soonest == 0 || wait < soonest) {
 			soonest = wait
 		}
+		st.Message = clipMessage(st.Message)
 		statuses = append(statuses, st)
 	}
 	return statuses, soonest, errors.Join(errs...)
+}
+
+// maxMessage is the longest sync message the Assemblage CRD accepts.
+const maxMessage = 4096
+
+// clipMessage cuts a message Flux wrote (a failed Helm action can list a
+// whole manifest's worth of objects) to what the status accepts, at a rune
+// boundary: one overlong message would otherwise keep every sync's status
+// from being written.
+func clipMessage(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	const ellipsis = "…"
+	cut := maxMessage - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + ellipsis
 }
 
 // expandSyncs plans every sync of the Assemblage, by name. Only failing to
