@@ -35,10 +35,10 @@ type linked struct {
 	// the namespace the plan is mirrored into downstream.
 	ns, tenant string
 	// agentNS is the agent's own namespace downstream.
-	agentNS string
-	plan       *fleeetv1.ProxyAssemblage
-	identity   *corev1.ServiceAccount
-	up         *fleeetv1.Upstream
+	agentNS  string
+	plan     *fleeetv1.ProxyAssemblage
+	identity *corev1.ServiceAccount
+	up       *fleeetv1.Upstream
 	// stopAgent stops the agent last started.
 	stopAgent func()
 	// atEnd runs a function when the test that linked the clusters ends.
