@@ -227,14 +227,19 @@ func Restore(ctx context.Context, c client.Client, b *Backup, out io.Writer) err
 // makes it, renewed when the backup last saw the agent's heartbeat: a
 // Remote the manager finds without a heartbeat counts as offline, and a
 // rollout moves offline Remotes without pacing them. The Remote then stays
-// online for the manager's --offline-grace from that heartbeat.
+// online for the manager's --offline-grace from that heartbeat. A Remote
+// the backup saw no heartbeat of gets its Lease unrenewed: its agent
+// renews that Lease and cannot create one.
 func restoreHeartbeat(ctx context.Context, c client.Client, remote *fleeetv1.Remote, last *metav1.Time) error {
-	if remote.Spec.KubeconfigRef != nil || last == nil {
+	if remote.Spec.KubeconfigRef != nil {
 		return nil
 	}
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: remote.Namespace, Name: remote.Name,
 		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(remote, fleeetv1.GroupVersion.WithKind("Remote"))}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(fleeetv1.RemoteIdentityName(remote.Name)), RenewTime: &metav1.MicroTime{Time: last.Time}}}
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(fleeetv1.RemoteIdentityName(remote.Name))}}
+	if last != nil {
+		lease.Spec.RenewTime = &metav1.MicroTime{Time: last.Time}
+	}
 	if token, ok := remote.Labels[fleeetv1.RegistrationTokenLabel]; ok {
 		lease.Labels = map[string]string{fleeetv1.RegistrationTokenLabel: token}
 	}

@@ -41,6 +41,10 @@ type linked struct {
 	up       *fleeetv1.Upstream
 	// stopAgent stops the agent last started.
 	stopAgent func()
+	// serveRecovery runs the fleet manager's recovery endpoint once the
+	// cluster is recoverable; stopRecovery stops the one last started.
+	serveRecovery func(t *testing.T) func()
+	stopRecovery  func()
 	// atEnd runs a function when the test that linked the clusters ends.
 	atEnd func(func())
 }
@@ -60,16 +64,8 @@ func link(t *testing.T) *linked {
 	l.plan = &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: clusterName}}
 	l.plan.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{appSync("v1.0.0")}
 	g.Expect(mc.Create(ctx, l.plan)).To(Succeed())
-	name := fleeetv1.RemoteIdentityName(clusterName)
-	l.identity = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name}}
-	g.Expect(mc.Create(ctx, l.identity)).To(Succeed())
-	g.Expect(mc.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name}, Rules: registration.RemoteRules(clusterName)})).To(Succeed())
-	g.Expect(mc.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: l.ns, Name: name}},
-	})).To(Succeed())
-	token, err := credential.Mint(ctx, mc, l.ns, name, time.Hour, nil)
+	l.grantIdentity(g)
+	token, err := credential.Mint(ctx, mc, l.ns, l.identity.Name, time.Hour, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 
 	dc := l.down.Client
@@ -90,6 +86,22 @@ func link(t *testing.T) *linked {
 	g.Expect(dc.Create(ctx, l.up)).To(Succeed())
 	l.stopAgent = l.runAgent(t)
 	return l
+}
+
+// grantIdentity creates the cluster's identity in the management cluster
+// with exactly the rights the manager grants a pull cluster, as the
+// manager's Remote controller does.
+func (l *linked) grantIdentity(g Gomega) {
+	ctx, mc := context.Background(), l.mgmt.Client
+	name := fleeetv1.RemoteIdentityName(clusterName)
+	l.identity = &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name}}
+	g.Expect(mc.Create(ctx, l.identity)).To(Succeed())
+	g.Expect(mc.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name}, Rules: registration.RemoteRules(clusterName)})).To(Succeed())
+	g.Expect(mc.Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: l.ns, Name: name}},
+	})).To(Succeed())
 }
 
 // runAgent starts the agent downstream; the function it returns stops it,

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,11 +47,18 @@ func (l *linked) recoverable(t *testing.T) ed25519.PrivateKey {
 
 	certDir, ca := testenv.ServingCertificate(t)
 	addr := testenv.FreeAddr(t)
-	stop, err := testenv.StartManager(l.mgmt, "fleet-manager", func(_ context.Context, mgr ctrl.Manager) error {
-		return recovery.Add(mgr, "fleet-manager", recovery.Options{BindAddress: addr, CertDir: certDir})
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { stop(t.Failed()) })
+	l.serveRecovery = func(t *testing.T) func() {
+		t.Helper()
+		stop, err := testenv.StartManager(l.mgmt, "fleet-manager", func(_ context.Context, mgr ctrl.Manager) error {
+			return recovery.Add(mgr, "fleet-manager", recovery.Options{BindAddress: addr, CertDir: certDir})
+		})
+		NewWithT(t).Expect(err).NotTo(HaveOccurred())
+		var once sync.Once
+		stopOnce := func() { once.Do(func() { stop(t.Failed()) }) }
+		l.atEnd(stopOnce)
+		return stopOnce
+	}
+	l.stopRecovery = l.serveRecovery(t)
 
 	secret := &corev1.Secret{}
 	g.Expect(l.down.Client.Get(ctx, client.ObjectKey{Namespace: l.up.Namespace, Name: l.up.Name + "-credential"}, secret)).To(Succeed())
@@ -146,12 +155,25 @@ func TestAClusterReattachesByItself(t *testing.T) {
 			key = l.recoveryKey(g)
 			g.Expect(key.Equal(old)).To(BeFalse(), "the key is rotated")
 			g.Expect(l.condition(g, fleeetv1.RegisteredCondition).Reason).To(Equal(fleeetv1.ReasonRegistered))
-			g.Expect(l.condition(g, fleeetv1.ConnectedCondition).Reason).To(Equal(fleeetv1.ReasonConnected))
+			connected := l.condition(g, fleeetv1.ConnectedCondition)
+			g.Expect(connected.Reason).To(Equal(fleeetv1.ReasonConnected), connected.Message)
 			g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
 			g.Expect(l.up.Status.CredentialExpiresAt.Time).To(BeTemporally(">", time.Now()))
 		}, 3*timeout, poll).Should(Succeed())
 		g.Expect(l.downstreamState(g)).To(Equal(before), "nothing downstream was recreated or changed")
 		return key
+	}
+	// failedMeanwhile waits until the cluster's recovery fails for reason,
+	// saying says, and is retried, with nothing downstream changed.
+	failedMeanwhile := func(g Gomega, reason, says string) {
+		g.Eventually(func(g Gomega) {
+			registered := l.condition(g, fleeetv1.RegisteredCondition)
+			g.Expect(registered.Reason).To(Equal(reason))
+			g.Expect(registered.Message).To(ContainSubstring("retrying"))
+			g.Expect(registered.Message).To(ContainSubstring(says))
+			g.Expect(l.condition(g, fleeetv1.StalledCondition).Status).To(Equal(metav1.ConditionFalse))
+		}, timeout, poll).Should(Succeed())
+		g.Expect(l.downstreamState(g)).To(Equal(before), "nothing downstream changes meanwhile")
 	}
 	var afterExpiry, afterRotation ed25519.PrivateKey
 
@@ -198,14 +220,7 @@ func TestAClusterReattachesByItself(t *testing.T) {
 		g.Expect(l.mgmt.Client.Delete(ctx, remote)).To(Succeed())
 		l.mgmt.RotateServiceAccountKey(t)
 		l.stopAgent = l.runAgent(t)
-		g.Eventually(func(g Gomega) {
-			registered := l.condition(g, fleeetv1.RegisteredCondition)
-			g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRecoveryRefused))
-			g.Expect(registered.Message).To(ContainSubstring("retrying"))
-			g.Expect(registered.Message).To(ContainSubstring("another holder of this cluster's key recovered it"))
-			g.Expect(l.condition(g, fleeetv1.StalledCondition).Status).To(Equal(metav1.ConditionFalse))
-		}, timeout, poll).Should(Succeed())
-		g.Expect(l.downstreamState(g)).To(Equal(before), "nothing downstream changes while refused")
+		failedMeanwhile(g, fleeetv1.ReasonRecoveryRefused, "another holder of this cluster's key recovered it")
 
 		// Restored (from git and backup), recovery key included.
 		g.Expect(l.mgmt.Client.Create(ctx, restored)).To(Succeed())
@@ -247,14 +262,9 @@ func TestAClusterReattachesByItself(t *testing.T) {
 		g := NewWithT(t)
 		ctx := t.Context()
 		l.stopAgent()
-		cmd := fleetctl.NewCommand()
-		var out bytes.Buffer
-		cmd.SetOut(&out)
-		cmd.SetErr(&out)
-		cmd.SetArgs([]string{"--kubeconfig", l.mgmt.Kubeconfig, "--namespace", l.ns, "reenrol", clusterName})
-		g.Expect(cmd.ExecuteContext(ctx)).To(Succeed(), out.String())
-		printed := regexp.MustCompile(recovery.PrivateKeyKey + `=(\S+) `).FindStringSubmatch(out.String())
-		g.Expect(printed).To(HaveLen(2), out.String())
+		out := l.fleetctl(g, "reenrol", clusterName)
+		printed := regexp.MustCompile(recovery.PrivateKeyKey + `=(\S+) `).FindStringSubmatch(out)
+		g.Expect(printed).To(HaveLen(2), out)
 		given, err := recovery.DecodePrivate([]byte(printed[1]))
 		g.Expect(err).NotTo(HaveOccurred())
 
@@ -272,6 +282,59 @@ func TestAClusterReattachesByItself(t *testing.T) {
 		g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
 		g.Expect(remote.Annotations[fleeetv1.RecoveryKeyAnnotation]).To(Equal(recovery.PublicKey(key)), "the printed key worked once and is rotated away")
 	})
+
+	// README "Disaster recovery" step by step: the management apiserver
+	// and etcd replaced by new ones with a new signing key while the agent
+	// keeps running. Last, since it empties the management cluster the
+	// package shares (later tests make namespaces of their own).
+	t.Run("ManagementClusterReplacedAndRestored", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx := t.Context()
+		key := l.recoveryKey(g)
+		plan := &fleeetv1.ProxyAssemblage{}
+		g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, plan)).To(Succeed())
+		ns := &corev1.Namespace{}
+		g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Name: l.ns}, ns)).To(Succeed())
+		backup := filepath.Join(t.TempDir(), "fleet.yaml")
+		l.fleetctl(g, "backup", "-o", backup)
+
+		l.stopRecovery()
+		l.mgmt.Replace(t)
+		g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKeyFromObject(plan), &fleeetv1.ProxyAssemblage{})).NotTo(Succeed(), "the new management cluster is empty")
+		// 1. This package's management cluster has no admission webhooks,
+		// so the manager in admission-only mode would add nothing here;
+		// no controller runs until step 4.
+		// 2. The tenant namespace from git (this package has no Modules).
+		g.Expect(l.mgmt.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: l.ns, Labels: ns.Labels}})).To(Succeed())
+		// Meanwhile the agent's token is rejected and no recovery endpoint
+		// answers: it keeps asking, and keeps its plan.
+		failedMeanwhile(g, fleeetv1.ReasonRecoveryFailed, l.up.Spec.Management.RecoveryURL)
+		// 3. Restore.
+		out := l.fleetctl(g, "restore", "-f", backup)
+		g.Expect(out).To(ContainSubstring(clusterName))
+		// 4. The full manager: the Remote controller rebuilds the identity
+		// (as grantIdentity does here) and the recovery endpoint serves.
+		l.grantIdentity(g)
+		l.stopRecovery = l.serveRecovery(t)
+		// 5. The agent re-attaches by itself.
+		recovered(g, key)
+		restored := &fleeetv1.ProxyAssemblage{}
+		g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKeyFromObject(plan), restored)).To(Succeed())
+		g.Expect(restored.Spec).To(Equal(plan.Spec), "the plan is the one it had")
+		g.Expect(l.mirroredTag(g)).To(Equal("v1.0.0"))
+	})
+}
+
+// fleetctl runs fleetctl against the management cluster in the tenant's
+// namespace and returns what it printed.
+func (l *linked) fleetctl(g Gomega, args ...string) string {
+	cmd := fleetctl.NewCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(append([]string{"--kubeconfig", l.mgmt.Kubeconfig, "--namespace", l.ns}, args...))
+	g.Expect(cmd.ExecuteContext(context.Background())).To(Succeed(), out.String())
+	return out.String()
 }
 
 func newPool(g Gomega, ca []byte) *tls.Config {
