@@ -164,6 +164,8 @@ upgrading Module's values or the new chart's defaults.
 {{- range include "fleet-agent.tenants" . | fromJsonArray -}}
 {{- $m := dict "url" .url "namespace" .managementNamespace -}}
 {{- with .caBundle }}{{ $_ := set $m "caBundle" . }}{{ end -}}
+{{- with .recoveryURL }}{{ $_ := set $m "recoveryURL" . }}{{ end -}}
+{{- with .recoveryCABundle }}{{ $_ := set $m "recoveryCABundle" . }}{{ end -}}
 {{- $out = append $out (dict "management" $m "clusterName" .clusterName "labels" .labels "namespace" .namespace) -}}
 {{- end -}}
 {{- end -}}
