@@ -105,11 +105,18 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	edge.PullFrom(t, registry)
 	chartRef := makeRelease(t, registry+"/fleeet", releaseVersion)
 	fleetctl := fleetctlFor(t, mgmt)
-	printed := fleetctl("-n", tenant, "token", "create", "edge", "--chart", chartRef)
-	token := regexp.MustCompile(`--set token=(\S+)`).FindStringSubmatch(printed)
-	g.Expect(token).To(HaveLen(2), "fleetctl token create printed:\n%s", printed)
+	tokenFor := func(ns string) string {
+		printed := fleetctl("-n", ns, "token", "create", "edge", "--chart", chartRef)
+		token := regexp.MustCompile(`--set token=(\S+)`).FindStringSubmatch(printed)
+		g.Expect(token).To(HaveLen(2), "fleetctl token create printed:\n%s", printed)
+		return token[1]
+	}
+	// The platform team enrols the cluster into its own tenant too, whose
+	// Modules upgrade the agent (README "Upgrading fleet-agent and Flux").
+	g.Expect(mgmt.Client.Create(ctx, platformNamespace())).To(Succeed())
 	testenv.HelmCLI(t, down, "install", "fleet-agent", chartRef, "--version", releaseVersion, "--plain-http",
-		"--namespace", agentNamespace, "--create-namespace", "--set", "token="+token[1],
+		"--namespace", agentNamespace, "--create-namespace", "--set", "token="+tokenFor(tenant),
+		"--set", "tenants[0].token="+tokenFor(platform), "--set", "upgrade.tenant="+platform,
 		// The one thing this test's cluster lacks is cluster DNS, so
 		// source-controller advertises its Service's address from the
 		// environment instead of its DNS name.
@@ -246,6 +253,8 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	remote := &fleeetv1.Remote{}
 	g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: cluster}, remote)).To(Succeed())
 	g.Expect(remote.Annotations).NotTo(HaveKey(fleeetv1.RetryAnnotation), "no fleetctl retry was needed")
+
+	expectAFleetManagedAgentUpgrade(t, mgmt, down, registry, cluster, agentLog)
 }
 
 // releaseVersion is the version the test releases the charts and images at.
