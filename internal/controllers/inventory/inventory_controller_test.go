@@ -132,22 +132,10 @@ func TestClusterProfileRunsAModuleThroughItsAccessProviderAndTokenSecret(t *test
 	g := NewWithT(t)
 	ns := tenant(t)
 	runModule(t, ns)
-	profile := inventoryObject("multicluster.x-k8s.io/v1alpha1", "ClusterProfile", ns, "edge", map[string]string{"env": "prod"},
-		map[string]any{"clusterManager": map[string]any{"name": "ocm"}})
-	g.Expect(cluster.Client.Create(t.Context(), profile)).To(Succeed())
 	// What the cluster manager publishes: where the cluster is and its CA.
-	g.Expect(unstructured.SetNestedSlice(profile.Object, []any{map[string]any{
-		"name":    "secretreader",
-		"cluster": map[string]any{"server": cluster.Config.Host, "certificate-authority-data": base64.StdEncoding.EncodeToString(cluster.Config.CAData)},
-	}}, "status", "accessProviders")).To(Succeed())
-	g.Expect(cluster.Client.Status().Update(t.Context(), profile)).To(Succeed())
-
-	g.Eventually(func(g Gomega) {
-		events := &eventsv1.EventList{}
-		g.Expect(cluster.Client.List(t.Context(), events, client.InNamespace(ns))).To(Succeed())
-		g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", inventory.ReasonNoCredentials),
-			HaveField("Note", ContainSubstring("secret edge: not found")))))
-	}, timeout, poll).Should(Succeed(), "no Remote until the token Secret is there, and the profile's events say why")
+	profile := publishProfile(t, g, ns, "edge", map[string]string{"env": "prod"},
+		map[string]any{"server": cluster.Config.Host, "certificate-authority-data": base64.StdEncoding.EncodeToString(cluster.Config.CAData)})
+	expectNoCredentials(t, g, ns, "secret edge: not found", "no Remote until the token Secret is there, and the profile's events say why")
 
 	// The token the secretreader credential plugin would read: the
 	// downstream ServiceAccount's.
@@ -201,19 +189,8 @@ func TestInventoryNeverTakesOverAHandMadeRemoteOrSecret(t *testing.T) {
 	g.Expect(cluster.Client.Create(t.Context(), &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"}, Data: map[string][]byte{"token": []byte("a-token")},
 	})).To(Succeed())
-	profile := inventoryObject("multicluster.x-k8s.io/v1alpha1", "ClusterProfile", ns, "other", nil,
-		map[string]any{"clusterManager": map[string]any{"name": "ocm"}})
-	g.Expect(cluster.Client.Create(t.Context(), profile)).To(Succeed())
-	g.Expect(unstructured.SetNestedSlice(profile.Object, []any{map[string]any{
-		"name": "secretreader", "cluster": map[string]any{"server": "https://other.example.com"},
-	}}, "status", "accessProviders")).To(Succeed())
-	g.Expect(cluster.Client.Status().Update(t.Context(), profile)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		events := &eventsv1.EventList{}
-		g.Expect(cluster.Client.List(t.Context(), events, client.InNamespace(ns))).To(Succeed())
-		g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", inventory.ReasonNoCredentials),
-			HaveField("Note", ContainSubstring("secret other-fleeet-kubeconfig: exists")))))
-	}, timeout, poll).Should(Succeed())
+	publishProfile(t, g, ns, "other", nil, map[string]any{"server": "https://other.example.com"})
+	expectNoCredentials(t, g, ns, "secret other-fleeet-kubeconfig: exists", "a Secret someone else made is not overwritten")
 	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(theirs), theirs)).To(Succeed())
 	g.Expect(theirs.Data).To(Equal(map[string][]byte{"value": []byte("theirs")}))
 	g.Expect(apierrors.IsNotFound(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "other"}, &fleeetv1.Remote{}))).To(BeTrue())
@@ -224,4 +201,29 @@ func TestInventoryNeverTakesOverAHandMadeRemoteOrSecret(t *testing.T) {
 		return apierrors.IsNotFound(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(c), c))
 	}, timeout, poll).Should(BeTrue())
 	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(handMade), got)).To(Succeed())
+}
+
+// publishProfile creates a ClusterProfile managed by OCM and publishes, as
+// its cluster manager does, the secretreader access provider's cluster.
+func publishProfile(t *testing.T, g Gomega, ns, name string, labels map[string]string, at map[string]any) *unstructured.Unstructured {
+	t.Helper()
+	profile := inventoryObject("multicluster.x-k8s.io/v1alpha1", "ClusterProfile", ns, name, labels,
+		map[string]any{"clusterManager": map[string]any{"name": "ocm"}})
+	g.Expect(cluster.Client.Create(t.Context(), profile)).To(Succeed())
+	g.Expect(unstructured.SetNestedSlice(profile.Object, []any{map[string]any{"name": "secretreader", "cluster": at}},
+		"status", "accessProviders")).To(Succeed())
+	g.Expect(cluster.Client.Status().Update(t.Context(), profile)).To(Succeed())
+	return profile
+}
+
+// expectNoCredentials waits for a NoCredentials event in ns whose note says
+// note.
+func expectNoCredentials(t *testing.T, g Gomega, ns, note, why string) {
+	t.Helper()
+	g.Eventually(func(g Gomega) {
+		events := &eventsv1.EventList{}
+		g.Expect(cluster.Client.List(t.Context(), events, client.InNamespace(ns))).To(Succeed())
+		g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", inventory.ReasonNoCredentials),
+			HaveField("Note", ContainSubstring(note)))))
+	}, timeout, poll).Should(Succeed(), why)
 }
