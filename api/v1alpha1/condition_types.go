@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "strings"
+
 // Condition types. Every kind carries the kstatus trio Ready, Reconciling and
 // Stalled, so `kubectl wait --for=condition=Ready` and kstatus-aware tools
 // (Flux, Argo CD, cli-utils) read every fleeet object the same way.
@@ -62,6 +64,14 @@ const (
 	// Remote; False names each refused key and why.
 	LabelsAppliedCondition = "LabelsApplied"
 )
+
+// ReservedKey reports whether a label or annotation key is fleeet's own:
+// its prefix is fleeet.dev or a subdomain of it, as package reserved of the
+// admission policies judges it.
+func ReservedKey(k string) bool {
+	prefix, _, found := strings.Cut(k, "/")
+	return found && (prefix == "fleeet.dev" || strings.HasSuffix(prefix, ".fleeet.dev"))
+}
 
 // Labels and annotations under fleeet.dev/ are reserved for fleeet's own
 // controllers; admission policy refuses them from tenants and registrants.

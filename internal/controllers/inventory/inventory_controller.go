@@ -217,11 +217,9 @@ func (r *kindReconciler) unenrol(ctx context.Context, key client.ObjectKey) erro
 func remoteLabels(from map[string]string, kind string) map[string]string {
 	labels := map[string]string{fleeetv1.InventoryLabel: kind}
 	for k, v := range from {
-		prefix, _, found := strings.Cut(k, "/")
-		if found && (prefix == "fleeet.dev" || strings.HasSuffix(prefix, ".fleeet.dev")) {
-			continue
+		if !fleeetv1.ReservedKey(k) {
+			labels[k] = v
 		}
-		labels[k] = v
 	}
 	return labels
 }

@@ -27,16 +27,10 @@ const keyShown = 80
 func freedKeys(tok *fleeetv1.RegistrationToken) string {
 	keys := slices.DeleteFunc(slices.Clone(tok.Spec.FreeLabelKeys), func(k string) bool {
 		_, fixed := tok.Spec.RemoteLabels[k]
-		return fixed || reservedKey(k)
+		return fixed || fleeetv1.ReservedKey(k)
 	})
 	slices.Sort(keys)
 	return strings.Join(slices.Compact(keys), ",")
-}
-
-// reservedKey reports whether a label key is fleeet's own, as package
-// reserved of the admission policies judges it.
-func reservedKey(k string) bool {
-	return strings.HasPrefix(k, "fleeet.dev/") || strings.Contains(k, ".fleeet.dev/")
 }
 
 // requestedLabels returns the labels the Remote should carry once its
@@ -64,7 +58,7 @@ func requestedLabels(remote *fleeetv1.Remote) (map[string]string, []string) {
 		v := requested[k]
 		why := ""
 		switch {
-		case reservedKey(k):
+		case fleeetv1.ReservedKey(k):
 			why = "keys under fleeet.dev/ are set only by the fleet manager"
 		case !slices.Contains(free, k):
 			why = fmt.Sprintf("not a key the Remote's registration freed (%s): the RegistrationToken's labels, "+
