@@ -84,6 +84,11 @@ func main() {
 		"URL of the recovery endpoint as downstream agents reach it; written into RegistrationToken Secrets.")
 	pflag.StringVar(&recoveryCAFile, "recovery-ca-file", "",
 		"PEM file of the CA that signs the recovery endpoint's serving certificate, for agents; written into RegistrationToken Secrets.")
+	host, _ := os.Hostname()
+	pflag.StringVar(&o.Shard.Identity, "shard-identity", host,
+		"This replica's name among the shard members, unique among the replicas; its membership Lease is fleet-manager-shard-<identity> in --namespace. Defaults to the host name, the pod's name.")
+	pflag.DurationVar(&o.Shard.LeaseDuration, "shard-lease-duration", 15*time.Second,
+		"How long a replica's membership Lease stays live after its last renewal (renewed every third of it): a crashed replica's Remotes move to the others within this plus a third. 0 runs every per-Remote controller on the leader alone.")
 	runner.Main(manager.Name, func(mgr ctrl.Manager) error {
 		if o.MaxPlanBytes < 1024 {
 			return fmt.Errorf("--max-plan-bytes=%d: want at least 1024 bytes, or leave it at the default %d", o.MaxPlanBytes, manager.DefaultMaxPlanBytes)

@@ -27,6 +27,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/network"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/recovery"
+	"github.com/fleeet-dev/fleeet/internal/shard"
 	"github.com/fleeet-dev/fleeet/internal/version"
 	"github.com/fleeet-dev/fleeet/internal/webhooks"
 )
@@ -78,6 +79,9 @@ type Options struct {
 	// Recovery is the endpoint where clusters whose credential is rejected
 	// get a new one; off unless its bind address is set.
 	Recovery recovery.Options
+	// Shard divides the per-Remote controllers among the replicas, through
+	// membership Leases in Namespace; off without a Namespace.
+	Shard shard.Options
 }
 
 // FlagSourceNetworks is the prefix of the flag listing the networks source
@@ -100,14 +104,18 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if o.AdmissionOnly {
 		return setupAdmission(ctx, mgr, o)
 	}
-	if err := SetupModules(ctx, mgr, o); err != nil {
+	members, err := setupShard(ctx, mgr, o)
+	if err != nil {
 		return err
 	}
-	push := &remote.PushReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Timeout: o.PushTimeout, Poll: o.PushPoll, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}
+	if err := setupModules(ctx, mgr, o, members); err != nil {
+		return err
+	}
+	push := &remote.PushReconciler{Shard: members, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Timeout: o.PushTimeout, Poll: o.PushPoll, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}
 	if err := push.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&remote.DeliveryReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&remote.DeliveryReconciler{Shard: members, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	if err := (&bootstrap.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), FieldOwner: Name, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}).SetupWithManager(mgr); err != nil {
@@ -137,14 +145,31 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 // Remote's plan, the health controller, whose Connected condition tells
 // which Remotes are offline, and the Module controller, which rolls each
 // Module out across those plans. The Module controller's tests run these
-// alone.
+// alone, unsharded.
 func SetupModules(ctx context.Context, mgr ctrl.Manager, o Options) error {
-	compiler := &remote.ProxyAssemblageReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
+	return setupModules(ctx, mgr, o, nil)
+}
+
+// setupShard makes this replica a member of the shards when o asks for
+// sharding, and returns nil otherwise.
+func setupShard(ctx context.Context, mgr ctrl.Manager, o Options) (*shard.Members, error) {
+	if o.Namespace == "" {
+		return nil, nil
+	}
+	return shard.New(ctx, mgr, Name, o.Namespace, o.Shard)
+}
+
+// setupModules is SetupModules with the per-Remote controllers sharded by
+// members (nil for none). The Module controller, which decides which
+// Remotes a rollout admits under the fleet-wide budget, stays on the
+// leader; the sharded compiler only carries out what Module status says.
+func setupModules(ctx context.Context, mgr ctrl.Manager, o Options, members *shard.Members) error {
+	compiler := &remote.ProxyAssemblageReconciler{Shard: members, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
 		MaxPlanBytes: cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes)}
 	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
-	if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Grace: o.OfflineGrace, Concurrent: o.Concurrent,
+	if err := (&remote.HealthReconciler{Shard: members, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Grace: o.OfflineGrace, Concurrent: o.Concurrent,
 		ManagerVersion: version.Version}).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -22,6 +21,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/delivery"
+	"github.com/fleeet-dev/fleeet/internal/shard"
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
@@ -37,6 +37,9 @@ const deliveredSecretsIndex = "spec.assemblage.syncs.secrets.name"
 // version still needs too. Push Remotes get none; the push controller
 // writes their Secrets downstream itself.
 type DeliveryReconciler struct {
+	// Shard says which Remotes this replica reconciles; nil for all of
+	// them, on the leader alone.
+	Shard *shard.Members
 	// Client reads Remotes, plans and Secrets from the cache and writes
 	// bundles.
 	Client client.Client
@@ -54,7 +57,7 @@ func (d *DeliveryReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	return d.Shard.Complete(ctrl.NewControllerManagedBy(mgr).
 		Named("delivery").
 		For(&fleeetv1.ProxyAssemblage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A Remote turning push or pull.
@@ -62,9 +65,8 @@ func (d *DeliveryReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 		// A delivered Secret's rotation or relabelling, and a bundle
 		// changed by someone else.
 		Watches(&corev1.Secret{}, watches.Referrers(d.Client, func() client.ObjectList { return &fleeetv1.ProxyAssemblageList{} }, deliveredSecretsIndex)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &fleeetv1.Remote{}, handler.OnlyControllerOwner())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, d.Concurrent)}).
-		Complete(d)
+		Watches(&corev1.Secret{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &fleeetv1.Remote{}, handler.OnlyControllerOwner())),
+		d.Concurrent, d)
 }
 
 // Reconcile writes one Remote's bundle from the plan it holds. A Secret

@@ -13,9 +13,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/shard"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/version"
 	"github.com/fleeet-dev/fleeet/internal/watches"
@@ -26,6 +26,9 @@ import (
 // Lease is older than Grace; and AgentCompatible while the version the agent
 // reports is within the skew window of ManagerVersion.
 type HealthReconciler struct {
+	// Shard says which Remotes this replica reconciles; nil for all of
+	// them, on the leader alone.
+	Shard *shard.Members
 	// Concurrent is how many objects reconcile at once.
 	Concurrent int
 	// Client reads Remotes and Leases from the cache and writes Remote status.
@@ -42,12 +45,11 @@ type HealthReconciler struct {
 // SetupWithManager registers the controller; each Lease renewal reaches the
 // Remote of the same name.
 func (h *HealthReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	return h.Shard.Complete(ctrl.NewControllerManagedBy(mgr).
 		Named("remote-health").
 		For(&fleeetv1.Remote{}).
-		Watches(&coordinationv1.Lease{}, watches.SameName).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, h.Concurrent)}).
-		Complete(h)
+		Watches(&coordinationv1.Lease{}, watches.SameName),
+		h.Concurrent, h)
 }
 
 // Reconcile sets a Remote's mode, last heartbeat and Connected, Ready and

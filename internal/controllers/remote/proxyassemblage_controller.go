@@ -21,7 +21,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -32,6 +31,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
+	"github.com/fleeet-dev/fleeet/internal/shard"
 )
 
 // Field indexes the compiler looks objects up by.
@@ -48,6 +48,9 @@ const (
 // the ProxyAssemblage of the same name holding the syncs of every Module
 // selecting it.
 type ProxyAssemblageReconciler struct {
+	// Shard says which Remotes this replica reconciles; nil for all of
+	// them, on the leader alone.
+	Shard *shard.Members
 	// Concurrent is how many objects reconcile at once.
 	Concurrent int
 	// Client reads from the cache and writes ProxyAssemblages.
@@ -93,7 +96,7 @@ func (c *ProxyAssemblageReconciler) SetupWithManager(ctx context.Context, mgr ct
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	return c.Shard.Complete(ctrl.NewControllerManagedBy(mgr).
 		Named("proxyassemblage-compiler").
 		// Any Remote change, status included: bindings may read any field.
 		For(&fleeetv1.Remote{}).
@@ -103,9 +106,8 @@ func (c *ProxyAssemblageReconciler) SetupWithManager(ctx context.Context, mgr ct
 			UpdateFunc: func(e event.UpdateEvent) bool { return !c.wroteItself(e.ObjectNew) },
 		})).
 		Watches(&fleeetv1.Module{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfModule), builder.WithPredicates(compileInputChanged)).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfConfigMap)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, c.Concurrent)}).
-		Complete(c)
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfConfigMap)),
+		c.Concurrent, c)
 }
 
 // compileInputChanged passes the Module changes that can change a plan: its

@@ -20,7 +20,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -30,6 +29,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
+	"github.com/fleeet-dev/fleeet/internal/shard"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
@@ -45,6 +45,9 @@ const kubeconfigSecretIndex = "spec.kubeconfigRef.name"
 // spec.serviceAccountName, a kubeconfig that is invalid or uses a refused
 // field) is marked Connected=False and Stalled=True until it changes.
 type PushReconciler struct {
+	// Shard says which Remotes this replica reconciles; nil for all of
+	// them, on the leader alone.
+	Shard *shard.Members
 	// Concurrent is how many objects reconcile at once.
 	Concurrent int
 	// Client reads the management cluster from the cache and writes status.
@@ -83,14 +86,13 @@ func (p *PushReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 	}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	return p.Shard.Complete(ctrl.NewControllerManagedBy(mgr).
 		Named("push").
 		For(&fleeetv1.ProxyAssemblage{}).
 		Watches(&fleeetv1.Remote{}, watches.SameName).
 		Watches(&corev1.Secret{}, watches.Referrers(p.Client, func() client.ObjectList { return &fleeetv1.RemoteList{} }, kubeconfigSecretIndex)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(p.pushRemotesDelivering), builder.WithPredicates(offeredForDelivery)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, p.Concurrent)}).
-		Complete(p)
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(p.pushRemotesDelivering), builder.WithPredicates(offeredForDelivery)),
+		p.Concurrent, p)
 }
 
 // Reconcile pushes one Remote's plan and reads back its status.
