@@ -1,0 +1,156 @@
+package manager_test
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/shard"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
+)
+
+// shardReplica is one fleet-manager process of the sharding test.
+type shardReplica struct {
+	id      string
+	metrics string
+	process *testenv.Process
+}
+
+// gauge reads one of the replica's metrics.
+func (r shardReplica) gauge(g Gomega, name string) int {
+	status, body := testenv.Get(g, "http://"+r.metrics+"/metrics")
+	g.Expect(status).To(Equal(200))
+	for line := range strings.SplitSeq(body, "\n") {
+		if value, ok := strings.CutPrefix(line, name+" "); ok {
+			n, err := strconv.ParseFloat(value, 64)
+			g.Expect(err).NotTo(HaveOccurred())
+			return int(n)
+		}
+	}
+	g.Expect(body).To(ContainSubstring(name), "replica %s serves %s", r.id, name)
+	return 0
+}
+
+// Three replicas divide the Remotes among them, each Remote owned by exactly
+// one; when a replica that owns Remotes but does not lead is killed, the
+// survivors take its Remotes over and their plans keep following the
+// Module; a replica joining takes some Remotes, and on a graceful stop it
+// hands them back at once by deleting its Lease. The test runs its own
+// apiserver: the package's shared one has an unsharded in-process manager
+// compiling every plan.
+func TestShardsTakeOverTheRemotesOfAKilledReplica(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := testenv.StartCluster(t, "management", testenv.WithWebhooks())
+	const system, remotes = "fleeet-system", 30
+	g.Expect(c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: system}})).To(Succeed())
+	bin := testenv.BuildCommand(t, "fleet-manager", "shards")
+
+	// Every replica but the one serving where the apiserver sends
+	// admission (ownWebhook false) serves its webhook on a port
+	// of its own, so killing one leaves admission up.
+	start := func(id string, ownWebhook bool) shardReplica {
+		r := shardReplica{id: id, metrics: testenv.FreeAddr(t)}
+		args := []string{"--namespace=" + system, "--leader-elect", "--leader-election-namespace=" + system,
+			"--shard-identity=" + id, "--shard-lease-duration=6s", "--metrics-bind-address=" + r.metrics, "--metrics-secure=false"}
+		if ownWebhook {
+			_, port, err := net.SplitHostPort(testenv.FreeAddr(t))
+			g.Expect(err).NotTo(HaveOccurred())
+			args = append(args, "--webhook-port="+port)
+		}
+		r.process = testenv.StartManagerProcess(t, bin, c, args...)
+		return r
+	}
+	leader := start("r1", true)
+	lease := &coordinationv1.Lease{}
+	g.Eventually(func(g Gomega) *string {
+		g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: "fleet-manager.fleeet.dev"}, lease)).To(Succeed())
+		return lease.Spec.HolderIdentity
+	}, time.Minute, poll).ShouldNot(BeNil())
+	leaderID := *lease.Spec.HolderIdentity
+	victim, admission := start("r2", true), start("r3", false)
+	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: "fleet-manager.fleeet.dev"}, lease)).To(Succeed())
+	g.Expect(*lease.Spec.HolderIdentity).To(Equal(leaderID), "the first replica still leads; the victim does not")
+
+	ns := tenantIn(t, c)
+	var keys []string
+	for i := range remotes {
+		name := fmt.Sprintf("edge-%02d", i)
+		g.Expect(c.Client.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}})).To(Succeed())
+		keys = append(keys, ns+"/"+name)
+	}
+	m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{})
+	m.Namespace = ns
+	g.Expect(c.Client.Create(ctx, m)).To(Succeed())
+	plansAt := func(tag string) {
+		g.Eventually(func(g Gomega) {
+			plans := &fleeetv1.ProxyAssemblageList{}
+			g.Expect(c.Client.List(ctx, plans, client.InNamespace(ns))).To(Succeed())
+			g.Expect(plans.Items).To(HaveLen(remotes))
+			for _, pa := range plans.Items {
+				g.Expect(pa.Spec.Assemblage.Syncs).To(HaveLen(1), pa.Name)
+				g.Expect(pa.Spec.Assemblage.Syncs[0].Source.Git.Tag).To(Equal(tag), pa.Name)
+			}
+		}, 2*time.Minute, poll).Should(Succeed())
+	}
+	setTag := func(tag string) {
+		patch := fmt.Appendf(nil, `{"spec":{"sync":{"source":{"git":{"tag":%q}}}}}`, tag)
+		g.Expect(c.Client.Patch(ctx, m, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+	}
+	// Each replica sees the same members and owns what the assignment
+	// gives it, so the Remotes are divided with none left out or shared.
+	divided := func(live ...shardReplica) map[string][]string {
+		var ids []string
+		for _, r := range live {
+			ids = append(ids, r.id)
+		}
+		owned := map[string][]string{}
+		for _, k := range keys {
+			o := shard.Owner(k, ids)
+			owned[o] = append(owned[o], k)
+		}
+		g.Eventually(func(g Gomega) {
+			for _, r := range live {
+				g.Expect(r.gauge(g, "fleeet_shard_members")).To(Equal(len(live)), r.id)
+				g.Expect(r.gauge(g, "fleeet_shard_remotes_owned")).To(Equal(len(owned[r.id])), r.id)
+			}
+		}, time.Minute, poll).Should(Succeed())
+		return owned
+	}
+	plansAt("v1.0.0")
+	owned := divided(leader, victim, admission)
+	g.Expect(owned[victim.id]).NotTo(BeEmpty(), "the victim owns some Remotes")
+
+	// kill -9: the victim's Lease stays until it expires, and its Remotes
+	// have no owner until then.
+	g.Expect(syscall.Kill(victim.process.Pid(), syscall.SIGKILL)).To(Succeed())
+	setTag("v2.0.0")
+	plansAt("v2.0.0")
+	divided(leader, admission)
+
+	joiner := start("r4", true)
+	owned = divided(leader, admission, joiner)
+	g.Expect(owned[joiner.id]).NotTo(BeEmpty(), "the new replica takes some Remotes")
+	setTag("v3.0.0")
+	plansAt("v3.0.0")
+
+	// A graceful stop deletes the replica's Lease: the others take over
+	// without waiting for it to expire.
+	g.Expect(joiner.process.Stop(30 * time.Second)).To(Succeed())
+	g.Expect(apierrors.IsNotFound(c.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: "fleet-manager-shard-r4"}, &coordinationv1.Lease{}))).To(BeTrue())
+	divided(leader, admission)
+}
