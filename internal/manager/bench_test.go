@@ -2,6 +2,8 @@ package manager_test
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -10,10 +12,12 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -31,27 +35,33 @@ const (
 	benchBurst = "2000"
 )
 
-// BenchmarkFleetScale runs the fleet-manager binary, as a process, against
-// a fresh apiserver holding N Remotes and 50 Modules that select all of
-// them, and reports: management objects against the M×N a per-pair design
-// needs, the cold-start time until every ProxyAssemblage holds all 50 syncs,
-// the time from one Module's version change (AllAtOnce) until every
-// ProxyAssemblage holds the new version, and the manager's peak RSS and CPU
+// BenchmarkFleetScale runs the fleet-manager binary, as processes (one
+// replica, or three sharing the Remotes), against a fresh apiserver holding
+// N Remotes and 50 Modules that select all of them, and reports:
+// management objects against the M×N a per-pair design needs, the
+// cold-start time until every ProxyAssemblage holds all 50 syncs, the time
+// from one Module's version change (AllAtOnce) until every ProxyAssemblage
+// holds the new version, the apiserver's write requests during that change
+// and their rate, etcd's database size, and each replica's peak RSS and CPU
 // seconds. Run it with `make bench`.
 func BenchmarkFleetScale(b *testing.B) {
 	bin := testenv.BuildCommand(b, "fleet-manager", "bench")
-	for _, remotes := range []int{1000, 5000} {
-		b.Run(fmt.Sprintf("remotes=%d", remotes), func(b *testing.B) {
+	for _, run := range []struct{ remotes, replicas int }{{10000, 1}, {10000, 3}, {1000, 1}, {5000, 1}} {
+		b.Run(fmt.Sprintf("remotes=%d/replicas=%d", run.remotes, run.replicas), func(b *testing.B) {
 			for b.Loop() {
-				benchFleet(b, bin, remotes)
+				benchFleet(b, bin, run.remotes, run.replicas)
 			}
 		})
 	}
 }
 
-func benchFleet(b *testing.B, bin string, remotes int) {
+func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	c := testenv.StartCluster(b, "management", testenv.WithWebhooks())
 	ctx := b.Context()
+	const system = "fleeet-system"
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: system}}); err != nil {
+		b.Fatal(err)
+	}
 	ns := tenantIn(b, c)
 	// The fleet exists before the manager starts, so the webhook it serves
 	// is registered only once the objects are in place.
@@ -77,7 +87,12 @@ func benchFleet(b *testing.B, bin string, remotes int) {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	p := testenv.StartManagerProcess(b, bin, c, "--kube-api-qps="+benchQPS, "--kube-api-burst="+benchBurst)
+	var ps []shardReplica
+	for i := range replicas {
+		// The last replica serves admission where the apiserver sends it.
+		ps = append(ps, startShardReplica(b, bin, c, system, fmt.Sprintf("r%d", i+1), i == replicas-1,
+			"--kube-api-qps="+benchQPS, "--kube-api-burst="+benchBurst))
+	}
 	waitPlans(b, c, ns, remotes, func(pa *fleeetv1.ProxyAssemblage) bool {
 		return len(pa.Spec.Assemblage.Syncs) == benchModules
 	})
@@ -86,6 +101,7 @@ func benchFleet(b *testing.B, bin string, remotes int) {
 	// A patch, not an update: the manager keeps writing the Module's status.
 	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "module-00"}}
 	newTag := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sync":{"source":{"git":{"tag":"v2.0.0"}}}}}`))
+	writesBefore := apiserverWrites(b, c)
 	start = time.Now()
 	if err := c.Client.Patch(ctx, m, newTag); err != nil {
 		b.Fatal(err)
@@ -94,8 +110,13 @@ func benchFleet(b *testing.B, bin string, remotes int) {
 		return len(pa.Spec.Assemblage.Syncs) > 0 && pa.Spec.Assemblage.Syncs[0].Source.Git.Tag == "v2.0.0"
 	})
 	rollout := time.Since(start)
+	writes := apiserverWrites(b, c) - writesBefore
 
-	rss, cpu := processUsage(b, p)
+	for _, r := range ps {
+		rss, cpu := processUsage(b, r.process)
+		b.ReportMetric(rss, r.id+"-peak-RSS-MiB")
+		b.ReportMetric(cpu, r.id+"-cpu-s")
+	}
 	objects := 0
 	for _, list := range []client.ObjectList{&fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}} {
 		if err := c.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
@@ -103,12 +124,44 @@ func benchFleet(b *testing.B, bin string, remotes int) {
 		}
 		objects += apimeta.LenList(list)
 	}
+	dbSize, _ := metricSum(scrape(b, http.DefaultClient, c.EtcdMetricsURL()), "etcd_mvcc_db_total_size_in_bytes")
 	b.ReportMetric(float64(objects), "objects")
 	b.ReportMetric(float64(benchModules*remotes), "per-pair-objects")
 	b.ReportMetric(cold.Seconds(), "cold-s")
 	b.ReportMetric(rollout.Seconds(), "version-change-s")
-	b.ReportMetric(rss, "peak-RSS-MiB")
-	b.ReportMetric(cpu, "cpu-s")
+	b.ReportMetric(writes, "version-change-writes")
+	b.ReportMetric(writes/rollout.Seconds(), "version-change-writes/s")
+	b.ReportMetric(dbSize/(1<<20), "etcd-db-MiB")
+}
+
+// apiserverWrites is how many write requests (create, update, patch,
+// apply) c's apiserver has answered since it started, by its own count.
+func apiserverWrites(b *testing.B, c *testenv.Cluster) float64 {
+	hc, err := rest.HTTPClientFor(c.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := scrape(b, hc, c.Config.Host+"/metrics")
+	var writes float64
+	for _, verb := range []string{"POST", "PUT", "PATCH", "APPLY"} {
+		n, _ := metricSum(body, "apiserver_request_total", `verb="`+verb+`"`)
+		writes += n
+	}
+	return writes
+}
+
+// scrape reads the Prometheus metrics at url.
+func scrape(b *testing.B, hc *http.Client, url string) string {
+	resp, err := hc.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("reading %s: %d %v", url, resp.StatusCode, err)
+	}
+	return string(body)
 }
 
 // parallel runs fn for 0..n-1 on eight workers, failing on the first error.

@@ -3,6 +3,7 @@ package manager_test
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,26 +24,61 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
-// shardReplica is one fleet-manager process of the sharding test.
+// shardReplica is one fleet-manager process with sharding on.
 type shardReplica struct {
 	id      string
 	metrics string
 	process *testenv.Process
 }
 
+// startShardReplica runs a fleet-manager replica called id against c,
+// under leader election and sharding in namespace system, with its metrics
+// over plain HTTP. Unless servesAdmission, it serves its webhook on a port
+// of its own, not where c's apiserver sends admission: of the replicas,
+// exactly one serves admission, and the others may be killed.
+func startShardReplica(t testing.TB, bin string, c *testenv.Cluster, system, id string, servesAdmission bool, extra ...string) shardReplica {
+	t.Helper()
+	r := shardReplica{id: id, metrics: testenv.FreeAddr(t)}
+	args := []string{"--namespace=" + system, "--leader-elect", "--leader-election-namespace=" + system,
+		"--shard-identity=" + id, "--metrics-bind-address=" + r.metrics, "--metrics-secure=false"}
+	if !servesAdmission {
+		_, port, err := net.SplitHostPort(testenv.FreeAddr(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--webhook-port="+port)
+	}
+	r.process = testenv.StartManagerProcess(t, bin, c, append(args, extra...)...)
+	return r
+}
+
 // gauge reads one of the replica's metrics.
 func (r shardReplica) gauge(g Gomega, name string) int {
 	status, body := testenv.Get(g, "http://"+r.metrics+"/metrics")
 	g.Expect(status).To(Equal(200))
+	n, found := metricSum(body, name)
+	g.Expect(found).To(BeTrue(), "replica %s serves %s", r.id, name)
+	return int(n)
+}
+
+// metricSum adds up the samples of the metric name, in Prometheus' text
+// format, whose labels hold every one of match (such as `verb="PUT"`).
+func metricSum(body, name string, match ...string) (sum float64, found bool) {
 	for line := range strings.SplitSeq(body, "\n") {
-		if value, ok := strings.CutPrefix(line, name+" "); ok {
-			n, err := strconv.ParseFloat(value, 64)
-			g.Expect(err).NotTo(HaveOccurred())
-			return int(n)
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
 		}
+		if slices.ContainsFunc(match, func(m string) bool { return !strings.Contains(line, m) }) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			continue
+		}
+		sum, found = sum+v, true
 	}
-	g.Expect(body).To(ContainSubstring(name), "replica %s serves %s", r.id, name)
-	return 0
+	return sum, found
 }
 
 // Three replicas divide the Remotes among them, each Remote owned by exactly
@@ -60,29 +96,17 @@ func TestShardsTakeOverTheRemotesOfAKilledReplica(t *testing.T) {
 	g.Expect(c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: system}})).To(Succeed())
 	bin := testenv.BuildCommand(t, "fleet-manager", "shards")
 
-	// Every replica but the one serving where the apiserver sends
-	// admission (ownWebhook false) serves its webhook on a port
-	// of its own, so killing one leaves admission up.
-	start := func(id string, ownWebhook bool) shardReplica {
-		r := shardReplica{id: id, metrics: testenv.FreeAddr(t)}
-		args := []string{"--namespace=" + system, "--leader-elect", "--leader-election-namespace=" + system,
-			"--shard-identity=" + id, "--shard-lease-duration=6s", "--metrics-bind-address=" + r.metrics, "--metrics-secure=false"}
-		if ownWebhook {
-			_, port, err := net.SplitHostPort(testenv.FreeAddr(t))
-			g.Expect(err).NotTo(HaveOccurred())
-			args = append(args, "--webhook-port="+port)
-		}
-		r.process = testenv.StartManagerProcess(t, bin, c, args...)
-		return r
+	start := func(id string, servesAdmission bool) shardReplica {
+		return startShardReplica(t, bin, c, system, id, servesAdmission, "--shard-lease-duration=6s")
 	}
-	leader := start("r1", true)
+	leader := start("r1", false)
 	lease := &coordinationv1.Lease{}
 	g.Eventually(func(g Gomega) *string {
 		g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: "fleet-manager.fleeet.dev"}, lease)).To(Succeed())
 		return lease.Spec.HolderIdentity
 	}, time.Minute, poll).ShouldNot(BeNil())
 	leaderID := *lease.Spec.HolderIdentity
-	victim, admission := start("r2", true), start("r3", false)
+	victim, admission := start("r2", false), start("r3", true)
 	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: "fleet-manager.fleeet.dev"}, lease)).To(Succeed())
 	g.Expect(*lease.Spec.HolderIdentity).To(Equal(leaderID), "the first replica still leads; the victim does not")
 
@@ -142,7 +166,7 @@ func TestShardsTakeOverTheRemotesOfAKilledReplica(t *testing.T) {
 	plansAt("v2.0.0")
 	divided(leader, admission)
 
-	joiner := start("r4", true)
+	joiner := start("r4", false)
 	owned = divided(leader, admission, joiner)
 	g.Expect(owned[joiner.id]).NotTo(BeEmpty(), "the new replica takes some Remotes")
 	setTag("v3.0.0")

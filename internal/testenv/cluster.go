@@ -275,6 +275,12 @@ func (c *Cluster) StopAPIServer() error { return c.env.ControlPlane.APIServer.St
 // StartAPIServer restarts an apiserver stopped with StopAPIServer.
 func (c *Cluster) StartAPIServer() error { return c.env.ControlPlane.APIServer.Start() }
 
+// EtcdMetricsURL is where the cluster's etcd serves its Prometheus metrics,
+// its database size among them.
+func (c *Cluster) EtcdMetricsURL() string {
+	return c.env.ControlPlane.Etcd.URL.JoinPath("metrics").String()
+}
+
 // RotateServiceAccountKey restarts the apiserver with a new
 // service-account signing key, on the same address, with the same serving
 // CA and the same etcd: every ServiceAccount token issued before is
