@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 )
@@ -80,4 +81,26 @@ func TestJoinMovesAboutOneNthToTheNewMember(t *testing.T) {
 		}
 	}
 	g.Expect(moved).To(BeNumerically("~", len(keys)/4, len(keys)/4*5/100))
+}
+
+// A lease duration too short to renew in, or an identity that cannot name
+// a Lease, is refused with the flag named.
+func TestOptionsNameTheFlagTheyRefuse(t *testing.T) {
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Identity: "fleet-manager-7d9f-abcde", LeaseDuration: 15 * time.Second}, ""},
+		{Options{Identity: "fleet-manager-7d9f-abcde", LeaseDuration: time.Second}, "--shard-lease-duration=1s: want at least 3s"},
+		{Options{Identity: "Laptop.Local", LeaseDuration: 15 * time.Second}, `--shard-identity="Laptop.Local": the membership Lease name fleet-manager-shard-Laptop.Local is invalid`},
+		{Options{LeaseDuration: 15 * time.Second}, `--shard-identity="": the membership Lease name fleet-manager-shard- is invalid`},
+	} {
+		g := NewWithT(t)
+		err := tc.o.validate("fleet-manager")
+		if tc.want == "" {
+			g.Expect(err).NotTo(HaveOccurred())
+			continue
+		}
+		g.Expect(err).To(MatchError(ContainSubstring(tc.want)))
+	}
 }

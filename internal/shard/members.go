@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,14 +83,11 @@ func New(ctx context.Context, mgr ctrl.Manager, binary, namespace string, o Opti
 	if o.LeaseDuration <= 0 {
 		return nil, nil
 	}
-	if o.LeaseDuration < 3*time.Second {
-		return nil, fmt.Errorf("shard lease duration %s: want at least 3s, so that renewals every third of it do not load the API", o.LeaseDuration)
+	if err := o.validate(binary); err != nil {
+		return nil, err
 	}
 	m := &Members{client: mgr.GetClient(), namespace: namespace, binary: binary, identity: o.Identity,
 		duration: o.LeaseDuration, changed: make(chan struct{}, 1)}
-	if errs := validation.IsDNS1123Subdomain(m.leaseName()); len(errs) > 0 {
-		return nil, fmt.Errorf("shard identity %q: the Lease name %s is invalid: %v", o.Identity, m.leaseName(), errs)
-	}
 	informer, err := mgr.GetCache().GetInformer(ctx, &coordinationv1.Lease{})
 	if err != nil {
 		return nil, fmt.Errorf("watching membership Leases: %w", err)
@@ -105,7 +103,21 @@ func New(ctx context.Context, mgr ctrl.Manager, binary, namespace string, o Opti
 	return m, mgr.Add(m)
 }
 
-func (m *Members) leaseName() string { return m.binary + "-shard-" + m.identity }
+// validate checks o, sharding on, for binary's replicas.
+func (o Options) validate(binary string) error {
+	if o.LeaseDuration < 3*time.Second {
+		return fmt.Errorf("--shard-lease-duration=%s: want at least 3s, so that renewals every third of it do not load the API, or 0 for no sharding", o.LeaseDuration)
+	}
+	if errs := validation.IsDNS1123Subdomain(leaseName(binary, o.Identity)); len(errs) > 0 {
+		return fmt.Errorf("--shard-identity=%q: the membership Lease name %s is invalid: %s", o.Identity, leaseName(binary, o.Identity), strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// leaseName names the membership Lease of binary's replica identity.
+func leaseName(binary, identity string) string { return binary + "-shard-" + identity }
+
+func (m *Members) leaseName() string { return leaseName(m.binary, m.identity) }
 
 // leaseChanged wakes the loop for a change of a membership Lease other
 // than a renewal of a member already seen, which changes nothing.
