@@ -46,7 +46,7 @@ const (
 // seconds. Run it with `make bench`.
 func BenchmarkFleetScale(b *testing.B) {
 	bin := testenv.BuildCommand(b, "fleet-manager", "bench")
-	for _, run := range []struct{ remotes, replicas int }{{10000, 1}, {10000, 3}, {1000, 1}, {5000, 1}} {
+	for _, run := range []struct{ remotes, replicas int }{{1000, 1}, {1000, 3}, {5000, 1}, {5000, 3}, {10000, 1}, {10000, 3}} {
 		b.Run(fmt.Sprintf("remotes=%d/replicas=%d", run.remotes, run.replicas), func(b *testing.B) {
 			for b.Loop() {
 				benchFleet(b, bin, run.remotes, run.replicas)
