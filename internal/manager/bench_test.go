@@ -141,7 +141,7 @@ func apiserverWrites(b *testing.B, c *testenv.Cluster) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	body := scrape(b, hc, c.Config.Host+"/metrics")
+	body := scrape(b, hc, strings.TrimSuffix(c.Config.Host, "/")+"/metrics")
 	var writes float64
 	for _, verb := range []string{"POST", "PUT", "PATCH", "APPLY"} {
 		n, _ := metricSum(body, "apiserver_request_total", `verb="`+verb+`"`)
