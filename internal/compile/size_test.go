@@ -196,3 +196,21 @@ func TestPlanLeavesOutTheModulePastTheSyncCount(t *testing.T) {
 	g.Expect(stamps["app-2"].TooLarge).To(Equal("left out of the plan of Remote edge-1: with it the plan would hold 3 syncs, over the 2 a cluster's Assemblage holds"))
 	g.Expect(stamps["app-0"].TooLarge).To(BeEmpty())
 }
+
+// Previews bound a plan as the manager does: a Remote selected by one
+// Module more than an Assemblage holds is previewed without the newest.
+func TestEventualHoldsAtMostTheSyncsAnAssemblageHolds(t *testing.T) {
+	g := NewWithT(t)
+	modules := make([]fleeetv1.Module, fleeetv1.MaxSyncs+1)
+	for i := range modules {
+		m := module(fmt.Sprintf("app-%04d", i), "v1.0.0", nil)
+		m.Spec.Selector = &metav1.LabelSelector{}
+		modules[i] = *m
+	}
+	syncs, stamps, err := compile.Eventual(t.Context(), configMaps(nil), modules, edge("edge-1", nil), nil, compile.DefaultMaxPlanBytes)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(syncs).To(HaveLen(fleeetv1.MaxSyncs))
+	last := fmt.Sprintf("app-%04d", fleeetv1.MaxSyncs)
+	g.Expect(compile.Find(syncs, last)).To(BeNil())
+	g.Expect(stamps[last].TooLarge).To(ContainSubstring("would hold 513 syncs, over the 512"))
+}
