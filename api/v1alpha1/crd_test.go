@@ -596,6 +596,17 @@ func TestCRDsAreCompleteForKubectl(t *testing.T) {
 	}
 }
 
+// The compiler bounds a plan by MaxSyncs so that every plan it writes can
+// be mirrored into a cluster's Assemblage: the constant and the CRD must
+// agree.
+func TestAssemblageHoldsMaxSyncs(t *testing.T) {
+	g := NewWithT(t)
+	var crd apiextensionsv1.CustomResourceDefinition
+	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Name: "assemblages.fleeet.dev"}, &crd)).To(Succeed())
+	syncs := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["syncs"]
+	g.Expect(syncs.MaxItems).To(HaveValue(BeEquivalentTo(fleeetv1.MaxSyncs)))
+}
+
 // undocumentedFields lists the paths of schema properties without a description.
 func undocumentedFields(s *apiextensionsv1.JSONSchemaProps, path string) []string {
 	var missing []string

@@ -44,8 +44,9 @@ const (
 	// the Module's new sync.
 	ReasonPolicyDenied = "PolicyDenied"
 	// ReasonPlanTooLarge: the Module's sync was left out of Remotes' plans,
-	// which would pass the manager's --max-plan-bytes with it; the Remotes
-	// keep what they held of it and the other Modules' changes go on.
+	// which would pass the manager's --max-plan-bytes, or hold more than
+	// MaxSyncs syncs, with it; the Remotes keep what they held of it and
+	// the other Modules' changes go on.
 	ReasonPlanTooLarge = "PlanTooLarge"
 	// ReasonRolledBack: the Module's revision was rolled back.
 	ReasonRolledBack = "RolledBack"

@@ -22,6 +22,12 @@ const (
 	SyncFailed SyncState = "Failed"
 )
 
+// MaxSyncs is how many syncs an Assemblage holds: the maxItems of its
+// spec.syncs, which bounds the cost of the per-sync validation rules (the
+// marker on Syncs must say the same). The compiler leaves out a Module that
+// would pass it rather than write a plan no cluster could mirror.
+const MaxSyncs = 512
+
 // AssemblageSpec is the whole plan for one cluster: every sync it runs.
 // It is written whole by one writer (the manager, or the agent mirroring its
 // ProxyAssemblage), so the apiserver tracks it as one field: per-field

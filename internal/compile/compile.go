@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -227,9 +228,11 @@ func Version(s *fleeetv1.SyncSpec) string {
 
 // Limit is what a plan must fit in: MaxBytes as admission measures a
 // ProxyAssemblage spec (PlanBytes), with RetryRequestedAt the retry token
-// the spec carries beside its syncs. Zero MaxBytes: no limit.
+// the spec carries beside its syncs, and MaxSyncs syncs. Zero MaxBytes or
+// MaxSyncs: no limit of that kind.
 type Limit struct {
 	MaxBytes         int
+	MaxSyncs         int
 	RetryRequestedAt string
 }
 
@@ -271,13 +274,12 @@ func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, 
 		stamps[m.Name] = stamp
 		picks = append(picks, pick{module: m, held: held, chosen: chosen})
 	}
-	for name, size := range limit.fit(picks) {
+	for name, over := range limit.fit(picks) {
 		i := slices.IndexFunc(picks, func(p pick) bool { return p.module.Name == name })
 		picks[i].chosen = picks[i].held
 		stamp := stamps[name]
 		stamp.Pending = true
-		stamp.TooLarge = fmt.Sprintf("left out of the plan of Remote %s: with it the plan would be %d bytes, over the %d-byte limit (--max-plan-bytes)",
-			remote.Name, size, limit.MaxBytes)
+		stamp.TooLarge = limit.tooLarge(remote.Name, over)
 		stamps[name] = stamp
 	}
 	var syncs []fleeetv1.NamedSync
@@ -303,11 +305,11 @@ func (p pick) changes() bool {
 }
 
 // fit returns the Modules whose chosen sync the plan of picks leaves out to
-// stay within the limit (Fit), with the size the plan would have with each.
-// A plan within the limit is measured once.
-func (l Limit) fit(picks []pick) map[string]int {
-	if l.MaxBytes <= 0 {
-		return nil
+// stay within the limit (Fit), with the plan each would have made. A plan
+// within the limit is measured once.
+func (l Limit) fit(picks []pick) map[string]Overflow {
+	if l.MaxBytes <= 0 && l.MaxSyncs <= 0 || !slices.ContainsFunc(picks, pick.changes) {
+		return nil // Fit leaves out changes only: none, nothing to measure
 	}
 	spec := fleeetv1.ProxyAssemblageSpec{Assemblage: fleeetv1.AssemblageSpec{RetryRequestedAt: l.RetryRequestedAt}}
 	for _, p := range picks {
@@ -315,9 +317,10 @@ func (l Limit) fit(picks []pick) map[string]int {
 			spec.Assemblage.Syncs = append(spec.Assemblage.Syncs, *p.chosen)
 		}
 	}
-	if len(spec.Assemblage.Syncs) == 0 || !slices.ContainsFunc(picks, pick.changes) ||
-		planBytesBound(&spec) <= l.MaxBytes || PlanBytes(&spec) <= l.MaxBytes {
-		return nil // Fit leaves out changes only: none, nothing to measure
+	n := len(spec.Assemblage.Syncs)
+	maxBytes, maxSyncs := cmp.Or(max(l.MaxBytes, 0), math.MaxInt), cmp.Or(max(l.MaxSyncs, 0), math.MaxInt)
+	if n == 0 || n <= maxSyncs && (planBytesBound(&spec) <= maxBytes || PlanBytes(&spec) <= maxBytes) {
+		return nil
 	}
 	first := spec.Assemblage.Syncs[0]
 	spec.Assemblage.Syncs = nil
@@ -340,7 +343,18 @@ func (l Limit) fit(picks []pick) map[string]int {
 		changes = append(changes, Change{Name: p.module.Name, Created: p.module.CreationTimestamp.Time,
 			Held: sizeOf(p.held), Next: sizeOf(p.chosen)})
 	}
-	return Fit(shape, l.MaxBytes, kept, changes)
+	return Fit(shape, maxBytes, maxSyncs, kept, changes)
+}
+
+// tooLarge says why a Module's change was left out of a Remote's plan:
+// the limit over, the count of syncs before the size.
+func (l Limit) tooLarge(remote string, over Overflow) string {
+	if l.MaxSyncs > 0 && over.Syncs > l.MaxSyncs {
+		return fmt.Sprintf("left out of the plan of Remote %s: with it the plan would hold %d syncs, over the %d a cluster's Assemblage holds",
+			remote, over.Syncs, l.MaxSyncs)
+	}
+	return fmt.Sprintf("left out of the plan of Remote %s: with it the plan would be %d bytes, over the %d-byte limit (--max-plan-bytes)",
+		remote, over.Bytes, l.MaxBytes)
 }
 
 // choose compiles what a Module's revision, or the version a rollback

@@ -11,7 +11,8 @@ import (
 // Eventual is the plan a Remote holds once every rollout of modules is
 // through: Plan with each Module rolled out all at once, so every Remote is
 // admitted, and each selecting Module's stamp. Previews use it: what a
-// change does once rolled out, not where its rollout stands.
+// change does once rolled out, not where its rollout stands. The plan
+// holds at most fleeetv1.MaxSyncs syncs, as the manager's.
 func Eventual(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, r *fleeetv1.Remote,
 	current []fleeetv1.NamedSync, maxBytes int) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
 	done := make([]fleeetv1.Module, len(modules))
@@ -19,6 +20,6 @@ func Eventual(ctx context.Context, reader client.Reader, modules []fleeetv1.Modu
 		modules[i].DeepCopyInto(&done[i])
 		done[i].Spec.Rollout.Strategy = fleeetv1.AllAtOnceStrategy
 	}
-	limit := Limit{MaxBytes: maxBytes, RetryRequestedAt: r.Annotations[fleeetv1.RetryAnnotation]}
+	limit := Limit{MaxBytes: maxBytes, MaxSyncs: fleeetv1.MaxSyncs, RetryRequestedAt: r.Annotations[fleeetv1.RetryAnnotation]}
 	return Plan(ctx, reader, done, r, current, limit, nil)
 }

@@ -116,18 +116,26 @@ func (s PlanShape) size(n, sum int) int {
 	return s.Empty + s.Array + sum + n
 }
 
-// Fit decides which changes a plan leaves out to stay within limit bytes.
-// The plan starts from what the Remote holds (kept: the sizes of the syncs
-// that do not change; every change at its held size): a sync the Remote
-// runs is never taken away for size, since that would delete what it
-// deployed. Changes that do not grow the plan go in first; then the
-// others, oldest Module first (creationTimestamp, then name), each if it
-// still fits, so one oversized Module is left out alone and, when several
-// compete, the newest lose. It returns, per left-out change, the size the
-// plan would have had with it. When what the Remote holds is over the limit
-// already (the limit was lowered), every growing change is left out and
-// the plan stays over it: admission refuses it, naming the Remote.
-func Fit(shape PlanShape, limit int, kept []int, changes []Change) map[string]int {
+// Overflow is the plan a left-out change would have made: its size and
+// how many syncs it would hold.
+type Overflow struct {
+	Bytes, Syncs int
+}
+
+// Fit decides which changes a plan leaves out to stay within limit bytes
+// and maxSyncs syncs. The plan starts from what the Remote holds (kept:
+// the sizes of the syncs that do not change; every change at its held
+// size): a sync the Remote runs is never taken away for size, since that
+// would delete what it deployed. Changes that do not grow the plan go in
+// first; then the others, oldest Module first (creationTimestamp, then
+// name), each if it still fits, so one oversized Module is left out alone
+// and, when several compete, the newest lose. A change that grows a sync
+// is left out only for bytes; one that adds a sync, for bytes or for the
+// count. It returns, per left-out change, the plan it would have made.
+// When what the Remote holds is over a limit already (the limit was
+// lowered), every change growing past it is left out and the plan stays
+// over it: admission refuses it, naming the Remote.
+func Fit(shape PlanShape, limit, maxSyncs int, kept []int, changes []Change) map[string]Overflow {
 	n, sum := 0, 0
 	add := func(bytes, sign int) {
 		if bytes > 0 {
@@ -154,12 +162,14 @@ func Fit(shape PlanShape, limit int, kept []int, changes []Change) map[string]in
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	leftOut := map[string]int{}
+	leftOut := map[string]Overflow{}
 	for _, c := range ordered {
 		add(c.Held, -1)
 		add(c.Next, 1)
-		if size := shape.size(n, sum); grows(c) && size > limit {
-			leftOut[c.Name] = size
+		size := shape.size(n, sum)
+		adds := c.Held == 0 && c.Next > 0
+		if grows(c) && size > limit || adds && n > maxSyncs {
+			leftOut[c.Name] = Overflow{Bytes: size, Syncs: n}
 			add(c.Next, -1)
 			add(c.Held, 1)
 		}

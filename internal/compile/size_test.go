@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +55,43 @@ func TestFitLeavesOutWhatDoesNotFitNewestFirstAndNeverTakesAwayWhatARemoteHolds(
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			NewWithT(t).Expect(compile.Fit(shape, tc.limit, tc.kept, tc.changes)).To(Equal(tc.want))
+			bytes := map[string]int{}
+			for name, over := range compile.Fit(shape, tc.limit, math.MaxInt, tc.kept, tc.changes) {
+				bytes[name] = over.Bytes
+			}
+			NewWithT(t).Expect(bytes).To(Equal(tc.want))
+		})
+	}
+}
+
+// A plan holds at most so many syncs, whatever their size: a Module that
+// would add one more is left out, newest first; one changing a sync the
+// Remote holds, or removing one, still goes through.
+func TestFitBoundsTheNumberOfSyncs(t *testing.T) {
+	day := func(d int) time.Time { return time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC) }
+	shape := compile.PlanShape{Empty: 20, Array: 10}
+	cases := []struct {
+		name    string
+		kept    []int
+		changes []compile.Change
+		want    map[string]compile.Overflow
+	}{
+		{"up to the bound fits", []int{10},
+			[]compile.Change{{Name: "a", Created: day(1), Next: 10}, {Name: "b", Created: day(2), Next: 10}},
+			map[string]compile.Overflow{}},
+		{"the newest addition past the bound is left out", []int{10, 10},
+			[]compile.Change{{Name: "new", Created: day(2), Next: 10}, {Name: "old", Created: day(1), Next: 10}},
+			map[string]compile.Overflow{"new": {Bytes: 30 + 40 + 4, Syncs: 4}}},
+		{"a removal makes room first", []int{10, 10},
+			[]compile.Change{{Name: "added", Created: day(1), Next: 10}, {Name: "removed", Created: day(2), Held: 10}},
+			map[string]compile.Overflow{}},
+		{"past the bound already, a sync the Remote holds still grows", []int{10, 10, 10},
+			[]compile.Change{{Name: "grows", Created: day(1), Held: 10, Next: 500}},
+			map[string]compile.Overflow{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			NewWithT(t).Expect(compile.Fit(shape, math.MaxInt, 3, tc.kept, tc.changes)).To(Equal(tc.want))
 		})
 	}
 }
@@ -136,4 +173,44 @@ func TestPlanLeavesOutTheModuleThatDoesNotFitAndDeliversTheRest(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(syncs).To(HaveLen(2))
 	g.Expect(stamps["big"].TooLarge).To(BeEmpty())
+}
+
+// A Remote selected by more Modules than an Assemblage holds gets the
+// oldest ones; the newest is left out, stamped with the count, instead of
+// a plan the cluster could not mirror at all.
+func TestPlanLeavesOutTheModulePastTheSyncCount(t *testing.T) {
+	g := NewWithT(t)
+	var modules []fleeetv1.Module
+	for i := range 3 {
+		m := module(fmt.Sprintf("app-%d", i), "v1.0.0", nil)
+		m.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1+i, 0, 0, 0, 0, time.UTC))
+		m.Spec.Selector = &metav1.LabelSelector{}
+		modules = append(modules, *m)
+	}
+	syncs, stamps, err := compile.Plan(t.Context(), configMaps(nil), modules, edge("edge-1", nil), nil,
+		compile.Limit{MaxBytes: compile.DefaultMaxPlanBytes, MaxSyncs: 2}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(syncs).To(HaveLen(2))
+	g.Expect(compile.Find(syncs, "app-2")).To(BeNil())
+	g.Expect(stamps["app-2"].Pending).To(BeTrue())
+	g.Expect(stamps["app-2"].TooLarge).To(Equal("left out of the plan of Remote edge-1: with it the plan would hold 3 syncs, over the 2 a cluster's Assemblage holds"))
+	g.Expect(stamps["app-0"].TooLarge).To(BeEmpty())
+}
+
+// Previews bound a plan as the manager does: a Remote selected by one
+// Module more than an Assemblage holds is previewed without the newest.
+func TestEventualHoldsAtMostTheSyncsAnAssemblageHolds(t *testing.T) {
+	g := NewWithT(t)
+	modules := make([]fleeetv1.Module, fleeetv1.MaxSyncs+1)
+	for i := range modules {
+		m := module(fmt.Sprintf("app-%04d", i), "v1.0.0", nil)
+		m.Spec.Selector = &metav1.LabelSelector{}
+		modules[i] = *m
+	}
+	syncs, stamps, err := compile.Eventual(t.Context(), configMaps(nil), modules, edge("edge-1", nil), nil, compile.DefaultMaxPlanBytes)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(syncs).To(HaveLen(fleeetv1.MaxSyncs))
+	last := fmt.Sprintf("app-%04d", fleeetv1.MaxSyncs)
+	g.Expect(compile.Find(syncs, last)).To(BeNil())
+	g.Expect(stamps[last].TooLarge).To(ContainSubstring("would hold 513 syncs, over the 512"))
 }

@@ -177,7 +177,7 @@ type compileNotes struct {
 	// bindingErrs are the control-plane bindings that did not resolve.
 	bindingErrs []string
 	// tooLarge are the plans the Module's sync was left out of for their
-	// size (compile.Fit).
+	// size or count of syncs (compile.Fit).
 	tooLarge []string
 	// undeliverable says why Secrets the sync delivers are not delivered.
 	undeliverable []string
@@ -500,7 +500,7 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p decision, notes compi
 			"; the syncs naming them wait on every cluster until they are delivered")
 	case len(notes.tooLarge) > 0:
 		status.MarkFailed(m, fleeetv1.ReasonPlanTooLarge, fmt.Sprintf(
-			"left out of the plans of %d Remotes, which would pass --max-plan-bytes with it; they keep what they held of it and the other Modules' changes go on: %s",
+			"left out of the plans of %d Remotes, which would pass --max-plan-bytes or the syncs a cluster holds with it; they keep what they held of it and the other Modules' changes go on: %s",
 			len(notes.tooLarge), firstFew(notes.tooLarge)))
 	case s.Failed > 0:
 		status.MarkFailed(m, fleeetv1.ReasonRemoteFailed, progress)

@@ -60,7 +60,9 @@ type ProxyAssemblageReconciler struct {
 	Recorder events.EventRecorder
 	// MaxPlanBytes is the manager's --max-plan-bytes: a plan that would pass
 	// it leaves out the Modules that do not fit (compile.Fit) instead of
-	// being refused whole by admission. Zero for no limit.
+	// being refused whole by admission. Zero for no limit. A plan is
+	// bounded by fleeetv1.MaxSyncs syncs as well, so that the cluster can
+	// mirror it.
 	MaxPlanBytes int
 
 	// revisions remembers the cached Modules' revisions across Remotes.
@@ -211,7 +213,7 @@ func planLeftAsIs(ctx context.Context, remote *fleeetv1.Remote) bool {
 func (c *ProxyAssemblageReconciler) reconcileCompile(ctx context.Context, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage) (plan, error) {
 	started := time.Now()
 	retry := remote.Annotations[fleeetv1.RetryAnnotation]
-	syncs, stamps, err := c.compile(ctx, remote, pa, compile.Limit{MaxBytes: c.MaxPlanBytes, RetryRequestedAt: retry})
+	syncs, stamps, err := c.compile(ctx, remote, pa, compile.Limit{MaxBytes: c.MaxPlanBytes, MaxSyncs: fleeetv1.MaxSyncs, RetryRequestedAt: retry})
 	fleetmetrics.CompileDuration.Observe(time.Since(started).Seconds())
 	if err != nil {
 		return plan{}, err
