@@ -182,9 +182,10 @@ func compile(ctx context.Context, builtin, user map[string]string) (*rego.Prepar
 // the types encoding/json decodes into any. An evaluation error is
 // returned, never a partial decision.
 func (e *Engine) Evaluate(ctx context.Context, input map[string]any) (Decision, error) {
-	// A lazy object converts only the parts of the input a policy reads:
-	// most policies read a few fields of the request, and converting the
-	// whole object up front was a third of an evaluation's time.
+	// A lazy object converts only the parts of the input a policy reads,
+	// and json.marshal reads its decoded JSON as it is: converting a whole
+	// plan up front, for the size policy to marshal it back, was three
+	// quarters of a plan update's allocations.
 	rs, err := e.prepared.Load().Eval(ctx, rego.EvalParsedInput(ast.LazyObject(input)))
 	if err != nil {
 		return Decision{}, fmt.Errorf("evaluating policies: %w", err)
