@@ -3,6 +3,8 @@ package manager_test
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 	. "github.com/onsi/gomega"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -31,7 +34,7 @@ func BenchmarkAdmission(b *testing.B) {
 	for b.Loop() {
 		c := testenv.StartCluster(b, "management", testenv.WithWebhooks())
 		metrics := testenv.FreeAddr(b)
-		testenv.StartManagerProcess(b, bin, c, "--metrics-bind-address="+metrics)
+		manager := testenv.StartManagerProcess(b, bin, c, "--metrics-bind-address="+metrics)
 		token := testenv.MetricsReaderToken(b, c, "")
 		ns := tenantIn(b, c)
 		var seq atomic.Int64
@@ -63,7 +66,7 @@ func BenchmarkAdmission(b *testing.B) {
 			out := map[int][2]time.Duration{}
 			for _, clients := range []int{1, 50} {
 				measure(clients) // warm up connections and caches
-				before := webhookHistogram(b, metrics, token)
+				before, usedBefore := scrape(b, metrics, token), managerUsage(b, manager.Pid())
 				p50, p99 := measure(clients)
 				out[clients] = [2]time.Duration{p50, p99}
 				b.ReportMetric(float64(p50.Microseconds())/1000, fmt.Sprintf("%s-c%d-p50-ms", label, clients))
@@ -74,12 +77,28 @@ func BenchmarkAdmission(b *testing.B) {
 				// The webhook's own time, from its exported histogram: what
 				// the apiserver waited for the decision, without the
 				// apiserver's own work on the request.
-				served := webhookHistogram(b, metrics, token).since(before)
+				after, used := scrape(b, metrics, token), managerUsage(b, manager.Pid()).since(usedBefore)
+				served := after.histogram(b, "fleeet_admission_duration_seconds", "kind", "Module").since(before.histogram(b, "fleeet_admission_duration_seconds", "kind", "Module"))
 				if served.count() < admissionCreates {
 					b.Fatalf("the webhook histogram counted %d Module requests, want %d", served.count(), admissionCreates)
 				}
 				b.ReportMetric(served.quantile(0.5)*1000, fmt.Sprintf("server-c%d-p50-ms", clients))
 				b.ReportMetric(served.quantile(0.99)*1000, fmt.Sprintf("server-c%d-p99-ms", clients))
+				// Where the tail comes from: the manager's CPU per request
+				// (controllers included), the time its threads waited for a
+				// core the kernel gave to another process, the time its
+				// goroutines waited for one of its own threads (Go's
+				// scheduler latency), and its garbage collector.
+				perRequest := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / admissionCreates }
+				b.ReportMetric(perRequest(used.cpu), fmt.Sprintf("manager-c%d-cpu-ms/req", clients))
+				b.ReportMetric(perRequest(used.runQueue), fmt.Sprintf("manager-c%d-runqueue-ms/req", clients))
+				sched := after.histogram(b, "go_sched_latencies_seconds", "", "").since(before.histogram(b, "go_sched_latencies_seconds", "", ""))
+				b.ReportMetric(sched.quantile(0.99)*1000, fmt.Sprintf("manager-c%d-goroutine-wait-p99-ms", clients))
+				cycles := after.counter(b, "go_gc_cycles_total_gc_cycles_total") - before.counter(b, "go_gc_cycles_total_gc_cycles_total")
+				b.ReportMetric(cycles, fmt.Sprintf("manager-c%d-gc-cycles", clients))
+				pauses := after.histogram(b, "go_sched_pauses_total_gc_seconds", "", "").since(before.histogram(b, "go_sched_pauses_total_gc_seconds", "", ""))
+				b.ReportMetric(pauses.quantile(0.99)*1000, fmt.Sprintf("manager-c%d-gc-pause-p99-ms", clients))
+				b.ReportMetric(load1(b), fmt.Sprintf("c%d-load1", clients))
 			}
 			return out
 		}
@@ -107,9 +126,12 @@ type histogram struct {
 	counts []uint64
 }
 
-// webhookHistogram scrapes the manager's fleeet_admission_duration_seconds
-// for Modules, as the holder of token, a metrics reader.
-func webhookHistogram(b *testing.B, addr, token string) histogram {
+// metricFamilies is one scrape of the manager's metrics endpoint.
+type metricFamilies map[string]*dto.MetricFamily
+
+// scrape reads the manager's metrics as the holder of token, a metrics
+// reader.
+func scrape(b *testing.B, addr, token string) metricFamilies {
 	b.Helper()
 	body := testenv.Metrics(NewWithT(b), addr, token)
 	parser := expfmt.NewTextParser(model.UTF8Validation)
@@ -117,26 +139,88 @@ func webhookHistogram(b *testing.B, addr, token string) histogram {
 	if err != nil {
 		b.Fatal(err)
 	}
-	family, ok := families["fleeet_admission_duration_seconds"]
+	return families
+}
+
+// histogram returns the series of histogram name whose label has value
+// (the first series when label is ""), empty when there is none yet.
+func (f metricFamilies) histogram(b *testing.B, name, label, value string) histogram {
+	b.Helper()
+	family, ok := f[name]
 	if !ok {
 		return histogram{}
 	}
 	for _, m := range family.GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() != "kind" || l.GetValue() != "Module" {
-				continue
-			}
-			var h histogram
-			for _, bucket := range m.GetHistogram().GetBucket() {
-				h.bounds = append(h.bounds, bucket.GetUpperBound())
-				h.counts = append(h.counts, bucket.GetCumulativeCount())
-			}
-			h.bounds = append(h.bounds, math.Inf(1))
-			h.counts = append(h.counts, m.GetHistogram().GetSampleCount())
-			return h
+		if label != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
+			continue
 		}
+		var h histogram
+		for _, bucket := range m.GetHistogram().GetBucket() {
+			h.bounds = append(h.bounds, bucket.GetUpperBound())
+			h.counts = append(h.counts, bucket.GetCumulativeCount())
+		}
+		h.bounds = append(h.bounds, math.Inf(1))
+		h.counts = append(h.counts, m.GetHistogram().GetSampleCount())
+		return h
 	}
 	return histogram{}
+}
+
+// counter returns the value of counter name, which has one series.
+func (f metricFamilies) counter(b *testing.B, name string) float64 {
+	b.Helper()
+	family, ok := f[name]
+	if !ok || len(family.GetMetric()) != 1 {
+		b.Fatalf("the manager exports no single series %s", name)
+	}
+	return family.GetMetric()[0].GetCounter().GetValue()
+}
+
+// usage is a process's CPU time and the time its threads waited, runnable,
+// for a core, summed over its threads (from /proc/<pid>/task/*/schedstat).
+type usage struct{ cpu, runQueue time.Duration }
+
+// managerUsage reads pid's usage so far. Threads that have exited are not
+// counted: the Go runtime keeps its threads for the process's life.
+func managerUsage(b *testing.B, pid int) usage {
+	b.Helper()
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(stats) == 0 {
+		b.Fatalf("reading the manager's scheduler statistics: %v", err)
+	}
+	var u usage
+	for _, path := range stats {
+		var cpu, wait int64
+		data, err := os.ReadFile(path)
+		if err == nil {
+			_, err = fmt.Sscan(string(data), &cpu, &wait)
+		}
+		if err != nil {
+			b.Fatalf("reading %s: %v", path, err)
+		}
+		u.cpu += time.Duration(cpu)
+		u.runQueue += time.Duration(wait)
+	}
+	return u
+}
+
+// since returns the usage after earlier was read.
+func (u usage) since(earlier usage) usage {
+	return usage{cpu: u.cpu - earlier.cpu, runQueue: u.runQueue - earlier.runQueue}
+}
+
+// load1 is the machine's load average over the last minute.
+func load1(b *testing.B) float64 {
+	b.Helper()
+	data, err := os.ReadFile("/proc/loadavg")
+	var load float64
+	if err == nil {
+		_, err = fmt.Sscan(string(data), &load)
+	}
+	if err != nil {
+		b.Fatalf("reading the load average: %v", err)
+	}
+	return load
 }
 
 // since returns the observations made after earlier was scraped.
