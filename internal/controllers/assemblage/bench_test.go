@@ -66,8 +66,10 @@ type chainKind struct {
 	alternating bool
 }
 
+// helmHop says whether hop i of the chain is a Helm release.
 func (k chainKind) helmHop(i int) bool { return k.alternating && i%2 == 1 }
 
+// hop is the sync name of hop i of a chain.
 func hop(i int) string { return fmt.Sprintf("s%d", i) }
 
 // BenchmarkDependencyChain measures a chain of ten dependent syncs from
