@@ -28,10 +28,31 @@ const (
 	HelmController      FluxController = "helm-controller"
 )
 
+// FluxOptions are the flags StartFluxWith gives the Flux controllers beyond
+// the ones every test needs.
+type FluxOptions struct {
+	// RequeueDependency is kustomize- and helm-controller's
+	// --requeue-dependency: how soon an object whose dependsOn is not ready
+	// is checked again. Zero keeps Flux's default, 30s.
+	RequeueDependency time.Duration
+	// WatchLabelSelector is --watch-label-selector: the controllers reconcile
+	// only the objects it selects, as Flux's own sharding does. Empty
+	// selects every object.
+	WatchLabelSelector string
+}
+
 // StartFlux runs the given Flux controllers as processes against the cluster,
 // with cluster-admin rights, and waits until each reports ready. The source
 // controller serves artifacts on loopback for the others.
 func StartFlux(t TB, c *Cluster, controllers ...FluxController) map[FluxController]*Process {
+	t.Helper()
+	return StartFluxWith(t, c, FluxOptions{}, controllers...)
+}
+
+// StartFluxWith is StartFlux with the flags o sets. Two sets of controllers
+// can share a cluster when their WatchLabelSelectors select disjoint
+// objects.
+func StartFluxWith(t TB, c *Cluster, o FluxOptions, controllers ...FluxController) map[FluxController]*Process {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluxNamespace}}
 	if err := c.Client.Create(t.Context(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -51,7 +72,7 @@ func StartFlux(t TB, c *Cluster, controllers ...FluxController) map[FluxControll
 		// connection) before the controller binds it; the controller then
 		// exits, and starts again on other ports.
 		for attempt := 1; ; attempt++ {
-			p, err := startFluxController(ctx, t, c, fc, path, env)
+			p, err := startFluxController(ctx, t, c, fc, path, env, o)
 			if err == nil {
 				procs[fc] = p
 				break
@@ -68,7 +89,7 @@ func StartFlux(t TB, c *Cluster, controllers ...FluxController) map[FluxControll
 // startFluxController starts one controller on fresh loopback ports and
 // waits until it is ready and, for the source controller, until its
 // artifact server accepts connections.
-func startFluxController(ctx context.Context, t TB, c *Cluster, fc FluxController, path string, env []string) (*Process, error) {
+func startFluxController(ctx context.Context, t TB, c *Cluster, fc FluxController, path string, env []string, o FluxOptions) (*Process, error) {
 	health := FreeAddr(t)
 	args := []string{
 		"--enable-leader-election=false",
@@ -76,6 +97,12 @@ func startFluxController(ctx context.Context, t TB, c *Cluster, fc FluxControlle
 		"--health-addr=" + health,
 		"--log-level=debug",
 		"--concurrent=4",
+	}
+	if o.RequeueDependency != 0 && fc != SourceController {
+		args = append(args, "--requeue-dependency="+o.RequeueDependency.String())
+	}
+	if o.WatchLabelSelector != "" {
+		args = append(args, "--watch-label-selector="+o.WatchLabelSelector)
 	}
 	storage := ""
 	if fc == SourceController {

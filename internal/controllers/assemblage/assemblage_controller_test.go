@@ -89,7 +89,9 @@ func TestAssemblage(t *testing.T) {
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
 // v2.0.0 with a configmap that does not build, v3.0.0 good again. Its web
-// path holds a Deployment that never has a pod ready: no node runs here.
+// path holds a Deployment that never has a pod ready: no node runs here. Its
+// helmrelease path holds a HelmRelease of the hello chart from the
+// HelmRepository "charts", the way Flux wraps a release in a Kustomization.
 func publishConfigs(t testing.TB) string {
 	crd, err := os.ReadFile(filepath.Join("testdata", "crds", "widget.yaml"))
 	if err != nil {
@@ -115,6 +117,10 @@ func publishConfigs(t testing.TB) string {
 		"web/deployment.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n" +
 			"  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n" +
 			"    spec: {containers: [{name: app, image: registry.invalid/web:1.0.0}]}\n",
+		"helmrelease/kustomization.yaml": "resources: [helmrelease.yaml]\n",
+		"helmrelease/helmrelease.yaml": "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: ${id}\n" +
+			"spec:\n  interval: 10m\n  chart:\n    spec:\n      chart: hello\n      version: 1.2.3\n" +
+			"      sourceRef: {kind: HelmRepository, name: charts}\n",
 	}, "v1.0.0")
 	git.Commit(t, "configs", map[string]string{"configmap/configmap.yaml": "kind: ConfigMap\nmetadata: [\n"}, "v2.0.0")
 	git.Commit(t, "configs", map[string]string{"configmap/configmap.yaml": configmap("v3")}, "v3.0.0")
