@@ -124,7 +124,7 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 		}
 		objects += apimeta.LenList(list)
 	}
-	dbSize, _ := metricSum(scrape(b, http.DefaultClient, c.EtcdMetricsURL()), "etcd_mvcc_db_total_size_in_bytes")
+	dbSize, _ := metricSum(fetchMetrics(b, http.DefaultClient, c.EtcdMetricsURL()), "etcd_mvcc_db_total_size_in_bytes")
 	b.ReportMetric(float64(objects), "objects")
 	b.ReportMetric(float64(benchModules*remotes), "per-pair-objects")
 	b.ReportMetric(cold.Seconds(), "cold-s")
@@ -141,7 +141,7 @@ func apiserverWrites(b *testing.B, c *testenv.Cluster) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	body := scrape(b, hc, strings.TrimSuffix(c.Config.Host, "/")+"/metrics")
+	body := fetchMetrics(b, hc, strings.TrimSuffix(c.Config.Host, "/")+"/metrics")
 	var writes float64
 	for _, verb := range []string{"POST", "PUT", "PATCH", "APPLY"} {
 		n, _ := metricSum(body, "apiserver_request_total", `verb="`+verb+`"`)
@@ -150,8 +150,8 @@ func apiserverWrites(b *testing.B, c *testenv.Cluster) float64 {
 	return writes
 }
 
-// scrape reads the Prometheus metrics at url.
-func scrape(b *testing.B, hc *http.Client, url string) string {
+// fetchMetrics reads the Prometheus metrics text at url.
+func fetchMetrics(b *testing.B, hc *http.Client, url string) string {
 	resp, err := hc.Get(url)
 	if err != nil {
 		b.Fatal(err)
