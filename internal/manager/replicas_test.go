@@ -60,7 +60,7 @@ func TestReplicasEnforceUserPoliciesAndHandOverARollout(t *testing.T) {
 	// Short leases so the handover takes seconds, not the 15 s default;
 	// Remotes stay online however long the test takes.
 	replica := []string{"--namespace=" + system, "--leader-elect", "--leader-election-namespace=" + system,
-		"--leader-election-lease-duration=6s", "--leader-election-renew-deadline=4s", "--leader-election-retry-period=1s",
+		"--leader-election-lease-duration=8s", "--leader-election-renew-deadline=6s", "--leader-election-retry-period=1s",
 		"--offline-grace=10m"}
 
 	// The first replica takes the Lease before the others start, so the
