@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
@@ -36,28 +37,33 @@ func (w *warnings) HandleWarningHeader(_ int, _ string, msg string) {
 // impersonate returns a client acting as user, with every right on fleeet
 // objects in the given namespaces, so what stops it is the admission policy.
 func impersonate(t *testing.T, user string, namespaces ...string) (client.Client, *warnings) {
+	return impersonateIn(t, cluster, user, namespaces...)
+}
+
+// impersonateIn is impersonate on the apiserver c.
+func impersonateIn(t *testing.T, c *testenv.Cluster, user string, namespaces ...string) (client.Client, *warnings) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "fleeet-everything"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"fleeet.dev"}, Resources: []string{"*"}, Verbs: []string{"*"}}}}
-	if err := cluster.Client.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.Client.Create(ctx, role); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	for _, ns := range namespaces {
-		g.Expect(cluster.Client.Create(ctx, &rbacv1.RoleBinding{
+		g.Expect(c.Client.Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "fleeet-everything-"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
 		})).To(Succeed())
 	}
-	cfg := rest.CopyConfig(cluster.Config)
+	cfg := rest.CopyConfig(c.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
 	w := &warnings{}
 	cfg.WarningHandler = w
-	c, err := client.New(cfg, client.Options{Scheme: cluster.Client.Scheme()})
+	impersonated, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
 	g.Expect(err).NotTo(HaveOccurred())
-	return c, w
+	return impersonated, w
 }
 
 // strictTenant is a tenant namespace with the default allowance: deploy

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -46,6 +47,12 @@ type options struct {
 	// LeaderElectionNamespace holds the leader Lease; defaults to the
 	// in-cluster namespace.
 	LeaderElectionNamespace string
+	// LeaseDuration is how long standby replicas wait after the leader's
+	// last renewal before taking the Lease: the longest a leader that died
+	// without stepping down leaves the fleet unreconciled. RenewDeadline is
+	// how long the leader keeps trying to renew before it stops leading,
+	// and RetryPeriod how often every replica tries to take or renew it.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// KubeAPIQPS is the sustained rate, in requests per second, the binary
 	// sends to its apiserver, and KubeAPIBurst how many requests may go at
 	// once above that rate.
@@ -72,10 +79,36 @@ func (o *options) BindFlags(fs *pflag.FlagSet) {
 		"Elect a leader so only one replica reconciles at a time.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader election Lease; defaults to the pod's namespace.")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second,
+		"How long standby replicas wait after the leader's last renewal before taking over: the longest a leader that died without stepping down leaves rollouts unattended.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second,
+		"How long the leader keeps trying to renew its Lease before it stops leading; shorter than --leader-election-lease-duration.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second,
+		"How often each replica tries to take or renew the leader Lease.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 100,
 		"Requests per second to the Kubernetes API, sustained.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 300,
 		"Requests to the Kubernetes API that may go at once above --kube-api-qps.")
+}
+
+// validateLeaderElection refuses lease timings client-go's leader election
+// would reject only once the manager starts, naming the flags: the leader
+// must give up (renew deadline) before standbys may take over (lease
+// duration), and must get more than one try at renewing within its deadline.
+func (o *options) validateLeaderElection() error {
+	if !o.LeaderElect {
+		return nil
+	}
+	if o.RetryPeriod <= 0 {
+		return fmt.Errorf("--leader-election-retry-period=%s: must be positive", o.RetryPeriod)
+	}
+	if o.RenewDeadline >= o.LeaseDuration {
+		return fmt.Errorf("--leader-election-renew-deadline=%s: must be shorter than --leader-election-lease-duration=%s", o.RenewDeadline, o.LeaseDuration)
+	}
+	if o.RenewDeadline <= o.RetryPeriod*12/10 {
+		return fmt.Errorf("--leader-election-retry-period=%s: must be shorter than --leader-election-renew-deadline=%s by more than a fifth of itself", o.RetryPeriod, o.RenewDeadline)
+	}
+	return nil
 }
 
 // NewScheme returns a scheme holding the Kubernetes built-in kinds, fleeet's
@@ -100,6 +133,9 @@ func NewScheme() (*runtime.Scheme, error) {
 // --kubeconfig, $KUBECONFIG or the in-cluster environment; configure may
 // adjust the manager's options, for example to serve webhooks.
 func newManager(name string, o options, scheme *runtime.Scheme, configure ...func(*ctrl.Options)) (ctrl.Manager, error) {
+	if err := o.validateLeaderElection(); err != nil {
+		return nil, err
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
@@ -114,6 +150,9 @@ func newManager(name string, o options, scheme *runtime.Scheme, configure ...fun
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        name + ".fleeet.dev",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		LeaseDuration:           &o.LeaseDuration,
+		RenewDeadline:           &o.RenewDeadline,
+		RetryPeriod:             &o.RetryPeriod,
 		// Step down at once on SIGTERM so a rolling update hands over quickly.
 		LeaderElectionReleaseOnCancel: true,
 	}

@@ -97,6 +97,15 @@ func (p *Process) Stop(grace time.Duration) error {
 	}
 }
 
+// Kill ends the process with SIGKILL, as a node failure or the kernel's
+// OOM killer would, giving it no chance to step down or clean up, and
+// returns once it is gone.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	err := <-p.done
+	p.done <- err
+}
+
 // Pid is the process's ID.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 

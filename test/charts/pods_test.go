@@ -77,11 +77,16 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 
 	// The Pod runs as the chart says, judged from the host: the kernel's
 	// view of the container's process, not the Pod spec.
-	proc := containerProcess(t, podUID(t, mgmt, managerNamespace, "fleet-manager"), "/fleet-manager")
-	g.Expect(proc["Uid"]).To(HavePrefix("65532\t"), "runs as the non-root user")
-	g.Expect(proc["CapEff"]).To(Equal("0000000000000000"), "holds no capability")
-	g.Expect(proc["NoNewPrivs"]).To(Equal("1"), "cannot gain privileges")
-	g.Expect(proc["root"]).To(HavePrefix("ro,"), "its root filesystem is read-only")
+	// The chart's default is highly available: two replicas, both Ready.
+	managers := podUIDs(t, mgmt, managerNamespace, "fleet-manager")
+	g.Expect(managers).To(HaveLen(2), "the chart's default replicas")
+	for _, uid := range managers {
+		proc := containerProcess(t, uid, "/fleet-manager")
+		g.Expect(proc["Uid"]).To(HavePrefix("65532\t"), "runs as the non-root user")
+		g.Expect(proc["CapEff"]).To(Equal("0000000000000000"), "holds no capability")
+		g.Expect(proc["NoNewPrivs"]).To(Equal("1"), "cannot gain privileges")
+		g.Expect(proc["root"]).To(HavePrefix("ro,"), "its root filesystem is read-only")
+	}
 
 	// The apiserver reaches the webhook through its Service, and the user
 	// policy from the chart's values is in force there.
@@ -140,7 +145,7 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 		g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: string(fc)}, d)).To(Succeed())
 		g.Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("ghcr.io/fluxcd/" + string(fc) + ":" + crd.Labels["app.kubernetes.io/version"]))
 	}
-	proc = containerProcess(t, podUID(t, down, agentNamespace, string(testenv.SourceController)), "/source-controller")
+	proc := containerProcess(t, podUID(t, down, agentNamespace, string(testenv.SourceController)), "/source-controller")
 	g.Expect(proc["Uid"]).To(HavePrefix("65532\t"), "runs as the non-root user")
 	g.Expect(proc["CapEff"]).To(Equal("0000000000000000"), "holds no capability")
 	g.Expect(proc["root"]).To(HavePrefix("ro,"), "its root filesystem is read-only")
@@ -353,13 +358,26 @@ func podLog(t *testing.T, c *testenv.Cluster, ns, release string) func() string 
 // podUID returns the UID of the one Pod of a Deployment.
 func podUID(t *testing.T, c *testenv.Cluster, ns, deployment string) string {
 	t.Helper()
+	uids := podUIDs(t, c, ns, deployment)
+	NewWithT(t).Expect(uids).To(HaveLen(1), "pods of Deployment %s", deployment)
+	return uids[0]
+}
+
+// podUIDs returns the UIDs of a Deployment's Pods, failing unless there
+// are as many as it wants.
+func podUIDs(t *testing.T, c *testenv.Cluster, ns, deployment string) []string {
+	t.Helper()
 	g := NewWithT(t)
 	d := &appsv1.Deployment{}
 	g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: deployment}, d)).To(Succeed())
 	pods := &corev1.PodList{}
 	g.Expect(c.Client.List(t.Context(), pods, client.InNamespace(ns), client.MatchingLabels(d.Spec.Selector.MatchLabels))).To(Succeed())
-	g.Expect(pods.Items).To(HaveLen(1), "pods of Deployment %s", deployment)
-	return string(pods.Items[0].UID)
+	g.Expect(pods.Items).To(HaveLen(int(*d.Spec.Replicas)), "pods of Deployment %s", deployment)
+	var uids []string
+	for _, p := range pods.Items {
+		uids = append(uids, string(p.UID))
+	}
+	return uids
 }
 
 // containerProcess finds the one process on this host whose command is

@@ -2,7 +2,6 @@ package module_test
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -92,61 +91,6 @@ func TestModulesCompileIntoTheProxyAssemblagesOfSelectedRemotes(t *testing.T) {
 	g.Expect(stamp.BindingError).To(ContainSubstring("field /data/missing not found"))
 }
 
-// rolloutWatch watches every ProxyAssemblage of a namespace for the whole
-// test and records violations: more than maxUnavailable Remotes holding a
-// version they have not reported Ready, or a Remote moving backward.
-type rolloutWatch struct {
-	mu         sync.Mutex
-	order      map[string]int // tag → position in the sequence of versions
-	online     map[string]bool
-	held       map[string]string
-	violations []string
-	peak       int
-}
-
-func watchRollout(t *testing.T, ns string, online []string, maxUnavailable int, tags ...string) *rolloutWatch {
-	rw := &rolloutWatch{order: map[string]int{}, held: map[string]string{}, online: map[string]bool{}}
-	for _, name := range online {
-		rw.online[name] = true
-	}
-	for i, tag := range tags {
-		rw.order[tag] = i
-	}
-	unready := map[string]bool{}
-	onPlans(t, ns, func(pa *fleeetv1.ProxyAssemblage) {
-		rw.mu.Lock()
-		defer rw.mu.Unlock()
-		tag := fleettest.HeldTag(pa)
-		if prev := rw.held[pa.Name]; prev != "" && rw.order[tag] < rw.order[prev] {
-			rw.violations = append(rw.violations, fmt.Sprintf("%s moved back from %s to %s", pa.Name, prev, tag))
-		}
-		rw.held[pa.Name] = tag
-		if !rw.online[pa.Name] {
-			return // offline Remotes never count as unavailable
-		}
-		reported := pa.Status.ObservedGeneration == pa.Generation && len(pa.Status.Syncs) > 0 &&
-			pa.Status.Syncs[0].State == fleeetv1.SyncReady
-		unready[pa.Name] = tag != "" && !reported
-		n := 0
-		for _, u := range unready {
-			if u {
-				n++
-			}
-		}
-		rw.peak = max(rw.peak, n)
-		if n > maxUnavailable {
-			rw.violations = append(rw.violations, fmt.Sprintf("%d Remotes unavailable at once", n))
-		}
-	})
-	return rw
-}
-
-func (rw *rolloutWatch) check(g Gomega) {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	g.Expect(rw.violations).To(BeEmpty())
-}
-
 func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
@@ -169,7 +113,7 @@ func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 		g.Expect(s.Offline).To(Equal(int32(1)))
 	})
 	// From here on, every version change is a rollout the watch holds to its bound.
-	rw := watchRollout(t, ns, online, 1, "v1", "v2", "v3", "v4")
+	rw := fleettest.WatchRollout(t, cluster.Config, ns, online, 1, "v1", "v2", "v3", "v4")
 
 	setTag := func(tag string) {
 		g.Eventually(func() error {
@@ -228,10 +172,8 @@ func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 		g.Expect(apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
 		g.Expect(m.Status.Version).To(Equal("v4"))
 	})
-	rw.check(g)
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	g.Expect(rw.peak).To(Equal(1), "the watch saw the rollout move one Remote at a time")
+	rw.Check(g)
+	g.Expect(rw.Peak()).To(Equal(1), "the watch saw the rollout move one Remote at a time")
 }
 
 // TestSuspendHoldsWhatRuns: a suspended Module keeps every plan at the

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,38 +44,13 @@ func tenant(t *testing.T) string {
 // report plays a cluster's agent: it reports every sync of the Remote's
 // current ProxyAssemblage spec in the given state.
 func report(g Gomega, ns, name string, state fleeetv1.SyncState) {
-	g.Eventually(func() error {
-		pa := fleettest.Proxy(g, cluster.Client, ns, name)
-		now := metav1.Now()
-		pa.Status.ObservedGeneration = pa.Generation
-		pa.Status.Syncs = nil
-		for _, s := range pa.Spec.Assemblage.Syncs {
-			pa.Status.Syncs = append(pa.Status.Syncs, fleeetv1.SyncStatus{
-				Name: s.Name, State: state, Message: "reported " + string(state), LastTransitionTime: &now})
-		}
-		return cluster.Client.Status().Update(context.Background(), pa)
-	}, timeout, poll).Should(Succeed())
+	fleettest.Report(g, cluster.Client, ns, name, state)
 }
 
 // onPlans calls seen, from a watch until the test ends, with every
 // ProxyAssemblage of a namespace as it is created or changed.
 func onPlans(t *testing.T, ns string, seen func(*fleeetv1.ProxyAssemblage)) {
-	wc, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: testenv.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := wc.Watch(t.Context(), &fleeetv1.ProxyAssemblageList{}, client.InNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			if pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage); ok && ev.Type != watch.Deleted {
-				seen(pa)
-			}
-		}
-	}()
+	fleettest.OnPlans(t, cluster.Config, ns, seen)
 }
 
 // driveUntil plays every online cluster's agent, reporting each Remote's
@@ -90,17 +63,5 @@ func driveUntil(g Gomega, ns string, online []string, decide func(remote, tag st
 // nothing).
 func driveHeld(g Gomega, ns string, online []string, held func(*fleeetv1.ProxyAssemblage) string,
 	decide func(remote, tag string) fleeetv1.SyncState, done func(Gomega)) {
-	g.Eventually(func(g Gomega) {
-		for _, name := range online {
-			pa := fleettest.Proxy(g, cluster.Client, ns, name)
-			tag := held(pa)
-			state := decide(name, tag)
-			reported := pa.Status.ObservedGeneration == pa.Generation && len(pa.Status.Syncs) == 1 &&
-				pa.Status.Syncs[0].State == state
-			if tag != "" && !reported {
-				report(g, ns, name, state)
-			}
-		}
-		done(g)
-	}, timeout, poll).Should(Succeed())
+	fleettest.DriveHeld(g, func(string) client.Client { return cluster.Client }, ns, online, held, decide, done)
 }
