@@ -14,6 +14,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"time"
@@ -84,9 +85,8 @@ func main() {
 		"URL of the recovery endpoint as downstream agents reach it; written into RegistrationToken Secrets.")
 	pflag.StringVar(&recoveryCAFile, "recovery-ca-file", "",
 		"PEM file of the CA that signs the recovery endpoint's serving certificate, for agents; written into RegistrationToken Secrets.")
-	host, _ := os.Hostname()
-	pflag.StringVar(&o.Shard.Identity, "shard-identity", host,
-		"This replica's name among the shard members, unique among the replicas; its membership Lease is fleet-manager-shard-<identity> in --namespace. Defaults to the host name, the pod's name.")
+	pflag.StringVar(&o.Shard.Identity, "shard-identity", shardIdentity(),
+		"This replica's name among the shard members, unique among the replicas; its membership Lease is fleet-manager-shard-<identity> in --namespace. Defaults to the host name (the pod's name) and a random suffix, so two processes on one host never share it.")
 	pflag.DurationVar(&o.Shard.LeaseDuration, "shard-lease-duration", 15*time.Second,
 		"How long a replica's membership Lease stays live after its last renewal (renewed every third of it): a crashed replica's Remotes move to the others within this plus a third. 0 runs every per-Remote controller on the leader alone.")
 	runner.Main(manager.Name, func(mgr ctrl.Manager) error {
@@ -121,4 +121,15 @@ func runDashboard(ctx context.Context, args []string) error {
 	root.AddCommand(dashboard.NewCommand(kube))
 	root.SetArgs(args)
 	return root.ExecuteContext(ctx)
+}
+
+// shardIdentity is the default --shard-identity: the host name, which is the
+// pod's name, and a random suffix, as client-go's leader election names a
+// candidate, so that processes sharing a host name (hostNetwork pods, tests)
+// are still separate members.
+func shardIdentity() string {
+	host, _ := os.Hostname()
+	suffix := make([]byte, 3)
+	_, _ = rand.Read(suffix) // crypto/rand.Read never fails
+	return fmt.Sprintf("%s-%x", host, suffix)
 }
