@@ -178,15 +178,14 @@ func compile(ctx context.Context, builtin, user map[string]string) (*rego.Prepar
 	return &pq, nil
 }
 
-// Evaluate runs every policy against input, a JSON-shaped document: only
-// the types encoding/json decodes into any. An evaluation error is
-// returned, never a partial decision.
+// Evaluate runs every policy against input (a JSON-shaped document). An
+// evaluation error is returned, never a partial decision.
 func (e *Engine) Evaluate(ctx context.Context, input map[string]any) (Decision, error) {
-	// A lazy object converts only the parts of the input a policy reads,
-	// and json.marshal reads its decoded JSON as it is: converting a whole
-	// plan up front, for the size policy to marshal it back, was three
-	// quarters of a plan update's allocations.
-	rs, err := e.prepared.Load().Eval(ctx, rego.EvalParsedInput(ast.LazyObject(input)))
+	value, err := ast.InterfaceToValue(input)
+	if err != nil {
+		return Decision{}, fmt.Errorf("converting the admission input: %w", err)
+	}
+	rs, err := e.prepared.Load().Eval(ctx, rego.EvalParsedInput(value))
 	if err != nil {
 		return Decision{}, fmt.Errorf("evaluating policies: %w", err)
 	}
