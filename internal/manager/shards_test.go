@@ -100,15 +100,9 @@ func TestShardsTakeOverTheRemotesOfAKilledReplica(t *testing.T) {
 		return startShardReplica(t, bin, c, system, id, servesAdmission, "--shard-lease-duration=6s")
 	}
 	leader := start("r1", false)
-	lease := &coordinationv1.Lease{}
-	g.Eventually(func(g Gomega) *string {
-		g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: "fleet-manager.fleeet.dev"}, lease)).To(Succeed())
-		return lease.Spec.HolderIdentity
-	}, time.Minute, poll).ShouldNot(BeNil())
-	leaderID := *lease.Spec.HolderIdentity
+	leaderID := leaseHolder(g, c, system, "")
 	victim, admission := start("r2", false), start("r3", true)
-	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: "fleet-manager.fleeet.dev"}, lease)).To(Succeed())
-	g.Expect(*lease.Spec.HolderIdentity).To(Equal(leaderID), "the first replica still leads; the victim does not")
+	g.Expect(leaseHolder(g, c, system, "")).To(Equal(leaderID), "the first replica still leads; the victim does not")
 
 	ns := tenantIn(t, c)
 	var keys []string
