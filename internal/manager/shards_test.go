@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -155,7 +154,7 @@ func TestShardsTakeOverTheRemotesOfAKilledReplica(t *testing.T) {
 
 	// kill -9: the victim's Lease stays until it expires, and its Remotes
 	// have no owner until then.
-	g.Expect(syscall.Kill(victim.process.Pid(), syscall.SIGKILL)).To(Succeed())
+	victim.process.Kill()
 	setTag("v2.0.0")
 	plansAt("v2.0.0")
 	divided(leader, admission)
