@@ -543,6 +543,16 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 		obj: &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: ns},
 			Spec: fleeetv1.AssemblageSpec{Syncs: []fleeetv1.NamedSync{{Name: "Not_A_Name", SyncSpec: gitSync()}}}},
 		want: []string{"spec.syncs[0].name"},
+	}, {
+		name: "remote named as a further part of another's plan",
+		obj:  &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Name: "edge.p3", Namespace: ns}},
+		want: []string{"metadata.name", "not ending in .p1 to .p7"},
+	}, {
+		name: "upstream named as a further part of another's plan",
+		obj: &fleeetv1.Upstream{ObjectMeta: metav1.ObjectMeta{Name: "mgmt.p1", Namespace: ns},
+			Spec: fleeetv1.UpstreamSpec{ClusterName: "edge-1",
+				Management: fleeetv1.ManagementEndpoint{URL: "https://management:6443", Namespace: "team-a"}}},
+		want: []string{"metadata.name", "not ending in .p1 to .p7"},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -148,6 +148,7 @@ func (f *FluxStatus) String() string {
 
 // Remote is a downstream cluster as one tenant sees it.
 //
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || (size(self.metadata.name) <= 250 && !self.metadata.name.matches('[.]p[1-7]$'))",optionalOldSelf=true,message="metadata.name: at most 250 characters and not ending in .p1 to .p7, which name the further parts of a plan split over several objects"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rem;rems,categories=fleeet

@@ -58,6 +58,23 @@ type AssemblageSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	RetryRequestedAt string `json:"retryRequestedAt,omitempty"`
+
+	// Parts is set on the first object of a plan split over several
+	// (PlanPartName): entry k-1 is the PartRevision that part k must carry
+	// for the plan to be whole. The plan is the union of every part's syncs,
+	// each sync in exactly one part; nothing acts on a plan until every
+	// listed part is read at its listed revision, so a half-written plan
+	// never applies or prunes anything. Empty for a plan held in one object.
+	// +optional
+	// +kubebuilder:validation:MaxItems=7
+	// +kubebuilder:validation:items:MaxLength=64
+	Parts []string `json:"parts,omitempty"`
+
+	// PartRevision is set on every part but the first: the revision the
+	// first part lists for it, changed whenever the part's syncs change.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PartRevision string `json:"partRevision,omitempty"`
 }
 
 // AssemblageStatus is the observed state of an assemblage, written by the

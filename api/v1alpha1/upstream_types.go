@@ -122,6 +122,7 @@ type UpstreamStatus struct {
 // agent registers with it, mirrors its ProxyAssemblage into a local
 // Assemblage and reports status back. A cluster may hold one per tenant.
 //
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || (size(self.metadata.name) <= 250 && !self.metadata.name.matches('[.]p[1-7]$'))",optionalOldSelf=true,message="metadata.name: at most 250 characters and not ending in .p1 to .p7, which name the further parts of a plan split over several objects"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=up;ups,categories=fleeet

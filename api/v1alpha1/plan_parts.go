@@ -1,0 +1,70 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MaxPlanParts is how many objects one plan may be split over: the first,
+// named as the Remote (or the Upstream downstream), and MaxPlanParts-1
+// further parts. With MaxSyncs syncs a part, a plan holds up to 4,096 syncs.
+const MaxPlanParts = 8
+
+// partSeparator joins a plan's name and a part's number. Remote and
+// Upstream names are DNS labels (no dots), so no Remote's plan can take the
+// name of another's part.
+const partSeparator = ".p"
+
+// PlanPartName is the name of part k of the plan named plan: the plan's own
+// name for part 0, <plan>.p<k> for the others.
+func PlanPartName(plan string, part int) string {
+	if part == 0 {
+		return plan
+	}
+	return plan + partSeparator + strconv.Itoa(part)
+}
+
+// PlanOfPart splits the name of a plan object into the plan's name and the
+// part's number: ("web", 0) for "web", ("web", 2) for "web.p2". A name that
+// is no part's gives (name, 0).
+func PlanOfPart(name string) (string, int) {
+	i := strings.LastIndex(name, partSeparator)
+	if i < 0 {
+		return name, 0
+	}
+	k, err := strconv.Atoi(name[i+len(partSeparator):])
+	if err != nil || k < 1 || k >= MaxPlanParts || strconv.Itoa(k) != name[i+len(partSeparator):] {
+		return name, 0
+	}
+	return name[:i], k
+}
+
+// PlanPartNames lists the names of every part a plan named plan may have,
+// part 0 first: what a cluster's identity may read.
+func PlanPartNames(plan string) []string {
+	names := make([]string, MaxPlanParts)
+	for k := range names {
+		names[k] = PlanPartName(plan, k)
+	}
+	return names
+}
+
+// Whole reports whether parts, the further parts of the plan whose first
+// part's spec is s (parts[k-1] is part k, nil when it could not be read),
+// are exactly the ones s lists, each at its listed revision. When it is not,
+// the error says which part is missing or behind, for a condition.
+func (s *AssemblageSpec) Whole(parts []*AssemblageSpec) error {
+	if len(parts) < len(s.Parts) {
+		return fmt.Errorf("part %d of %d not read yet", len(parts)+1, len(s.Parts)+1)
+	}
+	for k, want := range s.Parts {
+		if parts[k] == nil {
+			return fmt.Errorf("part %d of %d not read yet", k+1, len(s.Parts)+1)
+		}
+		if parts[k].PartRevision != want {
+			return fmt.Errorf("part %d of %d is at revision %q, the plan lists %q", k+1, len(s.Parts)+1, parts[k].PartRevision, want)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+package v1alpha1_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+func TestPlanPartNamesRoundTrip(t *testing.T) {
+	g := NewWithT(t)
+	for _, plan := range []string{"edge-1", "mgmt.example.com", "a"} {
+		names := fleeetv1.PlanPartNames(plan)
+		g.Expect(names).To(HaveLen(fleeetv1.MaxPlanParts))
+		for k, name := range names {
+			gotPlan, gotPart := fleeetv1.PlanOfPart(name)
+			g.Expect(gotPlan).To(Equal(plan), name)
+			g.Expect(gotPart).To(Equal(k), name)
+		}
+	}
+	// Names that only look like parts are plans of their own.
+	for _, name := range []string{"web.p0", "web.p8", "web.p01", "web.px", "web.p", "web.p-1"} {
+		plan, part := fleeetv1.PlanOfPart(name)
+		g.Expect(plan).To(Equal(name))
+		g.Expect(part).To(BeZero())
+	}
+}
+
+func TestWholeNeedsEveryListedPartAtItsRevision(t *testing.T) {
+	g := NewWithT(t)
+	first := &fleeetv1.AssemblageSpec{Parts: []string{"r1", "r2"}}
+	p1, p2 := &fleeetv1.AssemblageSpec{PartRevision: "r1"}, &fleeetv1.AssemblageSpec{PartRevision: "r2"}
+	g.Expect(first.Whole([]*fleeetv1.AssemblageSpec{p1, p2})).To(Succeed())
+	g.Expect(first.Whole([]*fleeetv1.AssemblageSpec{p1})).To(MatchError(ContainSubstring("part 2 of 3 not read yet")))
+	g.Expect(first.Whole([]*fleeetv1.AssemblageSpec{nil, p2})).To(MatchError(ContainSubstring("part 1 of 3 not read yet")))
+	behind := &fleeetv1.AssemblageSpec{PartRevision: "r0"}
+	g.Expect(first.Whole([]*fleeetv1.AssemblageSpec{p1, behind})).To(MatchError(ContainSubstring(`part 2 of 3 is at revision "r0", the plan lists "r2"`)))
+	g.Expect((&fleeetv1.AssemblageSpec{}).Whole(nil)).To(Succeed())
+}
