@@ -68,3 +68,52 @@ func (s *AssemblageSpec) Whole(parts []*AssemblageSpec) error {
 	}
 	return nil
 }
+
+// ProxyPlan is one Remote's plan as the management cluster holds it: the
+// ProxyAssemblages it is split over, part 0 first, a nil entry for a part
+// not read. Each sync is in one part; the compiler's stamp of a sync is on
+// the part holding it, and the stamp of a Module whose sync is in no part
+// on part 0 (see CompiledAnnotation).
+//
+// +kubebuilder:object:generate=false
+type ProxyPlan []*ProxyAssemblage
+
+// GroupProxyPlans groups plan objects, as listed, by the name of the plan
+// (the Remote's) they are parts of.
+func GroupProxyPlans(items []ProxyAssemblage) map[string]ProxyPlan {
+	plans := map[string]ProxyPlan{}
+	for i := range items {
+		name, k := PlanOfPart(items[i].Name)
+		p := plans[name]
+		for len(p) <= k {
+			p = append(p, nil)
+		}
+		p[k] = &items[i]
+		plans[name] = p
+	}
+	return plans
+}
+
+// Holding returns the part holding the named sync, nil when none does.
+func (p ProxyPlan) Holding(sync string) *ProxyAssemblage {
+	for _, pa := range p {
+		if pa == nil {
+			continue
+		}
+		for i := range pa.Spec.Assemblage.Syncs {
+			if pa.Spec.Assemblage.Syncs[i].Name == sync {
+				return pa
+			}
+		}
+	}
+	return nil
+}
+
+// ReportedSync is what the cluster reported for the named sync as the part
+// holding it stands (ProxyAssemblage.ReportedSync); nil when no part holds it.
+func (p ProxyPlan) ReportedSync(name string) *SyncStatus {
+	if pa := p.Holding(name); pa != nil {
+		return pa.ReportedSync(name)
+	}
+	return nil
+}

@@ -38,3 +38,26 @@ func TestWholeNeedsEveryListedPartAtItsRevision(t *testing.T) {
 	g.Expect(first.Whole([]*fleeetv1.AssemblageSpec{p1, behind})).To(MatchError(ContainSubstring(`part 2 of 3 is at revision "r0", the plan lists "r2"`)))
 	g.Expect((&fleeetv1.AssemblageSpec{}).Whole(nil)).To(Succeed())
 }
+
+func TestProxyPlansGroupPartsAndFindTheHoldingOne(t *testing.T) {
+	g := NewWithT(t)
+	pa := func(name string, syncs ...string) fleeetv1.ProxyAssemblage {
+		p := fleeetv1.ProxyAssemblage{}
+		p.Name, p.Generation = name, 3
+		p.Status.ObservedGeneration = 3
+		for _, s := range syncs {
+			p.Spec.Assemblage.Syncs = append(p.Spec.Assemblage.Syncs, fleeetv1.NamedSync{Name: s})
+			p.Status.Syncs = append(p.Status.Syncs, fleeetv1.SyncStatus{Name: s, State: fleeetv1.SyncReady})
+		}
+		return p
+	}
+	plans := fleeetv1.GroupProxyPlans([]fleeetv1.ProxyAssemblage{pa("edge.p2", "c"), pa("edge", "a"), pa("other", "a")})
+	g.Expect(plans).To(HaveLen(2))
+	edge := plans["edge"]
+	g.Expect(edge).To(HaveLen(3))
+	g.Expect(edge[1]).To(BeNil())
+	g.Expect(edge.Holding("c").Name).To(Equal("edge.p2"))
+	g.Expect(edge.Holding("b")).To(BeNil())
+	g.Expect(edge.ReportedSync("c").State).To(Equal(fleeetv1.SyncReady))
+	g.Expect(edge.ReportedSync("b")).To(BeNil())
+}

@@ -8,6 +8,8 @@ import (
 
 // CompiledAnnotation on a ProxyAssemblage records, per sync, what the
 // compiler made of the Module it comes from, as JSON: sync name → Compiled.
+// A plan split over several parts stamps each sync on the part holding it,
+// and a Module whose sync is in no part on part 0.
 // The Module controller judges its rollout from it instead of compiling
 // every Remote again. It is an annotation, not spec, so a new Module
 // generation that compiles to the same sync leaves the plan's generation,

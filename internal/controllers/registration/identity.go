@@ -142,19 +142,24 @@ func (id identity) remove(ctx context.Context, c client.Client, live client.Read
 	return kerrors.NewAggregate(errs)
 }
 
-// RemoteRules are a pull cluster's rights: read its own Remote,
-// ProxyAssemblage and delivery bundle, write the first two's status, renew
-// its Lease and mint tokens for itself. Every rule is limited by name; list
-// and watch by name work through a metadata.name field selector. The bundle
-// is the only Secret it may read: every other Secret of the namespace,
-// other clusters' bundles included, stays out of its reach.
+// RemoteRules are a pull cluster's rights: read its own Remote, the
+// ProxyAssemblages its plan may be split over and its delivery bundle, write
+// their status, renew its Lease and mint tokens for itself. Every rule is
+// limited by name; list and watch by name work through a metadata.name
+// field selector. The bundle is the only Secret it may read: every other
+// Secret of the namespace, other clusters' bundles included, stays out of
+// its reach.
 func RemoteRules(remote string) []rbacv1.PolicyRule {
-	names := []string{remote}
+	names, parts := []string{remote}, fleeetv1.PlanPartNames(remote)
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"remotes", "proxyassemblages"},
+		{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"remotes"},
 			ResourceNames: names, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"remotes/status", "proxyassemblages/status"},
+		{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"proxyassemblages"},
+			ResourceNames: parts, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"remotes/status"},
 			ResourceNames: names, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"proxyassemblages/status"},
+			ResourceNames: parts, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"},
 			ResourceNames: []string{fleeetv1.DeliveryBundleName(remote)}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
