@@ -578,6 +578,9 @@ func registrantAttacks(ctx context.Context, f *fleet, registrant client.Client, 
 			g.Expect(*lease.Spec.HolderIdentity).To(Equal("someone-else"))
 			return msg
 		}},
+		{"register-as-a-plan-part", id, "create Remote edge.p1, whose plan would be a further part of edge's", func(t *testing.T, g Gomega) string {
+			return refused(g, registrant.Create(ctx, remote("edge.p1", map[string]string{"env": "lab"})), "metadata.name", "not ending in .p1 to .p7")
+		}},
 		{"used-up-token", id, "create a Remote after the token's registrations are used up", func(t *testing.T, g Gomega) string {
 			return refused(g, registrant.Create(ctx, remote("third", map[string]string{"env": "lab"})), "used up")
 		}},
@@ -596,6 +599,12 @@ func clusterAttacks(ctx context.Context, f *fleet, cluster client.Client, id str
 		}},
 		{"read-another-tenants-plan", id, "get ProxyAssemblage team-b/edge (same cluster name, other tenant)", func(t *testing.T, g Gomega) string {
 			return refusedByRBAC(g, cluster.Get(ctx, client.ObjectKey{Namespace: tenantB, Name: "edge"}, &fleeetv1.ProxyAssemblage{}))
+		}},
+		{"read-a-part-of-another-clusters-plan", id, "get ProxyAssemblage team-a/other.p1 (a further part of a split plan)", func(t *testing.T, g Gomega) string {
+			return refusedByRBAC(g, cluster.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: fleeetv1.PlanPartName("other", 1)}, &fleeetv1.ProxyAssemblage{}))
+		}},
+		{"add-a-part-to-its-own-plan", id, "create ProxyAssemblage team-a/edge.p7 (only the manager writes plans)", func(t *testing.T, g Gomega) string {
+			return refusedByRBAC(g, cluster.Create(ctx, &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: fleeetv1.PlanPartName("edge", 7)}}))
 		}},
 		{"list-every-plan", id, "list ProxyAssemblages in team-a", func(t *testing.T, g Gomega) string {
 			return refusedByRBAC(g, cluster.List(ctx, &fleeetv1.ProxyAssemblageList{}, client.InNamespace(tenantA)))
