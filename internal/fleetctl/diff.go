@@ -172,7 +172,7 @@ type preview struct {
 	view                   DiffView
 	before, after          []fleeetv1.Module
 	remotesBefore, remotes []fleeetv1.Remote
-	plans                  map[string][]fleeetv1.NamedSync
+	plans                  map[string]fleeetv1.ProxyPlan
 	// module is the Module the change is to, if any.
 	module string
 }
@@ -188,10 +188,7 @@ func (p *preview) run(ctx context.Context, change func(context.Context, *preview
 	}
 	p.before, p.remotesBefore = modules.Items, remotes.Items
 	p.after, p.remotes = slices.Clone(modules.Items), slices.Clone(remotes.Items)
-	p.plans = map[string][]fleeetv1.NamedSync{}
-	for _, pa := range pas.Items {
-		p.plans[pa.Name] = pa.Spec.Assemblage.Syncs
-	}
+	p.plans = fleeetv1.GroupProxyPlans(pas.Items)
 	p.view.Admitted = true
 	if err := change(ctx, p); err != nil {
 		return nil, err
@@ -249,17 +246,18 @@ func (p *preview) remoteBefore(name string) *fleeetv1.Remote {
 }
 
 // eventual is the plan a Remote holds once every rollout of modules is
-// through (compile.Eventual), within the manager's size limit, and the
-// Modules it leaves out for size, each with why.
+// through (compile.Eventual) from the parts it holds now, within the
+// manager's size limit, as the union of its parts, and the Modules it
+// leaves out for size, each with why.
 func (p *preview) eventual(ctx context.Context, modules []fleeetv1.Module, r *fleeetv1.Remote) ([]fleeetv1.NamedSync, map[string]string, error) {
-	syncs, stamps, err := compile.Eventual(ctx, p.c, modules, r, p.plans[r.Name], p.maxPlanBytes)
+	parts, stamps, err := compile.Eventual(ctx, p.c, modules, r, compile.Held(p.plans[r.Name]), p.maxPlanBytes)
 	leftOut := map[string]string{}
 	for name, stamp := range stamps {
 		if stamp.TooLarge != "" {
 			leftOut[name] = stamp.TooLarge
 		}
 	}
-	return syncs, leftOut, err
+	return parts.Union(), leftOut, err
 }
 
 // selection records a Remote the changed Module, or the relabelled Remote's
