@@ -176,14 +176,14 @@ func planOf(parts compile.Parts, stamps map[string]fleeetv1.Compiled, retry stri
 	p := plan{parts: make([]fleeetv1.AssemblageSpec, len(parts)), compiled: make([]string, len(parts))}
 	rest := maps.Clone(stamps)
 	for k := len(parts) - 1; k >= 0; k-- {
-		own := map[string]fleeetv1.Compiled{}
-		if k == 0 {
-			own = rest
-		}
-		for _, s := range parts[k] {
-			if stamp, ok := stamps[s.Name]; ok {
-				own[s.Name] = stamp
-				delete(rest, s.Name)
+		own := rest // part 0's: what no further part stamps
+		if k > 0 {
+			own = map[string]fleeetv1.Compiled{}
+			for _, s := range parts[k] {
+				if stamp, ok := stamps[s.Name]; ok {
+					own[s.Name] = stamp
+					delete(rest, s.Name)
+				}
 			}
 		}
 		compiled, err := json.Marshal(own)
@@ -311,7 +311,7 @@ func (c *ProxyAssemblageReconciler) reconcileWrite(ctx context.Context, remote *
 // Modules it would have changed (recordDenial), and the Remote keeps the
 // plan it holds: part 0 is not written, so it lists the parts as they were.
 func (c *ProxyAssemblageReconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan, p plan, k int) (ctrl.Result, error) {
-	pa, exists := held[k], held[k] != nil
+	pa, exists := held[k].DeepCopy(), held[k] != nil // held stays the plan as it was read
 	var heldSyncs []fleeetv1.NamedSync
 	if exists {
 		heldSyncs = pa.Spec.Assemblage.Syncs
