@@ -14,6 +14,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/delivery"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -71,15 +72,21 @@ func filler(size int) func(*fleeetv1.Module) {
 // and every Module in (none left out); a version change rewrites only the
 // part holding the sync and part 0; a sync grown out of its part moves while
 // the others stay; and as the plan shrinks, a part is deleted only once part
-// 0 no longer lists it, back to one object as before splitting.
+// 0 no longer lists it, back to one object as before splitting. The
+// Remote's bundle delivers the Secrets of every part.
 func TestAPlanLargerThanOneObjectIsSplitOverParts(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
 	r := pullRemote(t, ns, "edge", nil)
+	newSecret(t, ns, "creds", "creds-value", offered, nil)
 	modules := map[string]*fleeetv1.Module{}
 	for i := range 25 {
 		name := fmt.Sprintf("app-%02d", i)
-		modules[name] = newModule(t, cluster.Client, ns, name, "v1.0.0", everyRemote, filler(1500))
+		edit := filler(1500)
+		if i == 24 { // the newest: in the last part
+			edit = func(m *fleeetv1.Module) { filler(1500)(m); deliverSecrets("creds")(m) }
+		}
+		modules[name] = newModule(t, cluster.Client, ns, name, "v1.0.0", everyRemote, edit)
 	}
 	var plan fleeetv1.ProxyPlan
 	g.Eventually(func(g Gomega) {
@@ -97,6 +104,9 @@ func TestAPlanLargerThanOneObjectIsSplitOverParts(t *testing.T) {
 		g.Expect(stamps).To(Equal(25))
 	}, timeout, poll).Should(Succeed())
 	g.Expect(len(plan)).To(BeNumerically(">=", 3))
+	// The Remote's bundle delivers what any part of its plan needs.
+	g.Expect(plan.Holding("app-24")).NotTo(BeIdenticalTo(plan[0]))
+	g.Eventually(func(g Gomega) map[string]delivery.Item { return bundleOf(g, ns, r.Name) }, timeout, poll).Should(HaveKey("creds"))
 
 	// A version change of a Module in the last part.
 	parts, _ := placement(plan)
@@ -173,4 +183,5 @@ func TestAPlanLargerThanOneObjectIsSplitOverParts(t *testing.T) {
 	w.Stop()
 	watched.Wait()
 	g.Expect(early).To(BeEmpty())
+	g.Eventually(func(g Gomega) map[string]delivery.Item { return bundleOf(g, ns, r.Name) }, timeout, poll).Should(BeEmpty())
 }
