@@ -243,8 +243,12 @@ type Limit struct {
 // A plan held in one object is Parts of one.
 type Parts [][]fleeetv1.NamedSync
 
-// Union is every sync of the plan, sorted by name.
+// Union is every sync of the plan, sorted by name: part 0's own syncs
+// when the plan is one part, to be read only.
 func (p Parts) Union() []fleeetv1.NamedSync {
+	if len(p) == 1 {
+		return p[0]
+	}
 	syncs := slices.Concat(p...)
 	slices.SortFunc(syncs, func(a, b fleeetv1.NamedSync) int { return strings.Compare(a.Name, b.Name) })
 	return syncs
@@ -374,11 +378,16 @@ func (p pick) changes() bool {
 }
 
 // place decides the part of each chosen sync of picks and the Modules whose
-// change the plan leaves out to stay within the limit (Place). A plan that
-// fits one object is measured once and put in part 0; one that does not
-// change keeps its parts.
+// change the plan leaves out to stay within the limit (Place). A plan held
+// in one object that does not change is not measured; one that fits one
+// object is measured once and put in part 0; one that does not change
+// keeps its parts.
 func (l Limit) place(picks []pick) Placement {
 	placed := Placement{Part: map[string]int{}}
+	changes := slices.ContainsFunc(picks, pick.changes)
+	if l.MaxBytes <= 0 && l.MaxSyncs <= 0 || !changes && !slices.ContainsFunc(picks, func(p pick) bool { return p.part > 0 }) {
+		return placed // every sync in part 0
+	}
 	spec := fleeetv1.ProxyAssemblageSpec{Assemblage: fleeetv1.AssemblageSpec{RetryRequestedAt: l.RetryRequestedAt}}
 	for _, p := range picks {
 		if p.chosen != nil {
@@ -387,17 +396,17 @@ func (l Limit) place(picks []pick) Placement {
 	}
 	n := len(spec.Assemblage.Syncs)
 	maxBytes, maxSyncs := cmp.Or(max(l.MaxBytes, 0), math.MaxInt), cmp.Or(max(l.MaxSyncs, 0), math.MaxInt)
-	if l.MaxBytes <= 0 && l.MaxSyncs <= 0 || n == 0 || n <= maxSyncs && (planBytesBound(&spec) <= maxBytes || PlanBytes(&spec) <= maxBytes) {
+	if n == 0 || n <= maxSyncs && (planBytesBound(&spec) <= maxBytes || PlanBytes(&spec) <= maxBytes) {
 		return placed // one object: every sync in part 0
 	}
-	if !slices.ContainsFunc(picks, pick.changes) {
+	if !changes {
 		for _, p := range picks {
 			placed.Part[p.module.Name] = p.part
 		}
 		return placed
 	}
 	layout := l.layout(&spec.Assemblage.Syncs[0])
-	var kept, changes []Change
+	var kept, changed []Change
 	sizeOf := func(s *fleeetv1.NamedSync) int {
 		if s == nil {
 			return 0
@@ -412,9 +421,9 @@ func (l Limit) place(picks []pick) Placement {
 			continue
 		}
 		c.Next = sizeOf(p.chosen)
-		changes = append(changes, c)
+		changed = append(changed, c)
 	}
-	return Place(layout, maxBytes, maxSyncs, kept, changes)
+	return Place(layout, maxBytes, maxSyncs, kept, changed)
 }
 
 // layout measures the shapes of a plan within l, first being one of its

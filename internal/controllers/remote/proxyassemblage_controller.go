@@ -73,8 +73,8 @@ type ProxyAssemblageReconciler struct {
 	revisions compile.Revisions
 
 	// written holds, per ProxyAssemblage (each part of a plan), the
-	// resourceVersion of the compiler's own last write, so that its watch event does not compile
-	// the Remote again.
+	// resourceVersion of the compiler's own last write, so that its watch
+	// event does not compile the Remote again.
 	written sync.Map
 }
 
