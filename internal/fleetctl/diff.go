@@ -100,8 +100,8 @@ func newDiffCommand(s *session) *cobra.Command {
 out: the Remotes a Module comes to select or no longer selects, and for each Remote whose plan
 changes the syncs added, removed and changed (field by field) and the syncs that would wait for a
 changed dependency. The changed object goes through a server-side dry run, so defaults and the
-admission policies' verdict are the apiserver's. A plan that would pass --max-plan-bytes leaves
-out the Modules that do not fit, as the manager does: give the manager's own --max-plan-bytes
+admission policies' verdict are the apiserver's. A plan is split over up to 8 parts of at most
+--max-plan-bytes and leaves out the Modules that fit in none, as the manager does: give the manager's own --max-plan-bytes
 when it is not the default. Exit status as kubectl diff: 0 no differences,
 1 differences (a refused change included), 2 an error.
 
@@ -156,7 +156,7 @@ that cannot be rendered exits 2.`,
 	cmd.Flags().StringVar(&remote, "remote", "", "A Remote whose label change to preview, with --labels")
 	cmd.Flags().StringVar(&labels, "labels", "", "Label changes for --remote, as kubectl label writes them: k=v sets, k- removes")
 	cmd.Flags().IntVar(&maxPlanBytes, "max-plan-bytes", maxPlanBytes,
-		"The manager's --max-plan-bytes: a plan over it leaves out the Modules that do not fit, newest first")
+		"The manager's --max-plan-bytes, the limit of each part of a plan: the Modules that fit in no part are left out, newest first")
 	addOfflineFlags(cmd, &off)
 	addOutputFlag(cmd, &output)
 	return cmd
