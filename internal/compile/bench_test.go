@@ -82,7 +82,7 @@ func BenchmarkPlanFleet(b *testing.B) {
 		b.Run(fmt.Sprintf("overrides=%v", overrides), func(b *testing.B) {
 			remotes, modules := benchFleet(overrides)
 			limit := compile.Limit{MaxBytes: compile.DefaultMaxPlanBytes}
-			plans := make([][]fleeetv1.NamedSync, len(remotes))
+			plans := make([]compile.Parts, len(remotes))
 			revisions := &compile.Revisions{}
 			compileAll := func() {
 				for i := range remotes {
@@ -94,7 +94,7 @@ func BenchmarkPlanFleet(b *testing.B) {
 				}
 			}
 			compileAll()
-			if overrides && plans[1][0].Package.Helm.Values == nil {
+			if overrides && plans[1][0][0].Package.Helm.Values == nil {
 				b.Fatal("no values compiled")
 			}
 			cpu := cpuTime()

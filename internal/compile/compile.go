@@ -226,41 +226,105 @@ func Version(s *fleeetv1.SyncSpec) string {
 	return ""
 }
 
-// Limit is what a plan must fit in: MaxBytes as admission measures a
-// ProxyAssemblage spec (PlanBytes), with RetryRequestedAt the retry token
-// the spec carries beside its syncs, and MaxSyncs syncs. Zero MaxBytes or
-// MaxSyncs: no limit of that kind.
+// Limit is what a plan must fit in: MaxParts objects at most (zero: one),
+// each within MaxBytes as admission measures a ProxyAssemblage spec
+// (PlanBytes) and MaxSyncs syncs, with RetryRequestedAt the retry token
+// every part carries beside its syncs. Zero MaxBytes or MaxSyncs: no limit
+// of that kind.
 type Limit struct {
 	MaxBytes         int
 	MaxSyncs         int
+	MaxParts         int
 	RetryRequestedAt string
 }
 
+// Parts is a plan split over several objects (fleeetv1.PlanPartName):
+// Parts[k] are the syncs of part k, sorted by name, each sync in one part.
+// A plan held in one object is Parts of one.
+type Parts [][]fleeetv1.NamedSync
+
+// Union is every sync of the plan, sorted by name: part 0's own syncs
+// when the plan is one part, to be read only.
+func (p Parts) Union() []fleeetv1.NamedSync {
+	if len(p) == 1 {
+		return p[0]
+	}
+	syncs := slices.Concat(p...)
+	slices.SortFunc(syncs, func(a, b fleeetv1.NamedSync) int { return strings.Compare(a.Name, b.Name) })
+	return syncs
+}
+
+// Held is what a Remote holds of plan, the parts of its ProxyAssemblages
+// (a nil entry for one not read): the syncs of part 0 and of each further
+// part part 0 lists, a listed part not read holding none.
+func Held(plan fleeetv1.ProxyPlan) Parts {
+	if len(plan) == 0 || plan[0] == nil {
+		return nil
+	}
+	parts := Parts{plan[0].Spec.Assemblage.Syncs}
+	for k := 1; k <= len(plan[0].Spec.Assemblage.Parts); k++ {
+		var syncs []fleeetv1.NamedSync
+		if k < len(plan) && plan[k] != nil {
+			syncs = plan[k].Spec.Assemblage.Syncs
+		}
+		parts = append(parts, syncs)
+	}
+	return parts
+}
+
+// PartRevision is the revision of a further part holding syncs with the
+// retry token retry (AssemblageSpec.PartRevision): a short hash of both,
+// so that it changes whenever the part does.
+func PartRevision(syncs []fleeetv1.NamedSync, retry string) string {
+	raw, err := json.Marshal(struct {
+		Syncs []fleeetv1.NamedSync `json:"syncs"`
+		Retry string               `json:"retry"`
+	}{syncs, retry})
+	if err != nil { // the API types always encode
+		panic(err)
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:partRevisionBytes])
+}
+
+// partRevisionBytes is how much of the hash a PartRevision keeps.
+const partRevisionBytes = 8
+
 // Plan computes the syncs of one Remote from modules (those of its
 // namespace; the ones not selecting it are skipped), given what its plan
-// holds now, and stamps each selecting Module's sync with what it compiled
-// to (see fleeetv1.Compiled). A Module that is suspended, or whose bindings
-// cannot be resolved for this Remote, keeps what the Remote holds (the
-// stamp says why); otherwise the rollout decides (Choose, ChooseBack). When
-// the plan would pass limit, the Modules whose changes do not fit (Fit)
-// keep what the Remote holds too, stamped TooLarge, and the rest go
+// holds now (current, part by part), and stamps each selecting Module's
+// sync with what it compiled to (see fleeetv1.Compiled). A Module that is
+// suspended, or whose bindings cannot be resolved for this Remote, keeps
+// what the Remote holds (the stamp says why); otherwise the rollout decides
+// (Choose, ChooseBack). The plan is split over parts within limit (Place):
+// a sync stays in the part holding it while it fits there. When the plan
+// would not fit in limit.MaxParts parts, the Modules whose changes do not
+// fit keep what the Remote holds too, stamped TooLarge, and the rest go
 // through. A sync that depends on a Module left out stays in the plan: the
 // agent holds it back as Blocked, naming the missing dependency, and
 // leaving it out as well would only spread one Module's size to others.
-// modules are only read; revisions, when not nil, remembers their
-// revisions. The error joins failures other than bindings'.
-func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, remote *fleeetv1.Remote, current []fleeetv1.NamedSync,
-	limit Limit, revisions *Revisions) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
+// Empty trailing parts are dropped. modules are only read; revisions, when
+// not nil, remembers their revisions. The error joins failures other than
+// bindings'.
+func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, remote *fleeetv1.Remote, current Parts,
+	limit Limit, revisions *Revisions) (Parts, map[string]fleeetv1.Compiled, error) {
 	var picks []pick
 	stamps := map[string]fleeetv1.Compiled{}
 	var errs []error
+	part := map[string]int{}
+	for k, syncs := range current {
+		for _, s := range syncs {
+			part[s.Name] = k
+		}
+	}
+	union := current.Union()
 	for i := range modules {
 		m := &modules[i]
 		selected, err := Selects(m.Spec.Selector, remote)
 		if err != nil || !selected {
 			continue // the Module controller reports an invalid selector
 		}
-		held := Find(current, m.Name)
+		held := Find(union, m.Name)
 		revision := revisions.Of(m)
 		stamp := fleeetv1.Compiled{Generation: m.Generation, Revision: revision}
 		desired, chosen, err := choose(ctx, reader, m, revision, remote, held, &stamp)
@@ -272,9 +336,10 @@ func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, 
 		}
 		stamp.Pending = err != nil || !Same(chosen, desired)
 		stamps[m.Name] = stamp
-		picks = append(picks, pick{module: m, held: held, chosen: chosen})
+		picks = append(picks, pick{module: m, held: held, chosen: chosen, part: part[m.Name]})
 	}
-	for name, over := range limit.fit(picks) {
+	placed := limit.place(picks)
+	for name, over := range placed.LeftOut {
 		i := slices.IndexFunc(picks, func(p pick) bool { return p.module.Name == name })
 		picks[i].chosen = picks[i].held
 		stamp := stamps[name]
@@ -282,21 +347,29 @@ func Plan(ctx context.Context, reader client.Reader, modules []fleeetv1.Module, 
 		stamp.TooLarge = limit.tooLarge(remote.Name, over)
 		stamps[name] = stamp
 	}
-	var syncs []fleeetv1.NamedSync
+	var parts Parts
 	for _, p := range picks {
-		if p.chosen != nil {
-			syncs = append(syncs, *p.chosen)
+		if p.chosen == nil {
+			continue
 		}
+		k := placed.Part[p.module.Name]
+		for len(parts) <= k {
+			parts = append(parts, nil)
+		}
+		parts[k] = append(parts[k], *p.chosen)
 	}
-	slices.SortFunc(syncs, func(a, b fleeetv1.NamedSync) int { return strings.Compare(a.Name, b.Name) })
-	return syncs, stamps, errors.Join(errs...)
+	for _, syncs := range parts {
+		slices.SortFunc(syncs, func(a, b fleeetv1.NamedSync) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return parts, stamps, errors.Join(errs...)
 }
 
-// pick is what Plan chose for one Module: what the Remote holds of it and
-// what it holds next.
+// pick is what Plan chose for one Module: what the Remote holds of it, in
+// which part, and what it holds next.
 type pick struct {
 	module       *fleeetv1.Module
 	held, chosen *fleeetv1.NamedSync
+	part         int
 }
 
 // changes reports whether the pick changes what the Remote holds.
@@ -304,12 +377,16 @@ func (p pick) changes() bool {
 	return !Same(p.held, p.chosen) && (p.held != nil || p.chosen != nil)
 }
 
-// fit returns the Modules whose chosen sync the plan of picks leaves out to
-// stay within the limit (Fit), with the plan each would have made. A plan
-// within the limit is measured once.
-func (l Limit) fit(picks []pick) map[string]Overflow {
-	if l.MaxBytes <= 0 && l.MaxSyncs <= 0 || !slices.ContainsFunc(picks, pick.changes) {
-		return nil // Fit leaves out changes only: none, nothing to measure
+// place decides the part of each chosen sync of picks and the Modules whose
+// change the plan leaves out to stay within the limit (Place). A plan held
+// in one object that does not change is not measured; one that fits one
+// object is measured once and put in part 0; one that does not change
+// keeps its parts.
+func (l Limit) place(picks []pick) Placement {
+	placed := Placement{Part: map[string]int{}}
+	changes := slices.ContainsFunc(picks, pick.changes)
+	if l.MaxBytes <= 0 && l.MaxSyncs <= 0 || !changes && !slices.ContainsFunc(picks, func(p pick) bool { return p.part > 0 }) {
+		return placed // every sync in part 0
 	}
 	spec := fleeetv1.ProxyAssemblageSpec{Assemblage: fleeetv1.AssemblageSpec{RetryRequestedAt: l.RetryRequestedAt}}
 	for _, p := range picks {
@@ -320,15 +397,16 @@ func (l Limit) fit(picks []pick) map[string]Overflow {
 	n := len(spec.Assemblage.Syncs)
 	maxBytes, maxSyncs := cmp.Or(max(l.MaxBytes, 0), math.MaxInt), cmp.Or(max(l.MaxSyncs, 0), math.MaxInt)
 	if n == 0 || n <= maxSyncs && (planBytesBound(&spec) <= maxBytes || PlanBytes(&spec) <= maxBytes) {
-		return nil
+		return placed // one object: every sync in part 0
 	}
-	first := spec.Assemblage.Syncs[0]
-	spec.Assemblage.Syncs = nil
-	shape := PlanShape{Empty: PlanBytes(&spec)}
-	spec.Assemblage.Syncs = []fleeetv1.NamedSync{first}
-	shape.Array = PlanBytes(&spec) - shape.Empty - syncBytes(&first) - 1
-	var kept []int
-	var changes []Change
+	if !changes {
+		for _, p := range picks {
+			placed.Part[p.module.Name] = p.part
+		}
+		return placed
+	}
+	layout := l.layout(&spec.Assemblage.Syncs[0])
+	var kept, changed []Change
 	sizeOf := func(s *fleeetv1.NamedSync) int {
 		if s == nil {
 			return 0
@@ -336,25 +414,57 @@ func (l Limit) fit(picks []pick) map[string]Overflow {
 		return syncBytes(s)
 	}
 	for _, p := range picks {
+		c := Change{Name: p.module.Name, Created: p.module.CreationTimestamp.Time, Held: sizeOf(p.held), Part: p.part}
 		if !p.changes() {
-			kept = append(kept, sizeOf(p.chosen))
+			c.Next = c.Held
+			kept = append(kept, c)
 			continue
 		}
-		changes = append(changes, Change{Name: p.module.Name, Created: p.module.CreationTimestamp.Time,
-			Held: sizeOf(p.held), Next: sizeOf(p.chosen)})
+		c.Next = sizeOf(p.chosen)
+		changed = append(changed, c)
 	}
-	return Fit(shape, maxBytes, maxSyncs, kept, changes)
+	return Place(layout, maxBytes, maxSyncs, kept, changed)
+}
+
+// layout measures the shapes of a plan within l, first being one of its
+// syncs: one object, or part 0 listing every further part's revision and
+// the further parts carrying theirs.
+func (l Limit) layout(first *fleeetv1.NamedSync) Layout {
+	shape := func(a fleeetv1.AssemblageSpec) PlanShape {
+		a.RetryRequestedAt = l.RetryRequestedAt
+		spec := fleeetv1.ProxyAssemblageSpec{Assemblage: a}
+		s := PlanShape{Empty: PlanBytes(&spec)}
+		spec.Assemblage.Syncs = []fleeetv1.NamedSync{*first}
+		s.Array = PlanBytes(&spec) - s.Empty - syncBytes(first) - 1
+		return s
+	}
+	revision := strings.Repeat("0", 2*partRevisionBytes)
+	layout := Layout{Single: shape(fleeetv1.AssemblageSpec{}), Parts: []PlanShape{}}
+	if parts := max(l.MaxParts, 1); parts == 1 {
+		layout.Parts = []PlanShape{layout.Single}
+	} else {
+		layout.Parts = append(layout.Parts, shape(fleeetv1.AssemblageSpec{Parts: slices.Repeat([]string{revision}, parts-1)}))
+		further := shape(fleeetv1.AssemblageSpec{PartRevision: revision})
+		layout.Parts = append(layout.Parts, slices.Repeat([]PlanShape{further}, parts-1)...)
+	}
+	return layout
 }
 
 // tooLarge says why a Module's change was left out of a Remote's plan:
-// the limit over, the count of syncs before the size.
+// its sync too large for a part alone, the count of syncs, or else the
+// size.
 func (l Limit) tooLarge(remote string, over Overflow) string {
-	if l.MaxSyncs > 0 && over.Syncs > l.MaxSyncs {
-		return fmt.Sprintf("left out of the plan of Remote %s: with it the plan would hold %d syncs, over the %d a cluster's Assemblage holds",
-			remote, over.Syncs, l.MaxSyncs)
+	parts := max(l.MaxParts, 1)
+	switch {
+	case l.MaxBytes > 0 && over.Alone > l.MaxBytes:
+		return fmt.Sprintf("left out of the plan of Remote %s: its sync alone makes a part of %d bytes, over the %d-byte limit (--max-plan-bytes)",
+			remote, over.Alone, l.MaxBytes)
+	case l.MaxSyncs > 0 && over.Syncs > parts*l.MaxSyncs:
+		return fmt.Sprintf("left out of the plan of Remote %s: with it the plan would hold %d syncs, over the %d its %d part(s) of %d syncs hold (as many as a cluster's Assemblage holds)",
+			remote, over.Syncs, parts*l.MaxSyncs, parts, l.MaxSyncs)
 	}
-	return fmt.Sprintf("left out of the plan of Remote %s: with it the plan would be %d bytes, over the %d-byte limit (--max-plan-bytes)",
-		remote, over.Bytes, l.MaxBytes)
+	return fmt.Sprintf("left out of the plan of Remote %s: with it the plan would be %d bytes, and none of its %d part(s) of at most %d bytes (--max-plan-bytes) has room for it",
+		remote, over.Bytes, parts, l.MaxBytes)
 }
 
 // choose compiles what a Module's revision, or the version a rollback

@@ -89,7 +89,8 @@ func asPolicySees(v any) any {
 
 // Change is one Module's sync in a plan over its size limit: what the
 // Remote holds of it and what the compiler chose instead, each as the
-// PlanBytes of its element in the plan's syncs (0: none).
+// PlanBytes of its element in the plan's syncs (0: none), and the part
+// holding it.
 type Change struct {
 	// Name is the Module's.
 	Name string
@@ -99,6 +100,8 @@ type Change struct {
 	// Held and Next are the sizes of what the Remote holds and what it
 	// would hold.
 	Held, Next int
+	// Part is the part of the plan holding the sync, when Held is not 0.
+	Part int
 }
 
 // PlanShape is the size of a plan apart from its syncs: Empty with none,
@@ -116,40 +119,61 @@ func (s PlanShape) size(n, sum int) int {
 	return s.Empty + s.Array + sum + n
 }
 
-// Overflow is the plan a left-out change would have made: its size and
-// how many syncs it would hold.
-type Overflow struct {
-	Bytes, Syncs int
+// Layout is the shape of a plan: Single when it is held in one object,
+// Parts[k] of its part k when it is split over len(Parts) objects at most.
+type Layout struct {
+	Single PlanShape
+	Parts  []PlanShape
 }
 
-// Fit decides which changes a plan leaves out to stay within limit bytes
-// and maxSyncs syncs. The plan starts from what the Remote holds (kept:
-// the sizes of the syncs that do not change; every change at its held
-// size): a sync the Remote runs is never taken away for size, since that
-// would delete what it deployed. Changes that do not grow the plan go in
-// first; then the others, oldest Module first (creationTimestamp, then
-// name), each if it still fits, so one oversized Module is left out alone
-// and, when several compete, the newest lose. A change that grows a sync
-// is left out only for bytes; one that adds a sync, for bytes or for the
-// count. It returns, per left-out change, the plan it would have made.
-// When what the Remote holds is over a limit already (the limit was
-// lowered), every change growing past it is left out and the plan stays
-// over it: admission refuses it, naming the Remote.
-func Fit(shape PlanShape, limit, maxSyncs int, kept []int, changes []Change) map[string]Overflow {
+// Overflow is the plan a left-out change would have made: its size as one
+// object and how many syncs it would hold, and the size of a part holding
+// that sync alone.
+type Overflow struct {
+	Bytes, Syncs, Alone int
+}
+
+// Placement is where Place puts a plan's syncs: the part of each, and the
+// changes left out with the plan each would have made.
+type Placement struct {
+	Part    map[string]int
+	LeftOut map[string]Overflow
+}
+
+// Place decides which part of a plan holds each sync, and which changes
+// the plan leaves out, to keep every part within limit bytes and maxSyncs
+// syncs. The plan starts from what the Remote holds (kept: the syncs that do
+// not change; every change at its held size), each sync in the part holding
+// it: a sync the Remote runs is never taken away for size, since that would
+// delete what it deployed. Changes that do not grow the plan go in first;
+// then the others, oldest Module first (creationTimestamp, then name). A
+// sync stays in its part while the part has room for it; a new sync, or one
+// grown out of its part, goes to the lowest part with room, and is left out
+// when none has, so one oversized Module is left out alone and, when
+// several compete, the newest lose. A plan that fits one object (Single) is
+// put in part 0 whole. When what the Remote holds is over a limit already
+// (the limit was lowered), every change growing past it is left out and the
+// plan stays over it: admission refuses it, naming the Remote.
+func Place(layout Layout, limit, maxSyncs int, kept, changes []Change) Placement {
+	parts := make([]struct{ n, sum int }, len(layout.Parts))
 	n, sum := 0, 0
-	add := func(bytes, sign int) {
+	at := map[string]int{}
+	add := func(name string, part, bytes, sign int) {
 		if bytes > 0 {
+			parts[part].n, parts[part].sum = parts[part].n+sign, parts[part].sum+sign*bytes
 			n, sum = n+sign, sum+sign*bytes
+			at[name] = part
 		}
 	}
-	for _, b := range kept {
-		add(b, 1)
+	fits := func(part int, c Change) bool {
+		size := layout.Parts[part].size(parts[part].n+1, parts[part].sum+c.Next)
+		return size <= limit && parts[part].n < maxSyncs
 	}
-	for _, c := range changes {
-		add(c.Held, 1)
+	for _, c := range slices.Concat(kept, changes) {
+		add(c.Name, min(c.Part, len(parts)-1), c.Held, 1)
 	}
-	ordered := slices.Clone(changes)
 	grows := func(c Change) bool { return c.Next > c.Held }
+	ordered := slices.Clone(changes)
 	slices.SortStableFunc(ordered, func(a, b Change) int {
 		if ga, gb := grows(a), grows(b); ga != gb {
 			if gb {
@@ -162,17 +186,41 @@ func Fit(shape PlanShape, limit, maxSyncs int, kept []int, changes []Change) map
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
-	leftOut := map[string]Overflow{}
+	placed := Placement{Part: at, LeftOut: map[string]Overflow{}}
 	for _, c := range ordered {
-		add(c.Held, -1)
-		add(c.Next, 1)
-		size := shape.size(n, sum)
-		adds := c.Held == 0 && c.Next > 0
-		if grows(c) && size > limit || adds && n > maxSyncs {
-			leftOut[c.Name] = Overflow{Bytes: size, Syncs: n}
-			add(c.Next, -1)
-			add(c.Held, 1)
+		held := min(c.Part, len(parts)-1)
+		add(c.Name, held, c.Held, -1)
+		delete(at, c.Name)
+		if c.Next == 0 {
+			continue
+		}
+		if c.Held > 0 && !grows(c) {
+			add(c.Name, held, c.Next, 1) // never growing past a limit, it stays where it is
+			continue
+		}
+		// A grown sync keeps its part while the part has room; the count
+		// does not change there.
+		into := -1
+		if c.Held > 0 && layout.Parts[held].size(parts[held].n+1, parts[held].sum+c.Next) <= limit {
+			into = held
+		}
+		for k := 0; into < 0 && k < len(parts); k++ {
+			if fits(k, c) {
+				into = k
+			}
+		}
+		if into >= 0 {
+			add(c.Name, into, c.Next, 1)
+			continue
+		}
+		placed.LeftOut[c.Name] = Overflow{Bytes: layout.Single.size(n+1, sum+c.Next), Syncs: n + 1,
+			Alone: layout.Parts[len(parts)-1].size(1, c.Next)}
+		add(c.Name, held, c.Held, 1)
+	}
+	if n <= maxSyncs && layout.Single.size(n, sum) <= limit {
+		for name := range at {
+			at[name] = 0
 		}
 	}
-	return leftOut
+	return placed
 }

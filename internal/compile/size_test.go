@@ -18,21 +18,22 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/policy"
 )
 
-func TestFitLeavesOutWhatDoesNotFitNewestFirstAndNeverTakesAwayWhatARemoteHolds(t *testing.T) {
+func TestPlaceLeavesOutWhatDoesNotFitNewestFirstAndNeverTakesAwayWhatARemoteHolds(t *testing.T) {
 	day := func(d int) time.Time { return time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC) }
 	// Empty 20, then 10 for the syncs list: n syncs of sum bytes make
 	// 30 + sum + n.
 	shape := compile.PlanShape{Empty: 20, Array: 10}
+	oneObject := compile.Layout{Single: shape, Parts: []compile.PlanShape{shape}}
 	cases := []struct {
 		name    string
 		limit   int
-		kept    []int
+		kept    []compile.Change
 		changes []compile.Change
 		want    map[string]int
 	}{
-		{"everything fits", 1000, []int{100}, []compile.Change{{Name: "a", Created: day(1), Next: 100}}, map[string]int{}},
+		{"everything fits", 1000, kept(100), []compile.Change{{Name: "a", Created: day(1), Next: 100}}, map[string]int{}},
 		{"a lone oversized Module is left out, the newer one still goes in", 300,
-			[]int{50},
+			kept(50),
 			[]compile.Change{{Name: "big", Created: day(1), Next: 400}, {Name: "small", Created: day(2), Next: 50}},
 			map[string]int{"big": 30 + 50 + 400 + 2}},
 		{"when both cannot fit, the newer is left out", 200, nil,
@@ -47,7 +48,7 @@ func TestFitLeavesOutWhatDoesNotFitNewestFirstAndNeverTakesAwayWhatARemoteHolds(
 		{"a shrinking change goes in first and makes room for an older growth", 250, nil,
 			[]compile.Change{{Name: "old", Created: day(1), Held: 50, Next: 120}, {Name: "new", Created: day(2), Held: 150, Next: 50}},
 			map[string]int{}},
-		{"over the limit already: nothing growing goes in, nothing held goes away, shrinking goes on", 100, []int{200},
+		{"over the limit already: nothing growing goes in, nothing held goes away, shrinking goes on", 100, kept(200),
 			[]compile.Change{{Name: "grows", Created: day(1), Held: 10, Next: 20}, {Name: "shrinks", Created: day(2), Held: 20, Next: 10}, {Name: "new", Created: day(3), Next: 1}},
 			map[string]int{"grows": 30 + 200 + 10 + 20 + 3, "new": 30 + 200 + 10 + 10 + 1 + 4}},
 		{"exactly at the limit fits", 30 + 100 + 1, nil, []compile.Change{{Name: "a", Created: day(1), Next: 100}}, map[string]int{}},
@@ -56,7 +57,7 @@ func TestFitLeavesOutWhatDoesNotFitNewestFirstAndNeverTakesAwayWhatARemoteHolds(
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			bytes := map[string]int{}
-			for name, over := range compile.Fit(shape, tc.limit, math.MaxInt, tc.kept, tc.changes) {
+			for name, over := range compile.Place(oneObject, tc.limit, math.MaxInt, tc.kept, tc.changes).LeftOut {
 				bytes[name] = over.Bytes
 			}
 			NewWithT(t).Expect(bytes).To(Equal(tc.want))
@@ -67,31 +68,32 @@ func TestFitLeavesOutWhatDoesNotFitNewestFirstAndNeverTakesAwayWhatARemoteHolds(
 // A plan holds at most so many syncs, whatever their size: a Module that
 // would add one more is left out, newest first; one changing a sync the
 // Remote holds, or removing one, still goes through.
-func TestFitBoundsTheNumberOfSyncs(t *testing.T) {
+func TestPlaceBoundsTheNumberOfSyncs(t *testing.T) {
 	day := func(d int) time.Time { return time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC) }
 	shape := compile.PlanShape{Empty: 20, Array: 10}
+	oneObject := compile.Layout{Single: shape, Parts: []compile.PlanShape{shape}}
 	cases := []struct {
 		name    string
-		kept    []int
+		kept    []compile.Change
 		changes []compile.Change
 		want    map[string]compile.Overflow
 	}{
-		{"up to the bound fits", []int{10},
+		{"up to the bound fits", kept(10),
 			[]compile.Change{{Name: "a", Created: day(1), Next: 10}, {Name: "b", Created: day(2), Next: 10}},
 			map[string]compile.Overflow{}},
-		{"the newest addition past the bound is left out", []int{10, 10},
+		{"the newest addition past the bound is left out", kept(10, 10),
 			[]compile.Change{{Name: "new", Created: day(2), Next: 10}, {Name: "old", Created: day(1), Next: 10}},
-			map[string]compile.Overflow{"new": {Bytes: 30 + 40 + 4, Syncs: 4}}},
-		{"a removal makes room first", []int{10, 10},
+			map[string]compile.Overflow{"new": {Bytes: 30 + 40 + 4, Syncs: 4, Alone: 30 + 10 + 1}}},
+		{"a removal makes room first", kept(10, 10),
 			[]compile.Change{{Name: "added", Created: day(1), Next: 10}, {Name: "removed", Created: day(2), Held: 10}},
 			map[string]compile.Overflow{}},
-		{"past the bound already, a sync the Remote holds still grows", []int{10, 10, 10},
+		{"past the bound already, a sync the Remote holds still grows", kept(10, 10, 10),
 			[]compile.Change{{Name: "grows", Created: day(1), Held: 10, Next: 500}},
 			map[string]compile.Overflow{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			NewWithT(t).Expect(compile.Fit(shape, math.MaxInt, 3, tc.kept, tc.changes)).To(Equal(tc.want))
+			NewWithT(t).Expect(compile.Place(oneObject, math.MaxInt, 3, tc.kept, tc.changes).LeftOut).To(Equal(tc.want))
 		})
 	}
 }
@@ -155,23 +157,26 @@ func TestPlanLeavesOutTheModuleThatDoesNotFitAndDeliversTheRest(t *testing.T) {
 	big := module("big", "v1.0.0", nil)
 	big.CreationTimestamp, big.Spec.Selector = older, &metav1.LabelSelector{}
 	big.Spec.Sync.Package.Kustomize.Substitute = map[string]string{"filler": strings.Repeat("x", 3000)}
-	current := []fleeetv1.NamedSync{*named("small", "v1.0.0")}
+	current := compile.Parts{{*named("small", "v1.0.0")}}
 
-	syncs, stamps, err := compile.Plan(t.Context(), configMaps(nil), []fleeetv1.Module{*small, *big}, edge("edge-1", nil), current,
-		compile.Limit{MaxBytes: 2048}, nil)
+	parts, stamps, err := compile.Plan(t.Context(), configMaps(nil), []fleeetv1.Module{*small, *big}, edge("edge-1", nil), current,
+		compile.Limit{MaxBytes: 2048, MaxParts: fleeetv1.MaxPlanParts}, nil)
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(parts).To(HaveLen(1))
+	syncs := parts[0]
 	g.Expect(syncs).To(HaveLen(1))
 	g.Expect(syncs[0].Name).To(Equal("small"))
 	g.Expect(syncs[0].Source.Git.Tag).To(Equal("v2.0.0"))
 	g.Expect(stamps["small"].TooLarge).To(BeEmpty())
 	g.Expect(stamps["big"].Pending).To(BeTrue())
-	g.Expect(stamps["big"].TooLarge).To(MatchRegexp(`^left out of the plan of Remote edge-1: with it the plan would be \d+ bytes, over the 2048-byte limit \(--max-plan-bytes\)$`))
+	g.Expect(stamps["big"].TooLarge).To(MatchRegexp(`^left out of the plan of Remote edge-1: its sync alone makes a part of \d+ bytes, over the 2048-byte limit \(--max-plan-bytes\)$`))
 	g.Expect(compile.PlanBytes(&fleeetv1.ProxyAssemblageSpec{Assemblage: fleeetv1.AssemblageSpec{Syncs: syncs}})).To(BeNumerically("<=", 2048))
 
 	// Without a limit, both go in.
-	syncs, stamps, err = compile.Plan(t.Context(), configMaps(nil), []fleeetv1.Module{*small, *big}, edge("edge-1", nil), current, compile.Limit{}, nil)
+	parts, stamps, err = compile.Plan(t.Context(), configMaps(nil), []fleeetv1.Module{*small, *big}, edge("edge-1", nil), current, compile.Limit{}, nil)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(syncs).To(HaveLen(2))
+	g.Expect(parts).To(HaveLen(1))
+	g.Expect(parts[0]).To(HaveLen(2))
 	g.Expect(stamps["big"].TooLarge).To(BeEmpty())
 }
 
@@ -187,19 +192,21 @@ func TestPlanLeavesOutTheModulePastTheSyncCount(t *testing.T) {
 		m.Spec.Selector = &metav1.LabelSelector{}
 		modules = append(modules, *m)
 	}
-	syncs, stamps, err := compile.Plan(t.Context(), configMaps(nil), modules, edge("edge-1", nil), nil,
+	parts, stamps, err := compile.Plan(t.Context(), configMaps(nil), modules, edge("edge-1", nil), nil,
 		compile.Limit{MaxBytes: compile.DefaultMaxPlanBytes, MaxSyncs: 2}, nil)
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(parts).To(HaveLen(1))
+	syncs := parts[0]
 	g.Expect(syncs).To(HaveLen(2))
 	g.Expect(compile.Find(syncs, "app-2")).To(BeNil())
 	g.Expect(stamps["app-2"].Pending).To(BeTrue())
-	g.Expect(stamps["app-2"].TooLarge).To(Equal("left out of the plan of Remote edge-1: with it the plan would hold 3 syncs, over the 2 a cluster's Assemblage holds"))
+	g.Expect(stamps["app-2"].TooLarge).To(Equal("left out of the plan of Remote edge-1: with it the plan would hold 3 syncs, over the 2 its 1 part(s) of 2 syncs hold (as many as a cluster's Assemblage holds)"))
 	g.Expect(stamps["app-0"].TooLarge).To(BeEmpty())
 }
 
-// Previews bound a plan as the manager does: a Remote selected by one
-// Module more than an Assemblage holds is previewed without the newest.
-func TestEventualHoldsAtMostTheSyncsAnAssemblageHolds(t *testing.T) {
+// Previews split a plan as the manager does: a Remote selected by one
+// Module more than an Assemblage holds is previewed whole, over two parts.
+func TestEventualSplitsAPlanOverPartsAsTheManagerDoes(t *testing.T) {
 	g := NewWithT(t)
 	modules := make([]fleeetv1.Module, fleeetv1.MaxSyncs+1)
 	for i := range modules {
@@ -207,10 +214,21 @@ func TestEventualHoldsAtMostTheSyncsAnAssemblageHolds(t *testing.T) {
 		m.Spec.Selector = &metav1.LabelSelector{}
 		modules[i] = *m
 	}
-	syncs, stamps, err := compile.Eventual(t.Context(), configMaps(nil), modules, edge("edge-1", nil), nil, compile.DefaultMaxPlanBytes)
+	parts, stamps, err := compile.Eventual(t.Context(), configMaps(nil), modules, edge("edge-1", nil), nil, compile.DefaultMaxPlanBytes)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(syncs).To(HaveLen(fleeetv1.MaxSyncs))
-	last := fmt.Sprintf("app-%04d", fleeetv1.MaxSyncs)
-	g.Expect(compile.Find(syncs, last)).To(BeNil())
-	g.Expect(stamps[last].TooLarge).To(ContainSubstring("would hold 513 syncs, over the 512"))
+	g.Expect(parts).To(HaveLen(2))
+	g.Expect(parts[0]).To(HaveLen(fleeetv1.MaxSyncs))
+	g.Expect(parts.Union()).To(HaveLen(fleeetv1.MaxSyncs + 1))
+	for name, stamp := range stamps {
+		g.Expect(stamp.TooLarge).To(BeEmpty(), name)
+	}
+}
+
+// kept are syncs that do not change, of the sizes given, all in part 0.
+func kept(sizes ...int) []compile.Change {
+	var out []compile.Change
+	for i, size := range sizes {
+		out = append(out, compile.Change{Name: fmt.Sprintf("kept-%d", i), Held: size, Next: size})
+	}
+	return out
 }

@@ -299,12 +299,14 @@ func restoreToken(ctx context.Context, c client.Client, t *fleeetv1.Registration
 	return nil
 }
 
-// restorePlan creates a missing plan, owned by its Remote as the compiler's
-// are, with what its cluster last reported. A plan that exists was compiled
-// on this cluster already and is kept.
+// restorePlan creates a missing plan, or part of one (fleeetv1.PlanPartName),
+// owned by its Remote as the compiler's are, with what its cluster last
+// reported. A plan that exists was compiled on this cluster already and is
+// kept.
 func restorePlan(ctx context.Context, c client.Client, pa *fleeetv1.ProxyAssemblage, say func(string, *metav1.ObjectMeta, string)) error {
 	remote := &fleeetv1.Remote{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(pa), remote); err != nil {
+	name, _ := fleeetv1.PlanOfPart(pa.Name)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: pa.Namespace, Name: name}, remote); err != nil {
 		return fmt.Errorf("its Remote: %w", err)
 	}
 	meta := pa.ObjectMeta.DeepCopy()

@@ -100,8 +100,8 @@ func newDiffCommand(s *session) *cobra.Command {
 out: the Remotes a Module comes to select or no longer selects, and for each Remote whose plan
 changes the syncs added, removed and changed (field by field) and the syncs that would wait for a
 changed dependency. The changed object goes through a server-side dry run, so defaults and the
-admission policies' verdict are the apiserver's. A plan that would pass --max-plan-bytes leaves
-out the Modules that do not fit, as the manager does: give the manager's own --max-plan-bytes
+admission policies' verdict are the apiserver's. A plan is split over up to 8 parts of at most
+--max-plan-bytes and leaves out the Modules that fit in none, as the manager does: give the manager's own --max-plan-bytes
 when it is not the default. Exit status as kubectl diff: 0 no differences,
 1 differences (a refused change included), 2 an error.
 
@@ -156,7 +156,7 @@ that cannot be rendered exits 2.`,
 	cmd.Flags().StringVar(&remote, "remote", "", "A Remote whose label change to preview, with --labels")
 	cmd.Flags().StringVar(&labels, "labels", "", "Label changes for --remote, as kubectl label writes them: k=v sets, k- removes")
 	cmd.Flags().IntVar(&maxPlanBytes, "max-plan-bytes", maxPlanBytes,
-		"The manager's --max-plan-bytes: a plan over it leaves out the Modules that do not fit, newest first")
+		"The manager's --max-plan-bytes, the limit of each part of a plan: the Modules that fit in no part are left out, newest first")
 	addOfflineFlags(cmd, &off)
 	addOutputFlag(cmd, &output)
 	return cmd
@@ -172,7 +172,7 @@ type preview struct {
 	view                   DiffView
 	before, after          []fleeetv1.Module
 	remotesBefore, remotes []fleeetv1.Remote
-	plans                  map[string][]fleeetv1.NamedSync
+	plans                  map[string]fleeetv1.ProxyPlan
 	// module is the Module the change is to, if any.
 	module string
 }
@@ -188,10 +188,7 @@ func (p *preview) run(ctx context.Context, change func(context.Context, *preview
 	}
 	p.before, p.remotesBefore = modules.Items, remotes.Items
 	p.after, p.remotes = slices.Clone(modules.Items), slices.Clone(remotes.Items)
-	p.plans = map[string][]fleeetv1.NamedSync{}
-	for _, pa := range pas.Items {
-		p.plans[pa.Name] = pa.Spec.Assemblage.Syncs
-	}
+	p.plans = fleeetv1.GroupProxyPlans(pas.Items)
 	p.view.Admitted = true
 	if err := change(ctx, p); err != nil {
 		return nil, err
@@ -249,17 +246,18 @@ func (p *preview) remoteBefore(name string) *fleeetv1.Remote {
 }
 
 // eventual is the plan a Remote holds once every rollout of modules is
-// through (compile.Eventual), within the manager's size limit, and the
-// Modules it leaves out for size, each with why.
+// through (compile.Eventual) from the parts it holds now, within the
+// manager's size limit, as the union of its parts, and the Modules it
+// leaves out for size, each with why.
 func (p *preview) eventual(ctx context.Context, modules []fleeetv1.Module, r *fleeetv1.Remote) ([]fleeetv1.NamedSync, map[string]string, error) {
-	syncs, stamps, err := compile.Eventual(ctx, p.c, modules, r, p.plans[r.Name], p.maxPlanBytes)
+	parts, stamps, err := compile.Eventual(ctx, p.c, modules, r, compile.Held(p.plans[r.Name]), p.maxPlanBytes)
 	leftOut := map[string]string{}
 	for name, stamp := range stamps {
 		if stamp.TooLarge != "" {
 			leftOut[name] = stamp.TooLarge
 		}
 	}
-	return syncs, leftOut, err
+	return parts.Union(), leftOut, err
 }
 
 // selection records a Remote the changed Module, or the relabelled Remote's

@@ -196,11 +196,11 @@ func (f *Fleet) Plans(ctx context.Context, maxPlanBytes int) ([]Plan, error) {
 		remotes := slices.Clone(ns.Remotes)
 		slices.SortFunc(remotes, func(a, b fleeetv1.Remote) int { return strings.Compare(a.Name, b.Name) })
 		for i := range remotes {
-			syncs, stamps, err := compile.Eventual(ctx, configMapReader{ns}, ns.Modules, &remotes[i], nil, maxPlanBytes)
+			parts, stamps, err := compile.Eventual(ctx, configMapReader{ns}, ns.Modules, &remotes[i], nil, maxPlanBytes)
 			if err != nil {
 				return nil, fmt.Errorf("compiling the plan of Remote %s/%s: %w", name, remotes[i].Name, err)
 			}
-			p := Plan{Namespace: name, Remote: remotes[i].Name, KubeVersion: remotes[i].Status.KubernetesVersion, Syncs: syncs}
+			p := Plan{Namespace: name, Remote: remotes[i].Name, KubeVersion: remotes[i].Status.KubernetesVersion, Syncs: parts.Union()}
 			for _, module := range slices.Sorted(maps.Keys(stamps)) {
 				switch s := stamps[module]; {
 				case s.BindingError != "":

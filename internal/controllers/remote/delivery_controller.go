@@ -18,11 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/delivery"
 	"github.com/fleeet-dev/fleeet/internal/shard"
-	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
 // deliveredSecretsIndex indexes ProxyAssemblages by the Secrets their syncs
@@ -59,17 +59,39 @@ func (d *DeliveryReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 	}
 	return d.Shard.Complete(ctrl.NewControllerManagedBy(mgr).
 		Named("delivery").
-		For(&fleeetv1.ProxyAssemblage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A Remote turning push or pull.
-		Watches(&fleeetv1.Remote{}, watches.SameName, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&fleeetv1.Remote{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Any part of its plan.
+		Watches(&fleeetv1.ProxyAssemblage{}, planOfPart, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A delivered Secret's rotation or relabelling, and a bundle
 		// changed by someone else.
-		Watches(&corev1.Secret{}, watches.Referrers(d.Client, func() client.ObjectList { return &fleeetv1.ProxyAssemblageList{} }, deliveredSecretsIndex)).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(d.plansDelivering)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &fleeetv1.Remote{}, handler.OnlyControllerOwner())),
 		d.Concurrent, d)
 }
 
-// Reconcile writes one Remote's bundle from the plan it holds. A Secret
+// plansDelivering maps a Secret to the Remotes a part of whose plan
+// delivers it.
+func (d *DeliveryReconciler) plansDelivering(ctx context.Context, o client.Object) []reconcile.Request {
+	pas := &fleeetv1.ProxyAssemblageList{}
+	if err := d.Client.List(ctx, pas, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy,
+		client.MatchingFields{deliveredSecretsIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var reqs []reconcile.Request
+	for i := range pas.Items {
+		if name, _ := fleeetv1.PlanOfPart(pas.Items[i].Name); !seen[name] {
+			seen[name] = true
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}})
+		}
+	}
+	return reqs
+}
+
+// Reconcile writes one Remote's bundle from the plan it holds, every part
+// of it: while a sync moves between parts, the bundle delivers its Secrets
+// from either. A Secret
 // that is missing or may not be delivered (delivery.Check) is left out and
 // reported on the Remote and on the Modules whose syncs name it; a bundle
 // that would not fit in a Secret is not written at all and reported alike.
@@ -84,11 +106,11 @@ func (d *DeliveryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if remote.Spec.KubeconfigRef != nil || !remote.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	pa := &fleeetv1.ProxyAssemblage{}
-	if err := d.Client.Get(ctx, req.NamespacedName, pa); client.IgnoreNotFound(err) != nil {
+	plan, err := readPlan(ctx, d.Client, req.NamespacedName)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	syncs := pa.Spec.Assemblage.Syncs
+	syncs := syncsOf(plan)
 	items, err := collectDeliveries(ctx, d.Client, d.Recorder, remote, syncs)
 	if err != nil {
 		return ctrl.Result{}, err

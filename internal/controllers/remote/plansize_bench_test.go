@@ -6,12 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
+
+	. "github.com/onsi/gomega"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -217,4 +221,91 @@ func must(raw []byte, err error) []byte {
 		panic(err)
 	}
 	return raw
+}
+
+// BenchmarkPlanParts is the proof that a Remote selected by 2,000 Modules
+// gets its whole plan at the manager's default limits (--max-plan-bytes
+// 512 KiB and 512 syncs a part), on an apiserver of its own with the
+// manager's admission webhook judging every part: 2,000 git kustomize
+// Modules (planSyncKinds) select one Remote; it reports the parts the plan
+// takes and how long from the first Module's creation until the plan is
+// whole with every sync, then how many parts a version change of one Module
+// rewrites (part 0 and the part holding it) and how long the change takes
+// to reach the plan. No Module is stamped TooLarge.
+func BenchmarkPlanParts(b *testing.B) {
+	const modules = 2000
+	g := NewWithT(b)
+	c := compilerBehindWebhook(b, compile.DefaultMaxPlanBytes, compile.DefaultMaxPlanBytes)
+	ns := c.Namespace(b, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	r := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}}
+	g.Eventually(func() error { return c.Client.Create(b.Context(), r) }, timeout, poll).Should(Succeed()) // once the webhook answers
+	git := planSyncKinds()[0].sync
+	module := func(i int) *fleeetv1.Module {
+		return &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("payments-api-%04d", i), Labels: git.Labels},
+			Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{Selector: everyRemote, Sync: *git.SyncSpec.DeepCopy()}}}
+	}
+	whole := func(g Gomega) fleeetv1.ProxyPlan { return wholePlanIn(g, c.Client, r, compile.DefaultMaxPlanBytes) }
+	for b.Loop() {
+		started := time.Now()
+		indexes := make(chan int)
+		var created sync.WaitGroup
+		for range 8 {
+			created.Go(func() {
+				for i := range indexes {
+					g.Expect(c.Client.Create(b.Context(), module(i))).To(Succeed())
+				}
+			})
+		}
+		for i := range modules {
+			indexes <- i
+		}
+		close(indexes)
+		created.Wait()
+		var plan fleeetv1.ProxyPlan
+		g.Eventually(func(g Gomega) {
+			plan = whole(g)
+			g.Expect(syncsIn(plan)).To(Equal(modules))
+		}, 15*time.Minute, time.Second).Should(Succeed())
+		b.ReportMetric(time.Since(started).Seconds(), "s-to-whole-plan")
+		b.ReportMetric(float64(len(plan)), "parts")
+		for _, pa := range plan {
+			for name, stamp := range pa.CompiledSyncs() {
+				g.Expect(stamp.TooLarge).To(BeEmpty(), name)
+			}
+		}
+
+		versions := map[string]string{}
+		for _, pa := range plan {
+			versions[pa.Name] = pa.ResourceVersion
+		}
+		holding := plan[len(plan)-1]
+		changed := holding.Spec.Assemblage.Syncs[0].Name
+		started = time.Now()
+		g.Expect(c.Client.Patch(b.Context(), &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: changed}},
+			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sync":{"source":{"git":{"tag":"v1.24.4"}}}}}`)))).To(Succeed())
+		g.Eventually(func(g Gomega) string {
+			return compile.Find(whole(g).Holding(changed).Spec.Assemblage.Syncs, changed).Source.Git.Tag
+		}, timeout, 100*time.Millisecond).Should(Equal("v1.24.4"))
+		b.ReportMetric(time.Since(started).Seconds(), "s-version-change")
+		var rewritten []string
+		g.Consistently(func(g Gomega) []string {
+			rewritten = nil
+			for _, pa := range whole(g) {
+				if pa.ResourceVersion != versions[pa.Name] {
+					rewritten = append(rewritten, pa.Name)
+				}
+			}
+			return rewritten
+		}, 5*time.Second, time.Second).Should(ConsistOf(r.Name, holding.Name))
+		b.ReportMetric(float64(len(rewritten)), "parts-rewritten")
+	}
+}
+
+// syncsIn counts the syncs of every part of plan.
+func syncsIn(plan fleeetv1.ProxyPlan) int {
+	n := 0
+	for _, pa := range plan {
+		n += len(pa.Spec.Assemblage.Syncs)
+	}
+	return n
 }

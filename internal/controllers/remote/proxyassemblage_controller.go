@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -46,7 +48,8 @@ const (
 
 // ProxyAssemblageReconciler is the compiler: it writes, for every Remote,
 // the ProxyAssemblage of the same name holding the syncs of every Module
-// selecting it.
+// selecting it, split over further parts (fleeetv1.PlanPartName) when they
+// do not fit one object.
 type ProxyAssemblageReconciler struct {
 	// Shard says which Remotes this replica reconciles; nil for all of
 	// them, on the leader alone.
@@ -58,19 +61,20 @@ type ProxyAssemblageReconciler struct {
 	// Recorder records binding failures, policy denials and Modules left
 	// out of a plan on Modules.
 	Recorder events.EventRecorder
-	// MaxPlanBytes is the manager's --max-plan-bytes: a plan that would pass
-	// it leaves out the Modules that do not fit (compile.Fit) instead of
-	// being refused whole by admission. Zero for no limit. A plan is
-	// bounded by fleeetv1.MaxSyncs syncs as well, so that the cluster can
-	// mirror it.
+	// MaxPlanBytes is the manager's --max-plan-bytes, the limit of each
+	// part of a plan: a plan that would pass it is split over up to
+	// fleeetv1.MaxPlanParts parts (compile.Place), and leaves out only the
+	// Modules that fit in none instead of being refused whole by admission.
+	// Zero for no limit. Each part is bounded by fleeetv1.MaxSyncs syncs as
+	// well, so that the cluster can mirror it.
 	MaxPlanBytes int
 
 	// revisions remembers the cached Modules' revisions across Remotes.
 	revisions compile.Revisions
 
-	// written holds, per ProxyAssemblage, the resourceVersion of the
-	// compiler's own last write, so that its watch event does not compile
-	// the Remote again.
+	// written holds, per ProxyAssemblage (each part of a plan), the
+	// resourceVersion of the compiler's own last write, so that its watch
+	// event does not compile the Remote again.
 	written sync.Map
 }
 
@@ -122,12 +126,13 @@ var compileInputChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) 
 		!equality.Semantic.DeepEqual(before.Status.Rollout, after.Status.Rollout)
 }}
 
-// Reconcile compiles one Remote's ProxyAssemblage. Output is deterministic
-// (syncs sorted by name) and written only when it changed. The steps, in
-// order: delete the plan of a Remote that is gone (deletePlan), leave the
-// plan as it is while the Remote may not have a new one (planLeftAsIs),
-// compile against what the plan holds (reconcileCompile) and write what
-// changed (reconcileWrite).
+// Reconcile compiles one Remote's plan, split over as many
+// ProxyAssemblages as it needs (fleeetv1.PlanPartName). Output is
+// deterministic (syncs sorted by name) and each part is written only when
+// it changed. The steps, in order: delete the plan of a Remote that is gone
+// (deletePlan), leave the plan as it is while the Remote may not have a new
+// one (planLeftAsIs), compile against what the plan's parts hold
+// (reconcileCompile) and write the parts that changed (reconcileWrite).
 func (c *ProxyAssemblageReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	remote := &fleeetv1.Remote{}
 	if err := c.Client.Get(ctx, req.NamespacedName, remote); err != nil {
@@ -139,49 +144,97 @@ func (c *ProxyAssemblageReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if planLeftAsIs(ctx, remote) {
 		return ctrl.Result{}, nil
 	}
-
-	pa := &fleeetv1.ProxyAssemblage{}
-	err := c.Client.Get(ctx, req.NamespacedName, pa)
-	if client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, err
-	}
-	exists := err == nil
-
-	p, err := c.reconcileCompile(ctx, remote, pa)
+	held, err := readPlan(ctx, c.Client, req.NamespacedName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if exists && p.heldBy(pa) {
-		return ctrl.Result{}, nil
+	p, err := c.reconcileCompile(ctx, remote, held)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	return c.reconcileWrite(ctx, remote, pa, exists, p)
+	return c.reconcileWrite(ctx, remote, held, p)
 }
 
-// plan is what one compile decides a Remote's ProxyAssemblage holds.
+// plan is what one compile decides a Remote's ProxyAssemblages hold, part
+// by part, part 0 first.
 type plan struct {
-	// syncs are spec.assemblage.syncs, sorted by name.
-	syncs []fleeetv1.NamedSync
-	// retry is the Remote's RetryAnnotation, passed on as
-	// spec.assemblage.retryRequestedAt.
-	retry string
-	// compiled is the JSON of the stamps, the plan's CompiledAnnotation.
-	compiled string
+	// parts are the parts' spec.assemblage: syncs sorted by name, the
+	// Remote's RetryAnnotation as retryRequestedAt, and the revisions of
+	// the further parts (listed by part 0, carried by each).
+	parts []fleeetv1.AssemblageSpec
+	// compiled is, per part, the JSON of its stamps, its CompiledAnnotation.
+	compiled []string
 }
 
-// heldBy reports whether pa holds p already, stamps included: a plan that
-// did not change is not written again.
-func (p plan) heldBy(pa *fleeetv1.ProxyAssemblage) bool {
-	return pa.Spec.Assemblage.RetryRequestedAt == p.retry && equality.Semantic.DeepEqual(pa.Spec.Assemblage.Syncs, p.syncs) &&
-		pa.Annotations[fleeetv1.CompiledAnnotation] == p.compiled
+// planOf splits the stamps of a compile over its parts: each part stamps
+// the syncs it holds, part 0 also the Modules whose sync is in no part. A
+// plan in one part is one object as it always was, with every stamp.
+func planOf(parts compile.Parts, stamps map[string]fleeetv1.Compiled, retry string) (plan, error) {
+	if len(parts) == 0 {
+		parts = compile.Parts{nil}
+	}
+	p := plan{parts: make([]fleeetv1.AssemblageSpec, len(parts)), compiled: make([]string, len(parts))}
+	rest := maps.Clone(stamps)
+	for k := len(parts) - 1; k >= 0; k-- {
+		own := rest // part 0's: what no further part stamps
+		if k > 0 {
+			own = map[string]fleeetv1.Compiled{}
+			for _, s := range parts[k] {
+				if stamp, ok := stamps[s.Name]; ok {
+					own[s.Name] = stamp
+					delete(rest, s.Name)
+				}
+			}
+		}
+		compiled, err := json.Marshal(own)
+		if err != nil {
+			return plan{}, err
+		}
+		p.compiled[k] = string(compiled)
+		p.parts[k] = fleeetv1.AssemblageSpec{Syncs: parts[k], RetryRequestedAt: retry}
+		if k > 0 {
+			p.parts[k].PartRevision = compile.PartRevision(parts[k], retry)
+		}
+	}
+	for k := 1; k < len(parts); k++ {
+		p.parts[0].Parts = append(p.parts[0].Parts, p.parts[k].PartRevision)
+	}
+	return p, nil
 }
 
-// deletePlan deletes the ProxyAssemblage of the Remote key, which is gone,
-// and forgets the compiler's last write of it.
+// heldBy reports whether pa, the plan's part k, holds it already, stamps
+// included: a part that did not change is not written again.
+func (p plan) heldBy(k int, pa *fleeetv1.ProxyAssemblage) bool {
+	if pa == nil {
+		return false
+	}
+	have, want := &pa.Spec.Assemblage, &p.parts[k]
+	return have.RetryRequestedAt == want.RetryRequestedAt && have.PartRevision == want.PartRevision && slices.Equal(have.Parts, want.Parts) &&
+		equality.Semantic.DeepEqual(have.Syncs, want.Syncs) && pa.Annotations[fleeetv1.CompiledAnnotation] == p.compiled[k]
+}
+
+// union is every sync of the plan.
+func (p plan) union() []fleeetv1.NamedSync {
+	var syncs []fleeetv1.NamedSync
+	for _, part := range p.parts {
+		syncs = append(syncs, part.Syncs...)
+	}
+	return syncs
+}
+
+// deletePlan deletes every ProxyAssemblage the plan of the Remote key, which
+// is gone, may be split over, and forgets the compiler's last writes of them.
 func (c *ProxyAssemblageReconciler) deletePlan(ctx context.Context, key client.ObjectKey) error {
-	// The Remote is gone; its ProxyAssemblage goes with it.
-	c.written.Delete(key)
-	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
-	return client.IgnoreNotFound(c.Client.Delete(ctx, pa))
+	// The Remote is gone; its plan goes with it.
+	for _, name := range fleeetv1.PlanPartNames(key.Name) {
+		part := client.ObjectKey{Namespace: key.Namespace, Name: name}
+		c.written.Delete(part)
+		pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: part.Name, Namespace: part.Namespace}}
+		if err := c.Client.Delete(ctx, pa); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // planLeftAsIs reports whether the Remote's plan is to be left as it is
@@ -206,61 +259,91 @@ func planLeftAsIs(ctx context.Context, remote *fleeetv1.Remote) bool {
 	return false
 }
 
-// reconcileCompile compiles the Remote's plan against pa, what it holds now
-// (empty when it has none), within the manager's size limit and passing on
-// the Remote's retry request, and observes how long compiling took. The
-// events it records on Modules are compile's.
-func (c *ProxyAssemblageReconciler) reconcileCompile(ctx context.Context, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage) (plan, error) {
+// reconcileCompile compiles the Remote's plan against held, what its parts
+// hold now (none when it has no plan), within the manager's size limit
+// over at most fleeetv1.MaxPlanParts parts and passing on the Remote's
+// retry request, and observes how long compiling took. The events it
+// records on Modules are compile's.
+func (c *ProxyAssemblageReconciler) reconcileCompile(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan) (plan, error) {
 	started := time.Now()
 	retry := remote.Annotations[fleeetv1.RetryAnnotation]
-	syncs, stamps, err := c.compile(ctx, remote, pa, compile.Limit{MaxBytes: c.MaxPlanBytes, MaxSyncs: fleeetv1.MaxSyncs, RetryRequestedAt: retry})
+	parts, stamps, err := c.compile(ctx, remote, held, compile.Limit{MaxBytes: c.MaxPlanBytes, MaxSyncs: fleeetv1.MaxSyncs,
+		MaxParts: fleeetv1.MaxPlanParts, RetryRequestedAt: retry})
 	fleetmetrics.CompileDuration.Observe(time.Since(started).Seconds())
 	if err != nil {
 		return plan{}, err
 	}
-	compiled, err := json.Marshal(stamps)
-	if err != nil {
-		return plan{}, err
-	}
-	return plan{syncs: syncs, retry: retry, compiled: string(compiled)}, nil
+	return planOf(parts, stamps, retry)
 }
 
-// reconcileWrite writes p as the Remote's ProxyAssemblage: an update of pa
-// when the plan exists, else a new plan the Remote owns. It observes the
-// plan's size and the write's duration, and remembers the write so that
-// its watch event does not compile the Remote again. A plan the cache has
-// not seen yet is compiled again shortly; a plan admission policy refuses
-// is told to the Modules it would have changed (recordDenial), and the
-// Remote keeps what it holds.
-func (c *ProxyAssemblageReconciler) reconcileWrite(ctx context.Context, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage, exists bool, p plan) (ctrl.Result, error) {
-	held := pa.Spec.Assemblage.Syncs
-	if !exists {
-		pa = &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: remote.Name, Namespace: remote.Namespace}}
+// reconcileWrite writes the parts of p that changed: the further parts
+// first, then part 0, which lists the revisions they carry and so
+// publishes them, then deletes the parts part 0 no longer lists. A reader
+// acts on a plan only once every part it lists is read at its revision
+// (AssemblageSpec.Whole), so it never sees half of a new plan.
+func (c *ProxyAssemblageReconciler) reconcileWrite(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan, p plan) (ctrl.Result, error) {
+	for k := range p.parts {
+		k = (k + 1) % len(p.parts) // part 0 last
+		if p.heldBy(k, held[k]) {
+			continue
+		}
+		if res, err := c.writePart(ctx, remote, held, p, k); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	for k := len(p.parts); k < len(held); k++ {
+		if held[k] == nil {
+			continue
+		}
+		c.written.Delete(client.ObjectKeyFromObject(held[k]))
+		if err := c.Client.Delete(ctx, held[k]); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("deleting ProxyAssemblage %s/%s, a part the plan no longer lists: %w", remote.Namespace, held[k].Name, err)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// writePart writes part k of p: an update of held[k] when the part exists,
+// else a new part the Remote owns. It observes the part's size and the
+// write's duration, and remembers the write so that its watch event does
+// not compile the Remote again. A part the cache has not seen yet is
+// compiled again shortly; a part admission policy refuses is told to the
+// Modules it would have changed (recordDenial), and the Remote keeps the
+// plan it holds: part 0 is not written, so it lists the parts as they were.
+func (c *ProxyAssemblageReconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan, p plan, k int) (ctrl.Result, error) {
+	pa, exists := held[k].DeepCopy(), held[k] != nil // held stays the plan as it was read
+	var heldSyncs []fleeetv1.NamedSync
+	if exists {
+		heldSyncs = pa.Spec.Assemblage.Syncs
+	} else {
+		pa = &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: fleeetv1.PlanPartName(remote.Name, k), Namespace: remote.Namespace}}
 		if err := controllerutil.SetControllerReference(remote, pa, c.Client.Scheme()); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	pa.Spec.Assemblage.Syncs, pa.Spec.Assemblage.RetryRequestedAt = p.syncs, p.retry
-	metav1.SetMetaDataAnnotation(&pa.ObjectMeta, fleeetv1.CompiledAnnotation, p.compiled)
+	want := p.parts[k]
+	a := &pa.Spec.Assemblage
+	a.Syncs, a.RetryRequestedAt, a.Parts, a.PartRevision = want.Syncs, want.RetryRequestedAt, want.Parts, want.PartRevision
+	metav1.SetMetaDataAnnotation(&pa.ObjectMeta, fleeetv1.CompiledAnnotation, p.compiled[k])
 	if raw, err := json.Marshal(pa.Spec); err == nil {
 		fleetmetrics.PlanBytes.Observe(float64(len(raw)))
 	}
 	err := c.write(ctx, pa, exists)
 	if !exists && apierrors.IsAlreadyExists(err) {
-		// The cache has not seen the plan this compiler wrote a moment ago
+		// The cache has not seen the part this compiler wrote a moment ago
 		// (or another replica did): it will, and the compile after that
 		// compares against it. Not an error, so no error backoff.
-		log.FromContext(ctx).V(1).Info("ProxyAssemblage exists but is not cached yet; compiling again shortly")
+		log.FromContext(ctx).V(1).Info("ProxyAssemblage exists but is not cached yet; compiling again shortly", "part", pa.Name)
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	if err != nil {
 		if msg, denied := policyDenial(err); denied {
-			c.recordDenial(ctx, remote, held, p.syncs, msg)
+			c.recordDenial(ctx, remote, syncsOf(held), p.union(), heldSyncs, want.Syncs, msg)
 		}
-		return ctrl.Result{}, fmt.Errorf("writing ProxyAssemblage %s/%s: %w", remote.Namespace, remote.Name, err)
+		return ctrl.Result{}, fmt.Errorf("writing ProxyAssemblage %s/%s: %w", remote.Namespace, pa.Name, err)
 	}
 	c.written.Store(client.ObjectKeyFromObject(pa), pa.ResourceVersion)
-	log.FromContext(ctx).V(1).Info("Compiled ProxyAssemblage", "syncs", len(p.syncs))
+	log.FromContext(ctx).V(1).Info("Compiled ProxyAssemblage", "part", pa.Name, "syncs", len(want.Syncs))
 	return ctrl.Result{}, nil
 }
 
@@ -295,19 +378,21 @@ func policyDenial(err error) (string, bool) {
 	return msg, denied
 }
 
-// recordDenial tells each Module whose sync the refused plan would have
-// added, changed or removed that admission policy refused it for this
-// Remote: the plan keeps what it held until the policy or the Module changes.
-func (c *ProxyAssemblageReconciler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, held, refused []fleeetv1.NamedSync, msg string) {
+// recordDenial tells each Module whose sync a refused part of a plan would
+// have added, changed or removed that admission policy refused it for this
+// Remote: held and refused are the plan's syncs before and after, heldPart
+// and refusedPart the part's. The plan keeps what it held until the policy
+// or the Module changes.
+func (c *ProxyAssemblageReconciler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, held, refused, heldPart, refusedPart []fleeetv1.NamedSync, msg string) {
 	changed := map[string]bool{}
-	for i := range refused {
-		if !compile.Same(compile.Find(held, refused[i].Name), &refused[i]) {
-			changed[refused[i].Name] = true
+	for i := range refusedPart {
+		if !compile.Same(compile.Find(held, refusedPart[i].Name), &refusedPart[i]) {
+			changed[refusedPart[i].Name] = true
 		}
 	}
-	for i := range held {
-		if compile.Find(refused, held[i].Name) == nil {
-			changed[held[i].Name] = true
+	for i := range heldPart {
+		if compile.Find(refused, heldPart[i].Name) == nil {
+			changed[heldPart[i].Name] = true
 		}
 	}
 	for name := range changed {
@@ -320,19 +405,25 @@ func (c *ProxyAssemblageReconciler) recordDenial(ctx context.Context, remote *fl
 	}
 }
 
-// compile computes the syncs of one Remote from every Module of its
-// namespace (compile.Plan), within limit, and reports on its Module each
-// binding failure and each Module newly left out for the plan's size (not
-// on every compile: any Module's change compiles the Remote again).
-// Modules come from the cache uncopied (this runs once per Remote per
-// change) and are only read.
-func (c *ProxyAssemblageReconciler) compile(ctx context.Context, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage, limit compile.Limit) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
+// compile computes the plan of one Remote, part by part, from every Module
+// of its namespace (compile.Plan) against held, within limit, and reports
+// on its Module each binding failure and each Module newly left out for the
+// plan's size (not on every compile: any Module's change compiles the
+// Remote again). Modules come from the cache uncopied (this runs once per
+// Remote per change) and are only read.
+func (c *ProxyAssemblageReconciler) compile(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan, limit compile.Limit) (compile.Parts, map[string]fleeetv1.Compiled, error) {
 	modules := &fleeetv1.ModuleList{}
 	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, nil, err
 	}
-	syncs, stamps, err := compile.Plan(ctx, c.Client, modules.Items, remote, pa.Spec.Assemblage.Syncs, limit, &c.revisions)
-	before := pa.CompiledSyncs()
+	parts, stamps, err := compile.Plan(ctx, c.Client, modules.Items, remote, compile.Held(held), limit, &c.revisions)
+	syncs := parts.Union()
+	before := map[string]fleeetv1.Compiled{}
+	for _, pa := range held {
+		if pa != nil {
+			maps.Copy(before, pa.CompiledSyncs())
+		}
+	}
 	for i := range modules.Items {
 		m := &modules.Items[i]
 		stamp, ok := stamps[m.Name]
@@ -342,25 +433,26 @@ func (c *ProxyAssemblageReconciler) compile(ctx context.Context, remote *fleeetv
 		}
 		if was := before[m.Name]; ok && stamp.TooLarge != "" && (was.TooLarge == "" || was.Generation != stamp.Generation) {
 			keeps := "holds nothing of it"
-			if held := compile.Find(syncs, m.Name); held != nil {
-				keeps = "keeps " + compile.Version(&held.SyncSpec)
+			if kept := compile.Find(syncs, m.Name); kept != nil {
+				keeps = "keeps " + compile.Version(&kept.SyncSpec)
 			}
 			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonPlanTooLarge, "Compile",
 				"%s; the Remote %s, and the other Modules' changes go on", stamp.TooLarge, keeps)
 		}
 	}
-	return syncs, stamps, err
+	return parts, stamps, err
 }
 
-// remotesOfModule maps a Module to the Remotes it selects now and those whose
-// ProxyAssemblage holds its sync from an earlier selection.
+// remotesOfModule maps a Module to the Remotes it selects now and those a
+// part of whose plan holds its sync from an earlier selection.
 func (c *ProxyAssemblageReconciler) remotesOfModule(ctx context.Context, o client.Object) []reconcile.Request {
 	m := o.(*fleeetv1.Module)
 	seen := map[string]bool{}
 	pas := &fleeetv1.ProxyAssemblageList{}
 	if err := c.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy, client.MatchingFields{syncNamesIndex: m.Name}); err == nil {
 		for _, pa := range pas.Items {
-			seen[pa.Name] = true
+			name, _ := fleeetv1.PlanOfPart(pa.Name)
+			seen[name] = true
 		}
 	}
 	remotes := &fleeetv1.RemoteList{}

@@ -61,6 +61,30 @@ func retag(t *testing.T, m *fleeetv1.Module, tag string) {
 	patch(t, m, `{"spec":{"sync":{"source":{"git":{"tag":%q}}}}}`, tag)
 }
 
+// compilerBehindWebhook starts an apiserver of its own with the manager's
+// admission webhook in front of it, refusing plans over webhookBytes, and
+// the compiler alone, writing plans within compilerBytes (0: no limit).
+func compilerBehindWebhook(t testenv.TB, webhookBytes, compilerBytes int) *testenv.Cluster {
+	g := NewWithT(t)
+	c := testenv.StartCluster(t, "management", testenv.WithWebhooks())
+	review := &authenticationv1.SelfSubjectReview{}
+	g.Expect(c.Client.Create(t.Context(), review)).To(Succeed())
+	engine, err := policy.New(t.Context())
+	g.Expect(err).NotTo(HaveOccurred())
+	testenv.RunManager(t, c, "compiler", func(ctx context.Context, mgr ctrl.Manager) error {
+		mgr.GetWebhookServer().Register(webhooks.Path, &admission.Webhook{Handler: &webhooks.Policies{
+			Engine: engine, Reader: mgr.GetClient(), LiveReader: mgr.GetAPIReader(),
+			Registrations: &webhooks.Registrations{Reader: mgr.GetAPIReader()},
+			// The tests write as the manager does, with the same identity.
+			ManagerUsername: review.Status.UserInfo.Username,
+			MaxPlanBytes:    webhookBytes, Timeout: 5 * time.Second, Concurrency: 4,
+		}})
+		return (&remote.ProxyAssemblageReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"),
+			MaxPlanBytes: compilerBytes}).SetupWithManager(ctx, mgr)
+	})
+	return c
+}
+
 // held returns the plan of Remote ns/name in c, and the tag of each of its
 // syncs by name.
 func held(g Gomega, c client.Client, ns, name string) (*fleeetv1.ProxyAssemblage, map[string]string) {
@@ -323,21 +347,7 @@ func TestTheCompilerRestoresAPlanEditedByHandAndPassesOnRetries(t *testing.T) {
 // with the admission webhook in front of it.
 func TestARefusedPlanLeavesTheRemoteWithWhatItHeldAndTellsTheModule(t *testing.T) {
 	g := NewWithT(t)
-	c := testenv.StartCluster(t, "management", testenv.WithWebhooks())
-	review := &authenticationv1.SelfSubjectReview{}
-	g.Expect(c.Client.Create(t.Context(), review)).To(Succeed())
-	engine, err := policy.New(t.Context())
-	g.Expect(err).NotTo(HaveOccurred())
-	testenv.RunManager(t, c, "compiler", func(ctx context.Context, mgr ctrl.Manager) error {
-		mgr.GetWebhookServer().Register(webhooks.Path, &admission.Webhook{Handler: &webhooks.Policies{
-			Engine: engine, Reader: mgr.GetClient(), LiveReader: mgr.GetAPIReader(),
-			Registrations: &webhooks.Registrations{Reader: mgr.GetAPIReader()},
-			// The tests write as the manager does, with the same identity.
-			ManagerUsername: review.Status.UserInfo.Username,
-			MaxPlanBytes:    2048, Timeout: 5 * time.Second, Concurrency: 4,
-		}})
-		return (&remote.ProxyAssemblageReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager")}).SetupWithManager(ctx, mgr)
-	})
+	c := compilerBehindWebhook(t, 2048, 0)
 	ns := c.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
 	g.Eventually(func() error { // once the webhook answers
 		return c.Client.Create(t.Context(), &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge-1"}})
@@ -393,7 +403,7 @@ func TestAModuleTooLargeForThePlanIsLeftOutAndTheOthersStillMove(t *testing.T) {
 		}
 	}
 	g.Eventually(stampOf("big"), timeout, poll).Should(HaveField("TooLarge",
-		MatchRegexp(`^left out of the plan of Remote edge: with it the plan would be \d+ bytes, over the 16384-byte limit \(--max-plan-bytes\)$`)))
+		MatchRegexp(`^left out of the plan of Remote edge: its sync alone makes a part of \d+ bytes, over the 16384-byte limit \(--max-plan-bytes\)$`)))
 	g.Expect(tagsOf(ns, "edge")(g)).To(Equal(map[string]string{"small": "v1.0.0"}))
 	g.Eventually(func(g Gomega) []string {
 		return warnings(g, cluster.Client, ns, "Module", "big", fleeetv1.ReasonPlanTooLarge)
