@@ -184,7 +184,9 @@ func (p *PushReconciler) push(ctx context.Context, downstream client.Client, rem
 	ns := plan[0].Namespace
 	asms, _, err := mirror.Downstream{
 		Client: downstream, Key: client.ObjectKey{Namespace: ns, Name: ns}, ServiceAccount: remote.Spec.ServiceAccountName,
-		Create: func(ctx context.Context, asm *fleeetv1.Assemblage) error { return createAssemblage(ctx, downstream, asm) },
+		Create: func(ctx context.Context, asm *fleeetv1.Assemblage) error {
+			return createAssemblage(ctx, downstream, asm)
+		},
 	}.Write(ctx, plan)
 	if _, ok := errors.AsType[*targetError](err); err != nil && !ok {
 		err = &targetError{op: "writing the plan into namespace " + ns, err: err}
