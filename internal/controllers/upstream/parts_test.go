@@ -27,7 +27,7 @@ func namedSync(name string, deps ...string) fleeetv1.NamedSync {
 
 // writePart writes part k of the cluster's plan in the management cluster
 // as the compiler does: the syncs it holds, carrying rev.
-func (l *linked) writePart(t *testing.T, k int, rev string, syncs ...fleeetv1.NamedSync) {
+func (l *linked) writePart(t testing.TB, k int, rev string, syncs ...fleeetv1.NamedSync) {
 	t.Helper()
 	mc := l.mgmt.Client
 	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: fleeetv1.PlanPartName(clusterName, k)}}
@@ -92,9 +92,9 @@ func (l *linked) kustomization(sync string) error {
 
 // A plan split over three ProxyAssemblages is mirrored 1:1 once every part
 // is read at its listed revision; each part's status comes back to its own
-// ProxyAssemblage. A part behind its listed revision changes nothing
-// downstream, and the Upstream says which part; a part no longer listed is
-// deleted downstream. No Flux controller runs here: the app sync never gets
+// ProxyAssemblage. A part behind the revision part 0 lists changes nothing
+// downstream, and the Upstream says which part, until it is written at that
+// revision; a part no longer listed is deleted downstream. No Flux controller runs here: the app sync never gets
 // Ready, so b, which depends on it from another part, stays Blocked.
 func TestASplitPlanIsMirroredWholeAndReportedPerPart(t *testing.T) {
 	g := NewWithT(t)
@@ -117,24 +117,31 @@ func TestASplitPlanIsMirroredWholeAndReportedPerPart(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 	g.Expect(apierrors.IsNotFound(l.kustomization("b"))).To(BeTrue(), "b waits for app, in another part")
 
-	// Part 2 drops c, but part 0 still lists its old revision.
-	l.writePart(t, 2, "r3")
+	// Part 0 lists a revision of part 2 the agent cannot read yet.
+	l.listParts(t, "r1", "r3")
 	g.Eventually(func(g Gomega) {
 		c := l.condition(g, fleeetv1.ReadyCondition)
 		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonPlanIncomplete))
-		g.Expect(c.Message).To(ContainSubstring(`part 2 of 3 is at revision "r3", the plan lists "r2"`))
+		g.Expect(c.Message).To(ContainSubstring(`part 2 of 3 is at revision "r2", the plan lists "r3"`))
 	}, timeout, poll).Should(Succeed())
 	g.Consistently(func(g Gomega) {
 		g.Expect(l.mirroredPart(g, 2, "r2").Spec.Syncs).To(HaveLen(1))
 		g.Expect(l.kustomization("c")).To(Succeed())
 	}, 2*time.Second, poll).Should(Succeed(), "nothing changes downstream from a plan not read whole")
 
-	// Part 0 now lists part 1 only: part 2 goes downstream, and c with it.
+	// Part 2 arrives at that revision, without c: c is removed.
+	l.writePart(t, 2, "r3")
+	g.Eventually(func(g Gomega) {
+		g.Expect(l.mirroredPart(g, 2, "r3").Spec.Syncs).To(BeEmpty())
+		g.Expect(apierrors.IsNotFound(l.kustomization("c"))).To(BeTrue(), "c is removed")
+		g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
+	}, timeout, poll).Should(Succeed())
+
+	// Part 0 now lists part 1 only: part 2 goes downstream.
 	l.listParts(t, "r1")
 	g.Eventually(func(g Gomega) {
 		err := l.down.Client.Get(context.Background(), client.ObjectKey{Namespace: l.tenant, Name: fleeetv1.PlanPartName(l.up.Name, 2)}, &fleeetv1.Assemblage{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "part 2 is deleted downstream")
-		g.Expect(apierrors.IsNotFound(l.kustomization("c"))).To(BeTrue(), "c is removed")
 		g.Expect(l.mirroredPart(g, 1, "r1").Spec.Syncs).To(HaveLen(1))
 		g.Expect(l.condition(g, fleeetv1.ReadyCondition).Reason).To(Equal(fleeetv1.ReasonSynced))
 	}, timeout, poll).Should(Succeed())
