@@ -1,7 +1,8 @@
 // Package assemblage holds the agent's Assemblage controller: it expands each
 // sync of an Assemblage into Flux objects, holds a sync back until every sync
 // it depends on is Ready at its desired revision, whatever their kinds, and
-// removes dropped syncs in reverse dependency order.
+// removes dropped syncs in reverse dependency order. A plan split over
+// several Assemblages runs as one, under its first part (see readPlan).
 package assemblage
 
 import (

@@ -1,7 +1,8 @@
 // Package upstream holds the agent's Upstream controller: it registers the
 // cluster with a management namespace, keeps the cluster's credential
-// fresh, mirrors the cluster's ProxyAssemblage into a local Assemblage and
-// reports the Assemblage's status back. Nothing it does deletes anything
+// fresh, mirrors the cluster's ProxyAssemblage into a local Assemblage (a
+// plan split over several, whole, into as many) and reports the
+// Assemblages' status back. Nothing it does deletes anything
 // downstream: an unreachable management cluster or a revoked credential
 // leaves the last plan running.
 package upstream
