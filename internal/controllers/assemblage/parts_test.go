@@ -86,8 +86,10 @@ func (e *env) uids(g Gomega, ns string) map[string]types.UID {
 func (e *env) testSplitPlan(t *testing.T) {
 	g := NewWithT(t)
 	ns := e.c.Namespace(t, "split", nil)
-	first := e.create(t, ns, e.ks(ns, "s1", "v1.0.0", "./configmap"))
-	e.listParts(t, first, "r1", "r2")
+	e.serviceAccount(t, ns, trustedTenant, nil)
+	first := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Name: "plan", Namespace: ns}, Spec: fleeetv1.AssemblageSpec{
+		Syncs: []fleeetv1.NamedSync{e.ks(ns, "s1", "v1.0.0", "./configmap")}, ServiceAccountName: trustedTenant, Parts: []string{"r1", "r2"}}}
+	g.Expect(e.c.Client.Create(t.Context(), first)).To(Succeed())
 	g.Eventually(func(g Gomega) { e.expectIncomplete(g, first, "part 1 of 3 not read yet") }, timeout, poll).Should(Succeed())
 	g.Expect(e.appliers(g, ns)).To(BeEmpty(), "nothing is applied from a plan not whole")
 
