@@ -17,10 +17,11 @@ import (
 // BenchmarkASplitPlanOfTwoThousandSyncs measures how long a Remote selected
 // by 2,000 Modules takes to get its whole plan: 2,000 git syncs written over
 // four ProxyAssemblages of 500 (further parts first, part 0 last, as the
-// compiler writes them) until the agent has mirrored them and applied every
-// sync's Flux objects downstream (a GitRepository and a Kustomization each;
-// no Flux controller runs, so none gets Ready), then until every part's
-// status upstream reports its 500 syncs for its current generation.
+// compiler writes them) until the agent has mirrored them and every
+// downstream part reports its syncs applied (a GitRepository and a
+// Kustomization each; no Flux controller runs, so none gets Ready), then
+// until every part's status upstream reports its 500 syncs for its current
+// generation.
 // The plan of one part of 500 syncs, what one object holds, is the
 // comparison on the same setup.
 func BenchmarkASplitPlanOfTwoThousandSyncs(b *testing.B) {
@@ -58,12 +59,16 @@ func benchmarkPlan(b *testing.B, parts, perPart int) {
 			return l.mgmt.Client.Update(b.Context(), l.plan)
 		}, timeout, poll).Should(Succeed())
 
+		// Polled through the parts' status, four Gets: listing the 2,000
+		// Flux objects every second would load the apiserver the agent
+		// writes to.
 		applied := func(g Gomega) {
-			list := &kustomizev1.KustomizationList{}
-			g.Expect(l.down.Client.List(context.Background(), list, client.InNamespace(l.tenant))).To(Succeed())
-			g.Expect(list.Items).To(HaveLen(parts * perPart))
-			for i := range list.Items {
-				g.Expect(list.Items[i].Labels).To(HaveKeyWithValue(fleeetv1.AssemblageLabel, l.up.Name))
+			for k := range parts {
+				asm := &fleeetv1.Assemblage{}
+				g.Expect(l.down.Client.Get(context.Background(), client.ObjectKey{Namespace: l.tenant, Name: fleeetv1.PlanPartName(l.up.Name, k)}, asm)).To(Succeed())
+				g.Expect(asm.Status.ObservedGeneration).To(Equal(asm.Generation))
+				g.Expect(asm.Status.Summary.Total).To(Equal(int32(perPart)))
+				g.Expect(asm.Status.Summary.Progressing).To(Equal(int32(perPart)), "every sync applied, none Ready without Flux")
 			}
 		}
 		g.Eventually(applied, 10*time.Minute, time.Second).Should(Succeed())
@@ -75,6 +80,12 @@ func benchmarkPlan(b *testing.B, parts, perPart int) {
 		}, 10*time.Minute, time.Second).Should(Succeed())
 		b.ReportMetric(time.Since(start).Seconds(), "s-to-status-upstream")
 		b.StopTimer()
+		list := &kustomizev1.KustomizationList{}
+		g.Expect(l.down.Client.List(b.Context(), list, client.InNamespace(l.tenant))).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(parts * perPart))
+		for i := range list.Items {
+			g.Expect(list.Items[i].Labels).To(HaveKeyWithValue(fleeetv1.AssemblageLabel, l.up.Name), "labelled with part 0")
+		}
 		// Every sync the plan holds is applied once, by part 0's Assemblage.
 		first := &fleeetv1.Assemblage{}
 		g.Expect(l.down.Client.Get(b.Context(), client.ObjectKey{Namespace: l.tenant, Name: l.up.Name}, first)).To(Succeed())
