@@ -189,6 +189,10 @@ const (
 	ReasonAwaitingPlan = "AwaitingPlan"
 	// ReasonMirrorFailed: the plan cannot be written locally.
 	ReasonMirrorFailed = "MirrorFailed"
+	// ReasonPlanIncomplete: the plan is split over several objects and not
+	// every part was read at the revision the first lists; what was last
+	// mirrored or applied is kept as it is.
+	ReasonPlanIncomplete = "PlanIncomplete"
 )
 
 // Reasons of a RegistrationToken's conditions and events.

@@ -1,6 +1,7 @@
 // Package mirror copies a ProxyAssemblage's plan into a downstream
-// Assemblage and the Assemblage's status back, the same way whether the
-// manager pushes the plan or the agent pulls it.
+// Assemblage and the Assemblage's status back, and a plan split over
+// several ProxyAssemblages, whole, into as many Assemblages, the same way
+// whether the manager pushes the plan or the agent pulls it.
 package mirror
 
 import (

@@ -1,7 +1,8 @@
 // Package assemblage holds the agent's Assemblage controller: it expands each
 // sync of an Assemblage into Flux objects, holds a sync back until every sync
 // it depends on is Ready at its desired revision, whatever their kinds, and
-// removes dropped syncs in reverse dependency order.
+// removes dropped syncs in reverse dependency order. A plan split over
+// several Assemblages runs as one, under its first part (see readPlan).
 package assemblage
 
 import (
@@ -78,7 +79,11 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.jitter = newJitter(r.FetchJitter, rand.Uint64())
 	// Delivered Secrets arriving release the syncs waiting for them.
-	b := flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.Assemblage{})).Owns(&corev1.Secret{})
+	// A further part of a plan split over several Assemblages reconciles
+	// its plan's part 0, which reads it.
+	b := flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.Assemblage{}, builder.WithPredicates(firstParts))).
+		Owns(&corev1.Secret{}).
+		Watches(&fleeetv1.Assemblage{}, handler.EnqueueRequestsFromMapFunc(firstPartOf), builder.WithPredicates(furtherParts))
 	for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet"} {
 		b = b.Watches(flux.NewWorkload(kind), handler.EnqueueRequestsFromMapFunc(r.assemblageOfWorkload),
 			builder.WithPredicates(podCountsChanged))
@@ -103,6 +108,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 
+	plan, parts, incomplete, err := r.readPlan(ctx, asm)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
+	case incomplete != nil:
+		// A further part's arrival brings the reconcile back.
+		status.MarkProgressing(asm, fleeetv1.ReasonPlanIncomplete,
+			fmt.Sprintf("the plan is not whole (%v); nothing is applied or removed until it is", incomplete))
+		return ctrl.Result{}, nil
+	}
+	result, err = r.reconcilePlan(ctx, plan)
+	if err == nil && plan != asm {
+		err = r.reportParts(ctx, asm, plan, parts)
+	}
+	return result, err
+}
+
+// reconcilePlan brings a whole plan's Flux objects to its spec and records
+// its status on plan. A plan split over several Assemblages is reconciled
+// as one, under its part 0: its Flux objects are labelled with and owned by
+// part 0, so a sync moving between parts keeps them.
+func (r *Reconciler) reconcilePlan(ctx context.Context, asm *fleeetv1.Assemblage) (ctrl.Result, error) {
 	if !r.reconcileConfinement(asm) {
 		return ctrl.Result{}, nil
 	}

@@ -70,6 +70,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("DependentUpdateWaitsForDependencyVersionBump", e.testVersionBump)
 	t.Run("DroppedSyncsAreRemovedInReverseDependencyOrder", e.testRemovalOrder)
 	t.Run("DeletingAssemblageTearsDownInReverseDependencyOrder", e.testDeleteOrder)
+	t.Run("PlanSplitOverPartsRunsAsOneAndReportsEachPartsSyncs", e.testSplitPlan)
 	t.Run("CycleAndMissingDependencyAreReported", e.testCycleAndMissing)
 	t.Run("BindingsAreSubstitutedAndUnresolvableOnesFailOnlyTheirSync", e.testBindings)
 	t.Run("BindingsReadOnlyWhatTheTenantServiceAccountMayRead", e.testBindingsReadAsTenant)

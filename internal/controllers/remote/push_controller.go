@@ -120,9 +120,21 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		}
 		return ctrl.Result{}, p.setRefused(ctx, remote, reason, err.Error())
 	}
-	asm, err := p.push(ctx, downstream.client, remote, pa)
+	plan, incomplete, err := p.readPlan(ctx, pa)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if incomplete != nil {
+		// Nothing is pushed from a plan not read whole; the cluster keeps
+		// the last one. The parts' own events and the poll bring it back.
+		before := remote.Status.DeepCopy()
+		status.SetCondition(&remote.Status.Conditions, remote.Generation, fleeetv1.ReadyCondition, metav1.ConditionFalse,
+			fleeetv1.ReasonPlanIncomplete, fmt.Sprintf("the plan is not whole (%v); the cluster keeps the last plan pushed", incomplete))
+		return ctrl.Result{RequeueAfter: p.Poll}, p.applyStatus(ctx, remote, before)
+	}
+	asms, err := p.push(ctx, downstream.client, remote, plan)
 	if err == nil {
-		err = p.deliver(ctx, downstream.client, remote, pa, asm)
+		err = p.deliver(ctx, downstream.client, remote, mirror.Syncs(plan), asms[0])
 	}
 	if err != nil {
 		msg := fmt.Sprintf("cannot reach the cluster: %v", err)
@@ -131,7 +143,7 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		}
 		return ctrl.Result{}, err // back off
 	}
-	if err := p.copyStatus(ctx, pa, asm); err != nil {
+	if err := p.copyStatus(ctx, plan, asms); err != nil {
 		return ctrl.Result{}, err
 	}
 	before := remote.Status.DeepCopy()
@@ -141,49 +153,55 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		return ctrl.Result{}, err
 	}
 	// The downstream cluster is not watched from here, so its progress is read on an interval.
-	if apimeta.IsStatusConditionTrue(asm.Status.Conditions, fleeetv1.ReadyCondition) {
+	if apimeta.IsStatusConditionTrue(asms[0].Status.Conditions, fleeetv1.ReadyCondition) {
 		return ctrl.Result{RequeueAfter: 4 * p.Poll}, nil
 	}
 	return ctrl.Result{RequeueAfter: p.Poll}, nil
 }
 
-// push writes the Assemblage, named after the tenant namespace, into the
-// namespace of the same name downstream. Flux applies it as the Remote's
+// readPlan reads, from the cache, the further parts of the plan pa heads
+// (see mirror.Assemble).
+func (p *PushReconciler) readPlan(ctx context.Context, pa *fleeetv1.ProxyAssemblage) (plan []*fleeetv1.ProxyAssemblage, incomplete, err error) {
+	return mirror.Assemble(pa, func(k int) (*fleeetv1.ProxyAssemblage, error) {
+		part := &fleeetv1.ProxyAssemblage{}
+		err := p.Client.Get(ctx, client.ObjectKey{Namespace: pa.Namespace, Name: fleeetv1.PlanPartName(pa.Name, k)}, part)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return part, err
+	})
+}
+
+// push writes the whole plan into the Assemblages, part 0 named after the
+// tenant namespace, in the namespace of the same name downstream
+// (mirror.Downstream). Flux applies it as the Remote's
 // spec.serviceAccountName, whatever the plan says. The namespace is created
-// only when the Assemblage cannot be created for want of it, so an identity
+// only when an Assemblage cannot be created for want of it, so an identity
 // confined to Assemblages in namespaces that exist (the agent chart's push
 // mode) needs no right to namespaces at all. Errors describe the cluster's
 // answers without their bodies.
-func (p *PushReconciler) push(ctx context.Context, downstream client.Client, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage) (*fleeetv1.Assemblage, error) {
-	sa := remote.Spec.ServiceAccountName
-	asm := &fleeetv1.Assemblage{}
-	key := client.ObjectKey{Namespace: pa.Namespace, Name: pa.Namespace}
-	err := downstream.Get(ctx, key, asm)
-	switch {
-	case apierrors.IsNotFound(err):
-		asm = &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
-		mirror.Spec(asm, pa, sa)
-		if err := createAssemblage(ctx, downstream, asm); err != nil {
-			return nil, err
-		}
-	case err != nil:
-		return nil, &targetError{op: "reading Assemblage " + key.String(), err: err}
-	case mirror.Spec(asm, pa, sa):
-		if err := downstream.Update(ctx, asm); err != nil {
-			return nil, &targetError{op: "updating Assemblage " + key.String(), err: err}
-		}
+func (p *PushReconciler) push(ctx context.Context, downstream client.Client, remote *fleeetv1.Remote, plan []*fleeetv1.ProxyAssemblage) ([]*fleeetv1.Assemblage, error) {
+	ns := plan[0].Namespace
+	asms, _, err := mirror.Downstream{
+		Client: downstream, Key: client.ObjectKey{Namespace: ns, Name: ns}, ServiceAccount: remote.Spec.ServiceAccountName,
+		Create: func(ctx context.Context, asm *fleeetv1.Assemblage) error {
+			return createAssemblage(ctx, downstream, asm)
+		},
+	}.Write(ctx, plan)
+	if _, ok := errors.AsType[*targetError](err); err != nil && !ok {
+		err = &targetError{op: "writing the plan into namespace " + ns, err: err}
 	}
-	return asm, nil
+	return asms, err
 }
 
-// deliver writes into asm's namespace downstream the Secrets pa's syncs
-// deliver, under the rules the agent follows for a pull cluster
+// deliver writes into asm's namespace downstream the Secrets syncs, the
+// whole plan's, deliver, under the rules the agent follows for a pull cluster
 // (delivery.Write): Secrets the fleet did not deliver are left alone and
 // reported on the Remote, and the cluster's Assemblage controller deletes
 // the deliveries no sync uses any more. They are written after the
 // Assemblage; its syncs wait, Blocked, until they are there.
-func (p *PushReconciler) deliver(ctx context.Context, downstream client.Client, remote *fleeetv1.Remote, pa *fleeetv1.ProxyAssemblage, asm *fleeetv1.Assemblage) error {
-	items, err := collectDeliveries(ctx, p.Client, p.Recorder, remote, pa.Spec.Assemblage.Syncs)
+func (p *PushReconciler) deliver(ctx context.Context, downstream client.Client, remote *fleeetv1.Remote, syncs []fleeetv1.NamedSync, asm *fleeetv1.Assemblage) error {
+	items, err := collectDeliveries(ctx, p.Client, p.Recorder, remote, syncs)
 	if err != nil || len(items) == 0 {
 		return err
 	}
@@ -220,7 +238,11 @@ func (p *PushReconciler) pushRemotesDelivering(ctx context.Context, o client.Obj
 		}
 		pa := &fleeetv1.ProxyAssemblage{}
 		key := client.ObjectKeyFromObject(&remotes.Items[i])
-		if p.Client.Get(ctx, key, pa) == nil && slices.Contains(delivery.Names(pa.Spec.Assemblage.Syncs), o.GetName()) {
+		if p.Client.Get(ctx, key, pa) != nil {
+			continue
+		}
+		if plan, incomplete, err := p.readPlan(ctx, pa); err == nil && incomplete == nil &&
+			slices.Contains(delivery.Names(mirror.Syncs(plan)), o.GetName()) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: key})
 		}
 	}
@@ -296,17 +318,19 @@ func describe(err error) string {
 	return "the cluster's answer is not a Kubernetes API response"
 }
 
-// copyStatus copies the Assemblage's status into the ProxyAssemblage once
-// the agent has observed the spec pushed from the current generation.
-func (p *PushReconciler) copyStatus(ctx context.Context, pa *fleeetv1.ProxyAssemblage, asm *fleeetv1.Assemblage) error {
-	st, ok := mirror.Status(pa, asm)
-	if !ok {
-		return nil
+// copyStatus copies each Assemblage's status into the ProxyAssemblage part
+// it mirrors, once the agent has observed the spec pushed from the part's
+// current generation.
+func (p *PushReconciler) copyStatus(ctx context.Context, plan []*fleeetv1.ProxyAssemblage, asms []*fleeetv1.Assemblage) error {
+	var errs []error
+	for k, pa := range plan {
+		st, ok := mirror.Status(pa, asms[k])
+		if !ok || equality.Semantic.DeepEqual(pa.Status, st) {
+			continue
+		}
+		errs = append(errs, status.Apply(ctx, p.Client, pa, status.PushManager, st))
 	}
-	if equality.Semantic.DeepEqual(pa.Status, st) {
-		return nil
-	}
-	return status.Apply(ctx, p.Client, pa, status.PushManager, st)
+	return errors.Join(errs...)
 }
 
 // clientFor returns a client for the Remote's cluster, rebuilt whenever its

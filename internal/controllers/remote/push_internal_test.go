@@ -51,7 +51,7 @@ func TestPushTouchesNamespacesOnlyWhenTheTenantNamespaceIsMissing(t *testing.T) 
 				Spec: fleeetv1.RemoteSpec{ServiceAccountName: "deployer"}}
 			pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "edge", Generation: 1}}
 
-			_, err := (&PushReconciler{}).push(t.Context(), downstream, remote, pa)
+			_, err := (&PushReconciler{}).push(t.Context(), downstream, remote, []*fleeetv1.ProxyAssemblage{pa})
 			g.Expect(err).NotTo(HaveOccurred())
 
 			asm := &fleeetv1.Assemblage{}

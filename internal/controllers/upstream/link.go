@@ -24,6 +24,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/delivery"
 	"github.com/fleeet-dev/fleeet/internal/flux"
+	"github.com/fleeet-dev/fleeet/internal/mirror"
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
@@ -61,6 +62,10 @@ type link struct {
 
 	mu    sync.Mutex
 	state linkState
+	// parts are the further parts of the cluster's plan as last read,
+	// parts[k] being part k; read again only when part 0 lists another
+	// revision for them.
+	parts [fleeetv1.MaxPlanParts]*fleeetv1.ProxyAssemblage
 }
 
 // linkState is what a link knows about the management cluster.
@@ -414,23 +419,65 @@ func (l *link) renew(ctx context.Context, obtained time.Time) {
 	}
 }
 
-// writeStatus copies the downstream status into the ProxyAssemblage.
+// readPlan returns the cluster's whole plan headed by first, part 0 first,
+// getting only the further parts whose listed revision differs from the
+// one last read; incomplete says which part keeps it from being whole.
+// Only part 0 is watched: the manager writes it last, so a change of any
+// part shows as a change of part 0.
+func (l *link) readPlan(ctx context.Context, first *fleeetv1.ProxyAssemblage) (plan []*fleeetv1.ProxyAssemblage, incomplete, err error) {
+	listed := first.Spec.Assemblage.Parts
+	return mirror.Assemble(first, func(k int) (*fleeetv1.ProxyAssemblage, error) {
+		l.mu.Lock()
+		held := l.parts[k]
+		l.mu.Unlock()
+		if held != nil && held.Spec.Assemblage.PartRevision == listed[k-1] {
+			return held.DeepCopy(), nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		pa := &fleeetv1.ProxyAssemblage{}
+		err := l.client.Get(rctx, client.ObjectKey{Namespace: l.ns, Name: fleeetv1.PlanPartName(l.cluster, k)}, pa)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case err != nil:
+			l.failed(err, 0)
+			return nil, err
+		}
+		l.mu.Lock()
+		l.parts[k] = pa.DeepCopy()
+		l.mu.Unlock()
+		return pa, nil
+	})
+}
+
+// writeStatus copies the downstream status into the ProxyAssemblage, a
+// part of the cluster's plan.
 func (l *link) writeStatus(ctx context.Context, pa *fleeetv1.ProxyAssemblage) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	_, k := fleeetv1.PlanOfPart(pa.Name)
 	from := pa.ResourceVersion
 	// An update, not an apply: the agent owns the whole status, and the
 	// resourceVersion keeps it from overwriting a plan it has not seen.
 	if err := l.client.Status().Update(ctx, pa, client.FieldOwner(status.AgentManager)); err != nil {
 		if !apierrors.IsConflict(err) {
 			l.failed(err, 0)
+		} else if k > 0 {
+			l.mu.Lock()
+			l.parts[k] = nil // read it again
+			l.mu.Unlock()
 		}
-		return fmt.Errorf("writing ProxyAssemblage status: %w", err)
+		return fmt.Errorf("writing ProxyAssemblage %s status: %w", pa.Name, err)
 	}
-	// Keep what was written unless the watch has brought something newer.
+	// Keep what was written unless something newer was read meanwhile.
 	l.mu.Lock()
-	if l.state.pa != nil && l.state.pa.ResourceVersion == from {
-		l.state.pa = pa.DeepCopy()
+	held := &l.state.pa
+	if k > 0 {
+		held = &l.parts[k]
+	}
+	if *held != nil && (*held).ResourceVersion == from {
+		*held = pa.DeepCopy()
 	}
 	l.mu.Unlock()
 	return nil

@@ -51,7 +51,7 @@ type linked struct {
 
 const clusterName = "edge-1"
 
-func link(t *testing.T) *linked {
+func link(t testing.TB) *linked {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -106,7 +106,7 @@ func (l *linked) grantIdentity(g Gomega) {
 
 // runAgent starts the agent downstream; the function it returns stops it,
 // as does the end of the test that linked the clusters if that has not.
-func (l *linked) runAgent(t *testing.T) func() {
+func (l *linked) runAgent(t testing.TB) func() {
 	t.Helper()
 	stop, err := testenv.StartManager(l.down, "fleet-agent", func(ctx context.Context, mgr ctrl.Manager) error {
 		return agent.Setup(ctx, mgr, agent.Options{Concurrent: 1, Heartbeat: time.Second})

@@ -1,7 +1,8 @@
 // Package upstream holds the agent's Upstream controller: it registers the
 // cluster with a management namespace, keeps the cluster's credential
-// fresh, mirrors the cluster's ProxyAssemblage into a local Assemblage and
-// reports the Assemblage's status back. Nothing it does deletes anything
+// fresh, mirrors the cluster's ProxyAssemblage into a local Assemblage (a
+// plan split over several, whole, into as many) and reports the
+// Assemblages' status back. Nothing it does deletes anything
 // downstream: an unreachable management cluster or a revoked credential
 // leaves the last plan running.
 package upstream
@@ -41,6 +42,9 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
+
+// partRetry is how soon a plan not read whole is read again.
+const partRetry = 5 * time.Second
 
 // tokenSecretIndex indexes Upstreams by the Secret holding their registration token.
 const tokenSecretIndex = "spec.tokenSecretRef.name"
@@ -182,14 +186,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonAwaitingPlan, "waiting for the cluster's ProxyAssemblage")
 		return ctrl.Result{}, nil
 	}
+	plan, incomplete, err := l.readPlan(ctx, st.pa.DeepCopy())
+	if err == nil && incomplete != nil {
+		err = incomplete
+	}
+	if err != nil {
+		// Nothing is mirrored from a plan not read whole: the
+		// Assemblages keep the last one.
+		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonPlanIncomplete,
+			fmt.Sprintf("the plan is not read whole (%v); the local Assemblages keep the last plan mirrored", err))
+		return ctrl.Result{RequeueAfter: partRetry}, nil
+	}
 	// While the management cluster cannot be reached, the plan is still
 	// mirrored but the status waits: reconnecting wakes this up again.
-	asm, err := r.mirror(ctx, up, l, st.pa.DeepCopy(), st.err == nil)
+	asm, err := r.mirror(ctx, up, l, plan, st.err == nil)
 	if err != nil {
 		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonMirrorFailed, err.Error())
 		return ctrl.Result{}, err
 	}
-	if err := r.deliver(ctx, up, asm, st); err != nil {
+	if err := r.deliver(ctx, up, asm, mirror.Syncs(plan), st); err != nil {
 		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonMirrorFailed, err.Error())
 		return ctrl.Result{}, err
 	}
@@ -405,36 +420,39 @@ func (r *Reconciler) storeCredential(ctx context.Context, up *fleeetv1.Upstream,
 	return nil
 }
 
-// mirror writes the plan into the local Assemblage and, when report is
-// set, the Assemblage's status, once it describes that plan, back into the
-// ProxyAssemblage.
-func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link, pa *fleeetv1.ProxyAssemblage, report bool) (*fleeetv1.Assemblage, error) {
-	asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: assemblageNamespace(up), Name: up.Name}}
-	changed := false
-	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, asm, func() error {
-		changed = mirror.Spec(asm, pa, up.Spec.ServiceAccountName)
-		asm.Annotations[fleeetv1.UpstreamAnnotation] = client.ObjectKeyFromObject(up).String()
-		return nil
-	})
+// mirror writes the whole plan into the local Assemblages, part k into
+// Assemblage PlanPartName(up.Name, k), and, when report is set, each
+// Assemblage's status, once it describes its part, back into that part. It
+// returns part 0's Assemblage.
+func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link, plan []*fleeetv1.ProxyAssemblage, report bool) (*fleeetv1.Assemblage, error) {
+	asms, changed, err := mirror.Downstream{
+		Client: r.Client, Key: client.ObjectKey{Namespace: assemblageNamespace(up), Name: up.Name},
+		ServiceAccount: up.Spec.ServiceAccountName,
+		Annotations:    map[string]string{fleeetv1.UpstreamAnnotation: client.ObjectKeyFromObject(up).String()},
+	}.Write(ctx, plan)
 	if err != nil {
-		return nil, fmt.Errorf("writing Assemblage %s/%s: %w", asm.Namespace, asm.Name, err)
+		return nil, err
 	}
 	if changed {
 		up.Status.LastSyncTime = &metav1.Time{Time: time.Now()}
 	}
 	if !report {
-		return asm, nil
+		return asms[0], nil
 	}
-	st, ok := mirror.Status(pa, asm)
-	if !ok || equality.Semantic.DeepEqual(st, pa.Status) {
-		return asm, nil
+	var errs []error
+	for k, pa := range plan {
+		st, ok := mirror.Status(pa, asms[k])
+		if !ok || equality.Semantic.DeepEqual(st, pa.Status) {
+			continue
+		}
+		pa.Status = st
+		errs = append(errs, l.writeStatus(ctx, pa))
 	}
-	pa.Status = st
-	return asm, l.writeStatus(ctx, pa)
+	return asms[0], errors.Join(errs...)
 }
 
 // deliver writes into the Assemblage's namespace every Secret of the
-// cluster's bundle that the plan names, and sets the Delivered condition
+// cluster's bundle that syncs, the whole plan's, name, and sets the Delivered condition
 // while the plan names any.
 // It only writes: a delivered Secret is deleted by the Assemblage
 // controller once no sync there, present or being removed, names it. A
@@ -442,8 +460,8 @@ func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link,
 // the syncs naming it wait downstream, Blocked, until it arrives. A Secret
 // of the same name the fleet did not deliver is left alone and reported,
 // with a Warning event when the conflicts change.
-func (r *Reconciler) deliver(ctx context.Context, up *fleeetv1.Upstream, asm *fleeetv1.Assemblage, st linkState) error {
-	names := delivery.Names(st.pa.Spec.Assemblage.Syncs)
+func (r *Reconciler) deliver(ctx context.Context, up *fleeetv1.Upstream, asm *fleeetv1.Assemblage, syncs []fleeetv1.NamedSync, st linkState) error {
+	names := delivery.Names(syncs)
 	if len(names) == 0 {
 		apimeta.RemoveStatusCondition(&up.Status.Conditions, fleeetv1.DeliveredCondition)
 		return nil
