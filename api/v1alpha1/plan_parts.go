@@ -117,3 +117,32 @@ func (p ProxyPlan) ReportedSync(name string) *SyncStatus {
 	}
 	return nil
 }
+
+// Listed returns the parts of p that part 0 lists, part 0 first, a nil
+// entry for a listed part not read; nil when part 0 is not read. A part
+// part 0 no longer lists is on its way out, and one it does not list yet
+// is not published: neither is in the plan. A reader judging the plan
+// (what it holds, what the cluster reports) reads only these.
+func (p ProxyPlan) Listed() ProxyPlan {
+	if len(p) == 0 || p[0] == nil {
+		return nil
+	}
+	n := 1 + len(p[0].Spec.Assemblage.Parts)
+	if len(p) >= n {
+		return p[:n:n]
+	}
+	listed := make(ProxyPlan, n)
+	copy(listed, p)
+	return listed
+}
+
+// Syncs returns the union of the syncs of p's parts, part by part.
+func (p ProxyPlan) Syncs() []NamedSync {
+	var syncs []NamedSync
+	for _, pa := range p {
+		if pa != nil {
+			syncs = append(syncs, pa.Spec.Assemblage.Syncs...)
+		}
+	}
+	return syncs
+}

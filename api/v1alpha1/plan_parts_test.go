@@ -61,3 +61,39 @@ func TestProxyPlansGroupPartsAndFindTheHoldingOne(t *testing.T) {
 	g.Expect(edge.ReportedSync("c").State).To(Equal(fleeetv1.SyncReady))
 	g.Expect(edge.ReportedSync("b")).To(BeNil())
 }
+
+func TestAPlanIsThePartsItsFirstPartLists(t *testing.T) {
+	g := NewWithT(t)
+	pa := func(name string, parts []string, syncs ...string) fleeetv1.ProxyAssemblage {
+		p := fleeetv1.ProxyAssemblage{}
+		p.Name, p.Spec.Assemblage.Parts = name, parts
+		for _, s := range syncs {
+			p.Spec.Assemblage.Syncs = append(p.Spec.Assemblage.Syncs, fleeetv1.NamedSync{Name: s})
+		}
+		return p
+	}
+	names := func(syncs []fleeetv1.NamedSync) []string {
+		var n []string
+		for _, s := range syncs {
+			n = append(n, s.Name)
+		}
+		return n
+	}
+	plans := fleeetv1.GroupProxyPlans([]fleeetv1.ProxyAssemblage{
+		// edge lists two further parts, one of them not read, and has a
+		// third on its way out.
+		pa("edge", []string{"r1", "r2"}, "a"), pa("edge.p2", nil, "c"), pa("edge.p3", nil, "gone"),
+		// one is a plan in one object, with a part not published yet.
+		pa("one", nil, "a"), pa("one.p1", nil, "early"),
+		// new has only a further part so far: nothing is published.
+		pa("new.p1", nil, "b"),
+	})
+	edge := plans["edge"].Listed()
+	g.Expect(edge).To(HaveLen(3))
+	g.Expect(edge[1]).To(BeNil())
+	g.Expect(names(edge.Syncs())).To(Equal([]string{"a", "c"}))
+	g.Expect(edge.Holding("gone")).To(BeNil())
+	g.Expect(names(plans["one"].Listed().Syncs())).To(Equal([]string{"a"}))
+	g.Expect(plans["new"].Listed()).To(BeNil())
+	g.Expect(fleeetv1.ProxyPlan(nil).Listed()).To(BeNil())
+}
