@@ -1,7 +1,6 @@
 package module_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -33,42 +32,34 @@ func TestASyncInAFurtherPartCountsAsThatPartReportsIt(t *testing.T) {
 	g.Expect(cluster.Client.Create(t.Context(), app)).To(Succeed())
 	g.Expect(cluster.Client.Create(t.Context(), wide)).To(Succeed())
 
-	part := func(k int, syncs []fleeetv1.NamedSync, stamps map[string]fleeetv1.Compiled) *fleeetv1.ProxyAssemblage {
-		raw, err := json.Marshal(stamps)
-		g.Expect(err).NotTo(HaveOccurred())
-		pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: fleeetv1.PlanPartName("edge", k), Namespace: ns,
-			Annotations: map[string]string{fleeetv1.CompiledAnnotation: string(raw)}}}
-		pa.Spec.Assemblage.Syncs = syncs
-		return pa
-	}
-	other := func(name string) []fleeetv1.NamedSync {
-		return []fleeetv1.NamedSync{{Name: name, SyncSpec: app.Spec.Sync}}
-	}
-	p1 := part(1, other("one"), nil)
-	p1.Spec.Assemblage.PartRevision = "r1"
-	p2 := part(2, []fleeetv1.NamedSync{{Name: app.Name, SyncSpec: app.Spec.Sync}},
-		map[string]fleeetv1.Compiled{app.Name: {Generation: app.Generation, Revision: compile.ModuleRevision(app)}})
-	p2.Spec.Assemblage.PartRevision = "r2"
-	p0 := part(0, other("zero"), map[string]fleeetv1.Compiled{wide.Name: {Generation: wide.Generation,
-		Revision: compile.ModuleRevision(wide), TooLarge: "Remote edge: 4,097 syncs"}})
-	p0.Spec.Assemblage.Parts = []string{"r1", "r2"}
-	for _, pa := range []*fleeetv1.ProxyAssemblage{p1, p2, p0} {
-		g.Expect(cluster.Client.Create(t.Context(), pa)).To(Succeed())
-	}
-	reports := 0
-	reportApp := func(generation int64) {
-		reports++ // each report differs, as an agent's would, so it reaches the Modules
-		p2.Status.ObservedGeneration = generation
-		p2.Status.Syncs = []fleeetv1.SyncStatus{{Name: app.Name, State: fleeetv1.SyncReady,
-			Message: fmt.Sprintf("report %d", reports), LastTransitionTime: &metav1.Time{Time: time.Now().Add(-time.Hour)}}}
-		g.Expect(cluster.Client.Status().Update(t.Context(), p2)).To(Succeed())
-	}
-	reportApp(p2.Generation)
 	module := func(g Gomega, name string) *fleeetv1.Module {
 		m := &fleeetv1.Module{}
 		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, m)).To(Succeed())
 		return m
 	}
+	// The parts are written once the manager has seen the Modules: the
+	// compiler takes a plan object holding a Module's sync, on a Module's
+	// event, for a Remote's plan, and would delete a part as the plan of a
+	// Remote that does not exist.
+	g.Eventually(func(g Gomega) {
+		g.Expect(module(g, app.Name).Status.ObservedGeneration).To(Equal(app.Generation))
+		g.Expect(module(g, wide.Name).Status.ObservedGeneration).To(Equal(wide.Generation))
+	}, timeout, poll).Should(Succeed())
+	other := func(name string) []fleeetv1.NamedSync {
+		return []fleeetv1.NamedSync{{Name: name, SyncSpec: app.Spec.Sync}}
+	}
+	parts := fleettest.SplitPlan(g, cluster.Client, ns, "edge", map[string]fleeetv1.Compiled{
+		app.Name:  {Generation: app.Generation, Revision: compile.ModuleRevision(app)},
+		wide.Name: {Generation: wide.Generation, Revision: compile.ModuleRevision(wide), TooLarge: "Remote edge: 4,097 syncs"},
+	}, other("zero"), other("one"), other(app.Name))
+	p0, p2 := parts[0], parts[2]
+	reports := 0
+	reportApp := func(generation int64) {
+		reports++ // each report differs, as an agent's would, so it reaches the Modules
+		fleettest.ReportPart(g, cluster.Client, p2, generation, fleeetv1.SyncStatus{Name: app.Name, State: fleeetv1.SyncReady,
+			Message: fmt.Sprintf("report %d", reports), LastTransitionTime: &metav1.Time{Time: time.Now().Add(-time.Hour)}})
+	}
+	reportApp(p2.Generation)
 	g.Eventually(func(g Gomega) {
 		g.Expect(module(g, app.Name).Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}))
 	}, timeout, poll).Should(Succeed())
