@@ -81,10 +81,20 @@ type ProxyPlan []*ProxyAssemblage
 // GroupProxyPlans groups plan objects, as listed, by the name of the plan
 // (the Remote's) they are parts of.
 func GroupProxyPlans(items []ProxyAssemblage) map[string]ProxyPlan {
-	plans := map[string]ProxyPlan{}
+	plans := make(map[string]ProxyPlan, len(items))
+	// A plan in one object, the common case, is a slice of one array
+	// shared by all of them: a Module reconcile groups every plan of its
+	// namespace. Its capacity is one, so that a further part appended
+	// leaves the others' entries alone.
+	one := make([]*ProxyAssemblage, len(items))
 	for i := range items {
 		name, k := PlanOfPart(items[i].Name)
-		p := plans[name]
+		p, seen := plans[name]
+		if !seen && k == 0 {
+			one[i] = &items[i]
+			plans[name] = one[i : i+1 : i+1]
+			continue
+		}
 		for len(p) <= k {
 			p = append(p, nil)
 		}
