@@ -188,9 +188,10 @@ type invalidSelectorError struct{ err error }
 func (e *invalidSelectorError) Error() string { return e.err.Error() }
 
 // reconcileSelection lists the Remotes the Module selects and, for each,
-// its rollout stage, whether its ProxyAssemblage holds the revision want
-// (the current one, or the one a rollback returns to), from the compiler's
-// stamp, and what the cluster reports for it. The binding failures the
+// its rollout stage, whether its plan holds the revision want (the current
+// one, or the one a rollback returns to), from the compiler's stamp, and
+// what the cluster reports for it, both on the part of a split plan that
+// holds the sync. The binding failures the
 // compiler met, and the plans it left the Module out of for their size, are
 // returned per Remote.
 func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module, want string) ([]target, compileNotes, error) {
