@@ -81,10 +81,20 @@ type ProxyPlan []*ProxyAssemblage
 // GroupProxyPlans groups plan objects, as listed, by the name of the plan
 // (the Remote's) they are parts of.
 func GroupProxyPlans(items []ProxyAssemblage) map[string]ProxyPlan {
-	plans := map[string]ProxyPlan{}
+	plans := make(map[string]ProxyPlan, len(items))
+	// A plan in one object, the common case, is a slice of one array
+	// shared by all of them: a Module reconcile groups every plan of its
+	// namespace. Its capacity is one, so that a further part appended
+	// leaves the others' entries alone.
+	one := make([]*ProxyAssemblage, len(items))
 	for i := range items {
 		name, k := PlanOfPart(items[i].Name)
-		p := plans[name]
+		p, seen := plans[name]
+		if !seen && k == 0 {
+			one[i] = &items[i]
+			plans[name] = one[i : i+1 : i+1]
+			continue
+		}
 		for len(p) <= k {
 			p = append(p, nil)
 		}
@@ -116,4 +126,33 @@ func (p ProxyPlan) ReportedSync(name string) *SyncStatus {
 		return pa.ReportedSync(name)
 	}
 	return nil
+}
+
+// Listed returns the parts of p that part 0 lists, part 0 first, a nil
+// entry for a listed part not read; nil when part 0 is not read. A part
+// part 0 no longer lists is on its way out, and one it does not list yet
+// is not published: neither is in the plan. A reader judging the plan
+// (what it holds, what the cluster reports) reads only these.
+func (p ProxyPlan) Listed() ProxyPlan {
+	if len(p) == 0 || p[0] == nil {
+		return nil
+	}
+	n := 1 + len(p[0].Spec.Assemblage.Parts)
+	if len(p) >= n {
+		return p[:n:n]
+	}
+	listed := make(ProxyPlan, n)
+	copy(listed, p)
+	return listed
+}
+
+// Syncs returns the union of the syncs of p's parts, part by part.
+func (p ProxyPlan) Syncs() []NamedSync {
+	var syncs []NamedSync
+	for _, pa := range p {
+		if pa != nil {
+			syncs = append(syncs, pa.Spec.Assemblage.Syncs...)
+		}
+	}
+	return syncs
 }

@@ -1,6 +1,8 @@
 package v1alpha1_test
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -60,4 +62,80 @@ func TestProxyPlansGroupPartsAndFindTheHoldingOne(t *testing.T) {
 	g.Expect(edge.Holding("b")).To(BeNil())
 	g.Expect(edge.ReportedSync("c").State).To(Equal(fleeetv1.SyncReady))
 	g.Expect(edge.ReportedSync("b")).To(BeNil())
+}
+
+func TestAPlanIsThePartsItsFirstPartLists(t *testing.T) {
+	g := NewWithT(t)
+	pa := func(name string, parts []string, syncs ...string) fleeetv1.ProxyAssemblage {
+		p := fleeetv1.ProxyAssemblage{}
+		p.Name, p.Spec.Assemblage.Parts = name, parts
+		for _, s := range syncs {
+			p.Spec.Assemblage.Syncs = append(p.Spec.Assemblage.Syncs, fleeetv1.NamedSync{Name: s})
+		}
+		return p
+	}
+	names := func(syncs []fleeetv1.NamedSync) []string {
+		var n []string
+		for _, s := range syncs {
+			n = append(n, s.Name)
+		}
+		return n
+	}
+	plans := fleeetv1.GroupProxyPlans([]fleeetv1.ProxyAssemblage{
+		// edge lists two further parts, one of them not read, and has a
+		// third on its way out.
+		pa("edge", []string{"r1", "r2"}, "a"), pa("edge.p2", nil, "c"), pa("edge.p3", nil, "gone"),
+		// one is a plan in one object, with a part not published yet.
+		pa("one", nil, "a"), pa("one.p1", nil, "early"),
+		// new has only a further part so far: nothing is published.
+		pa("new.p1", nil, "b"),
+	})
+	edge := plans["edge"].Listed()
+	g.Expect(edge).To(HaveLen(3))
+	g.Expect(edge[1]).To(BeNil())
+	g.Expect(names(edge.Syncs())).To(Equal([]string{"a", "c"}))
+	g.Expect(edge.Holding("gone")).To(BeNil())
+	g.Expect(names(plans["one"].Listed().Syncs())).To(Equal([]string{"a"}))
+	g.Expect(plans["new"].Listed()).To(BeNil())
+	g.Expect(fleeetv1.ProxyPlan(nil).Listed()).To(BeNil())
+}
+
+// BenchmarkFindASyncInEveryPlan is what one Module reconcile does at
+// 1,000 Remotes with 50 syncs each: find the Module's sync in every
+// Remote's plan, by plan object name as before plans were split ("by-name")
+// and through the grouped, listed parts ("grouped").
+func BenchmarkFindASyncInEveryPlan(b *testing.B) {
+	const remotes, syncs = 1000, 50
+	items := make([]fleeetv1.ProxyAssemblage, remotes)
+	for i := range items {
+		items[i].Name = fmt.Sprintf("edge-%04d", i)
+		for s := range syncs {
+			items[i].Spec.Assemblage.Syncs = append(items[i].Spec.Assemblage.Syncs, fleeetv1.NamedSync{Name: fmt.Sprintf("module-%02d", s)})
+		}
+	}
+	want := fmt.Sprintf("module-%02d", syncs-1)
+	b.Run("by-name", func(b *testing.B) {
+		for b.Loop() {
+			byName := map[string]*fleeetv1.ProxyAssemblage{}
+			for i := range items {
+				byName[items[i].Name] = &items[i]
+			}
+			for i := range remotes {
+				pa := byName[items[i].Name]
+				if !slices.ContainsFunc(pa.Spec.Assemblage.Syncs, func(s fleeetv1.NamedSync) bool { return s.Name == want }) {
+					b.Fatal("not held")
+				}
+			}
+		}
+	})
+	b.Run("grouped", func(b *testing.B) {
+		for b.Loop() {
+			plans := fleeetv1.GroupProxyPlans(items)
+			for i := range remotes {
+				if plans[items[i].Name].Listed().Holding(want) == nil {
+					b.Fatal("not held")
+				}
+			}
+		}
+	})
 }

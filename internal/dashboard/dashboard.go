@@ -611,8 +611,8 @@ func remoteView(f *fleetview.Fleet, name string) (view, int) {
 			cells[f.Modules[j].Name] = c
 		}
 	}
-	if pa := f.Plan(name); pa != nil {
-		body.Graph = dependencyGraph(pa.Spec.Assemblage.Syncs, cells)
+	if plan := f.Plan(name); plan != nil {
+		body.Graph = dependencyGraph(plan.Syncs(), cells)
 	}
 	return view{Title: "Remote " + name, Body: execute("remote", body)}, http.StatusOK
 }

@@ -50,7 +50,7 @@ type Fleet struct {
 	Namespace string
 	Modules   []fleeetv1.Module
 	Remotes   []fleeetv1.Remote
-	plans     map[string]*fleeetv1.ProxyAssemblage
+	plans     map[string]fleeetv1.ProxyPlan
 }
 
 // Cell is what one Remote runs of one Module.
@@ -104,9 +104,10 @@ func (c Cell) Text() string {
 }
 
 // Read reads namespace's Modules, Remotes and ProxyAssemblages, with opts
-// added to each list.
+// added to each list. A plan split over several ProxyAssemblages is read as
+// the parts its first part lists.
 func Read(ctx context.Context, c client.Reader, namespace string, opts ...client.ListOption) (*Fleet, error) {
-	f := &Fleet{Namespace: namespace, plans: map[string]*fleeetv1.ProxyAssemblage{}}
+	f := &Fleet{Namespace: namespace, plans: map[string]fleeetv1.ProxyPlan{}}
 	modules, remotes, plans := &fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}
 	for _, list := range []client.ObjectList{modules, remotes, plans} {
 		if err := c.List(ctx, list, append(opts, client.InNamespace(namespace))...); err != nil {
@@ -116,15 +117,17 @@ func Read(ctx context.Context, c client.Reader, namespace string, opts ...client
 	f.Modules, f.Remotes = modules.Items, remotes.Items
 	slices.SortFunc(f.Modules, func(a, b fleeetv1.Module) int { return strings.Compare(a.Name, b.Name) })
 	slices.SortFunc(f.Remotes, func(a, b fleeetv1.Remote) int { return strings.Compare(a.Name, b.Name) })
-	for i := range plans.Items {
-		f.plans[plans.Items[i].Name] = &plans.Items[i]
+	for name, plan := range fleeetv1.GroupProxyPlans(plans.Items) {
+		if plan = plan.Listed(); plan != nil {
+			f.plans[name] = plan
+		}
 	}
 	return f, nil
 }
 
-// Plan returns the ProxyAssemblage of the named Remote, or nil when the
-// compiler has written none yet.
-func (f *Fleet) Plan(remote string) *fleeetv1.ProxyAssemblage {
+// Plan returns the parts of the named Remote's plan, or nil when the
+// compiler has published none yet.
+func (f *Fleet) Plan(remote string) fleeetv1.ProxyPlan {
 	return f.plans[remote]
 }
 
@@ -132,7 +135,7 @@ func (f *Fleet) Plan(remote string) *fleeetv1.ProxyAssemblage {
 func (f *Fleet) Cell(m *fleeetv1.Module, remote *fleeetv1.Remote) Cell {
 	var cell Cell
 	cell.Selected, _ = compile.Selects(m.Spec.Selector, remote)
-	pa := f.plans[remote.Name]
+	pa := f.plans[remote.Name].Holding(m.Name)
 	var held *fleeetv1.NamedSync
 	if pa != nil {
 		held = compile.Find(pa.Spec.Assemblage.Syncs, m.Name)

@@ -105,13 +105,13 @@ func (f *Fleet) Why(m *fleeetv1.Module, r *fleeetv1.Remote) WhyView {
 	if len(m.Spec.Overrides) > 0 {
 		v.Overrides = Overrides(m, r)
 	}
-	if pa := f.plans[r.Name]; pa != nil {
-		if held := compile.Find(pa.Spec.Assemblage.Syncs, m.Name); held != nil && len(m.Spec.Overrides) > 0 {
-			v.Package = &held.Package
+	if plan := f.plans[r.Name]; plan != nil {
+		if pa := plan.Holding(m.Name); pa != nil && len(m.Spec.Overrides) > 0 {
+			v.Package = &compile.Find(pa.Spec.Assemblage.Syncs, m.Name).Package
 		}
 		for _, dep := range v.Cell.BlockedBy {
 			state := "not reported"
-			if s := pa.ReportedSync(dep); s != nil {
+			if s := plan.ReportedSync(dep); s != nil {
 				state = strings.ToLower(string(s.State))
 				if s.Message != "" {
 					state += ": " + s.Message

@@ -188,9 +188,10 @@ type invalidSelectorError struct{ err error }
 func (e *invalidSelectorError) Error() string { return e.err.Error() }
 
 // reconcileSelection lists the Remotes the Module selects and, for each,
-// its rollout stage, whether its ProxyAssemblage holds the revision want
-// (the current one, or the one a rollback returns to), from the compiler's
-// stamp, and what the cluster reports for it. The binding failures the
+// its rollout stage, whether its plan holds the revision want (the current
+// one, or the one a rollback returns to), from the compiler's stamp, and
+// what the cluster reports for it, both on the part of a split plan that
+// holds the sync. The binding failures the
 // compiler met, and the plans it left the Module out of for their size, are
 // returned per Remote.
 func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module, want string) ([]target, compileNotes, error) {
@@ -220,10 +221,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 	if err := r.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, notes, err
 	}
-	byName := map[string]*fleeetv1.ProxyAssemblage{}
-	for i := range pas.Items {
-		byName[pas.Items[i].Name] = &pas.Items[i]
-	}
+	plans := fleeetv1.GroupProxyPlans(pas.Items)
 	var targets []target
 	for i := range remotes.Items {
 		remote := &remotes.Items[i]
@@ -238,8 +236,15 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 		if i := slices.IndexFunc(stages, func(sel labels.Selector) bool { return sel.Matches(labels.Set(remote.Labels)) }); i >= 0 {
 			t.stage = i
 		}
-		if pa := byName[remote.Name]; pa != nil {
-			t.holds = compile.Find(pa.Spec.Assemblage.Syncs, m.Name) != nil
+		if plan := plans[remote.Name].Listed(); plan != nil {
+			// The sync is in at most one part, which carries its stamp and
+			// what the cluster reports for it; a Module whose sync is in no
+			// part is stamped on part 0.
+			pa := plan.Holding(m.Name)
+			t.holds = pa != nil
+			if pa == nil {
+				pa = plan[0]
+			}
 			// The compiler's stamp says whether the plan holds what this
 			// generation compiles to; a stamp of an older one is out of date.
 			stamp, stamped := r.stamps.of(pa)[m.Name]
@@ -260,7 +265,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 		}
 		targets = append(targets, t)
 	}
-	r.stamps.keep(m.Namespace, byName)
+	r.stamps.keep(m.Namespace, pas.Items)
 	slices.SortFunc(targets, func(a, b target) int { return strings.Compare(a.name, b.name) })
 	slices.Sort(notes.tooLarge)
 	return targets, notes, nil

@@ -19,12 +19,13 @@ type target struct {
 	offline bool
 	// suspended: the Remote's spec.suspend holds its plan as it is.
 	suspended bool
-	// holds: the Remote's ProxyAssemblage holds some version of the sync.
+	// holds: the Remote's plan (one of its parts) holds some version of
+	// the sync.
 	holds bool
 	// updated: it holds the Module's current version.
 	updated bool
-	// state of the sync the cluster reports for the ProxyAssemblage's
-	// current generation; empty when not reported yet.
+	// state of the sync the cluster reports for the current generation of
+	// the part holding it; empty when not reported yet.
 	state fleeetv1.SyncState
 	// since is when the reported state last changed.
 	since time.Time

@@ -6,8 +6,8 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 )
 
-// stamps remembers each plan's compiler stamps, parsed, by the plan's
-// resourceVersion. Every Module reconcile reads the stamps of every plan of
+// stamps remembers each plan object's compiler stamps, parsed, by its
+// resourceVersion (each part of a plan split over several on its own). Every Module reconcile reads the stamps of every plan of
 // its namespace; parsing the annotation each time was most of the
 // manager's CPU at 1,000 Remotes × 50 Modules. The maps it returns are
 // shared: read them only.
@@ -42,15 +42,20 @@ func (s *stamps) of(pa *fleeetv1.ProxyAssemblage) map[string]fleeetv1.Compiled {
 	return p.stamps
 }
 
-// keep forgets the plans of namespace that are no longer among live.
-func (s *stamps) keep(namespace string, live map[string]*fleeetv1.ProxyAssemblage) {
+// keep forgets the plan objects (each part of a plan split over several) of
+// namespace that are no longer among live.
+func (s *stamps) keep(namespace string, live []fleeetv1.ProxyAssemblage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.plans[namespace]) <= len(live) {
 		return
 	}
+	names := make(map[string]bool, len(live))
+	for i := range live {
+		names[live[i].Name] = true
+	}
 	for name := range s.plans[namespace] {
-		if live[name] == nil {
+		if !names[name] {
 			delete(s.plans[namespace], name)
 		}
 	}

@@ -26,12 +26,19 @@ func NewRemote(t testing.TB, c client.Client, ns, name string, labels map[string
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
 	})).To(gomega.Succeed())
 	if online {
-		now := metav1.NewMicroTime(time.Now())
-		g.Expect(c.Create(t.Context(), &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), RenewTime: &now},
-		})).To(gomega.Succeed())
+		Heartbeat(t, c, ns, name)
 	}
+}
+
+// Heartbeat creates the Lease of Remote name in ns renewed now, as its
+// agent's first heartbeat.
+func Heartbeat(t testing.TB, c client.Client, ns, name string) {
+	t.Helper()
+	now := metav1.NewMicroTime(time.Now())
+	gomega.NewWithT(t).Expect(c.Create(t.Context(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), RenewTime: &now},
+	})).To(gomega.Succeed())
 }
 
 // NewModule returns the Module app, labelled tier=app, placing a kustomize

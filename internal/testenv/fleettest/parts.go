@@ -1,0 +1,58 @@
+package fleettest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// SplitPlan writes remote's plan by hand as the compiler writes a plan split
+// over len(parts) objects, so that readers can be tested without it: part k
+// holds the syncs parts[k] and the stamps of those syncs, part 0 also the
+// stamps of the syncs no part holds. The further parts are written first,
+// part k at revision r<k>, then part 0, which lists them. The compiler must
+// leave the Remote's plan alone (the Remote suspended or not adopted yet).
+// It returns the parts as written, part 0 first.
+func SplitPlan(g gomega.Gomega, c client.Client, ns, remote string, stamps map[string]fleeetv1.Compiled, parts ...[]fleeetv1.NamedSync) []*fleeetv1.ProxyAssemblage {
+	written := make([]*fleeetv1.ProxyAssemblage, len(parts))
+	unheld := maps.Clone(stamps)
+	for k := len(parts) - 1; k >= 0; k-- {
+		pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fleeetv1.PlanPartName(remote, k)}}
+		pa.Spec.Assemblage.Syncs = parts[k]
+		own := map[string]fleeetv1.Compiled{}
+		for _, s := range parts[k] {
+			if stamp, ok := stamps[s.Name]; ok {
+				own[s.Name] = stamp
+				delete(unheld, s.Name)
+			}
+		}
+		if k == 0 {
+			maps.Copy(own, unheld)
+			for i := 1; i < len(parts); i++ {
+				pa.Spec.Assemblage.Parts = append(pa.Spec.Assemblage.Parts, fmt.Sprintf("r%d", i))
+			}
+		} else {
+			pa.Spec.Assemblage.PartRevision = fmt.Sprintf("r%d", k)
+		}
+		raw, err := json.Marshal(own)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		pa.Annotations = map[string]string{fleeetv1.CompiledAnnotation: string(raw)}
+		g.Expect(c.Create(context.Background(), pa)).To(gomega.Succeed())
+		written[k] = pa
+	}
+	return written
+}
+
+// ReportPart plays a cluster's agent reporting syncs for one part of a
+// plan, as of the part's generation observed.
+func ReportPart(g gomega.Gomega, c client.Client, pa *fleeetv1.ProxyAssemblage, observed int64, syncs ...fleeetv1.SyncStatus) {
+	pa.Status.ObservedGeneration, pa.Status.Syncs = observed, syncs
+	g.Expect(c.Status().Update(context.Background(), pa)).To(gomega.Succeed())
+}
