@@ -128,21 +128,37 @@ func (p ProxyPlan) ReportedSync(name string) *SyncStatus {
 	return nil
 }
 
-// Listed returns the parts of p that part 0 lists, part 0 first, a nil
-// entry for a listed part not read; nil when part 0 is not read. A part
-// part 0 no longer lists is on its way out, and one it does not list yet
-// is not published: neither is in the plan. A reader judging the plan
-// (what it holds, what the cluster reports) reads only these.
+// Listed returns the parts of p that part 0 lists, part 0 first, each at
+// the revision part 0 lists for it, a nil entry for a listed part not read
+// or not at that revision; nil when part 0 is not read. A part part 0 no
+// longer lists is on its way out, one it does not list yet is not
+// published, and one at another revision is rewritten but not published
+// yet (or its publication was refused): none of them is in the plan. A
+// reader judging the plan (what it holds, what the cluster reports) reads
+// only these.
 func (p ProxyPlan) Listed() ProxyPlan {
 	if len(p) == 0 || p[0] == nil {
 		return nil
 	}
-	n := 1 + len(p[0].Spec.Assemblage.Parts)
-	if len(p) >= n {
-		return p[:n:n]
+	revisions := p[0].Spec.Assemblage.Parts
+	n := 1 + len(revisions)
+	published := func(k int) bool {
+		return k < len(p) && p[k] != nil && p[k].Spec.Assemblage.PartRevision == revisions[k-1]
+	}
+	whole := len(p) >= n
+	for k := 1; k < n && whole; k++ {
+		whole = published(k)
+	}
+	if whole {
+		return p[:n:n] // no copy for the plan of every Remote that is whole
 	}
 	listed := make(ProxyPlan, n)
-	copy(listed, p)
+	listed[0] = p[0]
+	for k := 1; k < n; k++ {
+		if published(k) {
+			listed[k] = p[k]
+		}
+	}
 	return listed
 }
 

@@ -66,9 +66,14 @@ func TestProxyPlansGroupPartsAndFindTheHoldingOne(t *testing.T) {
 
 func TestAPlanIsThePartsItsFirstPartLists(t *testing.T) {
 	g := NewWithT(t)
+	// pa is part 0 listing parts, or a further part at the revision its
+	// number gives (edge.p2 at r2).
 	pa := func(name string, parts []string, syncs ...string) fleeetv1.ProxyAssemblage {
 		p := fleeetv1.ProxyAssemblage{}
 		p.Name, p.Spec.Assemblage.Parts = name, parts
+		if _, k := fleeetv1.PlanOfPart(name); k > 0 {
+			p.Spec.Assemblage.PartRevision = fmt.Sprintf("r%d", k)
+		}
 		for _, s := range syncs {
 			p.Spec.Assemblage.Syncs = append(p.Spec.Assemblage.Syncs, fleeetv1.NamedSync{Name: s})
 		}
@@ -98,6 +103,14 @@ func TestAPlanIsThePartsItsFirstPartLists(t *testing.T) {
 	g.Expect(names(plans["one"].Listed().Syncs())).To(Equal([]string{"a"}))
 	g.Expect(plans["new"].Listed()).To(BeNil())
 	g.Expect(fleeetv1.ProxyPlan(nil).Listed()).To(BeNil())
+
+	// A part rewritten but not published yet is not in the plan either:
+	// what it holds now is not what the cluster has been told to run.
+	rewritten := fleeetv1.GroupProxyPlans([]fleeetv1.ProxyAssemblage{pa("edge", []string{"r1"}, "a"), pa("edge.p1", nil, "b")})["edge"]
+	rewritten[1].Spec.Assemblage.PartRevision = "r1-next"
+	g.Expect(rewritten.Listed()).To(HaveLen(2))
+	g.Expect(rewritten.Listed()[1]).To(BeNil())
+	g.Expect(rewritten.Listed().Holding("b")).To(BeNil())
 }
 
 // BenchmarkFindASyncInEveryPlan is what one Module reconcile does at

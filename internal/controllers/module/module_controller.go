@@ -177,7 +177,7 @@ type compileNotes struct {
 	// bindingErrs are the control-plane bindings that did not resolve.
 	bindingErrs []string
 	// tooLarge are the plans the Module's sync was left out of for their
-	// size or count of syncs (compile.Fit).
+	// size or count of syncs (compile.Place).
 	tooLarge []string
 	// undeliverable says why Secrets the sync delivers are not delivered.
 	undeliverable []string
