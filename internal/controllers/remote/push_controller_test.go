@@ -3,6 +3,7 @@ package remote_test
 import (
 	"context"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -359,57 +360,61 @@ func TestPushReportsTheClustersFlux(t *testing.T) {
 	g.Eventually(reports("v2.7.3"), timeout, poll).Should(Succeed())
 }
 
-// A push Remote's plan split over two ProxyAssemblages is pushed whole, 1:1:
-// the further part first, owned by part 0, and each part's status comes back
-// to its own ProxyAssemblage.
+// A push Remote whose plan the compiler split over parts gets it whole: the
+// push controller writes every part downstream, further parts owned by part
+// 0, with the union of the Modules' syncs, and copies each part's report
+// back to the ProxyAssemblage part of the same number.
 func TestPushDeliversASplitPlanWholeAndReportsEachPart(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	admin, err := os.ReadFile(cluster.Kubeconfig)
 	g.Expect(err).NotTo(HaveOccurred())
 	r := pushRemote(t, admin, nil)
-	first := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}}
-	g.Eventually(func(g Gomega) { get(g, first) }, timeout, poll).Should(Succeed())
-
-	// Written by hand as the compiler writes a split plan: the further part,
-	// then part 0 listing it. (No Module selects the Remote: the compiler
-	// keeps part 0's syncs empty and leaves its parts alone.)
-	part := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: fleeetv1.PlanPartName(r.Name, 1)}}
-	part.Spec.Assemblage = fleeetv1.AssemblageSpec{PartRevision: "r1", Syncs: []fleeetv1.NamedSync{{Name: "app", SyncSpec: fleeetv1.SyncSpec{
-		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
-		Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
-	}}}}
-	g.Expect(cluster.Client.Create(ctx, part)).To(Succeed())
-	g.Eventually(func() error {
-		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(first), first); err != nil {
-			return err
-		}
-		first.Spec.Assemblage.Parts = []string{"r1"}
-		return cluster.Client.Update(ctx, first)
+	for i := range 12 {
+		newModule(t, cluster.Client, r.Namespace, fmt.Sprintf("app-%02d", i), "v1.0.0", everyRemote, filler(1500))
+	}
+	var plan fleeetv1.ProxyPlan
+	g.Eventually(func(g Gomega) {
+		plan = wholePlan(g, r)
+		g.Expect(plan.Listed().Syncs()).To(HaveLen(12))
 	}, timeout, poll).Should(Succeed())
+	g.Expect(len(plan)).To(BeNumerically(">=", 2), "the compiler split the plan")
 
 	// The management cluster plays the downstream one.
-	asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Namespace}}
-	asmPart := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: fleeetv1.PlanPartName(r.Namespace, 1)}}
+	var parts []*fleeetv1.Assemblage
 	g.Eventually(func(g Gomega) {
-		get(g, asm)
-		g.Expect(asm.Spec.Parts).To(Equal([]string{"r1"}))
-		get(g, asmPart)
-		g.Expect(asmPart.Spec.PartRevision).To(Equal("r1"))
-		g.Expect(asmPart.Spec.Syncs).To(ConsistOf(HaveField("Name", "app")))
-		g.Expect(asmPart.Spec.ServiceAccountName).To(Equal("deployer"))
-		g.Expect(metav1.IsControlledBy(asmPart, asm)).To(BeTrue(), "the part goes with part 0")
+		parts = nil
+		var syncs []string
+		for k, pa := range plan {
+			asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: fleeetv1.PlanPartName(r.Namespace, k)}}
+			get(g, asm)
+			g.Expect(asm.Spec.Parts).To(Equal(pa.Spec.Assemblage.Parts), asm.Name)
+			g.Expect(asm.Spec.PartRevision).To(Equal(pa.Spec.Assemblage.PartRevision), asm.Name)
+			g.Expect(asm.Spec.ServiceAccountName).To(Equal("deployer"))
+			if k > 0 {
+				g.Expect(metav1.IsControlledBy(asm, parts[0])).To(BeTrue(), "%s goes with part 0", asm.Name)
+			}
+			for _, s := range asm.Spec.Syncs {
+				syncs = append(syncs, s.Name)
+			}
+			parts = append(parts, asm)
+		}
+		g.Expect(syncs).To(HaveLen(12), "the union of the parts, each sync once")
 	}, timeout, poll).Should(Succeed())
 
-	// What the agent downstream reports on the part.
-	asmPart.Status = fleeetv1.AssemblageStatus{ObservedGeneration: asmPart.Generation,
-		Syncs:   []fleeetv1.SyncStatus{{Name: "app", State: fleeetv1.SyncReady}},
+	// What the agent downstream reports on the last part comes back to the
+	// ProxyAssemblage part of the same number.
+	k := len(parts) - 1
+	last := parts[k]
+	last.Status = fleeetv1.AssemblageStatus{ObservedGeneration: last.Generation,
+		Syncs:   []fleeetv1.SyncStatus{{Name: last.Spec.Syncs[0].Name, State: fleeetv1.SyncReady}},
 		Summary: fleeetv1.SyncSummary{Total: 1, Ready: 1}}
-	g.Expect(cluster.Client.Status().Update(ctx, asmPart)).To(Succeed())
+	g.Expect(cluster.Client.Status().Update(ctx, last)).To(Succeed())
 	g.Eventually(func(g Gomega) {
+		part := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: fleeetv1.PlanPartName(r.Name, k)}}
 		get(g, part)
 		g.Expect(part.Status.ObservedGeneration).To(Equal(part.Generation))
-		g.Expect(part.ReportedSync("app")).To(HaveValue(HaveField("State", fleeetv1.SyncReady)))
+		g.Expect(part.ReportedSync(last.Spec.Syncs[0].Name)).To(HaveValue(HaveField("State", fleeetv1.SyncReady)))
 	}, timeout, poll).Should(Succeed())
 	get(g, r)
 	g.Expect(connected(g, r).Reason).To(Equal(fleeetv1.ReasonPushed))
