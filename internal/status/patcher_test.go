@@ -88,3 +88,34 @@ func TestAFinishedReconcileWritesItsOutcomeOnce(t *testing.T) {
 	g.Expect(cluster.Client.Delete(ctx, m)).To(Succeed())
 	g.Expect(finish(stale, func(m *fleeetv1.Module) { m.Status.Version = "v2" }, nil)).To(Succeed())
 }
+
+// An event about a change the status records is said once the status is
+// written, and not at all when the write conflicts: the reconcile that read
+// the stale object decided a change the API server's object already holds,
+// or that the next reconcile decides again.
+func TestAChangeIsSaidOnceItsStatusIsWritten(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := cluster.Namespace(t, "tenant", nil)
+	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
+		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{Sync: fleeetv1.SyncSpec{
+			Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
+			Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
+		}}}}
+	g.Expect(cluster.Client.Create(ctx, m)).To(Succeed())
+	recorder := events.NewFakeRecorder(10)
+	admit := func(obj *fleeetv1.Module) error {
+		var err error
+		p := status.NewPatcher(cluster.Client, recorder, obj)
+		obj.Status.Rollout = &fleeetv1.RolloutStatus{Admitted: []string{"edge"}}
+		p.Eventf(obj, nil, "Normal", fleeetv1.ReasonRemoteAdmitted, "Rollout", "Remote %s moves to %s", "edge", "v1.0.0")
+		g.Expect(recorder.Events).To(BeEmpty(), "nothing is said before the status is written")
+		p.Finish(ctx, &err)
+		return err
+	}
+	stale := m.DeepCopy()
+	g.Expect(admit(m)).To(Succeed())
+	g.Expect(recorder.Events).To(Receive(Equal("Normal " + fleeetv1.ReasonRemoteAdmitted + " Remote edge moves to v1.0.0")))
+	g.Expect(apierrors.IsConflict(admit(stale))).To(BeTrue())
+	g.Expect(recorder.Events).To(BeEmpty(), "a conflicting write says nothing")
+}

@@ -56,6 +56,19 @@ type Patcher struct {
 	recorder events.EventRecorder
 	obj      Object
 	before   Object
+	// said are the events about what the status records, recorded once
+	// it is written (Eventf).
+	said []func()
+}
+
+// Eventf records an event about a change the status being written records
+// (a rollout admitting a Remote, a stage starting, a rollback), once Finish
+// has written it: a write that conflicts, because the reconcile read an
+// object older than the API server's and decided the same change again,
+// records nothing, and the event is not said twice for one change. regarding
+// and related are as events.EventRecorder's.
+func (p *Patcher) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	p.said = append(p.said, func() { p.recorder.Eventf(regarding, related, eventtype, reason, action, note, args...) })
 }
 
 // NewPatcher remembers obj's status as read.
@@ -85,10 +98,13 @@ func (p *Patcher) Finish(ctx context.Context, reconcileErr *error) {
 		p.obj.SetObservedGeneration(p.obj.GetGeneration())
 	}
 	RecordFailure(p.recorder, p.obj, err)
-	if equality.Semantic.DeepEqual(p.before.GetStatus(), p.obj.GetStatus()) {
-		return
+	if !equality.Semantic.DeepEqual(p.before.GetStatus(), p.obj.GetStatus()) {
+		if err := p.client.Status().Update(ctx, p.obj); client.IgnoreNotFound(err) != nil {
+			*reconcileErr = errors.Join(*reconcileErr, fmt.Errorf("writing status: %w", err))
+			return
+		}
 	}
-	if err := p.client.Status().Update(ctx, p.obj); client.IgnoreNotFound(err) != nil {
-		*reconcileErr = errors.Join(*reconcileErr, fmt.Errorf("writing status: %w", err))
+	for _, say := range p.said {
+		say()
 	}
 }

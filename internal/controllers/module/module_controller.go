@@ -135,7 +135,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	defer status.NewPatcher(r.Client, r.Recorder, m).Finish(ctx, &retErr)
+	patcher := status.NewPatcher(r.Client, r.Recorder, m)
+	defer patcher.Finish(ctx, &retErr)
 	m.Status.Version = compile.Version(&m.Spec.Sync)
 	revision := compile.ModuleRevision(m)
 	want := revision
@@ -161,7 +162,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, err
 	}
-	p, err := r.step(ctx, m, revision, targets, windows)
+	p, err := r.step(ctx, patcher, m, revision, targets, windows)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -273,7 +274,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 
 // step runs one rollout step within the rollout's windows and the budget
 // it shares with other Modules, and records what it has moving.
-func (r *Reconciler) step(ctx context.Context, m *fleeetv1.Module, revision string, targets []target, windows []window.Window) (decision, error) {
+func (r *Reconciler) step(ctx context.Context, said events.EventRecorder, m *fleeetv1.Module, revision string, targets []target, windows []window.Window) (decision, error) {
 	r.budget.mu.Lock()
 	defer r.budget.mu.Unlock()
 	lim, warning, err := r.budget.limits(ctx, r.Client, m, r.MaxMoving)
@@ -284,7 +285,7 @@ func (r *Reconciler) step(ctx context.Context, m *fleeetv1.Module, revision stri
 		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonInvalidBudget, "Rollout", "%s", warning)
 	}
 	lim.windows = windows
-	p := r.reconcileRollout(m, revision, targets, lim, time.Now())
+	p := r.reconcileRollout(said, m, revision, targets, lim, time.Now())
 	moving := 0
 	if m.Status.Rollout != nil {
 		moving = int(m.Status.Rollout.Moving)
@@ -297,8 +298,9 @@ func (r *Reconciler) step(ctx context.Context, m *fleeetv1.Module, revision stri
 // rollout step and records it in status.rollout. A pause for a failure holds
 // until the failing Remote is repaired (available at the current version,
 // or no longer selected) or the revision changes; a rollback holds until the
-// revision changes.
-func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targets []target, lim limits, now time.Time) decision {
+// revision changes. The events saying what the step changed go to said: the
+// reconcile's status.Patcher, which says them once the status is written.
+func (r *Reconciler) reconcileRollout(said events.EventRecorder, m *fleeetv1.Module, revision string, targets []target, lim limits, now time.Time) decision {
 	previous := &fleeetv1.RolloutStatus{Revision: revision}
 	if ro := m.Status.Rollout; ro != nil && ro.Revision == revision {
 		previous = ro.DeepCopy()
@@ -312,7 +314,7 @@ func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targe
 		Approved: previous.Approved, RolledBack: previous.RolledBack}
 	m.Status.Rollout = next
 	if next.RolledBack == nil && m.Annotations[fleeetv1.UndoAnnotation] == revision &&
-		r.rollBack(m, revision, nil, "fleetctl rollout undo", now) {
+		r.rollBack(said, m, revision, nil, "fleetctl rollout undo", now) {
 		return p
 	}
 	switch {
@@ -321,7 +323,7 @@ func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targe
 		return p
 	case p.failing && m.Spec.Rollout.OnFailure == fleeetv1.RollbackOnFailure:
 		failed := p.failed[0]
-		if r.rollBack(m, revision, failed, fmt.Sprintf("Remote %s failed: %s", failed.name, failed.reason()), now) {
+		if r.rollBack(said, m, revision, failed, fmt.Sprintf("Remote %s failed: %s", failed.name, failed.reason()), now) {
 			return p
 		}
 		next.Admitted, next.PausedBy = nil, failed.name
@@ -336,7 +338,7 @@ func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targe
 	r.noteIgnored(m, revision, p.awaiting, next.Approved)
 	if p.awaiting != "" && m.Annotations[fleeetv1.ApproveAnnotation] == revision+"/"+p.awaiting {
 		next.Approved = append(next.Approved, p.awaiting)
-		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageApproved, "Approve",
+		said.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageApproved, "Approve",
 			"stage %s of %s approved; the next stage starts", p.awaiting, m.Status.Version)
 		// The next step starts the next stage, from this status.
 		p = decide(m, targets, next, lim, now)
@@ -344,12 +346,12 @@ func (r *Reconciler) reconcileRollout(m *fleeetv1.Module, revision string, targe
 	}
 	next.Moving = int32(p.moving)
 	if next.Stage != previous.Stage && next.Stage != "" {
-		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageStarted, "Rollout",
+		said.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageStarted, "Rollout",
 			"stage %s of %s started", next.Stage, m.Status.Version)
 	}
 	for _, name := range next.Admitted {
 		if !slices.Contains(previous.Admitted, name) {
-			r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonRemoteAdmitted, "Rollout",
+			said.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonRemoteAdmitted, "Rollout",
 				"Remote %s moves to %s%s", name, m.Status.Version, inStage(next.Stage))
 		}
 	}
@@ -367,7 +369,7 @@ func inStage(name string) string {
 // Ready across the fleet, for the reason given (failed names the Remote
 // whose failure started it). It reports false, and records why, when no such
 // version exists.
-func (r *Reconciler) rollBack(m *fleeetv1.Module, revision string, failed *target, why string, now time.Time) bool {
+func (r *Reconciler) rollBack(said events.EventRecorder, m *fleeetv1.Module, revision string, failed *target, why string, now time.Time) bool {
 	i := slices.IndexFunc(m.Status.History, func(h fleeetv1.RolloutRecord) bool {
 		return h.Outcome == fleeetv1.RolloutSucceeded && h.Revision != revision
 	})
@@ -383,7 +385,7 @@ func (r *Reconciler) rollBack(m *fleeetv1.Module, revision string, failed *targe
 	}
 	m.Status.Rollout.RolledBack = rb
 	m.Status.Rollout.Admitted, m.Status.Rollout.Holding = nil, ""
-	r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonRolledBack, "Rollback",
+	said.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonRolledBack, "Rollback",
 		"%s rolled back to %s: %s", m.Status.Version, to.Version, why)
 	return true
 }

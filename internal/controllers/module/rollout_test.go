@@ -164,7 +164,7 @@ func TestAPauseHoldsUntilTheRemoteIsRepaired(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
 			m := m.DeepCopy()
-			reconciler().reconcileRollout(m, "r3", append(tc.a, waiting), unlimited, now)
+			reconciler().reconcileRollout(events.NewFakeRecorder(100), m, "r3", append(tc.a, waiting), unlimited, now)
 			g.Expect(m.Status.Rollout.PausedBy).To(Equal(tc.paused))
 			if tc.paused == "" {
 				g.Expect(m.Status.Rollout.Admitted).To(ContainElement("b"), "the rollout goes on")
@@ -224,7 +224,7 @@ func TestWorkloadHealthReachesTheModuleSummary(t *testing.T) {
 
 	targets[2].updated, targets[2].state, targets[2].message = true, fleeetv1.SyncFailed, "health check failed"
 	m.Status.Rollout = &fleeetv1.RolloutStatus{Revision: "r2"}
-	p = r.reconcileRollout(m, "r2", targets, unlimited, now)
+	p = r.reconcileRollout(r.Recorder, m, "r2", targets, unlimited, now)
 	r.reconcileStatus(m, p, compileNotes{})
 	g.Expect(m.Status.Summary.PodsNotReady).To(Equal(int32(2)))
 	paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)

@@ -267,7 +267,7 @@ func TestARollbackReturnsToTheLastGoodVersionAndHolds(t *testing.T) {
 	failing := []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed, message: "health check failed"},
 		{name: "b", holds: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}}
 	r := reconciler()
-	p := r.reconcileRollout(m, "r3", failing, unlimited, now)
+	p := r.reconcileRollout(r.Recorder, m, "r3", failing, unlimited, now)
 	r.reconcileStatus(m, p, compileNotes{})
 	r.recordHistory(m, "r3", p, now)
 	g.Expect(m.Status.Rollout.RolledBack).To(Equal(&fleeetv1.Rollback{To: "r1", Version: "v1", Remote: "a",
@@ -283,9 +283,9 @@ func TestARollbackReturnsToTheLastGoodVersionAndHolds(t *testing.T) {
 	// Repaired or not, it holds until the revision changes.
 	healthy := []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)},
 		{name: "b", holds: true, updated: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}}
-	r.reconcileRollout(m, "r3", healthy, unlimited, now)
+	r.reconcileRollout(r.Recorder, m, "r3", healthy, unlimited, now)
 	g.Expect(m.Status.Rollout.RolledBack).NotTo(BeNil())
-	r.reconcileRollout(m, "r4", failing[1:], unlimited, now)
+	r.reconcileRollout(r.Recorder, m, "r4", failing[1:], unlimited, now)
 	g.Expect(m.Status.Rollout.RolledBack).To(BeNil(), "a new revision rolls out afresh")
 	g.Expect(m.Status.Rollout.Admitted).To(Equal([]string{"b"}))
 }
@@ -295,7 +295,7 @@ func TestAFailureWithNothingToRollBackToPauses(t *testing.T) {
 	m := rolling(intstr.FromInt32(1), 0)
 	m.Spec.Rollout.OnFailure = fleeetv1.RollbackOnFailure
 	r := reconciler()
-	p := r.reconcileRollout(m, "r1", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed}}, unlimited, time.Now())
+	p := r.reconcileRollout(r.Recorder, m, "r1", []target{{name: "a", holds: true, updated: true, state: fleeetv1.SyncFailed}}, unlimited, time.Now())
 	r.reconcileStatus(m, p, compileNotes{})
 	g.Expect(m.Status.Rollout.RolledBack).To(BeNil())
 	g.Expect(m.Status.Rollout.PausedBy).To(Equal("a"))
@@ -313,17 +313,17 @@ func TestUndoAndApproveApplyOnlyToTheirRevision(t *testing.T) {
 		{name: "z", stage: 0, holds: true, updated: true, state: fleeetv1.SyncReady, since: long}}
 	r := reconciler()
 	m.Annotations = map[string]string{fleeetv1.ApproveAnnotation: "r1/canary", fleeetv1.UndoAnnotation: "r1"}
-	r.reconcileRollout(m, "r2", targets, unlimited, now)
+	r.reconcileRollout(r.Recorder, m, "r2", targets, unlimited, now)
 	g.Expect(m.Status.Rollout.Holding).To(ContainSubstring("awaits approval"), "an approval of another revision")
 	g.Expect(m.Status.Rollout.RolledBack).To(BeNil(), "an undo of another revision")
 
 	m.Annotations[fleeetv1.ApproveAnnotation] = "r2/canary"
-	r.reconcileRollout(m, "r2", targets, unlimited, now)
+	r.reconcileRollout(r.Recorder, m, "r2", targets, unlimited, now)
 	g.Expect(m.Status.Rollout.Approved).To(Equal([]string{"canary"}))
 	g.Expect(m.Status.Rollout.Admitted).To(Equal([]string{"a"}), "the next stage starts at once")
 
 	m.Annotations[fleeetv1.UndoAnnotation] = "r2"
-	r.reconcileRollout(m, "r2", targets, unlimited, now)
+	r.reconcileRollout(r.Recorder, m, "r2", targets, unlimited, now)
 	g.Expect(m.Status.Rollout.RolledBack).NotTo(BeNil())
 	g.Expect(m.Status.Rollout.RolledBack.Message).To(Equal("fleetctl rollout undo"))
 	g.Expect(m.Status.Rollout.RolledBack.To).To(Equal("r1"))
@@ -423,7 +423,7 @@ func TestARolloutWhoseWindowsNeverOpenIsStalled(t *testing.T) {
 	g.Expect(problems).To(BeEmpty())
 	m := rolling(intstr.FromInt32(1), 0)
 	r := reconciler()
-	p := r.reconcileRollout(m, "r1", []target{{name: "a", holds: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}},
+	p := r.reconcileRollout(r.Recorder, m, "r1", []target{{name: "a", holds: true, state: fleeetv1.SyncReady, since: now.Add(-time.Hour)}},
 		limits{windows: never, budget: -1}, now)
 	g.Expect(m.Status.Rollout.Admitted).To(BeEmpty())
 	r.reconcileStatus(m, p, compileNotes{})
@@ -459,7 +459,7 @@ func TestAnApprovalThatApprovesNothingIsReportedOnce(t *testing.T) {
 			m.Annotations = map[string]string{tc.annotation: tc.value}
 			r := reconciler()
 			for range 3 {
-				r.reconcileRollout(m, "r2", targets, unlimited, now)
+				r.reconcileRollout(r.Recorder, m, "r2", targets, unlimited, now)
 			}
 			g.Expect(m.Status.Rollout.Approved).To(BeEmpty())
 			g.Expect(m.Status.Rollout.RolledBack).To(BeNil())
@@ -472,7 +472,7 @@ func TestAnApprovalThatApprovesNothingIsReportedOnce(t *testing.T) {
 	m.Annotations = map[string]string{fleeetv1.ApproveAnnotation: "r2/canary"}
 	r := reconciler()
 	for range 3 {
-		r.reconcileRollout(m, "r2", targets, unlimited, now)
+		r.reconcileRollout(r.Recorder, m, "r2", targets, unlimited, now)
 	}
 	g.Expect(m.Status.Rollout.Approved).To(Equal([]string{"canary"}))
 	g.Expect(warningsOf(r)).To(BeEmpty(), "an approval that approved, and stays once used, is no warning")
