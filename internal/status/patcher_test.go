@@ -15,6 +15,17 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
+// newModule creates a Module in a namespace of the test's own.
+func newModule(t *testing.T) *fleeetv1.Module {
+	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.Namespace(t, "tenant", nil), Name: "app"},
+		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{Sync: fleeetv1.SyncSpec{
+			Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
+			Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
+		}}}}
+	NewWithT(t).Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
+	return m
+}
+
 // TestAFinishedReconcileWritesItsOutcomeOnce: the status reaches the API
 // server only when it changed; observedGeneration follows a known outcome,
 // not a failure before it; every failure but a conflict is a Warning event;
@@ -23,13 +34,7 @@ import (
 func TestAFinishedReconcileWritesItsOutcomeOnce(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	ns := cluster.Namespace(t, "tenant", nil)
-	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
-		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{Sync: fleeetv1.SyncSpec{
-			Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
-			Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
-		}}}}
-	g.Expect(cluster.Client.Create(ctx, m)).To(Succeed())
+	m := newModule(t)
 	recorder := events.NewFakeRecorder(10)
 	read := func() *fleeetv1.Module {
 		got := &fleeetv1.Module{}
@@ -96,13 +101,7 @@ func TestAFinishedReconcileWritesItsOutcomeOnce(t *testing.T) {
 func TestAChangeIsSaidOnceItsStatusIsWritten(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	ns := cluster.Namespace(t, "tenant", nil)
-	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"},
-		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{Sync: fleeetv1.SyncSpec{
-			Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.0.0"}},
-			Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
-		}}}}
-	g.Expect(cluster.Client.Create(ctx, m)).To(Succeed())
+	m := newModule(t)
 	recorder := events.NewFakeRecorder(10)
 	admit := func(obj *fleeetv1.Module) error {
 		var err error
