@@ -166,9 +166,13 @@ func TestAgentChartInPushModeGrantsTheManagerExactlyWhatItPushes(t *testing.T) {
 	g.Expect(refused).To(BeEmpty(), "requests refused to the push identity")
 	granted := grantedTo(t, agentRelease, agentNamespace, pusher)
 	g.Expect(granted).To(ConsistOf("get fleeet.dev/assemblages", "create fleeet.dev/assemblages", "update fleeet.dev/assemblages",
-		"get apiextensions.k8s.io/customresourcedefinitions",
+		"delete fleeet.dev/assemblages", "get apiextensions.k8s.io/customresourcedefinitions",
 		"get secrets", "create secrets", "update secrets", "delete secrets"))
-	g.Expect(used).To(ContainElements(granted), "every permission the chart grants the push identity is used")
+	// Deleting an Assemblage removes a further part of a split plan that
+	// the plan no longer lists; this fleet's one-Module plan never splits
+	// (internal/mirror's tests delete such a part).
+	usable := slices.DeleteFunc(slices.Clone(granted), func(p string) bool { return p == "delete fleeet.dev/assemblages" })
+	g.Expect(used).To(ContainElements(usable), "every other permission the chart grants the push identity is used")
 	agentUser := "system:serviceaccount:" + agentNamespace + ":fleet-agent"
 	_, refused = permissionsUsed(t, audit, agentUser)
 	g.Expect(refused).To(BeEmpty(), "requests refused to the push-only agent")
