@@ -223,6 +223,14 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	}))
 }
 
+// afterOutage bounds how long the manager takes to act on a change made
+// just after the management apiserver's outage: client-go's reflectors
+// retry a lost watch with a backoff that grows to 30–60 s within a minute's
+// outage, so each of the manager's informers sees the apiserver again up to
+// a minute after its return, each at an instant of its own (`fleetctl
+// status`, reading the apiserver, may show the fleet converged before).
+const afterOutage = 2 * time.Minute
+
 // driftIsSeenAndCorrected: someone scales edge-3's frontend Deployment
 // behind Flux's back, as a kubectl edit would. helm-controller looks for
 // drift when it reconciles the HelmRelease, every 10 minutes; the test
@@ -264,8 +272,8 @@ func driftIsSeenAndCorrected(t *testing.T, fleet *demo.Fleet, down *testenv.Clus
 		m := &fleeetv1.Module{}
 		g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: demo.Frontend}, m)).To(Succeed())
 		g.Expect(m.Status.Summary.Drifted).To(Equal(int32(1)), "edge-3 alone drifted")
-	}, time.Minute, time.Second).Should(Succeed())
-	g.Eventually(func(g Gomega) string { return testenv.Metrics(g, fleet.ManagerMetrics, fleet.ManagerMetricsToken) }, time.Minute, time.Second).
+	}, afterOutage, time.Second).Should(Succeed())
+	g.Eventually(func(g Gomega) string { return testenv.Metrics(g, fleet.ManagerMetrics, fleet.ManagerMetricsToken) }, afterOutage, time.Second).
 		Should(ContainSubstring(`fleeet_module_remotes{module="frontend",namespace="team-a",state="drifted"} 1`))
 	g.Eventually(func(g Gomega) []string { return statusCells(ctx, g, fleet)[3] }, time.Minute, time.Second).
 		Should(ConsistOf("edge-3", MatchRegexp(`^ready v\S+ 1/1 pods$`), MatchRegexp(`^ready \S+ 1/1 pods drift [1-9]×$`)))
