@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,9 +14,6 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 	. "github.com/onsi/gomega"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -92,11 +88,11 @@ func BenchmarkAdmission(b *testing.B) {
 				perRequest := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / admissionCreates }
 				b.ReportMetric(perRequest(used.cpu), fmt.Sprintf("manager-c%d-cpu-ms/req", clients))
 				b.ReportMetric(perRequest(used.runQueue), fmt.Sprintf("manager-c%d-runqueue-ms/req", clients))
-				sched := after.histogram(b, "go_sched_latencies_seconds", "", "").since(before.histogram(b, "go_sched_latencies_seconds", "", ""))
+				sched := after.histogram(b, "go_sched_latencies_seconds").since(before.histogram(b, "go_sched_latencies_seconds"))
 				b.ReportMetric(sched.quantile(0.99)*1000, fmt.Sprintf("manager-c%d-goroutine-wait-p99-ms", clients))
 				cycles := after.counter(b, "go_gc_cycles_total_gc_cycles_total") - before.counter(b, "go_gc_cycles_total_gc_cycles_total")
 				b.ReportMetric(cycles, fmt.Sprintf("manager-c%d-gc-cycles", clients))
-				pauses := after.histogram(b, "go_sched_pauses_total_gc_seconds", "", "").since(before.histogram(b, "go_sched_pauses_total_gc_seconds", "", ""))
+				pauses := after.histogram(b, "go_sched_pauses_total_gc_seconds").since(before.histogram(b, "go_sched_pauses_total_gc_seconds"))
 				b.ReportMetric(pauses.quantile(0.99)*1000, fmt.Sprintf("manager-c%d-gc-pause-p99-ms", clients))
 				b.ReportMetric(load1(b), fmt.Sprintf("c%d-load1", clients))
 			}
@@ -126,32 +122,25 @@ type histogram struct {
 	counts []uint64
 }
 
-// metricFamilies is one scrape of the manager's metrics endpoint.
-type metricFamilies map[string]*dto.MetricFamily
-
 // scrape reads the manager's metrics as the holder of token, a metrics
 // reader.
 func scrape(b *testing.B, addr, token string) metricFamilies {
 	b.Helper()
-	body := testenv.Metrics(NewWithT(b), addr, token)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return families
+	g := NewWithT(b)
+	return parseMetrics(g, testenv.Metrics(g, addr, token))
 }
 
-// histogram returns the series of histogram name whose label has value
-// (the first series when label is ""), empty when there is none yet.
-func (f metricFamilies) histogram(b *testing.B, name, label, value string) histogram {
+// histogram returns the first series of histogram name whose labels hold
+// every one of labels, given as name, value pairs, empty when there is
+// none yet.
+func (f metricFamilies) histogram(b *testing.B, name string, labels ...string) histogram {
 	b.Helper()
 	family, ok := f[name]
 	if !ok {
 		return histogram{}
 	}
 	for _, m := range family.GetMetric() {
-		if label != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
+		if !hasLabels(m, labels) {
 			continue
 		}
 		var h histogram

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -124,7 +125,7 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 		}
 		objects += apimeta.LenList(list)
 	}
-	dbSize, _ := metricSum(fetchMetrics(b, http.DefaultClient, c.EtcdMetricsURL()), "etcd_mvcc_db_total_size_in_bytes")
+	dbSize, _ := parseMetrics(NewWithT(b), fetchMetrics(b, http.DefaultClient, c.EtcdMetricsURL())).sum("etcd_mvcc_db_total_size_in_bytes")
 	b.ReportMetric(float64(objects), "objects")
 	b.ReportMetric(float64(benchModules*remotes), "per-pair-objects")
 	b.ReportMetric(cold.Seconds(), "cold-s")
@@ -141,10 +142,10 @@ func apiserverWrites(b *testing.B, c *testenv.Cluster) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	body := fetchMetrics(b, hc, strings.TrimSuffix(c.Config.Host, "/")+"/metrics")
+	metrics := parseMetrics(NewWithT(b), fetchMetrics(b, hc, strings.TrimSuffix(c.Config.Host, "/")+"/metrics"))
 	var writes float64
 	for _, verb := range []string{"POST", "PUT", "PATCH", "APPLY"} {
-		n, _ := metricSum(body, "apiserver_request_total", `verb="`+verb+`"`)
+		n, _ := metrics.sum("apiserver_request_total", "verb", verb)
 		writes += n
 	}
 	return writes

@@ -38,6 +38,12 @@ const (
 // agent and Flux while it lasts.
 var cluster, downstream *testenv.Cluster
 
+// replicaCluster is the management apiserver shared by the tests that run
+// fleet-manager replicas as processes, each test in a manager namespace of
+// its own: no in-process manager runs against it, which would serve the
+// webhook and reconcile everything itself.
+var replicaCluster *testenv.Cluster
+
 // managerNamespace holds user policy ConfigMaps; the webhook never judges it.
 const managerNamespace = "fleeet-system"
 
@@ -45,7 +51,16 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithClusters(m, []testenv.SharedCluster{
 		{Name: "management", Cluster: &cluster, Options: []testenv.ClusterOption{testenv.WithWebhooks()}},
 		{Name: "downstream", Cluster: &downstream},
+		{Name: "replicas", Cluster: &replicaCluster, Options: []testenv.ClusterOption{testenv.WithWebhooks()}},
 	}, func() (func(bool), error) { return startManager(cluster) }))
+}
+
+// startReplicas returns replicaCluster, the fleet-manager binary (built
+// once for the package) and a manager namespace of the test's own, which
+// the replicas it runs share for their Leases and user policies.
+func startReplicas(t *testing.T) (*testenv.Cluster, string, string) {
+	t.Helper()
+	return replicaCluster, testenv.BuildCommand(t, "fleet-manager", "replicas"), replicaCluster.Namespace(t, "system", nil)
 }
 
 // startManager runs the fleet-manager's controllers in-process, shared by
@@ -274,21 +289,13 @@ func TestBootstrapModuleAppliesStraightIntoPushRemotes(t *testing.T) {
 
 // reconciles reads how many reconciles a controller of the in-process manager has finished.
 func reconciles(g Gomega, controller string) float64 {
-	families, err := ctrlmetrics.Registry.Gather()
+	gathered, err := ctrlmetrics.Registry.Gather()
 	g.Expect(err).NotTo(HaveOccurred())
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == controller {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
+	families := metricFamilies{}
+	for _, f := range gathered {
+		families[f.GetName()] = f
 	}
+	total, _ := families.sum("controller_runtime_reconcile_total", "controller", controller)
 	return total
 }
 

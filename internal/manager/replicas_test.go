@@ -43,20 +43,17 @@ const frozenPolicy = "package fleeet.frozen\n\n" +
 // them: each judges admission by the user policies it loaded itself, and
 // when the leader is killed mid-rollout another takes over the rollout
 // where it stood, holding its bound, moving no plan back and admitting no
-// Remote twice. The test runs its own apiserver: the package's shared one
-// has an in-process manager reconciling everything, which would carry the
-// rollout on and serve the webhook itself.
+// Remote twice. The test runs on replicaCluster: the package's shared
+// cluster has an in-process manager reconciling everything, which would
+// carry the rollout on and serve the webhook itself.
 func TestReplicasEnforceUserPoliciesAndHandOverARollout(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := testenv.StartCluster(t, "management", testenv.WithWebhooks())
-	const system = "fleeet-system"
-	g.Expect(c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: system}})).To(Succeed())
+	c, bin, system := startReplicas(t)
 	g.Expect(c.Client.Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: system, Name: "frozen", Labels: map[string]string{fleeetv1.PolicyLabel: "true"}},
 		Data:       map[string]string{"policy.rego": frozenPolicy},
 	})).To(Succeed())
-	bin := testenv.BuildCommand(t, "fleet-manager", "replicas")
 	// Short leases so the handover takes seconds, not the 15 s default;
 	// Remotes stay online however long the test takes.
 	replica := []string{"--namespace=" + system, "--leader-elect", "--leader-election-namespace=" + system,

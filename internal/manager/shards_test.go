@@ -3,15 +3,11 @@ package manager_test
 import (
 	"fmt"
 	"net"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,45 +51,23 @@ func startShardReplica(t testing.TB, bin string, c *testenv.Cluster, system, id 
 func (r shardReplica) gauge(g Gomega, name string) int {
 	status, body := testenv.Get(g, "http://"+r.metrics+"/metrics")
 	g.Expect(status).To(Equal(200))
-	n, found := metricSum(body, name)
+	n, found := parseMetrics(g, body).sum(name)
 	g.Expect(found).To(BeTrue(), "replica %s serves %s", r.id, name)
 	return int(n)
-}
-
-// metricSum adds up the samples of the metric name, in Prometheus' text
-// format, whose labels hold every one of match (such as `verb="PUT"`).
-func metricSum(body, name string, match ...string) (sum float64, found bool) {
-	for line := range strings.SplitSeq(body, "\n") {
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		if slices.ContainsFunc(match, func(m string) bool { return !strings.Contains(line, m) }) {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			continue
-		}
-		sum, found = sum+v, true
-	}
-	return sum, found
 }
 
 // Three replicas divide the Remotes among them, each Remote owned by exactly
 // one; when a replica that owns Remotes but does not lead is killed, the
 // survivors take its Remotes over and their plans keep following the
 // Module; a replica joining takes some Remotes, and on a graceful stop it
-// hands them back at once by deleting its Lease. The test runs its own
-// apiserver: the package's shared one has an unsharded in-process manager
-// compiling every plan.
+// hands them back at once by deleting its Lease. The test runs on
+// replicaCluster: the package's shared cluster has an unsharded in-process
+// manager compiling every plan.
 func TestShardsTakeOverTheRemotesOfAKilledReplica(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	c := testenv.StartCluster(t, "management", testenv.WithWebhooks())
-	const system, remotes = "fleeet-system", 30
-	g.Expect(c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: system}})).To(Succeed())
-	bin := testenv.BuildCommand(t, "fleet-manager", "shards")
+	c, bin, system := startReplicas(t)
+	const remotes = 30
 
 	start := func(id string, servesAdmission bool) shardReplica {
 		return startShardReplica(t, bin, c, system, id, servesAdmission, "--shard-lease-duration=6s")
@@ -129,14 +103,18 @@ func TestShardsTakeOverTheRemotesOfAKilledReplica(t *testing.T) {
 		g.Expect(c.Client.Patch(ctx, m, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 	}
 	// Each replica sees the same members and owns what the assignment
-	// gives it, so the Remotes are divided with none left out or shared.
+	// gives it, so the Remotes are divided with none left out or shared:
+	// every Remote of the cluster, those of tests before this one included.
 	divided := func(live ...shardReplica) map[string][]string {
 		var ids []string
 		for _, r := range live {
 			ids = append(ids, r.id)
 		}
+		all := &fleeetv1.RemoteList{}
+		g.Expect(c.Client.List(ctx, all)).To(Succeed())
 		owned := map[string][]string{}
-		for _, k := range keys {
+		for _, r := range all.Items {
+			k := r.Namespace + "/" + r.Name
 			o := shard.Owner(k, ids)
 			owned[o] = append(owned[o], k)
 		}
@@ -150,7 +128,7 @@ func TestShardsTakeOverTheRemotesOfAKilledReplica(t *testing.T) {
 	}
 	plansAt("v1.0.0")
 	owned := divided(leader, victim, admission)
-	g.Expect(owned[victim.id]).NotTo(BeEmpty(), "the victim owns some Remotes")
+	g.Expect(owned[victim.id]).To(ContainElement(BeElementOf(keys)), "the victim owns some of the test's Remotes")
 
 	// kill -9: the victim's Lease stays until it expires, and its Remotes
 	// have no owner until then.
@@ -161,7 +139,7 @@ func TestShardsTakeOverTheRemotesOfAKilledReplica(t *testing.T) {
 
 	joiner := start("r4", false)
 	owned = divided(leader, admission, joiner)
-	g.Expect(owned[joiner.id]).NotTo(BeEmpty(), "the new replica takes some Remotes")
+	g.Expect(owned[joiner.id]).To(ContainElement(BeElementOf(keys)), "the new replica takes some of the test's Remotes")
 	setTag("v3.0.0")
 	plansAt("v3.0.0")
 

@@ -385,7 +385,8 @@ type SharedCluster struct {
 }
 
 // RunWithClusters starts the clusters, concurrently, shared by every test of
-// a package; then it runs each setup, runs the tests and stops everything.
+// a package; then it runs each setup, runs the tests as Run does and stops
+// everything.
 // Tests sharing clusters keep apart by working in namespaces of their own.
 // Use it from TestMain as os.Exit(testenv.RunWithClusters(m,
 // []testenv.SharedCluster{{Name: "management", Cluster: &mgmt}, {Name: "downstream", Cluster: &down}})).
@@ -429,7 +430,7 @@ func RunWithClusters(m *testing.M, clusters []SharedCluster, setups ...func() (s
 		}
 		defer func() { stop(code != 0) }()
 	}
-	return m.Run()
+	return Run(m)
 }
 
 // WatchUntil watches the objects of list's kind in namespace of c and hands

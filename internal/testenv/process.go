@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/onsi/gomega"
@@ -192,16 +193,55 @@ func Tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// BuildCommand compiles ./cmd/<name> of this repository into the test's
-// temporary directory, stamped with version, and returns the binary's path.
+// Commands BuildCommand built, by name and version, in commandsDir: the
+// tests of a package that runs under Run or RunWithClusters share them.
+var (
+	commandsMu  sync.Mutex
+	commandsDir string
+	commands    = map[string]string{}
+)
+
+// BuildCommand compiles ./cmd/<name> of this repository, stamped with
+// version, and returns the binary's path. Under Run or RunWithClusters the
+// tests of the package share one build per name and version, as linking
+// takes seconds; otherwise each test builds into its temporary directory.
 func BuildCommand(t TB, name, version string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), name)
+	commandsMu.Lock()
+	defer commandsMu.Unlock()
+	key := filepath.Join(version, name)
+	if out, ok := commands[key]; ok {
+		return out
+	}
+	dir := commandsDir
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	out := filepath.Join(dir, key)
 	if _, err := runIn(RepoRoot, "go", "build", "-o", out,
 		"-ldflags", "-X github.com/fleeet-dev/fleeet/internal/version.Version="+version, "./cmd/"+name); err != nil {
 		t.Fatalf("building %s: %v", name, err)
 	}
+	if commandsDir != "" {
+		commands[key] = out
+	}
 	return out
+}
+
+// Run runs the tests of a package, sharing the commands BuildCommand
+// builds among them, and removes those after; use it from TestMain as
+// os.Exit(testenv.Run(m)).
+func Run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "fleeet-commands-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	commandsMu.Lock()
+	commandsDir = dir
+	commandsMu.Unlock()
+	return m.Run()
 }
 
 // Get requests url with the given headers, as name, value pairs, and

@@ -52,6 +52,9 @@ const (
 	poll     = 250 * time.Millisecond
 )
 
+// TestMain builds each command the tests run once, for all of them.
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+
 // fleet is what every attack runs against.
 type fleet struct {
 	mgmt, down *testenv.Cluster

@@ -47,6 +47,9 @@ const (
 	poll             = 250 * time.Millisecond
 )
 
+// TestMain builds each command the tests run once, for all of them.
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+
 // frozenPolicy is a user policy given through the manager chart's values.
 const frozenPolicy = "package fleeet.frozen\n\n" +
 	"deny contains msg if {\n  input.object.metadata.labels.frozen == \"true\"\n" +

@@ -4,7 +4,8 @@
 // builds, `helm test` runs the chart's own test hooks, and the release is
 // uninstalled. Only what a values file cannot know ahead of the test —
 // enrolment strings of the test's management cluster, the CA of a
-// certificate the test made — is merged into a copy of the chart.
+// certificate the test made — is merged into a copy of the chart, and the
+// manager runs one replica (test/charts runs the default two as Pods).
 package ct_test
 
 import (
@@ -127,6 +128,10 @@ func TestCTInstallsTheManagerChartWithEachCIValuesFile(t *testing.T) {
 	g.Expect(mgmt.Client.Create(ctx, issuer)).To(Succeed())
 
 	chart := copyChart(t, "fleet-manager", func(file string, values map[string]any) {
+		// A second replica would prove nothing the test hook checks, and
+		// test/charts' TestChartsRunAsPodsFromTheirImages runs the
+		// default two: one Pod per install spares the node its start.
+		values["replicas"] = 1
 		management, _ := values["management"].(map[string]any)
 		if _, ok := management["caBundle"]; ok {
 			management["caBundle"] = string(mgmt.Config.CAData)

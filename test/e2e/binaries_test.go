@@ -16,6 +16,9 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
+// TestMain builds each command the tests run once, for all of them.
+func TestMain(m *testing.M) { os.Exit(testenv.Run(m)) }
+
 func get(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -40,7 +43,8 @@ func TestControllerBinariesServeHealthAndMetricsAndStopOnSIGTERM(t *testing.T) {
 	for _, cmd := range []string{"fleet-manager", "fleet-agent"} {
 		t.Run(cmd, func(t *testing.T) {
 			g := NewWithT(t)
-			bin := testenv.BuildCommand(t, cmd, "v0.0.0-e2e")
+			// The demo fleet's build, stamped "demo": one link for the package.
+			bin := testenv.BuildCommand(t, cmd, "demo")
 			health, metrics := testenv.FreeAddr(t), testenv.FreeAddr(t)
 			args := []string{"--health-probe-bind-address=" + health, "--metrics-bind-address=" + metrics,
 				"--leader-elect", "--leader-election-namespace=" + ns}
@@ -63,14 +67,14 @@ func TestControllerBinariesServeHealthAndMetricsAndStopOnSIGTERM(t *testing.T) {
 			g.Expect(p.Stop(20*time.Second)).To(Succeed(), "a clean exit with status 0 on SIGTERM")
 			logged, err := os.ReadFile(p.LogPath)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(logged)).To(ContainSubstring(`"version":"v0.0.0-e2e"`))
+			g.Expect(string(logged)).To(ContainSubstring(`"version":"demo"`))
 		})
 	}
 }
 
 func TestControllerBinaryRejectsAnUnknownFlag(t *testing.T) {
 	g := NewWithT(t)
-	out, err := exec.Command(testenv.BuildCommand(t, "fleet-manager", "dev"), "--no-such-flag").CombinedOutput()
+	out, err := exec.Command(testenv.BuildCommand(t, "fleet-manager", "demo"), "--no-such-flag").CombinedOutput()
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(string(out)).To(ContainSubstring("unknown flag: --no-such-flag"))
 }
