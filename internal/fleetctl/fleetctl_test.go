@@ -44,6 +44,16 @@ func run(t testing.TB, ns string, args ...string) (string, error) {
 	return runOn(t, cluster, ns, args...)
 }
 
+// statusView runs `fleetctl status -o json` in ns and decodes its output.
+func statusView(t testing.TB, g Gomega, ns string) fleetctl.StatusView {
+	t.Helper()
+	out, err := run(t, ns, "status", "-o", "json")
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	var view fleetctl.StatusView
+	g.Expect(json.Unmarshal([]byte(out), &view)).To(Succeed(), out)
+	return view
+}
+
 // runOn runs the command line in-process against c.
 func runOn(t testing.TB, c *testenv.Cluster, ns string, args ...string) (string, error) {
 	t.Helper()
@@ -60,10 +70,7 @@ func TestStatusShowsTheFleetGrid(t *testing.T) {
 	g := NewWithT(t)
 	ns := fleetviewtest.Fleet(t, cluster)
 	g.Eventually(func(g Gomega) {
-		out, err := run(t, ns, "status", "-o", "json")
-		g.Expect(err).NotTo(HaveOccurred(), out)
-		var view fleetctl.StatusView
-		g.Expect(json.Unmarshal([]byte(out), &view)).To(Succeed())
+		view := statusView(t, g, ns)
 		g.Expect(view.Modules).To(Equal(map[string]string{"app": "v1.0.0", "crds": "v1.0.0"}))
 		cells := map[string]map[string]string{}
 		for _, r := range view.Remotes {
@@ -124,10 +131,7 @@ func TestStatusShowsTheFleetGrid(t *testing.T) {
 		"edge-2  -       unknown  -           -                                                                                                offline v1.0.0                           offline v1.0.0",
 		"lab     v1.4.2  unknown  v1.35.0     helm-controller v0.37.4, kustomize-controller v1.9.5, source-controller v1.9.6 FluxIncompatible  failed v1.0.0 0/2 pods CrashLoopBackOff  -",
 	}))
-	out, err = run(t, ns, "status", "-o", "json")
-	g.Expect(err).NotTo(HaveOccurred())
-	var view fleetctl.StatusView
-	g.Expect(json.Unmarshal([]byte(out), &view)).To(Succeed())
+	view := statusView(t, g, ns)
 	g.Expect(view.Remotes).To(ContainElement(And(HaveField("Name", "lab"),
 		HaveField("Flux", HaveValue(HaveField("Controllers", HaveKeyWithValue("helm-controller", "v0.37.4")))),
 		HaveField("FluxProblem", "FluxIncompatible: "+incompatible))))
@@ -136,11 +140,7 @@ func TestStatusShowsTheFleetGrid(t *testing.T) {
 		HaveField("AgentSkew", "ok"), HaveField("AgentProblem", ""))))
 	// lab's SKEW reads unknown before its report is judged as after.
 	g.Eventually(func(g Gomega) []fleetctl.RemoteView {
-		out, err := run(t, ns, "status", "-o", "json")
-		g.Expect(err).NotTo(HaveOccurred())
-		var view fleetctl.StatusView
-		g.Expect(json.Unmarshal([]byte(out), &view)).To(Succeed())
-		return view.Remotes
+		return statusView(t, g, ns).Remotes
 	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(ContainElement(And(HaveField("Name", "lab"), HaveField("AgentSkew", "unknown"),
 		HaveField("AgentProblem", "AgentVersionUnknown: agent v1.4.2 and manager "+version.Version+
 			" differ and are not both release versions, so the skew is unknown"))))

@@ -1,12 +1,10 @@
 package fleetctl_test
 
 import (
-	"encoding/json"
 	"testing"
 
 	. "github.com/onsi/gomega"
 
-	"github.com/fleeet-dev/fleeet/internal/fleetctl"
 	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
 )
 
@@ -18,10 +16,7 @@ func TestStatusAndWhyShowASplitPlanAsOneRemote(t *testing.T) {
 	ns := fleetviewtest.SplitFleet(t, cluster)
 	// Eventually: the Remote reads offline until the manager sees its Lease.
 	g.Eventually(func(g Gomega) {
-		out, err := run(t, ns, "status", "-o", "json")
-		g.Expect(err).NotTo(HaveOccurred(), out)
-		var view fleetctl.StatusView
-		g.Expect(json.Unmarshal([]byte(out), &view)).To(Succeed())
+		view := statusView(t, g, ns)
 		g.Expect(view.Remotes).To(HaveLen(1))
 		g.Expect(view.Remotes[0].Name).To(Equal("big"))
 		g.Expect(view.Remotes[0].Cells).To(HaveKeyWithValue("crds", HaveField("State", "ready")))
