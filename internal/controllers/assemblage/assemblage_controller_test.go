@@ -71,6 +71,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("DroppedSyncsAreRemovedInReverseDependencyOrder", e.testRemovalOrder)
 	t.Run("DeletingAssemblageTearsDownInReverseDependencyOrder", e.testDeleteOrder)
 	t.Run("PlanSplitOverPartsRunsAsOneAndReportsEachPartsSyncs", e.testSplitPlan)
+	t.Run("PartLeavingThePlanTakesItsSyncsFluxObjectsAndAMissingPartPrunesNothing", e.testPartLeavingPlan)
 	t.Run("CycleAndMissingDependencyAreReported", e.testCycleAndMissing)
 	t.Run("BindingsAreSubstitutedAndUnresolvableOnesFailOnlyTheirSync", e.testBindings)
 	t.Run("BindingsReadOnlyWhatTheTenantServiceAccountMayRead", e.testBindingsReadAsTenant)

@@ -2,9 +2,13 @@ package assemblage_test
 
 import (
 	"context"
+	"maps"
 	"testing"
 
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -131,5 +135,77 @@ func (e *env) testSplitPlan(t *testing.T) {
 	for name, uid := range before {
 		g.Expect(after[name]).To(Equal(uid), "%s keeps its Flux objects", name)
 	}
+	e.waitReady(t, first)
+}
+
+// fluxUIDs records the UIDs of a namespace's Flux objects, sources and
+// appliers, by kind and sync.
+func (e *env) fluxUIDs(g Gomega, ns string) map[string]types.UID {
+	out := map[string]types.UID{}
+	for name, uid := range e.uids(g, ns) {
+		out["applier/"+name] = uid
+	}
+	repos := &sourcev1.GitRepositoryList{}
+	g.Expect(e.c.Client.List(context.Background(), repos, client.InNamespace(ns))).To(Succeed())
+	for _, repo := range repos.Items {
+		out["source/"+repo.Labels[fleeetv1.SyncLabel]] = repo.UID
+	}
+	return out
+}
+
+// A part part 0 no longer lists leaves the plan with its syncs: their Flux
+// objects go, and Flux prunes what they applied, while the syncs still in
+// the plan keep theirs, untouched. A part part 0 still lists but that is
+// missing, as when it is deleted before part 0 is rewritten, removes
+// nothing: half a plan is never pruned.
+func (e *env) testPartLeavingPlan(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := e.c.Namespace(t, "shrink", nil)
+	e.serviceAccount(t, ns, trustedTenant, nil)
+	first := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Name: "plan", Namespace: ns}, Spec: fleeetv1.AssemblageSpec{
+		Syncs: []fleeetv1.NamedSync{e.ks(ns, "s1", "v1.0.0", "./configmap")}, ServiceAccountName: trustedTenant, Parts: []string{"r1", "r2"}}}
+	g.Expect(e.c.Client.Create(ctx, first)).To(Succeed())
+	e.writePart(t, first, 1, "r1", e.ks(ns, "s2", "v1.0.0", "./configmap"))
+	e.writePart(t, first, 2, "r2", e.ks(ns, "s3", "v1.0.0", "./configmap"))
+	g.Eventually(func(g Gomega) {
+		e.expectPartReady(g, ns, "plan", "s1")
+		e.expectPartReady(g, ns, "plan.p1", "s2")
+		e.expectPartReady(g, ns, "plan.p2", "s3")
+	}, timeout, poll).Should(Succeed())
+	before := e.fluxUIDs(g, ns)
+	g.Expect(before).To(HaveKey("source/s3"))
+	g.Expect(before).To(HaveKey("applier/s3"))
+	g.Expect(before).To(HaveLen(6), "a GitRepository and a Kustomization a sync")
+	applied := client.ObjectKey{Namespace: ns, Name: "s3"} // s3's ConfigMap
+	g.Expect(e.c.Client.Get(ctx, applied, &corev1.ConfigMap{})).To(Succeed())
+
+	// Part 2 is deleted while part 0 still lists it: nothing is removed.
+	part2 := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plan.p2"}}
+	g.Expect(e.c.Client.Delete(ctx, part2)).To(Succeed())
+	g.Eventually(func(g Gomega) { e.expectIncomplete(g, first, "part 2 of 3 not read yet") }, timeout, poll).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(e.fluxUIDs(g, ns)).To(Equal(before))
+		g.Expect(e.c.Client.Get(ctx, applied, &corev1.ConfigMap{})).To(Succeed())
+	}, "2s", poll).Should(Succeed(), "nothing is pruned from a plan not whole")
+
+	// Part 2 is back, then part 0 lists part 1 only, as the compiler
+	// shrinks a plan: part 0 first, part 2 deleted after. s3 leaves.
+	e.writePart(t, first, 2, "r2", e.ks(ns, "s3", "v1.0.0", "./configmap"))
+	g.Eventually(func(g Gomega) { e.expectPartReady(g, ns, "plan.p2", "s3") }, timeout, poll).Should(Succeed())
+	g.Expect(e.fluxUIDs(g, ns)).To(Equal(before), "a part read again keeps its syncs' Flux objects")
+	e.listParts(t, first, "r1")
+	g.Eventually(func(g Gomega) {
+		err := e.c.Client.Get(ctx, applied, &corev1.ConfigMap{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Flux pruned what s3 applied: %v", err)
+		e.expectPartReady(g, ns, "plan", "s1")
+		e.expectPartReady(g, ns, "plan.p1", "s2")
+	}, timeout, poll).Should(Succeed())
+	g.Expect(e.c.Client.Delete(ctx, part2)).To(Succeed())
+	kept := maps.Clone(before)
+	delete(kept, "source/s3")
+	delete(kept, "applier/s3")
+	g.Eventually(func(g Gomega) map[string]types.UID { return e.fluxUIDs(g, ns) }, timeout, poll).Should(Equal(kept),
+		"s3's Flux objects are removed, s1's and s2's untouched")
 	e.waitReady(t, first)
 }
