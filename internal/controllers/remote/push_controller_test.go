@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -418,4 +419,103 @@ func TestPushDeliversASplitPlanWholeAndReportsEachPart(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 	get(g, r)
 	g.Expect(connected(g, r).Reason).To(Equal(fleeetv1.ReasonPushed))
+}
+
+// downstreamParts is what the push controller left in namespace ns of the
+// cluster it pushes to: each Assemblage's UID, generation and spec, by
+// name.
+func downstreamParts(g Gomega, ns string) map[string]fleeetv1.Assemblage {
+	list := &fleeetv1.AssemblageList{}
+	g.ExpectWithOffset(1, cluster.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+	out := map[string]fleeetv1.Assemblage{}
+	for _, asm := range list.Items {
+		out[asm.Name] = fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{UID: asm.UID, Generation: asm.Generation}, Spec: asm.Spec}
+	}
+	return out
+}
+
+// expectNotWhole checks that the push Remote r says its plan is not whole,
+// for why, and that the cluster keeps held, the Assemblages last pushed,
+// for a few polls of the push controller.
+func expectNotWhole(t *testing.T, r *fleeetv1.Remote, why string, held map[string]fleeetv1.Assemblage) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func(g Gomega) {
+		got := &fleeetv1.Remote{ObjectMeta: r.ObjectMeta}
+		get(g, got)
+		c := apimeta.FindStatusCondition(got.Status.Conditions, fleeetv1.ReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonPlanIncomplete))
+		g.Expect(c.Message).To(ContainSubstring(why))
+		g.Expect(c.Message).To(ContainSubstring("the cluster keeps the last plan pushed"))
+		g.Expect(c.ObservedGeneration).To(Equal(got.Generation))
+	}, timeout, poll).Should(Succeed())
+	g.Consistently(func(g Gomega) map[string]fleeetv1.Assemblage { return downstreamParts(g, r.Namespace) }, 3*time.Second, poll).
+		Should(Equal(held), "nothing is written or deleted downstream from a plan not whole")
+}
+
+// A push Remote's plan that is not whole is not pushed: while a part is at
+// another revision than part 0 lists (the compiler writes further parts
+// first) or a listed part is missing, the Remote is not Ready, saying
+// which part, and the Assemblages downstream stay as last pushed, none
+// rewritten or deleted. The plan whole again is pushed.
+func TestPushLeavesTheClusterAsItIsWhileThePlanIsNotWhole(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	admin, err := os.ReadFile(cluster.Kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	r := pushRemote(t, admin, nil)
+	for i := range 12 {
+		newModule(t, cluster.Client, r.Namespace, fmt.Sprintf("app-%02d", i), "v1.0.0", everyRemote, filler(1500))
+	}
+	// The management cluster plays the downstream one.
+	pushedWhole := func(g Gomega) fleeetv1.ProxyPlan {
+		plan := wholePlan(g, r)
+		g.Expect(plan.Listed().Syncs()).To(HaveLen(12))
+		held := downstreamParts(g, r.Namespace)
+		g.Expect(held).To(HaveLen(len(plan)))
+		for k, pa := range plan {
+			asm := held[fleeetv1.PlanPartName(r.Namespace, k)]
+			g.Expect(asm.Spec.Parts).To(Equal(pa.Spec.Assemblage.Parts))
+			g.Expect(asm.Spec.PartRevision).To(Equal(pa.Spec.Assemblage.PartRevision))
+		}
+		got := &fleeetv1.Remote{ObjectMeta: r.ObjectMeta}
+		get(g, got)
+		g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, fleeetv1.ReadyCondition)).
+			To(HaveValue(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", fleeetv1.ReasonPushed))))
+		return plan
+	}
+	var plan fleeetv1.ProxyPlan
+	g.Eventually(func(g Gomega) { plan = pushedWhole(g) }, timeout, poll).Should(Succeed())
+	g.Expect(len(plan)).To(BeNumerically(">=", 2), "the compiler split the plan")
+	held := downstreamParts(g, r.Namespace)
+	listed := plan[0].Spec.Assemblage.Parts[0]
+
+	// Suspended, the Remote's plan is left to the test by the compiler; the
+	// push controller has seen that once it has judged the Remote's new
+	// generation.
+	patch(t, r, `{"spec":{"suspend":true}}`)
+	judged(t, r)
+
+	// Part 1 is rewritten before part 0 lists its new revision.
+	part1 := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: fleeetv1.PlanPartName(r.Name, 1)}}
+	g.Eventually(func(g Gomega) {
+		get(g, part1)
+		part1.Spec.Assemblage.Syncs = part1.Spec.Assemblage.Syncs[1:]
+		part1.Spec.Assemblage.PartRevision = "next"
+		g.Expect(cluster.Client.Update(ctx, part1)).To(Succeed())
+	}, timeout, poll).Should(Succeed())
+	expectNotWhole(t, r, fmt.Sprintf("part 1 of %d is at revision %q, the plan lists %q", len(plan), "next", listed), held)
+
+	// Part 1 is gone while part 0 still lists it.
+	g.Expect(cluster.Client.Delete(ctx, part1)).To(Succeed())
+	expectNotWhole(t, r, fmt.Sprintf("part 1 of %d not read yet", len(plan)), held)
+
+	// The compiler writes the plan whole again, and it is pushed.
+	patch(t, r, `{"spec":{"suspend":false}}`)
+	g.Eventually(func(g Gomega) { pushedWhole(g) }, timeout, poll).Should(Succeed())
+	got := judged(t, r)
+	g.Expect(connected(g, got).Reason).To(Equal(fleeetv1.ReasonPushed))
+	g.Expect(apimeta.FindStatusCondition(got.Status.Conditions, fleeetv1.StalledCondition)).To(BeNil())
 }
