@@ -241,3 +241,76 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 	g.Eventually(func(g Gomega) map[string]string { return plans(ctx, g, fresh, ns) }, fleetviewtest.Timeout, fleetviewtest.Poll).
 		Should(Equal(map[string]string{"c-1": "v1.0.0", "e-1": "v1.0.0", "e-2": "v1.0.0"}))
 }
+
+// managerIdentity is the --as and --as-group flags that make fleetctl act
+// as the fleet-manager of c, as restore must.
+func managerIdentity(ctx context.Context, g Gomega, c *testenv.Cluster) []string {
+	review := &authenticationv1.SelfSubjectReview{}
+	g.Expect(c.Client.Create(ctx, review)).To(Succeed())
+	flags := []string{"--as", review.Status.UserInfo.Username}
+	for _, group := range review.Status.UserInfo.Groups {
+		flags = append(flags, "--as-group", group)
+	}
+	return flags
+}
+
+// A Remote whose plan is split over parts gets every part back: restore
+// creates each one, part 0 and the further part alike, owned by the Remote
+// as the compiler's are, with the spec that makes the plan whole (the
+// revision part 0 lists, the revision the part carries) and what the
+// cluster last reported on it, so the grid reads as before the loss.
+func TestRestoreBringsBackEveryPartOfASplitPlan(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := fleetviewtest.SplitFleet(t, cluster)
+	parts := func(g Gomega) map[string]fleeetv1.ProxyAssemblage {
+		list := &fleeetv1.ProxyAssemblageList{}
+		g.Expect(cluster.Client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		byName := map[string]fleeetv1.ProxyAssemblage{}
+		for _, pa := range list.Items {
+			byName[pa.Name] = pa
+		}
+		return byName
+	}
+	before := parts(g)
+	g.Expect(before).To(HaveKey("big"))
+	g.Expect(before).To(HaveKeyWithValue("big.p1", HaveField("Spec.Assemblage.PartRevision", before["big"].Spec.Assemblage.Parts[0])))
+
+	file := filepath.Join(t.TempDir(), "backup.yaml")
+	out, err := run(t, ns, "backup", "-o", file)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(Equal("backup " + file + ": 2 Modules, 0 RegistrationTokens, 1 Remotes, 2 ProxyAssemblages\n"))
+
+	// The plan is lost. big is suspended: the compiler does not write it
+	// again.
+	for name := range before {
+		g.Expect(cluster.Client.Delete(ctx, &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+	}
+	g.Eventually(parts, fleetviewtest.Timeout, fleetviewtest.Poll).Should(BeEmpty())
+
+	out, err = run(t, ns, append([]string{"restore", "-f", file}, managerIdentity(ctx, g, cluster)...)...)
+	g.Expect(err).NotTo(HaveOccurred(), out)
+	for name := range before {
+		g.Expect(out).To(ContainSubstring("ProxyAssemblage " + ns + "/" + name + ": created, status restored\n"))
+	}
+	remote := &fleeetv1.Remote{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "big"}, remote)).To(Succeed())
+	after := parts(g)
+	g.Expect(after).To(HaveLen(len(before)))
+	for name, pa := range after {
+		g.Expect(metav1.IsControlledBy(&pa, remote)).To(BeTrue(), "%s is owned by its Remote", name)
+		g.Expect(pa.Spec).To(Equal(before[name].Spec), name)
+		g.Expect(pa.Status.Syncs).To(Equal(before[name].Status.Syncs), name)
+		g.Expect(pa.Status.ObservedGeneration).To(Equal(pa.Generation), "%s: the report is about the plan restored", name)
+	}
+	list := &fleeetv1.ProxyAssemblageList{}
+	g.Expect(cluster.Client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+	g.Expect(fleeetv1.GroupProxyPlans(list.Items)["big"].Listed().Syncs()).To(HaveLen(2), "the plan is whole")
+	// Eventually: the Remote reads offline until the manager sees its Lease.
+	g.Eventually(func(g Gomega) {
+		view := statusView(t, g, ns)
+		g.Expect(view.Remotes).To(ConsistOf(HaveField("Name", "big")))
+		g.Expect(view.Remotes[0].Cells).To(HaveKeyWithValue("crds", HaveField("State", "ready")))
+		g.Expect(view.Remotes[0].Cells).To(HaveKeyWithValue("app", HaveField("State", "blocked")))
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
+}
