@@ -88,8 +88,8 @@ func (p *PushReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 	}
 	return p.Shard.Complete(ctrl.NewControllerManagedBy(mgr).
 		Named("push").
-		For(&fleeetv1.ProxyAssemblage{}).
-		Watches(&fleeetv1.Remote{}, watches.SameName).
+		For(&fleeetv1.Remote{}).
+		Watches(&fleeetv1.ProxyAssemblage{}, planOfPart).
 		Watches(&corev1.Secret{}, watches.Referrers(p.Client, func() client.ObjectList { return &fleeetv1.RemoteList{} }, kubeconfigSecretIndex)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(p.pushRemotesDelivering), builder.WithPredicates(offeredForDelivery)),
 		p.Concurrent, p)
@@ -126,7 +126,8 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	}
 	if incomplete != nil {
 		// Nothing is pushed from a plan not read whole; the cluster keeps
-		// the last one. The parts' own events and the poll bring it back.
+		// the last one. Each part's event brings its Remote back, and so
+		// does the poll.
 		before := remote.Status.DeepCopy()
 		status.SetCondition(&remote.Status.Conditions, remote.Generation, fleeetv1.ReadyCondition, metav1.ConditionFalse,
 			fleeetv1.ReasonPlanIncomplete, fmt.Sprintf("the plan is not whole (%v); the cluster keeps the last plan pushed", incomplete))
