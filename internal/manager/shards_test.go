@@ -60,7 +60,8 @@ func (r shardReplica) gauge(g Gomega, name string) int {
 // one; when a replica that owns Remotes but does not lead is killed, the
 // survivors take its Remotes over and their plans keep following the
 // Module; a replica joining takes some Remotes, and on a graceful stop it
-// hands them back at once by deleting its Lease. The test runs on
+// hands them back at once by deleting its Lease. Two processes given one
+// identity are detected. The test runs on
 // replicaCluster: the package's shared cluster has an unsharded in-process
 // manager compiling every plan.
 func TestShardsTakeOverTheRemotesOfAKilledReplica(t *testing.T) {
@@ -147,5 +148,19 @@ func TestShardsTakeOverTheRemotesOfAKilledReplica(t *testing.T) {
 	// without waiting for it to expire.
 	g.Expect(joiner.process.Stop(30 * time.Second)).To(Succeed())
 	g.Expect(apierrors.IsNotFound(c.Client.Get(ctx, client.ObjectKey{Namespace: system, Name: "fleet-manager-shard-r4"}, &coordinationv1.Lease{}))).To(BeTrue())
+	divided(leader, admission)
+
+	// A second process given the leader's identity shares its Lease and
+	// would act on its Remotes: both say so, in their metrics and logs,
+	// and the leader stops saying it once the duplicate is gone.
+	g.Expect(leader.gauge(g, "fleeet_shard_identity_shared")).To(Equal(0), "one process per identity so far")
+	duplicate := start(leader.id, false)
+	for _, r := range []shardReplica{leader, duplicate} {
+		g.Eventually(func(g Gomega) int { return r.gauge(g, "fleeet_shard_identity_shared") }, time.Minute, poll).
+			Should(Equal(1), "%s's %s", r.id, r.process.LogPath)
+	}
+	g.Expect(testenv.Tail(duplicate.process.LogPath, 200)).To(ContainSubstring("two replicas run with one --shard-identity"))
+	g.Expect(duplicate.process.Stop(30 * time.Second)).To(Succeed())
+	g.Eventually(func(g Gomega) int { return leader.gauge(g, "fleeet_shard_identity_shared") }, time.Minute, poll).Should(Equal(0))
 	divided(leader, admission)
 }

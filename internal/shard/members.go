@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"slices"
 	"strings"
@@ -33,6 +34,12 @@ import (
 // replicas of one binary see only each other.
 const Label = "fleeet.dev/shard-member"
 
+// InstanceAnnotation on a membership Lease names the process that last
+// renewed it: a random value each process draws at start. Another value on
+// a replica's own Lease, renewed after that replica started, means a second
+// process was given the same --shard-identity.
+const InstanceAnnotation = "fleeet.dev/shard-instance"
+
 // Options configure a replica's membership.
 type Options struct {
 	// Identity names this replica among the members; its Lease is
@@ -54,6 +61,10 @@ var (
 		Name: "fleeet_shard_remotes_owned",
 		Help: "Remotes this replica's per-Remote controllers reconcile.",
 	})
+	identityShared = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fleeet_shard_identity_shared",
+		Help: "1 while another process renews this replica's membership Lease: two replicas were given one --shard-identity and both act on its Remotes.",
+	})
 	registerMetrics sync.Once
 )
 
@@ -68,6 +79,14 @@ type Members struct {
 	binary    string
 	identity  string
 	duration  time.Duration
+	// instance tells this process's renewals from those of another
+	// process with the same identity; started is when it began renewing,
+	// otherRenewed the last renewal by another seen since, shared whether
+	// that is recent (see checkShared). Only the Start loop uses them.
+	instance     string
+	started      time.Time
+	otherRenewed time.Time
+	shared       bool
 
 	// changed wakes the loop when a membership Lease changes.
 	changed chan struct{}
@@ -87,7 +106,7 @@ func New(ctx context.Context, mgr ctrl.Manager, binary, namespace string, o Opti
 		return nil, err
 	}
 	m := &Members{client: mgr.GetClient(), namespace: namespace, binary: binary, identity: o.Identity,
-		duration: o.LeaseDuration, changed: make(chan struct{}, 1)}
+		duration: o.LeaseDuration, instance: rand.Text(), changed: make(chan struct{}, 1)}
 	informer, err := mgr.GetCache().GetInformer(ctx, &coordinationv1.Lease{})
 	if err != nil {
 		return nil, fmt.Errorf("watching membership Leases: %w", err)
@@ -99,7 +118,7 @@ func New(ctx context.Context, mgr ctrl.Manager, binary, namespace string, o Opti
 	}); err != nil {
 		return nil, fmt.Errorf("watching membership Leases: %w", err)
 	}
-	registerMetrics.Do(func() { metrics.Registry.MustRegister(membersSeen, remotesOwned) })
+	registerMetrics.Do(func() { metrics.Registry.MustRegister(membersSeen, remotesOwned, identityShared) })
 	return m, mgr.Add(m)
 }
 
@@ -146,6 +165,7 @@ func (m *Members) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithValues("lease", m.namespace+"/"+m.leaseName())
 	renew := time.NewTicker(m.duration / 3)
 	defer renew.Stop()
+	m.started = time.Now()
 	for {
 		if err := m.renew(ctx); err != nil {
 			logger.Error(err, "Renewing membership Lease")
@@ -168,17 +188,19 @@ func (m *Members) Start(ctx context.Context) error {
 	}
 }
 
-// renew writes this replica's Lease with the current time, creating it if
-// it is missing.
+// renew writes this replica's Lease with the current time and this
+// process's instance, creating it if it is missing.
 func (m *Members) renew(ctx context.Context) error {
 	now := metav1.NewMicroTime(time.Now())
-	patch := fmt.Appendf(nil, `{"spec":{"renewTime":%q}}`, now.Format(metav1.RFC3339Micro))
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}},"spec":{"renewTime":%q}}`,
+		InstanceAnnotation, m.instance, now.Format(metav1.RFC3339Micro))
 	own := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: m.namespace, Name: m.leaseName()}}
 	err := m.client.Patch(ctx, own, client.RawPatch(types.MergePatchType, patch))
 	if !apierrors.IsNotFound(err) {
 		return err
 	}
 	own.Labels = map[string]string{Label: m.binary}
+	own.Annotations = map[string]string{InstanceAnnotation: m.instance}
 	own.Spec = coordinationv1.LeaseSpec{HolderIdentity: &m.identity, LeaseDurationSeconds: ptr.To(int32(m.duration.Seconds())),
 		AcquireTime: &now, RenewTime: &now}
 	return m.client.Create(ctx, own)
@@ -194,8 +216,12 @@ func (m *Members) rebalance(ctx context.Context) error {
 	}
 	now := time.Now()
 	var live []string
+	var own *coordinationv1.Lease
 	for i := range leases.Items {
 		l := &leases.Items[i]
+		if l.Name == m.leaseName() {
+			own = l
+		}
 		switch expiry := expiresAt(l); {
 		case now.Before(expiry):
 			live = append(live, ptr.Deref(l.Spec.HolderIdentity, ""))
@@ -207,6 +233,7 @@ func (m *Members) rebalance(ctx context.Context) error {
 			}
 		}
 	}
+	m.checkShared(ctx, own, now)
 	slices.Sort(live)
 	live = slices.Compact(live)
 
@@ -241,6 +268,32 @@ func (m *Members) rebalance(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// checkShared reports, once each way, whether another process renews own,
+// this replica's Lease (nil while the cache has none): whether a renewal
+// since this process started, no longer ago than the lease duration,
+// carried another instance. Both processes then own the same Remotes;
+// their writes are conflict-checked, so nothing is corrupted, but the
+// operator must give them distinct identities.
+func (m *Members) checkShared(ctx context.Context, own *coordinationv1.Lease, now time.Time) {
+	if own != nil && own.Spec.RenewTime != nil && own.Annotations[InstanceAnnotation] != m.instance &&
+		own.Spec.RenewTime.After(m.started) && own.Spec.RenewTime.After(m.otherRenewed) {
+		m.otherRenewed = own.Spec.RenewTime.Time
+	}
+	shared := now.Before(m.otherRenewed.Add(m.duration))
+	if shared == m.shared {
+		return
+	}
+	m.shared = shared
+	if shared {
+		identityShared.Set(1)
+		log.FromContext(ctx).Error(nil, "Another process renews this replica's membership Lease: two replicas run with one --shard-identity, and both act on the Remotes it owns; give each its own (the default is unique)",
+			"identity", m.identity)
+		return
+	}
+	identityShared.Set(0)
+	log.FromContext(ctx).Info("No other process renews this replica's membership Lease any more", "identity", m.identity)
 }
 
 // expiresAt is when l stops counting as live: its renewal plus its
