@@ -190,10 +190,12 @@ func parallel(b *testing.B, n int, fn func(int) error) {
 	}
 }
 
-// waitPlans waits until every one of n ProxyAssemblages satisfies done. It
-// watches instead of listing, so that measuring does not load the apiserver.
-func waitPlans(b *testing.B, c *testenv.Cluster, ns string, n int, done func(*fleeetv1.ProxyAssemblage) bool) {
-	finished, count := map[string]bool{}, 0
+// waitPlans waits until every one of n ProxyAssemblages satisfies done and
+// returns when each first did. It watches instead of listing, so that
+// measuring does not load the apiserver.
+func waitPlans(b *testing.B, c *testenv.Cluster, ns string, n int, done func(*fleeetv1.ProxyAssemblage) bool) map[string]time.Time {
+	finished, first := map[string]bool{}, map[string]time.Time{}
+	count := 0
 	testenv.WatchUntil(b, c, &fleeetv1.ProxyAssemblageList{}, ns, 15*time.Minute, fmt.Sprintf("all %d ProxyAssemblages", n), func(ev watch.Event) bool {
 		pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage)
 		if !ok {
@@ -203,12 +205,16 @@ func waitPlans(b *testing.B, c *testenv.Cluster, ns string, n int, done func(*fl
 		switch was := finished[pa.Name]; {
 		case now && !was:
 			count++
+			if _, seen := first[pa.Name]; !seen {
+				first[pa.Name] = time.Now()
+			}
 		case was && !now:
 			count--
 		}
 		finished[pa.Name] = now
 		return count == n
 	})
+	return first
 }
 
 // processUsage reads a running process's peak resident memory (MiB) and the

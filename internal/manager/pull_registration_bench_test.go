@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -184,24 +185,37 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	}
 	watchAssemblages(b, down, agents, tagged("v1.0.0"))
 
-	if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
-		b.Fatal(err)
-	}
-	m.Spec.Sync.Source.Git.Tag = "v2.0.0"
+	// A patch, not an update: the manager keeps writing the Module's status.
+	newTag := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sync":{"source":{"git":{"tag":"v2.0.0"}}}}}`))
 	start := time.Now()
-	if err := mgmt.Client.Update(ctx, m); err != nil {
+	if err := mgmt.Client.Patch(ctx, m, newTag); err != nil {
 		b.Fatal(err)
 	}
-	// The management side of the latency: every ProxyAssemblage written.
-	planned := make(chan time.Duration, 1)
+	// The management side of the latency: when each ProxyAssemblage was
+	// written; the agent's side is from then until its cluster's Assemblage
+	// was.
+	planned := make(chan map[string]time.Time, 1)
 	go func() {
-		waitPlans(b, mgmt, ns, agents, func(pa *fleeetv1.ProxyAssemblage) bool {
+		planned <- waitPlans(b, mgmt, ns, agents, func(pa *fleeetv1.ProxyAssemblage) bool {
 			return len(pa.Spec.Assemblage.Syncs) == 1 && pa.Spec.Assemblage.Syncs[0].Source.Git.Tag == "v2.0.0"
 		})
-		planned <- time.Since(start)
 	}()
 	done := watchAssemblages(b, down, agents, tagged("v2.0.0"))
-	b.ReportMetric(float64((<-planned).Milliseconds()), "all-plans-written-ms")
+	written := <-planned
+	var plans, agent []time.Duration
+	for cluster, at := range done {
+		wrote, ok := written[cluster]
+		if !ok {
+			b.Fatalf("the Assemblage of %s was updated, but no plan of that name was seen written", cluster)
+		}
+		plans, agent = append(plans, wrote.Sub(start)), append(agent, at.Sub(wrote))
+	}
+	b.ReportMetric(float64(slices.Max(plans).Milliseconds()), "all-plans-written-ms")
+	slices.Sort(plans)
+	slices.Sort(agent)
+	b.ReportMetric(float64(percentile(plans, 99).Milliseconds()), "plan-written-p99-ms")
+	b.ReportMetric(float64(percentile(agent, 50).Milliseconds()), "agent-p50-ms")
+	b.ReportMetric(float64(percentile(agent, 99).Milliseconds()), "agent-p99-ms")
 	reportLatencies(b, start, done)
 }
 
