@@ -361,6 +361,18 @@ func TestPushReportsTheClustersFlux(t *testing.T) {
 	g.Eventually(reports("v2.7.3"), timeout, poll).Should(Succeed())
 }
 
+// splitPushRemote is a push Remote whose cluster is the management cluster
+// itself, selected by twelve Modules too large together for one plan part.
+func splitPushRemote(t *testing.T) *fleeetv1.Remote {
+	admin, err := os.ReadFile(cluster.Kubeconfig)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+	r := pushRemote(t, admin, nil)
+	for i := range 12 {
+		newModule(t, cluster.Client, r.Namespace, fmt.Sprintf("app-%02d", i), "v1.0.0", everyRemote, filler(1500))
+	}
+	return r
+}
+
 // A push Remote whose plan the compiler split over parts gets it whole: the
 // push controller writes every part downstream, further parts owned by part
 // 0, with the union of the Modules' syncs, and copies each part's report
@@ -368,12 +380,7 @@ func TestPushReportsTheClustersFlux(t *testing.T) {
 func TestPushDeliversASplitPlanWholeAndReportsEachPart(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	admin, err := os.ReadFile(cluster.Kubeconfig)
-	g.Expect(err).NotTo(HaveOccurred())
-	r := pushRemote(t, admin, nil)
-	for i := range 12 {
-		newModule(t, cluster.Client, r.Namespace, fmt.Sprintf("app-%02d", i), "v1.0.0", everyRemote, filler(1500))
-	}
+	r := splitPushRemote(t)
 	var plan fleeetv1.ProxyPlan
 	g.Eventually(func(g Gomega) {
 		plan = wholePlan(g, r)
@@ -463,12 +470,7 @@ func expectNotWhole(t *testing.T, r *fleeetv1.Remote, why string, held map[strin
 func TestPushLeavesTheClusterAsItIsWhileThePlanIsNotWhole(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	admin, err := os.ReadFile(cluster.Kubeconfig)
-	g.Expect(err).NotTo(HaveOccurred())
-	r := pushRemote(t, admin, nil)
-	for i := range 12 {
-		newModule(t, cluster.Client, r.Namespace, fmt.Sprintf("app-%02d", i), "v1.0.0", everyRemote, filler(1500))
-	}
+	r := splitPushRemote(t)
 	// The management cluster plays the downstream one.
 	pushedWhole := func(g Gomega) fleeetv1.ProxyPlan {
 		plan := wholePlan(g, r)
