@@ -153,12 +153,7 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(fresh.Client.Create(ctx, &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: token.Spec})).To(Succeed())
 	g.Expect(fresh.Client.Create(ctx, &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: app.Spec})).To(Succeed())
-	review := &authenticationv1.SelfSubjectReview{}
-	g.Expect(fresh.Client.Create(ctx, review)).To(Succeed())
-	asManager := []string{"--as", review.Status.UserInfo.Username}
-	for _, group := range review.Status.UserInfo.Groups {
-		asManager = append(asManager, "--as-group", group)
-	}
+	asManager := managerIdentity(ctx, g, fresh)
 
 	notBackup := filepath.Join(t.TempDir(), "list.yaml")
 	g.Expect(os.WriteFile(notBackup, []byte("apiVersion: v1\nkind: List\n"), 0o600)).To(Succeed())

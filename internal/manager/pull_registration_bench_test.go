@@ -210,9 +210,9 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 		}
 		plans, agent = append(plans, wrote.Sub(start)), append(agent, at.Sub(wrote))
 	}
-	b.ReportMetric(float64(slices.Max(plans).Milliseconds()), "all-plans-written-ms")
 	slices.Sort(plans)
 	slices.Sort(agent)
+	b.ReportMetric(float64(plans[len(plans)-1].Milliseconds()), "all-plans-written-ms")
 	b.ReportMetric(float64(percentile(plans, 99).Milliseconds()), "plan-written-p99-ms")
 	b.ReportMetric(float64(percentile(agent, 50).Milliseconds()), "agent-p50-ms")
 	b.ReportMetric(float64(percentile(agent, 99).Milliseconds()), "agent-p99-ms")
