@@ -43,8 +43,10 @@ const (
 // cold-start time until every ProxyAssemblage holds all 50 syncs, the time
 // from one Module's version change (AllAtOnce) until every ProxyAssemblage
 // holds the new version, the apiserver's write requests during that change
-// and their rate, etcd's database size, and each replica's peak RSS and CPU
-// seconds. Run it with `make bench`.
+// and their rate, how many of the machine's cores were busy during it (all
+// processes), etcd's database size, each replica's peak RSS and CPU
+// seconds, and how long each replica takes to exit on SIGTERM when they
+// stop one after another. Run it with `make bench`.
 func BenchmarkFleetScale(b *testing.B) {
 	bin := testenv.BuildCommand(b, "fleet-manager", "bench")
 	for _, run := range []struct{ remotes, replicas int }{{1000, 1}, {1000, 3}, {5000, 1}, {5000, 3}, {10000, 1}, {10000, 3}} {
@@ -102,7 +104,7 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	// A patch, not an update: the manager keeps writing the Module's status.
 	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "module-00"}}
 	newTag := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sync":{"source":{"git":{"tag":"v2.0.0"}}}}}`))
-	writesBefore := apiserverWrites(b, c)
+	writesBefore, busyBefore := apiserverWrites(b, c), machineBusy(b)
 	start = time.Now()
 	if err := c.Client.Patch(ctx, m, newTag); err != nil {
 		b.Fatal(err)
@@ -111,6 +113,7 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 		return len(pa.Spec.Assemblage.Syncs) > 0 && pa.Spec.Assemblage.Syncs[0].Source.Git.Tag == "v2.0.0"
 	})
 	rollout := time.Since(start)
+	busy := machineBusy(b) - busyBefore
 	writes := apiserverWrites(b, c) - writesBefore
 
 	for _, r := range ps {
@@ -132,7 +135,18 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	b.ReportMetric(rollout.Seconds(), "version-change-s")
 	b.ReportMetric(writes, "version-change-writes")
 	b.ReportMetric(writes/rollout.Seconds(), "version-change-writes/s")
+	b.ReportMetric(busy/rollout.Seconds(), "version-change-busy-cores")
 	b.ReportMetric(dbSize/(1<<20), "etcd-db-MiB")
+
+	// Each replica stops in turn, as in a rolling update: the ones still
+	// running take over its Remotes, so the next to stop has a full queue.
+	for _, r := range ps {
+		start := time.Now()
+		if err := r.process.Stop(time.Minute); err != nil {
+			b.Errorf("stopping replica %s: %v", r.id, err)
+		}
+		b.ReportMetric(time.Since(start).Seconds(), r.id+"-stop-s")
+	}
 }
 
 // apiserverWrites is how many write requests (create, update, patch,
@@ -241,4 +255,29 @@ func processUsage(b *testing.B, p *testenv.Process) (rssMiB, cpuSeconds float64)
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return rssMiB, (utime + stime) / 100
+}
+
+// machineBusy is how many CPU-seconds the machine's cores have spent
+// busy (not idle, not waiting for I/O) since it booted, by every process,
+// from /proc/stat.
+func machineBusy(b *testing.B) float64 {
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The first line sums every core: "cpu  user nice system idle iowait
+	// irq softirq steal guest guest_nice", in clock ticks (100 per second).
+	line, _, _ := strings.Cut(string(stat), "\n")
+	var busy float64
+	for i, field := range strings.Fields(line)[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest time is counted in user already
+			continue
+		}
+		ticks, err := strconv.ParseFloat(field, 64)
+		if err != nil {
+			b.Fatalf("reading /proc/stat: %v", err)
+		}
+		busy += ticks
+	}
+	return busy / 100
 }
