@@ -1,10 +1,13 @@
 package manager_test
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,7 +47,7 @@ const (
 // from one Module's version change (AllAtOnce) until every ProxyAssemblage
 // holds the new version, the apiserver's write requests during that change
 // and their rate, how many of the machine's cores were busy during it (all
-// processes), etcd's database size, each replica's peak RSS and CPU
+// processes) and the CPU of each kind of process meanwhile, etcd's database size, each replica's peak RSS and CPU
 // seconds, and how long each replica takes to exit on SIGTERM when they
 // stop one after another. Run it with `make bench`.
 func BenchmarkFleetScale(b *testing.B) {
@@ -104,7 +107,7 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	// A patch, not an update: the manager keeps writing the Module's status.
 	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "module-00"}}
 	newTag := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sync":{"source":{"git":{"tag":"v2.0.0"}}}}}`))
-	writesBefore, busyBefore := apiserverWrites(b, c), machineBusy(b)
+	writesBefore, busyBefore, cpuBefore := apiserverWrites(b, c), machineBusy(b), cpuByCommand(b)
 	start = time.Now()
 	if err := c.Client.Patch(ctx, m, newTag); err != nil {
 		b.Fatal(err)
@@ -114,6 +117,7 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	})
 	rollout := time.Since(start)
 	busy := machineBusy(b) - busyBefore
+	reportCPUSince(b, cpuBefore, "version-change-")
 	writes := apiserverWrites(b, c) - writesBefore
 
 	for _, r := range ps {
@@ -249,12 +253,96 @@ func processUsage(b *testing.B, p *testenv.Process) (rssMiB, cpuSeconds float64)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Fields after the command name, which is in parentheses: utime and
-	// stime are the 12th and 13th, in clock ticks (100 per second on Linux).
-	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	return rssMiB, (utime + stime) / 100
+	_, cpuSeconds, ok := parseStat(stat)
+	if !ok {
+		b.Fatalf("cannot read /proc/%d/stat: %q", pid, stat)
+	}
+	return rssMiB, cpuSeconds
+}
+
+// parseStat reads a process's command name and the CPU seconds it has used
+// from its /proc/<pid>/stat.
+func parseStat(stat []byte) (command string, cpuSeconds float64, ok bool) {
+	// The command name is in parentheses and may hold spaces. Of the fields
+	// after it, utime and stime are the 12th and 13th, in clock ticks (100
+	// per second on Linux).
+	open, closing := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if open < 0 || closing < open {
+		return "", 0, false
+	}
+	f := strings.Fields(string(stat[closing+1:]))
+	if len(f) < 13 {
+		return "", 0, false
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	return string(stat[open+1 : closing]), (utime + stime) / 100, err1 == nil && err2 == nil
+}
+
+// cpuByCommand is how many CPU-seconds the running processes have used,
+// summed by command name (the kernel's, cut to 15 bytes: kube-apiserver,
+// etcd, fleet-manager, fleet-agent, manager.test for this benchmark
+// itself), from /proc.
+func cpuByCommand(b *testing.B) map[string]float64 {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu := map[string]float64{}
+	for _, path := range stats {
+		stat, err := os.ReadFile(path)
+		if err != nil {
+			continue // exited since the glob
+		}
+		if command, seconds, ok := parseStat(stat); ok {
+			cpu[command] += seconds
+		}
+	}
+	return cpu
+}
+
+// apiserverCPU is how many CPU-seconds c's kube-apiserver has used: the
+// process serving c's port, found through /proc.
+func apiserverCPU(b *testing.B, c *testenv.Cluster) float64 {
+	u, err := url.Parse(c.Config.Host)
+	if err != nil {
+		b.Fatal(err)
+	}
+	flag := []byte("--secure-port=" + u.Port() + "\x00")
+	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, path := range cmdlines {
+		cmdline, err := os.ReadFile(path)
+		if err != nil || !bytes.Contains(cmdline, flag) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(filepath.Dir(path), "stat"))
+		if err != nil {
+			continue
+		}
+		if command, seconds, ok := parseStat(stat); ok && command == "kube-apiserver" {
+			return seconds
+		}
+	}
+	b.Fatalf("no kube-apiserver process serves %s", c.Config.Host)
+	return 0
+}
+
+// benchCommands are the processes a benchmark's CPU is reported for:
+// apiservers and etcds (of every cluster), fleeet's, and the benchmark.
+var benchCommands = []string{"kube-apiserver", "etcd", "fleet-manager", "fleet-agent", "manager.test"}
+
+// reportCPUSince reports the CPU milliseconds each of benchCommands used
+// since cpuByCommand returned before, as <prefix><command>-cpu-ms.
+func reportCPUSince(b *testing.B, before map[string]float64, prefix string) {
+	after := cpuByCommand(b)
+	for _, command := range benchCommands {
+		if used := after[command] - before[command]; used > 0 {
+			b.ReportMetric(used*1000, prefix+command+"-cpu-ms")
+		}
+	}
 }
 
 // machineBusy is how many CPU-seconds the machine's cores have spent

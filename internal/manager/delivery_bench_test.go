@@ -22,8 +22,7 @@ import (
 // the Secret.
 func benchRotation(b *testing.B, managerBin, agentBin string, agents int) {
 	ctx := b.Context()
-	run := pullFleet(b, managerBin, agentBin, agents, true)
-	mgmt, down, ns := run.mgmt, run.down, run.ns
+	mgmt, down, ns := pullFleet(b, managerBin, agentBin, agents, true)
 	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "creds", Labels: map[string]string{fleeetv1.DeliverableLabel: "true"}},
 		Data: map[string][]byte{"password": []byte("v1")}}
 	if err := mgmt.Client.Create(ctx, creds); err != nil {

@@ -139,23 +139,17 @@ func auditedRequests(b *testing.B, path, user string, from, to time.Time) map[st
 	return counts
 }
 
-// pullRun is the fleet pullFleet starts.
-type pullRun struct {
-	mgmt, down     *testenv.Cluster
-	ns             string // the tenant
-	manager, agent *testenv.Process
-}
-
 // pullFleet starts a management and a downstream cluster, the manager and
 // one agent process holding agents Upstreams, each a cluster edge-NNN of one
 // tenant, mirroring its plan into the agent's namespace or, with
-// ownNamespaces, into a namespace of its own named after it.
-func pullFleet(b *testing.B, managerBin, agentBin string, agents int, ownNamespaces bool) pullRun {
+// ownNamespaces, into a namespace of its own named after it. It returns the
+// clusters and the tenant.
+func pullFleet(b *testing.B, managerBin, agentBin string, agents int, ownNamespaces bool) (mgmt, down *testenv.Cluster, ns string) {
 	ctx := b.Context()
-	mgmt := testenv.StartCluster(b, "management", testenv.WithWebhooks())
-	down := testenv.StartCluster(b, "downstream")
-	manager := testenv.StartManagerProcess(b, managerBin, mgmt)
-	ns := tenantIn(b, mgmt)
+	mgmt = testenv.StartCluster(b, "management", testenv.WithWebhooks())
+	down = testenv.StartCluster(b, "downstream")
+	testenv.StartManagerProcess(b, managerBin, mgmt)
+	ns = tenantIn(b, mgmt)
 	values := issueTokenIn(b, mgmt, ns, "fleet", fleeetv1.RegistrationTokenSpec{
 		MaxRegistrations: int32(agents), RemoteLabels: map[string]string{"fleet": "all"}, FreeLabelKeys: []string{"region"}})
 	if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}); err != nil {
@@ -172,17 +166,18 @@ func pullFleet(b *testing.B, managerBin, agentBin string, agents int, ownNamespa
 		}
 		createUpstream(b, down, name, name, target, values, values.Management.URL)
 	}
-	return pullRun{mgmt: mgmt, down: down, ns: ns, manager: manager, agent: startAgent(b, agentBin, down)}
+	startAgent(b, agentBin, down)
+	return mgmt, down, ns
 }
 
-// benchPullLatency also reports the CPU the manager and the agent used
-// between the Module update and the last Assemblage updated, and how many
-// of the machine's cores were busy meanwhile, by every process: with all
-// of them busy, the latency is bounded by CPU, not by queues.
+// benchPullLatency also reports, between the Module update and the last
+// Assemblage updated, how many of the machine's cores were busy and the
+// CPU each kind of process used (cpuByCommand), each apiserver's apart:
+// with every core busy, the latency is bounded by CPU, not by queues, and
+// the split says whose.
 func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	ctx := b.Context()
-	run := pullFleet(b, managerBin, agentBin, agents, false)
-	mgmt, down, ns := run.mgmt, run.down, run.ns
+	mgmt, down, ns := pullFleet(b, managerBin, agentBin, agents, false)
 	m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{MatchLabels: map[string]string{"fleet": "all"}})
 	m.Namespace = ns
 	if err := mgmt.Client.Create(ctx, m); err != nil {
@@ -197,9 +192,8 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 
 	// A patch, not an update: the manager keeps writing the Module's status.
 	newTag := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sync":{"source":{"git":{"tag":"v2.0.0"}}}}}`))
-	_, managerBefore := processUsage(b, run.manager)
-	_, agentBefore := processUsage(b, run.agent)
-	busyBefore := machineBusy(b)
+	cpuBefore, busyBefore := cpuByCommand(b), machineBusy(b)
+	mgmtBefore, downBefore := apiserverCPU(b, mgmt), apiserverCPU(b, down)
 	start := time.Now()
 	if err := mgmt.Client.Patch(ctx, m, newTag); err != nil {
 		b.Fatal(err)
@@ -214,10 +208,10 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 		})
 	}()
 	done := watchAssemblages(b, down, agents, tagged("v2.0.0"))
-	window := time.Since(start)
-	busy := machineBusy(b) - busyBefore
-	_, managerAfter := processUsage(b, run.manager)
-	_, agentAfter := processUsage(b, run.agent)
+	window, busy := time.Since(start), machineBusy(b)-busyBefore
+	reportCPUSince(b, cpuBefore, "")
+	b.ReportMetric((apiserverCPU(b, mgmt)-mgmtBefore)*1000, "management-apiserver-cpu-ms")
+	b.ReportMetric((apiserverCPU(b, down)-downBefore)*1000, "downstream-apiserver-cpu-ms")
 	written := <-planned
 	var plans, agent []time.Duration
 	for cluster, at := range done {
@@ -233,8 +227,6 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	b.ReportMetric(float64(percentile(plans, 99).Milliseconds()), "plan-written-p99-ms")
 	b.ReportMetric(float64(percentile(agent, 50).Milliseconds()), "agent-p50-ms")
 	b.ReportMetric(float64(percentile(agent, 99).Milliseconds()), "agent-p99-ms")
-	b.ReportMetric((managerAfter-managerBefore)*1000, "manager-cpu-ms")
-	b.ReportMetric((agentAfter-agentBefore)*1000, "agent-cpu-ms")
 	b.ReportMetric(busy/window.Seconds(), "busy-cores")
 	reportLatencies(b, start, done)
 }

@@ -269,8 +269,8 @@ func (r *RemoteReconciler) deliver(ctx context.Context, remote *fleeetv1.Remote,
 	deadline := reg.Time.Add(credential.DeliveryDeadline)
 	via := fmt.Sprintf("registered with RegistrationToken %s as %s", tok.Name, fleeetv1.RemoteIdentityName(remote.Name))
 	if connected || !time.Now().Before(deadline) {
-		if err := client.IgnoreNotFound(r.Client.Delete(ctx, secret)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("deleting first-credential Secret: %w", err)
+		if err := r.retireFirstCredential(ctx, secret); err != nil {
+			return ctrl.Result{}, err
 		}
 		if connected {
 			r.setRegistered(remote, metav1.ConditionTrue, fleeetv1.ReasonRegistered, via+"; the agent holds its own credential")
@@ -307,6 +307,23 @@ func (r *RemoteReconciler) deliver(ctx context.Context, remote *fleeetv1.Remote,
 	}
 	r.setRegistered(remote, metav1.ConditionTrue, fleeetv1.ReasonCredentialIssued, via+"; waiting for the agent to pick up its credential")
 	return ctrl.Result{RequeueAfter: time.Until(deadline) + time.Second}, nil
+}
+
+// retireFirstCredential deletes the first-credential Secret while the
+// cache holds it. Every heartbeat of a connected cluster brings its Remote
+// back here, so deleting unconditionally would send the apiserver one
+// DELETE that finds nothing per cluster per heartbeat. A Secret the cache
+// has not seen yet brings the Remote back when it does (the controller
+// owns it), and is deleted then.
+func (r *RemoteReconciler) retireFirstCredential(ctx context.Context, secret *corev1.Secret) error {
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret)
+	if err == nil {
+		err = r.Client.Delete(ctx, secret, client.Preconditions{UID: &secret.UID})
+	}
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting first-credential Secret: %w", err)
+	}
+	return nil
 }
 
 // applyStatus writes the Registered and LabelsApplied conditions, the

@@ -98,7 +98,8 @@ func TestARegisteredRemoteGetsAnIdentityLimitedToItsOwnObjects(t *testing.T) {
 
 // The first heartbeat, renewed with the cluster's own credential, tells the
 // manager the agent holds a credential of its own: the handed-over one is
-// withdrawn, and dies with its Secret.
+// withdrawn, and dies with its Secret. The heartbeats after it ask the
+// apiserver for nothing more: the Secret is not deleted again.
 func TestAnAgentThatConnectsRetiresItsFirstCredential(t *testing.T) {
 	t.Parallel() // waits out the apiserver's token cache
 	g := NewWithT(t)
@@ -106,15 +107,24 @@ func TestAnAgentThatConnectsRetiresItsFirstCredential(t *testing.T) {
 	r, first := registered(t, ns, fleeetv1.RegistrationTokenSpec{}, "edge-1", nil)
 	renew(g, as(first), r)
 
+	secret := &corev1.Secret{ObjectMeta: identityOf(r)}
 	g.Eventually(func(g Gomega) {
 		get(g, r)
 		c := condition(g, r.Status.Conditions, fleeetv1.RegisteredCondition)
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonRegistered))
 		g.Expect(c.Message).To(HaveSuffix("; the agent holds its own credential"))
-		gone(g, &corev1.Secret{ObjectMeta: identityOf(r)})
+		gone(g, secret)
 	}, timeout, poll).Should(Succeed())
 	rejected(t, first, "the first credential was bound to its Secret")
+
+	deletes := deletesOf(client.ObjectKeyFromObject(secret))
+	g.Expect(deletes).To(BeNumerically(">=", 1))
+	for range 3 {
+		renew(g, cluster.Client, r) // each heartbeat reconciles the Remote
+	}
+	g.Consistently(func() int32 { return deletesOf(client.ObjectKeyFromObject(secret)) }, 3*time.Second, poll).Should(Equal(deletes),
+		"a heartbeat sends no DELETE for the Secret already gone")
 }
 
 // Deleting a Remote revokes its cluster at once: the identity goes first,

@@ -3,11 +3,14 @@ package registration_test
 import (
 	"context"
 	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -50,8 +53,33 @@ func startRegistration(c *testenv.Cluster) (func(bool), error) {
 		if err := tokens.SetupWithManager(mgr); err != nil {
 			return err
 		}
-		return (&registration.RemoteReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Concurrent: 2}).SetupWithManager(ctx, mgr)
+		return (&registration.RemoteReconciler{Client: countingDeletes{mgr.GetClient()}, APIReader: mgr.GetAPIReader(), Recorder: recorder, Concurrent: 2}).SetupWithManager(ctx, mgr)
 	})
+}
+
+// secretDeletes counts, by namespace/name, the Secret deletions the Remote
+// controller sent to the apiserver, whether or not they found the Secret.
+var secretDeletes sync.Map // client.ObjectKey → *atomic.Int32
+
+// countingDeletes is the Remote controller's client, counting its Secret
+// deletions into secretDeletes.
+type countingDeletes struct{ client.Client }
+
+func (c countingDeletes) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if _, ok := obj.(*corev1.Secret); ok {
+		n, _ := secretDeletes.LoadOrStore(client.ObjectKeyFromObject(obj), new(atomic.Int32))
+		n.(*atomic.Int32).Add(1)
+	}
+	return c.Client.Delete(ctx, obj, opts...)
+}
+
+// deletesOf is how many times the Remote controller has asked to delete
+// the Secret of that name.
+func deletesOf(key client.ObjectKey) int32 {
+	if n, ok := secretDeletes.Load(key); ok {
+		return n.(*atomic.Int32).Load()
+	}
+	return 0
 }
 
 // tenant returns a fresh namespace for one test.
