@@ -47,9 +47,10 @@ const (
 // from one Module's version change (AllAtOnce) until every ProxyAssemblage
 // holds the new version, the apiserver's write requests during that change
 // and their rate, how many of the machine's cores were busy during it (all
-// processes) and the CPU of each kind of process meanwhile, etcd's database size, each replica's peak RSS and CPU
-// seconds, and how long each replica takes to exit on SIGTERM when they
-// stop one after another. Run it with `make bench`.
+// processes) and the CPU of each kind of process meanwhile, etcd's
+// database size, each replica's peak RSS and CPU seconds, and how long
+// each replica takes to exit on SIGTERM when they stop one after another.
+// Run it with `make bench`.
 func BenchmarkFleetScale(b *testing.B) {
 	bin := testenv.BuildCommand(b, "fleet-manager", "bench")
 	for _, run := range []struct{ remotes, replicas int }{{1000, 1}, {1000, 3}, {5000, 1}, {5000, 3}, {10000, 1}, {10000, 3}} {
