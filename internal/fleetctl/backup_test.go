@@ -102,8 +102,7 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 
 	// v1.1.0 reaches the canary, is approved, and moves to one edge Remote.
-	app.Spec.Sync.Source.Git.Tag = "v1.1.0"
-	g.Expect(cluster.Client.Update(ctx, app)).To(Succeed())
+	g.Expect(testenv.Change(ctx, cluster.Client, app, func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = "v1.1.0" })).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(plans(ctx, g, cluster, ns)).To(HaveKeyWithValue("c-1", "v1.1.0"))
 		reportReady(ctx, g, cluster, ns, "c-1")

@@ -237,10 +237,10 @@ deny contains msg if {
 		compile.Find(pa.Spec.Assemblage.Syncs, "crds").Source.Git.URL = "https://untrusted.example.com/crds.git"
 		return cluster.Client.Update(ctx, pa, client.DryRunAll)
 	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(MatchError(ContainSubstring("is not an approved git server")))
-	crds := &fleeetv1.Module{}
-	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "crds"}, crds)).To(Succeed())
-	crds.Spec.Sync.Source.Git.URL, crds.Spec.Sync.Source.Git.Tag = "https://untrusted.example.com/crds.git", "v1.1.0"
-	g.Expect(cluster.Client.Update(ctx, crds)).To(Succeed())
+	crds := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crds"}}
+	g.Expect(testenv.Change(ctx, cluster.Client, crds, func(m *fleeetv1.Module) {
+		m.Spec.Sync.Source.Git.URL, m.Spec.Sync.Source.Git.Tag = "https://untrusted.example.com/crds.git", "v1.1.0"
+	})).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
 		out, err := run(t, ns, "why", "crds", "--remote", "edge-1")

@@ -264,10 +264,8 @@ func TestAdmissionPoliciesRefuseHostileRequests(t *testing.T) {
 		}, []string{"spec: the plan of Remote huge is", "over the 524288-byte limit (--max-plan-bytes)"}},
 	}
 	// app depends on crds by name, so a crds selecting app closes a cycle.
-	app := &fleeetv1.Module{}
-	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "app"}, app)).To(Succeed())
-	app.Spec.Sync.DependsOn = []fleeetv1.Dependency{{Name: "crds"}}
-	g.Expect(cluster.Client.Update(ctx, app)).To(Succeed())
+	app := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
+	g.Expect(testenv.Change(ctx, cluster.Client, app, func(m *fleeetv1.Module) { m.Spec.Sync.DependsOn = []fleeetv1.Dependency{{Name: "crds"}} })).To(Succeed())
 
 	for _, c := range cases {
 		t.Run("refuses "+c.name, func(t *testing.T) { denied(NewWithT(t), c.do(), c.want...) })

@@ -95,11 +95,7 @@ func benchPodsReady(b *testing.B, managerBin, agentBin string, clusters int) {
 	})
 
 	fleeet := measureRollout(b, downs, e.upstream, func() {
-		if err := mgmt.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
-			b.Fatal(err)
-		}
-		m.Spec.Sync.Source.Git.Tag = "v2"
-		if err := mgmt.Client.Update(ctx, m); err != nil {
+		if err := testenv.Change(ctx, mgmt.Client, m, func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = "v2" }); err != nil {
 			b.Fatal(err)
 		}
 	})

@@ -307,9 +307,6 @@ func TestARegisteredClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 // bump moves the tenant's app Module to another tag.
 func bump(t *testing.T, ns, tag string) {
 	t.Helper()
-	m := &fleeetv1.Module{}
-	g := NewWithT(t)
-	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "app"}, m)).To(Succeed())
-	m.Spec.Sync.Source.Git.Tag = tag
-	g.Expect(cluster.Client.Update(t.Context(), m)).To(Succeed())
+	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}}
+	NewWithT(t).Expect(testenv.Change(t.Context(), cluster.Client, m, func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = tag })).To(Succeed())
 }

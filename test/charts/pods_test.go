@@ -198,11 +198,11 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 		return bytes.Replace(content, []byte("localhost:9898/readyz"), []byte("localhost:9898/never-ready"), 1)
 	}), "v2")
 	git.Commit(t, "podinfo", map[string]string{"frontend/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: frontend}\ndata: {backend: podinfo}\n"}, "v2-frontend")
-	g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
-	module.Spec.Sync.Source.Git.Tag = "v2"
-	module.Spec.Sync.Package.Kustomize.Timeout = &metav1.Duration{Duration: 30 * time.Second}
-	module.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy}
-	g.Expect(mgmt.Client.Update(ctx, module)).To(Succeed())
+	g.Expect(testenv.Change(ctx, mgmt.Client, module, func(m *fleeetv1.Module) {
+		m.Spec.Sync.Source.Git.Tag = "v2"
+		m.Spec.Sync.Package.Kustomize.Timeout = &metav1.Duration{Duration: 30 * time.Second}
+		m.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy}
+	})).To(Succeed())
 	// reported is the cluster's report on one sync of its current plan.
 	reported := func(g Gomega, sync string) *fleeetv1.SyncStatus {
 		pa := &fleeetv1.ProxyAssemblage{}
@@ -242,9 +242,7 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	// v3 repairs it: the rollout resumes and the dependent follows, with
 	// nobody asking Flux to retry.
 	git.Commit(t, "podinfo", podinfo.Kustomize(t, "deploy", nil), "v3")
-	g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
-	module.Spec.Sync.Source.Git.Tag = "v3"
-	g.Expect(mgmt.Client.Update(ctx, module)).To(Succeed())
+	g.Expect(testenv.Change(ctx, mgmt.Client, module, func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = "v3" })).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
 		g.Expect(module.Status.Summary).To(Equal(fleeetv1.ModuleSummary{Total: 1, Updated: 1, Ready: 1}))

@@ -117,10 +117,8 @@ func TestAgentChartInPushModeGrantsTheManagerExactlyWhatItPushes(t *testing.T) {
 	// A new version makes the manager update the Assemblage it created.
 	for _, version := range []string{"v1.0.0", "v2.0.0"} {
 		if version != "v1.0.0" {
-			g.Expect(mgmt.Client.Get(ctx, client.ObjectKeyFromObject(module), module)).To(Succeed())
-			module.Spec.Sync.Source.Git.Tag = version
 			app(version)
-			g.Expect(mgmt.Client.Update(ctx, module)).To(Succeed())
+			g.Expect(testenv.Change(ctx, mgmt.Client, module, func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = version })).To(Succeed())
 		}
 		g.Eventually(func(g Gomega) {
 			cm := &corev1.ConfigMap{}

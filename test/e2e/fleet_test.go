@@ -348,13 +348,13 @@ func sopsSecretReachesAPod(t *testing.T, fleet *demo.Fleet, down *testenv.Cluste
 func setBackend(t *testing.T, fleet *demo.Fleet, tag string, timeout time.Duration) {
 	g := NewWithT(t)
 	c := fleet.Management.Client
-	m := &fleeetv1.Module{}
-	g.Expect(c.Get(t.Context(), client.ObjectKey{Namespace: demo.Tenant, Name: demo.Backend}, m)).To(Succeed())
-	m.Spec.Sync.Source.Git.Tag = tag
-	if timeout != 0 {
-		m.Spec.Sync.Package.Kustomize.Timeout = &metav1.Duration{Duration: timeout}
-	}
-	g.Expect(c.Update(t.Context(), m)).To(Succeed())
+	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: demo.Backend}}
+	g.Expect(testenv.Change(t.Context(), c, m, func(m *fleeetv1.Module) {
+		m.Spec.Sync.Source.Git.Tag = tag
+		if timeout != 0 {
+			m.Spec.Sync.Package.Kustomize.Timeout = &metav1.Duration{Duration: timeout}
+		}
+	})).To(Succeed())
 }
 
 // readyReplicas is how many Pods of a Deployment in the tenant namespace

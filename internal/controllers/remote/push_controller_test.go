@@ -224,9 +224,7 @@ func TestPushRemoteWithoutServiceAccountNameIsRefusedUntilItHasOne(t *testing.T)
 	key := client.ObjectKey{Namespace: r.Namespace, Name: r.Namespace}
 	g.Expect(apierrors.IsNotFound(cluster.Client.Get(t.Context(), key, asm))).To(BeTrue(), "nothing is pushed")
 
-	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(r), r)).To(Succeed())
-	r.Spec.ServiceAccountName = "deployer"
-	g.Expect(cluster.Client.Update(t.Context(), r)).To(Succeed())
+	g.Expect(testenv.Change(t.Context(), cluster.Client, r, func(r *fleeetv1.Remote) { r.Spec.ServiceAccountName = "deployer" })).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(cluster.Client.Get(t.Context(), key, asm)).To(Succeed())

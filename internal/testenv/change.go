@@ -1,0 +1,20 @@
+package testenv
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Change reads obj, applies change to it and sends the difference as a
+// merge patch. A test edits the spec of objects whose status a controller
+// keeps writing; an update carrying the resourceVersion just read would
+// fail on the conflict, a patch of the changed fields does not.
+func Change[T client.Object](ctx context.Context, c client.Client, obj T, change func(T)) error {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return err
+	}
+	before := obj.DeepCopyObject().(client.Object)
+	change(obj)
+	return c.Patch(ctx, obj, client.MergeFrom(before))
+}
