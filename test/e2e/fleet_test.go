@@ -246,13 +246,11 @@ func driftIsSeenAndCorrected(t *testing.T, fleet *demo.Fleet, down *testenv.Clus
 	dep := &appsv1.Deployment{}
 	g.Expect(down.Client.Get(ctx, deployment, dep)).To(Succeed())
 	g.Expect(dep.Spec.Replicas).To(HaveValue(Equal(int32(1))))
-	dep.Spec.Replicas = ptr.To(int32(2))
-	g.Expect(down.Client.Update(ctx, dep)).To(Succeed())
-	hr := &helmv2.HelmRelease{}
-	g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: flux.ObjectName(demo.Tenant, demo.Frontend)}, hr)).To(Succeed())
-	before := hr.DeepCopy()
-	hr.Annotations[meta.ReconcileRequestAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
-	g.Expect(down.Client.Patch(ctx, hr, client.MergeFrom(before))).To(Succeed())
+	g.Expect(testenv.Change(ctx, down.Client, dep, func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To(int32(2)) })).To(Succeed())
+	hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: flux.ObjectName(demo.Tenant, demo.Frontend)}}
+	g.Expect(testenv.Change(ctx, down.Client, hr, func(hr *helmv2.HelmRelease) {
+		metav1.SetMetaDataAnnotation(&hr.ObjectMeta, meta.ReconcileRequestAnnotation, time.Now().UTC().Format(time.RFC3339Nano))
+	})).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
 		g.Expect(down.Client.Get(ctx, deployment, dep)).To(Succeed())
