@@ -130,7 +130,11 @@ func (h *HealthReconciler) reconcileHeartbeat(ctx context.Context, remote *fleee
 		setConnected(remote, metav1.ConditionFalse, fleeetv1.ReasonAwaitingAgent, "no heartbeat yet: the cluster's agent has not connected")
 		return ctrl.Result{}, nil
 	}
-	remote.Status.LastHeartbeatTime = &metav1.Time{Time: renewed}
+	// The status holds whole seconds (metav1.Time). Compared at the Lease's
+	// microseconds, the heartbeat this controller just wrote would look new
+	// again when its own write brings the Remote back, and be written a
+	// second time: two writes per cluster per heartbeat instead of one.
+	remote.Status.LastHeartbeatTime = &metav1.Time{Time: renewed.Truncate(time.Second)}
 	age := time.Since(renewed)
 	if age <= h.Grace {
 		setConnected(remote, metav1.ConditionTrue, fleeetv1.ReasonHeartbeatFresh,

@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"cmp"
+	"context"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
@@ -195,4 +197,30 @@ func TestAnAgentOutsideTheSkewWindowIsFlaggedUntilUpgraded(t *testing.T) {
 	report("v0.3.0")
 	judgedAs(metav1.ConditionTrue, fleeetv1.ReasonAgentInWindow)
 	g.Expect(warnings(g, cluster.Client, r.Namespace, "Remote", r.Name, fleeetv1.ReasonAgentVersionSkew)).To(HaveLen(1), "no event for coming back into the window")
+}
+
+// TestHealthWritesEachHeartbeatOnce reconciles a Remote twice on one
+// Lease renewal, as its own status write brings it back, and counts the
+// status writes: the Lease's renewal time has microseconds, the status
+// keeps seconds, and only the first reconcile may write.
+func TestHealthWritesEachHeartbeatOnce(t *testing.T) {
+	g := NewWithT(t)
+	renewed := time.Now().Truncate(time.Second).Add(-10*time.Second + 123456*time.Microsecond)
+	r := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "edge-1"}}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "edge-1"},
+		Spec: coordinationv1.LeaseSpec{RenewTime: ptr.To(metav1.NewMicroTime(renewed))}}
+	writes := 0
+	c := fake.NewClientBuilder().WithScheme(testenv.Scheme).WithObjects(r, lease).WithStatusSubresource(r).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			writes++
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		}}).Build()
+	h := &remote.HealthReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Grace: time.Minute}
+	for range 2 {
+		_, err := h.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(writes).To(Equal(1), "status writes for one heartbeat")
+	g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(r), r)).To(Succeed())
+	g.Expect(r.Status.LastHeartbeatTime.Time).To(BeTemporally("==", renewed.Truncate(time.Second)))
 }
