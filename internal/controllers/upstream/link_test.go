@@ -177,9 +177,9 @@ func TestALinkMirrorsThePlanAndReportsBack(t *testing.T) {
 	g.Eventually(func(g Gomega) { first = renewed(g) }, timeout, poll).Should(Succeed())
 	g.Eventually(renewed, timeout, poll).Should(BeTemporally(">", first), "the heartbeat goes on")
 
-	g.Expect(mc.Get(ctx, client.ObjectKeyFromObject(l.plan), l.plan)).To(Succeed())
-	l.plan.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{appSync("v1.1.0")}
-	g.Expect(mc.Update(ctx, l.plan)).To(Succeed())
+	g.Expect(testenv.Change(ctx, mc, l.plan, func(pa *fleeetv1.ProxyAssemblage) {
+		pa.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{appSync("v1.1.0")}
+	})).To(Succeed())
 	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.1.0"))
 
 	// The Upstream asks for no labels, and says so: the manager then
@@ -191,9 +191,9 @@ func TestALinkMirrorsThePlanAndReportsBack(t *testing.T) {
 		return remote.Status.RequestedLabels
 	}
 	g.Eventually(requested, timeout, poll).Should(And(Not(BeNil()), BeEmpty()))
-	g.Expect(l.down.Client.Get(ctx, client.ObjectKeyFromObject(l.up), l.up)).To(Succeed())
-	l.up.Spec.Labels = map[string]string{"region": "us", "tier": "core"}
-	g.Expect(l.down.Client.Update(ctx, l.up)).To(Succeed())
+	g.Expect(testenv.Change(ctx, l.down.Client, l.up, func(up *fleeetv1.Upstream) {
+		up.Spec.Labels = map[string]string{"region": "us", "tier": "core"}
+	})).To(Succeed())
 	g.Eventually(requested, timeout, poll).Should(Equal(map[string]string{"region": "us", "tier": "core"}))
 	answer := `refused labels the cluster requests (status.requestedLabels): labels["tier"]: not a key the Remote's registration freed (region)`
 	g.Expect(status.Apply(ctx, mc, remote, status.RegistrationManager, fleeetv1.RemoteStatus{Conditions: []metav1.Condition{{

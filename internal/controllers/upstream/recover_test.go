@@ -40,10 +40,10 @@ func (l *linked) recoverable(t *testing.T) ed25519.PrivateKey {
 	ctx := t.Context()
 	key, err := recovery.NewKey()
 	g.Expect(err).NotTo(HaveOccurred())
-	remote := &fleeetv1.Remote{}
-	g.Expect(l.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
-	remote.Annotations = map[string]string{fleeetv1.RecoveryKeyAnnotation: recovery.PublicKey(key)}
-	g.Expect(l.mgmt.Client.Update(ctx, remote)).To(Succeed())
+	remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: clusterName}}
+	g.Expect(testenv.Change(ctx, l.mgmt.Client, remote, func(r *fleeetv1.Remote) {
+		metav1.SetMetaDataAnnotation(&r.ObjectMeta, fleeetv1.RecoveryKeyAnnotation, recovery.PublicKey(key))
+	})).To(Succeed())
 
 	certDir, ca := testenv.ServingCertificate(t)
 	addr := testenv.FreeAddr(t)
@@ -64,10 +64,10 @@ func (l *linked) recoverable(t *testing.T) ed25519.PrivateKey {
 	g.Expect(l.down.Client.Get(ctx, client.ObjectKey{Namespace: l.up.Namespace, Name: l.up.Name + "-credential"}, secret)).To(Succeed())
 	secret.Data[recovery.PrivateKeyKey] = recovery.EncodePrivate(key)
 	g.Expect(l.down.Client.Update(ctx, secret)).To(Succeed())
-	g.Expect(l.down.Client.Get(ctx, client.ObjectKeyFromObject(l.up), l.up)).To(Succeed())
-	l.up.Spec.Management.RecoveryURL = "https://" + addr
-	l.up.Spec.Management.RecoveryCABundle = ca
-	g.Expect(l.down.Client.Update(ctx, l.up)).To(Succeed())
+	g.Expect(testenv.Change(ctx, l.down.Client, l.up, func(up *fleeetv1.Upstream) {
+		up.Spec.Management.RecoveryURL = "https://" + addr
+		up.Spec.Management.RecoveryCABundle = ca
+	})).To(Succeed())
 	return key
 }
 
