@@ -302,20 +302,27 @@ func (r *Reconciler) expandSyncs(ctx context.Context, asm *fleeetv1.Assemblage, 
 	return plans, nil
 }
 
-// expandSync resolves a sync's bindings through reader, checks that reader
-// may read what its package takes values from (checkReferences), and expands the sync
+// expandSync resolves a sync's bindings through reader, expands the sync
 // into the Flux objects that run it, recording deps on its applier so
-// removal can run in reverse order.
+// removal can run in reverse order, and checks that reader may read what
+// Flux reads to run them (checkReads).
 func expandSync(ctx context.Context, reader client.Reader, asm *fleeetv1.Assemblage, s *fleeetv1.NamedSync, deps []string) planned {
 	values, err := resolveBindings(ctx, reader, asm.Namespace, s.Bindings)
 	if err != nil {
 		return planned{err: err}
 	}
-	if err := checkReferences(ctx, reader, asm.Namespace, &s.Package); err != nil {
+	x, err := flux.Expand(target(asm, s.Name), s, values, deps)
+	if err != nil {
 		return planned{err: err}
 	}
-	x, err := flux.Expand(target(asm, s.Name), s, values, deps)
-	return planned{x: x, err: err}
+	reads, err := flux.Reads(x)
+	if err == nil {
+		err = checkReads(ctx, reader, asm.Namespace, reads, s.Secrets)
+	}
+	if err != nil {
+		return planned{err: err}
+	}
+	return planned{x: x}
 }
 
 // reconcileSync brings one sync towards its plan. A sync held by holdSync

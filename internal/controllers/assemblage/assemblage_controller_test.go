@@ -666,9 +666,21 @@ func (e *env) testBindingsReadAsTenant(t *testing.T) {
 	valuesLeak.Package.Helm.ValuesFrom = []fleeetv1.ValuesReference{{Kind: "Secret", Name: "team-a-credential", ValuesKey: "token", TargetPath: "greeting"}}
 	varsLeak := e.ks(ns, "vars-leak", "v1.0.0", "./configmap")
 	varsLeak.Package.Kustomize.SubstituteFrom = []fleeetv1.SubstituteReference{{Kind: "Secret", Name: "team-a-credential", Optional: true}}
+	// Source-controller reads a source's credentials and CA with its own
+	// rights too, and sends them to the URL the tenant chose.
+	gitLeak := e.ks(ns, "git-leak", "v1.0.0", "./configmap")
+	gitLeak.Source.SecretRef = &fleeetv1.LocalObjectReference{Name: "team-a-credential"}
+	certLeak := e.hr("cert-leak", "hello", "1.2.3")
+	certLeak.Source.CertSecretRef = &fleeetv1.LocalObjectReference{Name: "team-a-credential"}
+	leaks := map[string]string{
+		"values-leak": "HelmRelease spec.valuesFrom[0]",
+		"vars-leak":   "Kustomization spec.postBuild.substituteFrom[0]",
+		"git-leak":    "GitRepository spec.secretRef",
+		"cert-leak":   "HelmRepository spec.certSecretRef",
+	}
 	asm := &fleeetv1.Assemblage{
 		ObjectMeta: metav1.ObjectMeta{Name: "team-b", Namespace: ns},
-		Spec: fleeetv1.AssemblageSpec{Syncs: []fleeetv1.NamedSync{allowed, leaky, fromVars, valuesLeak, varsLeak},
+		Spec: fleeetv1.AssemblageSpec{Syncs: []fleeetv1.NamedSync{allowed, leaky, fromVars, valuesLeak, varsLeak, gitLeak, certLeak},
 			ServiceAccountName: "team-b"},
 	}
 	g.Expect(e.c.Client.Create(t.Context(), asm)).To(Succeed())
@@ -676,10 +688,10 @@ func (e *env) testBindingsReadAsTenant(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.syncStatus(g, asm, "allowed").State).To(Equal(fleeetv1.SyncReady))
 		g.Expect(e.syncStatus(g, asm, "from-vars").State).To(Equal(fleeetv1.SyncReady))
-		for _, name := range []string{"values-leak", "vars-leak"} {
+		for name, field := range leaks {
 			st := e.syncStatus(g, asm, name)
-			g.Expect(st.State).To(Equal(fleeetv1.SyncFailed))
-			g.Expect(st.Message).To(MatchRegexp(`^package\.(helm\.valuesFrom|kustomize\.substituteFrom)\[0\]: the tenant's ServiceAccount may not read Secret ` + ns + `/team-a-credential$`))
+			g.Expect(st.State).To(Equal(fleeetv1.SyncFailed), name)
+			g.Expect(st.Message).To(Equal(field+": the tenant's ServiceAccount may not read Secret "+ns+"/team-a-credential"), name)
 		}
 	}, timeout, poll).Should(Succeed())
 	var cm corev1.ConfigMap
@@ -687,7 +699,9 @@ func (e *env) testBindingsReadAsTenant(t *testing.T) {
 	g.Expect(cm.Data).To(HaveKeyWithValue("value", "eu-west-1"))
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "from-vars"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("value", "from-configmap"), "substituteFrom reached the manifests")
-	g.Expect(e.appliers(g, ns)).NotTo(Or(HaveKey("values-leak"), HaveKey("vars-leak")))
+	for name := range leaks {
+		g.Expect(e.appliers(g, ns)).NotTo(HaveKey(name))
+	}
 
 	// Nothing of the Secret reached a Flux object, encoded or not.
 	encoded := base64.StdEncoding.EncodeToString([]byte(token))
@@ -988,7 +1002,8 @@ func (e *env) testHealthChecks(t *testing.T) {
 	ns := e.c.Namespace(t, "health-checks", nil)
 	app := e.ks(ns, "app", "v1.0.0", "./configmap")
 	app.Package.Kustomize.Wait = ptr.To(false)
-	app.Package.Kustomize.HealthChecks = []fleeetv1.HealthCheckReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "flag", Namespace: ns}}
+	// No namespace: the sync's own (its targetNamespace) is looked in.
+	app.Package.Kustomize.HealthChecks = []fleeetv1.HealthCheckReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "flag"}}
 	asm := e.create(t, ns, app)
 	g.Eventually(func(g Gomega) {
 		g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "app"}, &corev1.ConfigMap{})).To(Succeed())
