@@ -100,6 +100,16 @@ const (
 	// ClusterProfile); the object has the Remote's name.
 	InventoryLabel = "fleeet.dev/inventory"
 
+	// ClusterProfileLabel on a Secret of a tenant namespace names the
+	// ClusterProfile whose token (key token) it holds. The manager reads a
+	// profile's token only from the Secret of the profile's name that
+	// carries this label with the profile's name as value. Like
+	// DeliverableLabel, it is the Secret owner's consent: whoever may write
+	// ClusterProfiles but not Secrets cannot have the manager send a token
+	// no one offered, fleeet's own least of all, to a server of their
+	// choosing.
+	ClusterProfileLabel = "fleeet.dev/cluster-profile"
+
 	// ServiceAccountAnnotation on a Cluster API Cluster or a ClusterProfile
 	// names the downstream ServiceAccount its Remote's
 	// spec.serviceAccountName is set to.

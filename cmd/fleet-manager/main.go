@@ -57,7 +57,7 @@ func main() {
 	pflag.StringVar(&o.InventoryServiceAccountName, "inventory-service-account-name", "",
 		"spec.serviceAccountName of Remotes enrolled from Cluster API Clusters and ClusterProfiles without the fleeet.dev/service-account-name annotation.")
 	pflag.StringVar(&o.InventoryAccessProvider, "inventory-access-provider", "secretreader",
-		"ClusterProfile access provider whose server and CA the manager uses, with the token of the Secret named after the profile.")
+		"ClusterProfile access provider whose server and CA the manager uses, with the token of the Secret named after the profile and labelled fleeet.dev/cluster-profile=<profile>.")
 	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of objects each controller reconciles at once.")
 	pflag.StringVar(&o.Management.URL, "management-url", "",
 		"URL of this cluster's Kubernetes API as downstream agents reach it; written into RegistrationToken Secrets.")

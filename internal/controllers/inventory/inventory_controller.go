@@ -16,10 +16,10 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -39,8 +39,8 @@ const (
 	// ReasonRemoteExists: a Remote of the object's name exists that was not
 	// enrolled from it; it is left as it is.
 	ReasonRemoteExists = "RemoteExists"
-	// ReasonNoCredentials: a ClusterProfile offers no access the manager
-	// can use yet.
+	// ReasonNoCredentials: a Cluster or ClusterProfile offers no access the
+	// manager can use yet, or its Secret is not provably its credential.
 	ReasonNoCredentials = "NoCredentials"
 )
 
@@ -77,7 +77,8 @@ type Reconciler struct {
 	// AccessProvider names the ClusterProfile access provider whose cluster
 	// (server and CA) the manager uses, with the token of the Secret named
 	// after the profile in its namespace, key token, as the secretreader
-	// credential plugin reads it.
+	// credential plugin reads it; the Secret must be labelled
+	// fleeet.dev/cluster-profile=<profile>.
 	AccessProvider string
 }
 
@@ -100,9 +101,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrent}).
 			For(obj).
 			Owns(&fleeetv1.Remote{})
-		if k.name == ClusterProfile {
+		// Whole Secrets, not their metadata alone: the reconciler reads
+		// them from the cache of whole Secrets, and an event from another
+		// informer could run ahead of that read.
+		switch k.name {
+		case ClusterProfile:
 			// The token Secret has the profile's name.
-			b = b.Watches(&corev1.Secret{}, handlerSameName, builder.OnlyMetadata)
+			b = b.Watches(&corev1.Secret{}, handlerSameName)
+		case ClusterAPI:
+			// The kubeconfig Secret is <cluster>-kubeconfig, labelled with
+			// the Cluster's name.
+			b = b.Watches(&corev1.Secret{}, handlerClusterAPISecret)
 		}
 		if err := b.Complete(kr); err != nil {
 			return err
@@ -149,8 +158,13 @@ func (r *kindReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	ref, err := r.kind.kubeconfig(ctx, r.Reconciler, obj)
 	if noCreds, ok := errors.AsType[*noCredentialsError](err); ok {
-		// The profile's status or the token Secret brings us back.
-		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonNoCredentials, "Enrol", "%s", noCreds.Error())
+		// A change of the object or of its Secret brings us back; a
+		// Remote enrolled before is left as it is.
+		var related runtime.Object // untyped nil, not a nil *Secret, when none
+		if noCreds.related != nil {
+			related = noCreds.related
+		}
+		r.Recorder.Eventf(obj, related, corev1.EventTypeWarning, ReasonNoCredentials, "Enrol", "%s", noCreds.Error())
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
