@@ -3,6 +3,7 @@ package recovery
 import (
 	"cmp"
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -10,13 +11,14 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -39,9 +41,8 @@ const (
 	// maxBody bounds a request; a real one is a few hundred bytes.
 	maxBody = 4 << 10
 
-	// maxClients bounds the per-client limiters kept; beyond it they are
-	// forgotten at once, and the overall limit still holds.
-	maxClients = 4096
+	// maxHeader bounds a request's headers; a real one has a handful.
+	maxHeader = 8 << 10
 )
 
 // refusedMessage is the one answer to every refused request, so the
@@ -49,12 +50,41 @@ const (
 // failed); the manager's log says why.
 const refusedMessage = "recovery refused"
 
+// rotationAnnotation on a pull Remote is the fleet manager's record of the
+// last rotation of its recovery key, a rotation as JSON: public keys and a
+// time, nothing secret. Like every fleeet.dev/ key, only the manager may
+// write it.
+const rotationAnnotation = "fleeet.dev/recovery-rotation"
+
+// rotation is a rotation of a Remote's recovery key from From to To at At,
+// made by the request signed with From that named To.
+type rotation struct {
+	From string    `json:"from"`
+	To   string    `json:"to"`
+	At   time.Time `json:"at"`
+}
+
+// errRemoteBusy refuses a request signed with its Remote's key beyond the
+// Remote's allowance.
+var errRemoteBusy = errors.New("too many recovery requests signed with this Remote's key")
+
 // Server is the fleet manager's recovery endpoint: it answers Requests
 // signed with a Remote's current recovery key by rotating the key (single
 // use: the write is conditional on the Remote not having changed since it
 // was read) and minting a first credential for the cluster's identity.
+//
+// The answer can be lost after the rotation, leaving the agent with a key
+// the Remote no longer names. So the request that made the last rotation,
+// signed with the key rotated away and naming the key rotated to, is
+// answered once more within limits.answerGrace of it: a new first
+// credential and no rotation, the same result as the lost answer (the
+// agent resends its request unchanged when it got none, see Recover). A
+// request naming any other key is refused, so an old key cannot take the
+// Remote back, and so is every request once the Remote names another key
+// (fleetctl reenrol).
 type Server struct {
-	// Client writes the Remote and mints tokens.
+	// Client reads Remotes from the manager's cache to screen requests,
+	// writes the Remote and mints tokens.
 	Client client.Client
 	// Reader reads Remotes and identities uncached, so the rotation's
 	// precondition is the latest version.
@@ -66,10 +96,13 @@ type Server struct {
 	// Log says why each request was refused; it never holds a key or token.
 	Log logr.Logger
 
-	// overall bounds the requests of all clients, perClient each address's.
-	overall   *rate.Limiter
-	mu        sync.Mutex
-	perClient map[string]*rate.Limiter
+	// limits are defaultLimits unless a test shortens them.
+	limits limits
+
+	setup sync.Once
+	// perAddress holds each client address's allowance, perRemote each
+	// Remote's (namespace/name).
+	perAddress, perRemote *buckets
 }
 
 // refused is a request turned down; why is logged, never answered.
@@ -77,29 +110,54 @@ type refused struct{ why string }
 
 func (r refused) Error() string { return r.why }
 
+func (s *Server) init() {
+	s.setup.Do(func() {
+		s.limits = s.limits.orDefaults()
+		s.perAddress, s.perRemote = newBuckets(s.limits.perAddress), newBuckets(s.limits.perRemote)
+	})
+}
+
 // ServeHTTP answers one recovery Request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.init()
 	if r.Method != http.MethodPost || r.URL.Path != Path {
 		http.NotFound(w, r)
 		return
 	}
 	from, _, _ := net.SplitHostPort(r.RemoteAddr)
-	if !s.allow(from) {
-		http.Error(w, "too many recovery requests; retry later", http.StatusTooManyRequests)
+	if !s.perAddress.allow(clientOf(r.RemoteAddr), time.Now()) {
+		http.Error(w, "too many recovery requests from this address; retry later", http.StatusTooManyRequests)
+		return
+	}
+	const tooLarge = "recovery request too large"
+	if r.ContentLength > maxBody {
+		http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
 		return
 	}
 	var req Request
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
+			return
+		}
 		s.Log.Info("Recovery request unreadable", "from", from, "error", err.Error())
 		http.Error(w, refusedMessage, http.StatusForbidden)
 		return
 	}
 	log := s.Log.WithValues("from", from, "remote", req.Namespace+"/"+req.Remote)
-	resp, err := s.recover(r.Context(), req, from)
+	// A request holds its connection no longer than its answer may take.
+	ctx, cancel := context.WithTimeout(r.Context(), s.limits.writeTimeout)
+	defer cancel()
+	resp, err := s.recover(ctx, req, from)
 	if err != nil {
 		if why, ok := errors.AsType[refused](err); ok {
 			log.Info("Recovery refused", "reason", why.why)
 			http.Error(w, refusedMessage, http.StatusForbidden)
+			return
+		}
+		if errors.Is(err, errRemoteBusy) {
+			log.Info("Recovery refused", "reason", err.Error())
+			http.Error(w, "too many recovery requests for this Remote; retry later", http.StatusTooManyRequests)
 			return
 		}
 		log.Error(err, "Recovery failed")
@@ -111,29 +169,108 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(resp)
 }
 
+// wellFormed checks what needs no lookup: the names, the timestamp, the
+// new key and the signature's size.
+func (r Request) wellFormed(now time.Time) error {
+	if errs := validation.IsDNS1123Label(r.Namespace); len(errs) > 0 {
+		return fmt.Errorf("namespace: %s", strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(r.Remote); len(errs) > 0 {
+		return fmt.Errorf("remote: %s", strings.Join(errs, "; "))
+	}
+	if d := now.Sub(r.Timestamp); d > window || d < -window {
+		return fmt.Errorf("timestamp %s is more than %s from now", r.Timestamp.UTC().Format(time.RFC3339), window)
+	}
+	if _, err := ParsePublicKey(r.NewKey); err != nil {
+		return fmt.Errorf("newKey: %w", err)
+	}
+	if len(r.Signature) != ed25519.SignatureSize {
+		return errors.New("signature: not an Ed25519 signature")
+	}
+	return nil
+}
+
 // recover checks the request and, when it holds, rotates the Remote's key
 // and mints the first credential.
 func (s *Server) recover(ctx context.Context, req Request, from string) (Response, error) {
-	if d := time.Since(req.Timestamp); d > window || d < -window {
-		return Response{}, refused{fmt.Sprintf("timestamp %s is more than %s from now", req.Timestamp.UTC().Format(time.RFC3339), window)}
+	if err := req.wellFormed(time.Now()); err != nil {
+		return Response{}, refused{err.Error()}
 	}
-	if _, err := ParsePublicKey(req.NewKey); err != nil {
-		return Response{}, refused{"newKey: " + err.Error()}
-	}
-	remote := &fleeetv1.Remote{}
-	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Remote}, remote); err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) || apierrors.IsInvalid(err) {
-			return Response{}, refused{"no such Remote"}
-		}
-		return Response{}, fmt.Errorf("reading the Remote: %w", err)
-	}
-	current, err := ParsePublicKey(remote.Annotations[fleeetv1.RecoveryKeyAnnotation])
+	key := client.ObjectKey{Namespace: req.Namespace, Name: req.Remote}
+	// Screened against the manager's cache first, so that forged requests
+	// cost the apiserver nothing and only requests the Remote's key signed
+	// are charged to its allowance: a flood of forged requests naming a
+	// Remote never keeps its agent out.
+	cached, err := readRemote(ctx, s.Client, key)
 	if err != nil {
-		return Response{}, refused{fmt.Sprintf("metadata.annotations[%s]: %v", fleeetv1.RecoveryKeyAnnotation, err)}
+		return Response{}, err
 	}
-	if !req.verify(current) {
-		return Response{}, refused{"the signature is not the Remote's current recovery key's: an old key, or a replay after the key was rotated"}
+	if _, err := s.signed(cached, req); err != nil {
+		return Response{}, err
 	}
+	if !s.perRemote.allow(key.String(), time.Now()) {
+		return Response{}, errRemoteBusy
+	}
+	// Tried again after a conflict: a twin of this request may have won,
+	// and this one is then answered once more.
+	for range 2 {
+		remote, err := readRemote(ctx, s.Reader, key)
+		if err != nil {
+			return Response{}, err
+		}
+		again, err := s.signed(remote, req)
+		if err != nil {
+			return Response{}, err
+		}
+		resp, err := s.grant(ctx, req, remote, again, from)
+		if !apierrors.IsConflict(err) {
+			return resp, err
+		}
+	}
+	return Response{}, refused{"the Remote changed while recovering: a concurrent or replayed request"}
+}
+
+// readRemote reads the Remote at key with r; a Remote that does not exist
+// is a refusal.
+func readRemote(ctx context.Context, r client.Reader, key client.ObjectKey) (*fleeetv1.Remote, error) {
+	remote := &fleeetv1.Remote{}
+	if err := r.Get(ctx, key, remote); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, refused{"no such Remote"}
+		}
+		return nil, fmt.Errorf("reading the Remote: %w", err)
+	}
+	return remote, nil
+}
+
+// signed checks that req is signed with remote's current recovery key, or
+// is the request that made remote's last rotation, within answerGrace of
+// it: then again is true.
+func (s *Server) signed(remote *fleeetv1.Remote, req Request) (again bool, err error) {
+	current := remote.Annotations[fleeetv1.RecoveryKeyAnnotation]
+	key, err := ParsePublicKey(current)
+	if err != nil {
+		return false, refused{fmt.Sprintf("metadata.annotations[%s]: %v", fleeetv1.RecoveryKeyAnnotation, err)}
+	}
+	if req.verify(key) {
+		return false, nil
+	}
+	var last rotation
+	if json.Unmarshal([]byte(remote.Annotations[rotationAnnotation]), &last) == nil &&
+		last.To == current && req.NewKey == current && time.Since(last.At) < s.limits.answerGrace {
+		if previous, err := ParsePublicKey(last.From); err == nil && req.verify(previous) {
+			return true, nil
+		}
+	}
+	return false, refused{"the signature is not the Remote's current recovery key's: an old key, or a replay after the key was rotated"}
+}
+
+// grant mints a first credential for the identity of remote, whose key
+// signed req, and rotates the key to req.NewKey, recording the rotation.
+// Again, req already rotated it: grant forgets the rotation instead, so
+// that req is answered once more at most. The write is conditional on the
+// version read: of two requests granted from one version, one conflicts.
+func (s *Server) grant(ctx context.Context, req Request, remote *fleeetv1.Remote, again bool, from string) (Response, error) {
 	seen := remote.CreationTimestamp.Time
 	if hb := remote.Status.LastHeartbeatTime; hb != nil {
 		seen = hb.Time
@@ -149,42 +286,29 @@ func (s *Server) recover(ctx context.Context, req Request, from string) (Respons
 	if err := s.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: name}, identity); err != nil {
 		return Response{}, fmt.Errorf("reading the cluster's identity %s (the Remote identity controller makes it): %w", name, err)
 	}
-	// Minted before the rotation, so a rotated key always comes with a
-	// credential; a token whose rotation loses is never sent anywhere.
+	// Minted before the write, so a rotated key always comes with a
+	// credential; a token whose write loses is never sent anywhere.
 	token, err := credential.Mint(ctx, s.Client, req.Namespace, name, credential.FirstLifetime, nil)
 	if err != nil {
 		return Response{}, err
 	}
-	// Conditional on the version read: of two requests signed with the
-	// same key, concurrent or replayed, one rotates and the other conflicts.
-	remote.Annotations[fleeetv1.RecoveryKeyAnnotation] = req.NewKey
+	note := "The cluster proved it holds the recovery key, from %s; the key is rotated and a new credential issued"
+	if again {
+		delete(remote.Annotations, rotationAnnotation)
+		note = "The request that rotated the cluster's recovery key came again, from %s, its answer lost; a new credential is issued, once"
+	} else {
+		record, _ := json.Marshal(rotation{From: remote.Annotations[fleeetv1.RecoveryKeyAnnotation], To: req.NewKey, At: time.Now().UTC()})
+		remote.Annotations[rotationAnnotation] = string(record)
+		remote.Annotations[fleeetv1.RecoveryKeyAnnotation] = req.NewKey
+	}
 	if err := s.Client.Update(ctx, remote); err != nil {
 		if apierrors.IsConflict(err) {
-			return Response{}, refused{"the Remote changed while recovering: a concurrent or replayed request"}
+			return Response{}, err
 		}
 		return Response{}, fmt.Errorf("rotating metadata.annotations[%s]: %w", fleeetv1.RecoveryKeyAnnotation, err)
 	}
-	s.Recorder.Eventf(remote, nil, corev1.EventTypeNormal, fleeetv1.ReasonRecovered, "Recover",
-		"The cluster proved it holds the recovery key, from %s; the key is rotated and a new credential issued", from)
+	s.Recorder.Eventf(remote, nil, corev1.EventTypeNormal, fleeetv1.ReasonRecovered, "Recover", note, from)
 	return Response{Token: token.Value, ExpiresAt: token.ExpiresAt}, nil
-}
-
-// allow applies the overall and the per-client rate limits.
-func (s *Server) allow(from string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.overall == nil {
-		s.overall = rate.NewLimiter(5, 20)
-	}
-	if s.perClient == nil || len(s.perClient) >= maxClients {
-		s.perClient = map[string]*rate.Limiter{}
-	}
-	l, ok := s.perClient[from]
-	if !ok {
-		l = rate.NewLimiter(rate.Every(6*time.Second), 10)
-		s.perClient[from] = l
-	}
-	return l.Allow() && s.overall.Allow()
 }
 
 // Options configure the fleet manager's recovery endpoint.
@@ -196,6 +320,9 @@ type Options struct {
 	CertDir string
 	// Grace is Server.Grace; zero means DefaultGrace.
 	Grace time.Duration
+
+	// limits are defaultLimits unless a test shortens them.
+	limits limits
 }
 
 // Add runs the recovery endpoint with mgr, as mgr's identity, when
@@ -205,7 +332,7 @@ func Add(mgr ctrl.Manager, name string, o Options) error {
 		return nil
 	}
 	s := &Server{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(name),
-		Grace: cmp.Or(o.Grace, DefaultGrace), Log: mgr.GetLogger().WithName("recovery")}
+		Grace: cmp.Or(o.Grace, DefaultGrace), Log: mgr.GetLogger().WithName("recovery"), limits: o.limits}
 	certs, err := certwatcher.New(filepath.Join(o.CertDir, "tls.crt"), filepath.Join(o.CertDir, "tls.key"))
 	if err != nil {
 		return fmt.Errorf("--recovery-cert-dir: %w", err)
@@ -214,19 +341,33 @@ func Add(mgr ctrl.Manager, name string, o Options) error {
 		return err
 	}
 	return mgr.Add(everyReplica(func(ctx context.Context) error {
-		srv := &http.Server{Addr: o.BindAddress, Handler: s, ReadHeaderTimeout: 10 * time.Second,
-			TLSConfig: &tls.Config{GetCertificate: certs.GetCertificate, MinVersion: tls.VersionTLS12}}
-		go func() {
-			<-ctx.Done()
-			shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shutdown)
-		}()
-		if err := srv.ListenAndServeTLS("", ""); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serving the recovery endpoint on %s: %w", o.BindAddress, err)
+		ln, err := net.Listen("tcp", o.BindAddress)
+		if err != nil {
+			return fmt.Errorf("serving the recovery endpoint: %w", err)
 		}
-		return nil
+		return serve(ctx, ln, s, certs.GetCertificate, o.limits.orDefaults())
 	}))
+}
+
+// serve answers h over TLS on ln, within l, until ctx ends.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, certificate func(*tls.ClientHelloInfo) (*tls.Certificate, error), l limits) error {
+	// HTTP/1 only: HTTP/2 would multiplex requests on one connection,
+	// beyond the connection bounds.
+	var http1 http.Protocols
+	http1.SetHTTP1(true)
+	srv := &http.Server{Handler: h, Protocols: &http1, MaxHeaderBytes: maxHeader,
+		ReadHeaderTimeout: l.readTimeout, ReadTimeout: l.readTimeout, WriteTimeout: l.writeTimeout, IdleTimeout: l.idleTimeout,
+		TLSConfig: &tls.Config{GetCertificate: certificate, MinVersion: tls.VersionTLS12}}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.ServeTLS(newLimitListener(ln, l.connections, l.connectionsPerAddress), "", ""); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving the recovery endpoint on %s: %w", ln.Addr(), err)
+	}
+	return nil
 }
 
 // everyReplica runs on every manager replica, leader or not: the Service

@@ -17,7 +17,8 @@ import (
 
 // How long the agent waits before asking again: shortly after the endpoint
 // failed to answer (the management cluster restarting, say), longer after
-// it refused. The endpoint allows each client ten attempts a minute.
+// it refused. The endpoint limits each address and each Remote
+// (package recovery), answering 429 beyond that.
 const (
 	recoveryRetry        = 5 * time.Second
 	recoveryRefusedRetry = 30 * time.Second

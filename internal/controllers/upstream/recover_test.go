@@ -247,13 +247,17 @@ func TestAClusterReattachesByItself(t *testing.T) {
 		g.Expect(remote.Annotations[fleeetv1.RecoveryKeyAnnotation]).To(Equal(recovery.PublicKey(current)), "no refused request rotated the key")
 
 		// Signed with the current key (as by a thief who copied it), a
-		// request is granted once; sent again as captured, it is refused.
+		// request is granted; sent again as captured, it is answered once
+		// more without a rotation (an agent whose answer was lost resends
+		// it), then refused.
 		granted := encode(g, recovery.NewRequest(l.ns, clusterName, current, thief, time.Now()))
 		code, body := post(g, l, granted)
 		g.Expect(code).To(Equal(http.StatusOK))
 		g.Expect(body).To(ContainSubstring(`"token":`))
 		code, _ = post(g, l, granted)
-		g.Expect(code).To(Equal(http.StatusForbidden), "a replay is refused")
+		g.Expect(code).To(Equal(http.StatusOK), "the lost answer is given once more")
+		code, _ = post(g, l, granted)
+		g.Expect(code).To(Equal(http.StatusForbidden), "a further replay is refused")
 	})
 
 	// The thief above holds the only key the Remote names: the cluster
@@ -283,7 +287,7 @@ func TestAClusterReattachesByItself(t *testing.T) {
 		g.Expect(remote.Annotations[fleeetv1.RecoveryKeyAnnotation]).To(Equal(recovery.PublicKey(key)), "the printed key worked once and is rotated away")
 	})
 
-	// README "Disaster recovery" step by step: the management apiserver
+	// docs/operating.md "Disaster recovery" step by step: the management apiserver
 	// and etcd replaced by new ones with a new signing key while the agent
 	// keeps running. Last, since it empties the management cluster the
 	// package shares (later tests make namespaces of their own).
