@@ -27,8 +27,12 @@ import (
 // goodToken is the one token the fake apiserver knows.
 const goodToken = "the-one-good-token"
 
+// noRights is the namespace where goodToken may read nothing.
+const noRights = "no-rights"
+
 // countingReviews is an apiserver stand-in that counts the TokenReviews it
-// answers, knows only goodToken, and allows every SubjectAccessReview.
+// answers, knows only goodToken, and allows every SubjectAccessReview but
+// those in namespace noRights.
 func countingReviews(reviews *atomic.Int64) client.Client {
 	return fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(_ context.Context, _ client.WithWatch, obj client.Object, _ ...client.CreateOption) error {
@@ -40,7 +44,7 @@ func countingReviews(reviews *atomic.Int64) client.Client {
 					o.Status.User = authenticationv1.UserInfo{Username: "reader"}
 				}
 			case *authorizationv1.SubjectAccessReview:
-				o.Status.Allowed = true
+				o.Status.Allowed = o.Spec.ResourceAttributes.Namespace != noRights
 			default:
 				return fmt.Errorf("unexpected %T", obj)
 			}
@@ -204,16 +208,24 @@ func TestTheReviewCacheIsBoundedAndKeyedByTheTokensHash(t *testing.T) {
 	g.Expect(reviews.Load()).To(Equal(before+1), "an expired answer is asked again")
 }
 
-// login posts goodToken to the login form and returns the session cookie.
+// login posts goodToken and namespace team-a to the login form and
+// returns the session cookie.
 func login(g Gomega, c *http.Client, base string) *http.Cookie {
-	noRedirect := *c
-	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := noRedirect.PostForm(base+"/login", url.Values{"token": {goodToken}})
-	g.Expect(err).NotTo(HaveOccurred())
-	resp.Body.Close()
+	resp := postLogin(g, c, base, url.Values{"token": {goodToken}, "namespace": {"team-a"}})
 	g.Expect(resp.StatusCode).To(Equal(http.StatusSeeOther))
+	g.Expect(resp.Header.Get("Location")).To(Equal("/namespaces/team-a/"))
 	g.Expect(resp.Cookies()).To(HaveLen(1))
 	return resp.Cookies()[0]
+}
+
+// postLogin posts form to the login form, following no redirect.
+func postLogin(g Gomega, c *http.Client, base string, form url.Values) *http.Response {
+	noRedirect := *c
+	noRedirect.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := noRedirect.PostForm(base+"/login", form)
+	g.Expect(err).NotTo(HaveOccurred())
+	resp.Body.Close()
+	return resp
 }
 
 func withCookie(g Gomega, c *http.Client, method, url string, cookie *http.Cookie) int {
@@ -281,13 +293,15 @@ func TestSessionsExpireIdleAndAtTheirMaximumAge(t *testing.T) {
 	s := newLoginSessions(15*time.Minute, time.Hour)
 	start := time.Now()
 
-	idle := s.start(goodToken, start)
+	idle, err := s.start(goodToken, "reader", start)
+	g.Expect(err).NotTo(HaveOccurred())
 	_, ok := s.token(idle, start.Add(14*time.Minute))
 	g.Expect(ok).To(BeTrue())
 	_, ok = s.token(idle, start.Add(29*time.Minute))
 	g.Expect(ok).To(BeFalse(), "15 minutes unused")
 
-	busy := s.start(goodToken, start)
+	busy, err := s.start(goodToken, "reader", start)
+	g.Expect(err).NotTo(HaveOccurred())
 	for at := time.Duration(0); at < time.Hour; at += 10 * time.Minute {
 		token, ok := s.token(busy, start.Add(at))
 		g.Expect(ok).To(BeTrue(), "at %s", at)
@@ -298,18 +312,64 @@ func TestSessionsExpireIdleAndAtTheirMaximumAge(t *testing.T) {
 	g.Expect(s.byID).To(BeEmpty(), "ended sessions are forgotten")
 }
 
+// TestOneIdentitysSessionsNeverEndAnothers: an identity opening session
+// after session ends only its own oldest ones; everyone else's go on.
+func TestOneIdentitysSessionsNeverEndAnothers(t *testing.T) {
+	g := NewWithT(t)
+	s := newLoginSessions(time.Minute, time.Hour)
+	now := time.Now()
+	other, err := s.start("other-token", "other", now)
+	g.Expect(err).NotTo(HaveOccurred())
+	var flood []string
+	for i := range maxSessions + 100 {
+		id, err := s.start("flood-token", "flood", now.Add(time.Duration(i)*time.Millisecond))
+		g.Expect(err).NotTo(HaveOccurred())
+		flood = append(flood, id)
+	}
+	g.Expect(s.byID).To(HaveLen(1 + maxSessionsPerIdentity))
+	token, ok := s.token(other, now.Add(time.Second))
+	g.Expect(ok).To(BeTrue(), "another identity's session goes on")
+	g.Expect(token).To(Equal("other-token"))
+	_, ok = s.token(flood[0], now.Add(time.Second))
+	g.Expect(ok).To(BeFalse(), "the flooding identity's oldest session ended")
+	_, ok = s.token(flood[len(flood)-1], now.Add(time.Second))
+	g.Expect(ok).To(BeTrue())
+}
+
+// TestTheSessionsKeptAreBounded: while every session kept is live, a login
+// is refused rather than anyone's session ended.
 func TestTheSessionsKeptAreBounded(t *testing.T) {
 	g := NewWithT(t)
 	s := newLoginSessions(time.Minute, time.Hour)
 	s.max = 3
 	now := time.Now()
-	first := s.start("a", now)
-	for i := range 5 {
-		s.start("b", now.Add(time.Duration(i+1)*time.Second))
+	first, err := s.start("a", "a", now)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, identity := range []string{"b", "c"} {
+		_, err := s.start(identity, identity, now)
+		g.Expect(err).NotTo(HaveOccurred())
 	}
-	g.Expect(s.byID).To(HaveLen(3))
-	_, ok := s.token(first, now.Add(10*time.Second))
-	g.Expect(ok).To(BeFalse(), "the oldest login went first")
+	_, err = s.start("d", "d", now)
+	g.Expect(err).To(Equal(errTooManySessions))
+	_, ok := s.token(first, now.Add(time.Second))
+	g.Expect(ok).To(BeTrue(), "no one's session ended")
+	_, err = s.start("d", "d", now.Add(2*time.Minute))
+	g.Expect(err).NotTo(HaveOccurred(), "once sessions expire there is room")
+}
+
+// TestATokenThatMayReadNothingGetsNoSession: a login naming a namespace the
+// token may not read, or none, is refused and opens no session.
+func TestATokenThatMayReadNothingGetsNoSession(t *testing.T) {
+	g := NewWithT(t)
+	var reviews atomic.Int64
+	d, ts := inClusterDashboard(&reviews, true)
+	defer ts.Close()
+	for _, ns := range []string{noRights, ""} {
+		resp := postLogin(g, ts.Client(), ts.URL, url.Values{"token": {goodToken}, "namespace": {ns}})
+		g.Expect(resp.StatusCode).To(Equal(http.StatusForbidden), ns)
+		g.Expect(resp.Cookies()).To(BeEmpty(), ns)
+	}
+	g.Expect(d.reviewer.sessions.byID).To(BeEmpty())
 }
 
 func TestTheDashboardListensBeyondLoopbackOnlyWithAuthenticationOrTheRiskNamed(t *testing.T) {

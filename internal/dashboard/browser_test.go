@@ -38,7 +38,7 @@ func browser(t testing.TB) context.Context {
 }
 
 // screenshot writes a page's screenshot to $FLEEET_SCREENSHOTS (the
-// README's images come from there) or the test's temporary directory.
+// docs' images, docs/images, come from there) or the test's temporary directory.
 func screenshot(t testing.TB, ctx context.Context, name string) {
 	dir := os.Getenv("FLEEET_SCREENSHOTS")
 	if dir == "" {

@@ -333,23 +333,37 @@ func (d *server) index(w http.ResponseWriter, r *http.Request) {
 	render(w, http.StatusOK, "index", indexPage{page: page{Title: "log in", Root: "./"}})
 }
 
-// login checks the posted token with a TokenReview and opens a session
-// for it: the browser keeps only the session's random identifier, in an
-// HTTP-only, same-site cookie that is Secure over HTTPS.
+// login checks the posted token with a TokenReview, and its right to read
+// the posted namespace with SubjectAccessReviews, then opens a session for
+// it and shows that namespace: the browser keeps only the session's random
+// identifier, in an HTTP-only, same-site cookie that is Secure over HTTPS.
+// A token that may read nothing the dashboard shows gets no session.
 func (d *server) login(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
 		http.Error(w, "cross-site login refused", http.StatusForbidden)
 		return
 	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
-	if _, err := d.reviewer.user(r.Context(), r, token); err != nil {
+	ns := strings.TrimSpace(r.PostFormValue("namespace"))
+	user, err := d.reviewer.user(r.Context(), r, token)
+	if err == nil && ns == "" {
+		err = denied{"name the namespace to open"}
+	}
+	if err == nil {
+		err = d.reviewer.mayReadFleet(r.Context(), user, ns)
+	}
+	if err != nil {
 		refuse(w, err)
 		return
 	}
 	sessions := d.reviewer.sessions
-	id := sessions.start(token, d.reviewer.now())
+	id, err := sessions.start(token, user.Username, d.reviewer.now())
+	if err != nil {
+		render(w, http.StatusServiceUnavailable, "index", indexPage{page: page{Title: "log in", Root: "/"}, Error: err.Error()})
+		return
+	}
 	http.SetCookie(w, sessionCookieOf(r, id, int(sessions.maxAge.Seconds())))
-	http.Redirect(w, r, "./", http.StatusSeeOther)
+	http.Redirect(w, r, "namespaces/"+url.PathEscape(ns)+"/", http.StatusSeeOther)
 }
 
 // logout ends the request's session and has the browser drop its cookie.

@@ -311,15 +311,22 @@ func TestTheInClusterDashboardAuthorisesEveryCallerAsThemselves(t *testing.T) {
 	status, body = get(g, "/namespaces/default/", "Authorization", "Bearer "+reader)
 	g.Expect(status).To(Equal(http.StatusForbidden), "the reader's rights end at its namespace: %s", body)
 
-	// A browser logs in with the form; an HTTP-only, same-site cookie
-	// holds a session's random identifier, never the token. A login posted
-	// from another site is refused.
-	form := url.Values{"token": {reader}}
+	// A browser logs in with the form, naming the namespace to open; an
+	// HTTP-only, same-site cookie holds a session's random identifier,
+	// never the token. A token without rights to the namespace gets no
+	// session, and a login posted from another site is refused.
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noRedirect.PostForm(base+"/login", form)
+	resp, err := noRedirect.PostForm(base+"/login", url.Values{"token": {stranger}, "namespace": {ns}})
+	g.Expect(err).NotTo(HaveOccurred())
+	resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
+	g.Expect(resp.Cookies()).To(BeEmpty())
+	form := url.Values{"token": {reader}, "namespace": {ns}}
+	resp, err = noRedirect.PostForm(base+"/login", form)
 	g.Expect(err).NotTo(HaveOccurred())
 	resp.Body.Close()
 	g.Expect(resp.StatusCode).To(Equal(http.StatusSeeOther))
+	g.Expect(resp.Header.Get("Location")).To(Equal("/namespaces/" + ns + "/"))
 	cookies := resp.Cookies()
 	g.Expect(cookies).To(HaveLen(1))
 	g.Expect(cookies[0].HttpOnly).To(BeTrue())

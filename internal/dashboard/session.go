@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -19,54 +21,64 @@ const (
 	// quarter of an hour unused, and an hour after login whatever.
 	defaultSessionIdle   = 15 * time.Minute
 	defaultSessionMaxAge = time.Hour
-	// maxSessions bounds the sessions kept; the oldest login goes first.
+	// maxSessions bounds the sessions kept; while that many are live, a
+	// login is refused rather than anyone's session ended.
 	maxSessions = 10000
+	// maxSessionsPerIdentity bounds one identity's sessions: its own
+	// oldest ends first, so that no identity can crowd out another's.
+	maxSessionsPerIdentity = 16
 )
+
+// errTooManySessions refuses a login while maxSessions are live.
+var errTooManySessions = errors.New("too many open login sessions: try again later, or send the token in an Authorization header")
 
 // loginSessions maps session identifiers to the token each logged in
 // with, in memory: a restart logs everyone out.
 type loginSessions struct {
-	idle, maxAge time.Duration
-	max          int
+	idle, maxAge     time.Duration
+	max, perIdentity int
 
 	mu sync.Mutex
 	// byID is keyed by the identifier's SHA-256, so that looking one up
 	// compares hashes, not secrets.
 	byID map[[32]byte]*loginSession
+	// byIdentity lists each identity's sessions, oldest first.
+	byIdentity map[string][][32]byte
 }
 
 type loginSession struct {
-	token         string
-	created, used time.Time
+	token, identity string
+	created, used   time.Time
 }
 
 func newLoginSessions(idle, maxAge time.Duration) *loginSessions {
-	return &loginSessions{idle: idle, maxAge: maxAge, max: maxSessions, byID: map[[32]byte]*loginSession{}}
+	return &loginSessions{idle: idle, maxAge: maxAge, max: maxSessions, perIdentity: maxSessionsPerIdentity,
+		byID: map[[32]byte]*loginSession{}, byIdentity: map[string][][32]byte{}}
 }
 
-// start opens a session for token and returns its identifier: 256 random
-// bits.
-func (s *loginSessions) start(token string, now time.Time) string {
+// start opens a session for token, which the apiserver authenticated as
+// identity, and returns its identifier: 256 random bits. An identity
+// already at perIdentity sessions loses its own oldest; while max sessions
+// are live, start opens none.
+func (s *loginSessions) start(token, identity string, now time.Time) (string, error) {
 	raw := make([]byte, 32)
 	_, _ = rand.Read(raw) // crypto/rand.Read never fails
 	id := base64.RawURLEncoding.EncodeToString(raw)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for len(s.byIdentity[identity]) >= s.perIdentity {
+		s.remove(s.byIdentity[identity][0])
+	}
 	if len(s.byID) >= s.max {
 		s.dropExpired(now)
 	}
-	for len(s.byID) >= s.max {
-		var oldest [32]byte
-		var at *loginSession
-		for k, ls := range s.byID {
-			if at == nil || ls.created.Before(at.created) {
-				oldest, at = k, ls
-			}
-		}
-		delete(s.byID, oldest)
+	if len(s.byID) >= s.max {
+		return "", errTooManySessions
 	}
-	s.byID[sha256.Sum256([]byte(id))] = &loginSession{token: token, created: now, used: now}
-	return id
+	key := sha256.Sum256([]byte(id))
+	s.byID[key] = &loginSession{token: token, identity: identity, created: now, used: now}
+	s.byIdentity[identity] = append(s.byIdentity[identity], key)
+	return id, nil
 }
 
 // token returns the token of the live session id and marks it used; an
@@ -80,7 +92,7 @@ func (s *loginSessions) token(id string, now time.Time) (string, bool) {
 		return "", false
 	}
 	if s.expired(ls, now) {
-		delete(s.byID, key)
+		s.remove(key)
 		return "", false
 	}
 	ls.used = now
@@ -91,7 +103,22 @@ func (s *loginSessions) token(id string, now time.Time) (string, bool) {
 func (s *loginSessions) end(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.byID, sha256.Sum256([]byte(id)))
+	s.remove(sha256.Sum256([]byte(id)))
+}
+
+// remove forgets the session under key.
+func (s *loginSessions) remove(key [32]byte) {
+	ls, ok := s.byID[key]
+	if !ok {
+		return
+	}
+	delete(s.byID, key)
+	own := slices.DeleteFunc(s.byIdentity[ls.identity], func(k [32]byte) bool { return k == key })
+	if len(own) == 0 {
+		delete(s.byIdentity, ls.identity)
+	} else {
+		s.byIdentity[ls.identity] = own
+	}
 }
 
 func (s *loginSessions) expired(ls *loginSession, now time.Time) bool {
@@ -101,7 +128,7 @@ func (s *loginSessions) expired(ls *loginSession, now time.Time) bool {
 func (s *loginSessions) dropExpired(now time.Time) {
 	for k, ls := range s.byID {
 		if s.expired(ls, now) {
-			delete(s.byID, k)
+			s.remove(k)
 		}
 	}
 }

@@ -98,7 +98,7 @@ func (d *dashboard) do(g Gomega, method, path string, body io.Reader, header ...
 // login posts the reader's token to the login form and returns the cookie
 // the dashboard sets.
 func (d *dashboard) login(g Gomega) *http.Cookie {
-	resp, _ := d.do(g, http.MethodPost, "/login", strings.NewReader(url.Values{"token": {d.reader}}.Encode()),
+	resp, _ := d.do(g, http.MethodPost, "/login", strings.NewReader(url.Values{"token": {d.reader}, "namespace": {tenantA}}.Encode()),
 		"Content-Type", "application/x-www-form-urlencoded")
 	g.Expect(resp.StatusCode).To(Equal(http.StatusSeeOther))
 	g.Expect(resp.Cookies()).To(HaveLen(1))
