@@ -11,10 +11,25 @@ import (
 // keeps writing; an update carrying the resourceVersion just read would
 // fail on the conflict, a patch of the changed fields does not.
 func Change[T client.Object](ctx context.Context, c client.Client, obj T, change func(T)) error {
+	return changeWith(ctx, c, obj, change, func(before client.Object) error {
+		return c.Patch(ctx, obj, client.MergeFrom(before))
+	})
+}
+
+// ChangeStatus is Change for the status subresource: a test writing a
+// status the manager or a cluster also writes (a heartbeat, a report)
+// meets the apiserver's judgement of its change, never a 409.
+func ChangeStatus[T client.Object](ctx context.Context, c client.Client, obj T, change func(T)) error {
+	return changeWith(ctx, c, obj, change, func(before client.Object) error {
+		return c.Status().Patch(ctx, obj, client.MergeFrom(before))
+	})
+}
+
+func changeWith[T client.Object](ctx context.Context, c client.Reader, obj T, change func(T), patch func(before client.Object) error) error {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		return err
 	}
 	before := obj.DeepCopyObject().(client.Object)
 	change(obj)
-	return c.Patch(ctx, obj, client.MergeFrom(before))
+	return patch(before)
 }

@@ -93,6 +93,8 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	const clusterID = "cluster edge of team-a: a token of ServiceAccount fleeet-remote-edge"
 	author := user(t, f.mgmt, "pat", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}}, managerNamespace)
 	const authorID = "policy author pat (ConfigMaps in fleeet-system)"
+	manager := bearer(t, f.mgmt, mint(t, f.mgmt, managerNamespace, "fleet-manager"))
+	const managerID = "a stolen token of the manager's ServiceAccount fleeet-system/fleet-manager (the chart's ClusterRole)"
 
 	// A second cluster of team-a, registered through the spare token, for
 	// attacks of one cluster on another.
@@ -120,7 +122,7 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 		}
 	}
 
-	run("tenant", tenantAttacks(ctx, f, alice, aliceID, plain, falseTenant))
+	run("tenant", tenantAttacks(ctx, f, alice, cluster, aliceID, plain, falseTenant))
 	run("push", pushAttacks(ctx, f, alice, aliceID, attacker))
 	run("registrant", registrantAttacks(ctx, f, registrant, registrantID))
 	run("cluster", clusterAttacks(ctx, f, cluster, clusterID))
@@ -132,6 +134,7 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	run("rollout", rolloutAttacks(ctx, f, alice, aliceID))
 	run("dashboard", dashboardAttacks(t, f))
 	run("delivery", deliveryAttacks(ctx, f, alice, cluster, aliceID, clusterID))
+	run("manager", managerAttacks(ctx, f, manager, managerID))
 }
 
 // mint returns a token of the ServiceAccount ns/name, as its holder gets one.
@@ -180,8 +183,17 @@ func deep(n int) *apiextensionsv1.JSON {
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
-func tenantAttacks(ctx context.Context, f *fleet, alice client.Client, id, plain, falseTenant string) []attack {
+func tenantAttacks(ctx context.Context, f *fleet, alice, cluster client.Client, id, plain, falseTenant string) []attack {
 	admin := f.mgmt.Client
+	plan := func(name string) *fleeetv1.ProxyAssemblage {
+		return &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: name}}
+	}
+	remote := func(name string) *fleeetv1.Remote {
+		return &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: name}}
+	}
+	token := func(name string) *fleeetv1.RegistrationToken {
+		return &fleeetv1.RegistrationToken{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: name}}
+	}
 	return []attack{
 		{"module-outside-a-tenant-namespace", id, "create Module in namespace plain (no tenant label)", func(t *testing.T, g Gomega) string {
 			return refused(g, alice.Create(ctx, module(plain, "m", nil)), "is not a tenant namespace")
@@ -263,40 +275,43 @@ func tenantAttacks(ctx context.Context, f *fleet, alice client.Client, id, plain
 			return refused(g, alice.Create(ctx, &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "evil"}}))
 		}},
 		{"rewrite-a-clusters-plan", id, "update ProxyAssemblage team-a/edge spec", func(t *testing.T, g Gomega) string {
-			pa := &fleeetv1.ProxyAssemblage{}
-			g.Expect(alice.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "edge"}, pa)).To(Succeed())
-			pa.Spec.Assemblage.ServiceAccountName = "cluster-admin"
-			return refused(g, alice.Update(ctx, pa))
+			return refused(g, testenv.Change(ctx, alice, plan("edge"), func(pa *fleeetv1.ProxyAssemblage) {
+				pa.Spec.Assemblage.ServiceAccountName = "cluster-admin"
+			}))
 		}},
 		{"forge-a-clusters-report", id, "update ProxyAssemblage team-a/edge status (only the cluster and the manager report)", func(t *testing.T, g Gomega) string {
-			pa := &fleeetv1.ProxyAssemblage{}
-			g.Expect(alice.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "edge"}, pa)).To(Succeed())
-			pa.Status.Syncs = append(pa.Status.Syncs, fleeetv1.SyncStatus{Name: "forged", State: fleeetv1.SyncReady})
-			return refused(g, alice.Status().Update(ctx, pa))
+			return refused(g, testenv.ChangeStatus(ctx, alice, plan("edge"), func(pa *fleeetv1.ProxyAssemblage) {
+				pa.Status.Syncs = append(pa.Status.Syncs, fleeetv1.SyncStatus{Name: "forged", State: fleeetv1.SyncReady})
+			}))
 		}},
 		{"forge-a-remotes-health", id, "update Remote team-a/edge status", func(t *testing.T, g Gomega) string {
-			remote := &fleeetv1.Remote{}
-			g.Expect(alice.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "edge"}, remote)).To(Succeed())
-			remote.Status.KubernetesVersion = "forged"
-			return refused(g, alice.Status().Update(ctx, remote))
+			return refused(g, testenv.ChangeStatus(ctx, alice, remote("edge"), func(r *fleeetv1.Remote) { r.Status.KubernetesVersion = "forged" }))
+		}},
+		{"forge-a-remotes-health-amid-its-writes", id, "read Remote team-a/edge, let the cluster write its status, then send the forged status (the read-then-write race that once answered 409 instead of the refusal)", func(t *testing.T, g Gomega) string {
+			forged := &fleeetv1.Remote{}
+			g.Expect(alice.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "edge"}, forged)).To(Succeed())
+			read := forged.DeepCopy()
+			g.Expect(testenv.ChangeStatus(ctx, cluster, remote("edge"), func(r *fleeetv1.Remote) {
+				r.Status.AgentVersion = "race-" + r.ResourceVersion
+			})).To(Succeed(), "the cluster reports between the attacker's read and write")
+			forged.Status.KubernetesVersion = "forged"
+			return refused(g, alice.Status().Patch(ctx, forged, client.MergeFrom(read)))
 		}},
 		{"report-a-rollout-done", id, "update Module team-a/ping status to say every cluster is updated", func(t *testing.T, g Gomega) string {
-			m := &fleeetv1.Module{}
-			g.Expect(alice.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "ping"}, m)).To(Succeed())
-			m.Status.Summary = fleeetv1.ModuleSummary{Total: 9, Updated: 9, Ready: 9}
-			return refused(g, alice.Status().Update(ctx, m), "written only by the fleet manager")
+			ping := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "ping"}}
+			return refused(g, testenv.ChangeStatus(ctx, alice, ping, func(m *fleeetv1.Module) {
+				m.Status.Summary = fleeetv1.ModuleSummary{Total: 9, Updated: 9, Ready: 9}
+			}), "written only by the fleet manager")
 		}},
 		{"reset-a-tokens-registrations", id, "update RegistrationToken team-a/spare status to forget its registrations", func(t *testing.T, g Gomega) string {
-			tok := &fleeetv1.RegistrationToken{}
-			g.Expect(alice.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "spare"}, tok)).To(Succeed())
-			tok.Status.Registered, tok.Status.Registrations = nil, 0
-			return refused(g, alice.Status().Update(ctx, tok))
+			return refused(g, testenv.ChangeStatus(ctx, alice, token("spare"), func(tok *fleeetv1.RegistrationToken) {
+				tok.Status.Registered, tok.Status.Registrations = nil, 0
+			}))
 		}},
 		{"extend-a-tokens-expiry", id, "update RegistrationToken team-a/spare status.expiresAt a year ahead", func(t *testing.T, g Gomega) string {
-			tok := &fleeetv1.RegistrationToken{}
-			g.Expect(alice.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "spare"}, tok)).To(Succeed())
-			tok.Status.ExpiresAt = &metav1.Time{Time: time.Now().Add(365 * 24 * time.Hour)}
-			return refused(g, alice.Status().Update(ctx, tok))
+			return refused(g, testenv.ChangeStatus(ctx, alice, token("spare"), func(tok *fleeetv1.RegistrationToken) {
+				tok.Status.ExpiresAt = &metav1.Time{Time: time.Now().Add(365 * 24 * time.Hour)}
+			}))
 		}},
 		{"reach-another-tenant", id, "create Module in team-b", func(t *testing.T, g Gomega) string {
 			return refusedByRBAC(g, alice.Create(ctx, module(tenantB, "m", nil)))
@@ -627,11 +642,12 @@ func clusterAttacks(ctx context.Context, f *fleet, cluster client.Client, id str
 			return refusedByRBAC(g, cluster.Update(ctx, r))
 		}},
 		{"relabel-itself-by-request", id, "request env=prod and fleeet.dev/tenant on its own Remote (status.requestedLabels), which its token does not free", func(t *testing.T, g Gomega) string {
-			r := &fleeetv1.Remote{}
-			g.Expect(cluster.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "edge"}, r)).To(Succeed())
-			before := maps.Clone(r.Labels)
-			r.Status.RequestedLabels = map[string]string{"env": "prod", fleeetv1.TenantLabel: "true"}
-			g.Expect(cluster.Status().Update(ctx, r)).To(Succeed(), "a cluster may request; the manager judges")
+			r := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "edge"}}
+			var before map[string]string
+			g.Expect(testenv.ChangeStatus(ctx, cluster, r, func(r *fleeetv1.Remote) {
+				before = maps.Clone(r.Labels)
+				r.Status.RequestedLabels = map[string]string{"env": "prod", fleeetv1.TenantLabel: "true"}
+			})).To(Succeed(), "a cluster may request; the manager judges")
 			var msg string
 			g.Eventually(func(g Gomega) {
 				g.Expect(cluster.Get(ctx, client.ObjectKeyFromObject(r), r)).To(Succeed())

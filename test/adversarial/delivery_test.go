@@ -99,10 +99,9 @@ func deliveryAttacks(ctx context.Context, f *fleet, alice, cluster client.Client
 			}
 			g.Eventually(password, 2*timeout, poll).Should(Equal("delivered-adv-v1"), f.logs)
 			g.Eventually(ready, 2*timeout, poll).Should(Succeed(), f.logs)
-			s := &corev1.Secret{}
-			g.Expect(alice.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "git-creds"}, s)).To(Succeed())
-			s.Data["password"] = []byte("delivered-adv-v2")
-			g.Expect(alice.Update(ctx, s)).To(Succeed())
+			g.Expect(testenv.Change(ctx, alice, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: "git-creds"}}, func(s *corev1.Secret) {
+				s.Data["password"] = []byte("delivered-adv-v2")
+			})).To(Succeed())
 			g.Eventually(password, timeout, poll).Should(Equal("delivered-adv-v2"), f.logs)
 			g.Consistently(ready, "3s", poll).Should(Succeed(), "the sync using it stays Ready across the rotation")
 			for _, ns := range []string{tenantB, agentNamespace} {

@@ -144,10 +144,8 @@ func TestAgentChartInPushModeGrantsTheManagerExactlyWhatItPushes(t *testing.T) {
 		}, 3*timeout, poll).Should(Succeed(), logs)
 	}
 	delivered(corev1.SecretTypeOpaque, "one")
-	offered := &corev1.Secret{}
-	g.Expect(mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenant, Name: "app-config"}, offered)).To(Succeed())
-	offered.Data["value"] = []byte("two")
-	g.Expect(mgmt.Client.Update(ctx, offered)).To(Succeed())
+	offered := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "app-config"}}
+	g.Expect(testenv.Change(ctx, mgmt.Client, offered, func(s *corev1.Secret) { s.Data["value"] = []byte("two") })).To(Succeed())
 	delivered(corev1.SecretTypeOpaque, "two")
 	g.Expect(mgmt.Client.Delete(ctx, offered)).To(Succeed())
 	offer("fleeet.dev/app-config", "three")
