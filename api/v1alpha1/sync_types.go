@@ -388,8 +388,9 @@ type HealthCheckReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 
-	// Namespace of the object; the sync's own namespace downstream unless
-	// set.
+	// Namespace of the object. Unless set, the sync's targetNamespace, or,
+	// without one, the tenant namespace downstream that the sync's Flux
+	// objects live in.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`

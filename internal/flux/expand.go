@@ -304,8 +304,10 @@ func expandKustomize(t Target, sync *fleeetv1.NamedSync, values map[string]strin
 		ks.Spec.Decryption = &kustomizev1.Decryption{Provider: sopsProvider, SecretRef: secretRef(&pkg.Decryption.SecretRef)}
 	}
 	for _, h := range pkg.HealthChecks {
+		// Flux looks an object without a namespace up cluster-wide, where
+		// a namespaced one is never found.
 		ks.Spec.HealthChecks = append(ks.Spec.HealthChecks, meta.NamespacedObjectKindReference{
-			APIVersion: h.APIVersion, Kind: h.Kind, Name: h.Name, Namespace: h.Namespace})
+			APIVersion: h.APIVersion, Kind: h.Kind, Name: h.Name, Namespace: cmp.Or(h.Namespace, pkg.TargetNamespace, t.Namespace)})
 	}
 	for _, e := range pkg.HealthCheckExprs {
 		ks.Spec.HealthCheckExprs = append(ks.Spec.HealthCheckExprs, kustomize.CustomHealthCheck{

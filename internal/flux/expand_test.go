@@ -395,6 +395,11 @@ func TestKustomizeOptionsReachTheKustomization(t *testing.T) {
 	g.Expect(ks.HealthCheckExprs).To(Equal([]kustomize.CustomHealthCheck{{APIVersion: "example.com/v1", Kind: "Widget",
 		HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: "status.phase == 'Ready'", Failed: "status.phase == 'Failed'"}}}))
 
+	defaulted := kustomization(g, &fleeetv1.KustomizePackage{TargetNamespace: "apps", HealthChecks: []fleeetv1.HealthCheckReference{{Kind: "ConfigMap", Name: "flag"}}}).Spec
+	g.Expect(defaulted.HealthChecks[0].Namespace).To(Equal("apps"), "the sync's targetNamespace")
+	defaulted = kustomization(g, &fleeetv1.KustomizePackage{HealthChecks: []fleeetv1.HealthCheckReference{{Kind: "ConfigMap", Name: "flag"}}}).Spec
+	g.Expect(defaulted.HealthChecks[0].Namespace).To(Equal("team-a"), "the namespace of the sync's Flux objects")
+
 	pks := kustomization(g, &fleeetv1.KustomizePackage{}).Spec
 	g.Expect(pks.Decryption).To(BeNil(), "nothing is decrypted unless asked")
 	g.Expect(pks.Force).To(BeFalse(), "nothing is recreated unless asked")
