@@ -117,7 +117,7 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 		return token[1]
 	}
 	// The platform team enrols the cluster into its own tenant too, whose
-	// Modules upgrade the agent (README "Upgrading fleet-agent and Flux").
+	// Modules upgrade the agent (docs/operating.md, "Upgrading fleet-agent and Flux").
 	g.Expect(mgmt.Client.Create(ctx, platformNamespace())).To(Succeed())
 	testenv.HelmCLI(t, down, "install", "fleet-agent", chartRef, "--version", releaseVersion, "--plain-http",
 		"--namespace", agentNamespace, "--create-namespace", "--set", "token="+tokenFor(tenant),

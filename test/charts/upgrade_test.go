@@ -37,7 +37,7 @@ func platformNamespace() *corev1.Namespace {
 }
 
 // expectAFleetManagedAgentUpgrade upgrades the agent the helm CLI installed
-// to a new release through a Module of the platform tenant, the README's
+// to a new release through a Module of the platform tenant, the documented
 // procedure: helm-controller takes the release over as an upgrade, the new
 // agent Pod replaces the old one once Ready, and no other Pod (podinfo,
 // Flux) is restarted.

@@ -85,8 +85,8 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 
 	// Backend v1.1.0's pods never pass their readiness probe, rolled out one
 	// cluster at a time: the first cluster reports it Failed with the pods'
-	// reason while v1.0.0's pods go on serving, its frontend waits, and the
-	// rollout pauses there.
+	// reason while v1.0.0's pods go on serving, its frontend (already running
+	// its own desired spec) stays ready, and the rollout pauses there.
 	fleet.CommitBackend(t, "v1.1.0", func(name string, content []byte) []byte {
 		if name != "deployment.yaml" {
 			return content
