@@ -18,10 +18,11 @@ export GOFLAGS := -buildvcs=false
 # and expands to the binary's path.
 tool = $(shell hack/tools/build.sh $(1) | cut -d= -f2)/$(1)
 
-# One test package at a time: each starts apiservers, Flux, nodes of its
-# own, and two at once on two cores starve the controllers' caches enough to
-# turn timing into failures.
-GO_TEST_FLAGS ?= -count=1 -timeout 60m -p 1
+# Two test packages at a time: each starts apiservers, Flux and nodes of its
+# own, and one alone leaves a core of the two idle most of the time (load
+# average near 1), so two halve the wall time. A test that fails only beside
+# another has a race of its own, fixed where it is.
+GO_TEST_FLAGS ?= -count=1 -timeout 60m -p 2
 MANAGER_CRDS := modules bootstrapmodules remotes proxyassemblages registrationtokens
 AGENT_CRDS := upstreams assemblages
 
