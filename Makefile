@@ -3,7 +3,7 @@
 #   make help      list every target with what it does
 #   make setup     install Debian packages the tests need, build the pinned tools
 #   make test      everything CI runs: vet, gofmt, verify, Go tests (ct install in test/ct), opa check/test, promtool, ct lint
-#   make generate  regenerate deepcopy code, CRDs, the charts' CRDs and READMEs, the webhook config
+#   make generate  regenerate deepcopy code, CRDs, the API reference, the charts' CRDs and READMEs, the webhook config
 #   make verify    fail when generated files are stale
 #   make bench     benchmarks against real apiservers and Flux; figures go to BENCHMARKS.md
 #   make demo      a management and three downstream clusters on this machine, converging live
@@ -59,9 +59,10 @@ release: ## Push both images and both charts (oci://REGISTRY/charts/<name>) at V
 	go run ./hack/release --registry "$(REGISTRY)" --version "$(VERSION)" $(RELEASE_FLAGS)
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, CRDs, the charts' CRDs (Flux's from hack/tools) and READMEs, the webhook config.
+generate: ## Regenerate deepcopy code, CRDs, the API reference (docs/reference.md), the charts' CRDs (Flux's from hack/tools) and READMEs, the webhook config.
 	$(call tool,controller-gen) object paths=./api/...
 	$(call tool,controller-gen) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go run ./hack/apidocs config/crd/bases docs/reference.md
 	rm -f charts/fleet-manager/crds/*.yaml charts/fleet-agent/crds/*.yaml
 	mkdir -p charts/fleet-manager/crds charts/fleet-agent/crds
 	for k in $(MANAGER_CRDS); do cp config/crd/bases/fleeet.dev_$$k.yaml charts/fleet-manager/crds/; done

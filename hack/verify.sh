@@ -12,7 +12,7 @@ git ls-files --cached --others --exclude-standard -z | xargs -0 cp --parents -t 
 make -s -C "$scratch" generate >/dev/null
 
 status=0
-for path in api config charts; do
+for path in api config charts docs/reference.md; do
 	if ! diff -r -q -x __snapshot__ "$root/$path" "$scratch/$path" >/dev/null; then
 		diff -r -x __snapshot__ "$root/$path" "$scratch/$path" | head -n 40 || true
 		status=1
