@@ -32,17 +32,27 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/runner"
 )
 
+// commands are the programs fleet-manager runs besides the controller
+// manager, by its first argument, each given the arguments from that one
+// on. Any other first argument, a flag or none, runs the manager.
+var commands = map[string]func(args []string){
+	"dashboard": runDashboard,
+	"check":     runCheck,
+}
+
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "dashboard" {
-		if err := runDashboard(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
-			os.Exit(1)
+	if len(os.Args) > 1 {
+		if run, ok := commands[os.Args[1]]; ok {
+			run(os.Args[1:])
+			return
 		}
-		return
 	}
-	if len(os.Args) > 1 && os.Args[1] == "check" {
-		helmhooks.Main("fleet-manager", os.Args[1:], helmhooks.Admission)
-		return
-	}
+	runManager()
+}
+
+// runManager runs the controller manager with the flags of the command
+// line, until SIGTERM or SIGINT.
+func runManager() {
 	var o manager.Options
 	var caFile, recoveryCAFile string
 	var hook webhook.Options
@@ -113,14 +123,24 @@ func main() {
 
 // runDashboard runs args, which start with "dashboard", as fleetctl runs
 // them: the same command under a root named fleetctl with kubectl's
-// kubeconfig flags, so its flags, help and errors read the same.
-func runDashboard(ctx context.Context, args []string) error {
+// kubeconfig flags, so its flags, help and errors read the same. It exits 1
+// when the command fails, which cobra has printed.
+func runDashboard(args []string) {
 	kube := genericclioptions.NewConfigFlags(true)
 	root := &cobra.Command{Use: "fleetctl", SilenceUsage: true}
 	kube.AddFlags(root.PersistentFlags())
 	root.AddCommand(dashboard.NewCommand(kube))
 	root.SetArgs(args)
-	return root.ExecuteContext(ctx)
+	if err := root.ExecuteContext(ctrl.SetupSignalHandler()); err != nil {
+		os.Exit(1)
+	}
+}
+
+// runCheck runs args, which start with "check", as the chart's helm test:
+// it passes when the admission webhook refuses a Module in a namespace that
+// is not a tenant's.
+func runCheck(args []string) {
+	helmhooks.Main("fleet-manager", args, helmhooks.Admission)
 }
 
 // shardIdentity is the default --shard-identity: the host name, which is the

@@ -18,8 +18,8 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 
-	"github.com/fleeet-dev/fleeet/internal/controllers/assemblage"
-	"github.com/fleeet-dev/fleeet/internal/controllers/upstream"
+	"github.com/fleeet-dev/fleeet/internal/controllers/agent/assemblage"
+	"github.com/fleeet-dev/fleeet/internal/controllers/agent/upstream"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/version"

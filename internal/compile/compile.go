@@ -254,6 +254,26 @@ func (p Parts) Union() []fleeetv1.NamedSync {
 	return syncs
 }
 
+// ReadPlan reads every part the plan of the Remote key may be split over
+// (fleeetv1.PlanPartName), part 0 first, a nil entry for a part that does
+// not exist: those part 0 lists, and any it no longer lists that are not
+// deleted yet. The compiler compiles against it and the delivery
+// controller bundles the Secrets it delivers.
+func ReadPlan(ctx context.Context, c client.Reader, key client.ObjectKey) (fleeetv1.ProxyPlan, error) {
+	plan := make(fleeetv1.ProxyPlan, fleeetv1.MaxPlanParts)
+	for k, name := range fleeetv1.PlanPartNames(key.Name) {
+		pa := &fleeetv1.ProxyAssemblage{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, pa)
+		if client.IgnoreNotFound(err) != nil {
+			return nil, err
+		}
+		if err == nil {
+			plan[k] = pa
+		}
+	}
+	return plan, nil
+}
+
 // Held is what a Remote holds of plan, the parts of its ProxyAssemblages
 // (a nil entry for one not read): the syncs of part 0 and of each further
 // part part 0 lists, a listed part not read holding none.

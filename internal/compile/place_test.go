@@ -10,6 +10,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
@@ -164,5 +167,29 @@ func TestPlanSplitsOverPartsEachWithinTheLimit(t *testing.T) {
 			continue
 		}
 		g.Expect(next[k]).To(Equal(first[k]), "part %d", k)
+	}
+}
+
+// ReadPlan reads the plan of one Remote part by part, part 0 first, with a
+// nil entry for each part that does not exist, and nothing of another
+// Remote's plan.
+func TestReadPlanReadsEveryPartAndLeavesTheMissingOnesNil(t *testing.T) {
+	g := NewWithT(t)
+	scheme := runtime.NewScheme()
+	g.Expect(fleeetv1.AddToScheme(scheme)).To(Succeed())
+	part := func(plan string, k int) *fleeetv1.ProxyAssemblage {
+		return &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fleeetv1.PlanPartName(plan, k)}}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(part("edge", 0), part("edge", 2), part("other", 0), part("other", 1)).Build()
+	plan, err := compile.ReadPlan(t.Context(), c, client.ObjectKey{Namespace: ns, Name: "edge"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(plan).To(HaveLen(fleeetv1.MaxPlanParts))
+	for k, pa := range plan {
+		if k == 0 || k == 2 {
+			g.Expect(pa).NotTo(BeNil(), "part %d", k)
+			g.Expect(pa.Name).To(Equal(fleeetv1.PlanPartName("edge", k)))
+			continue
+		}
+		g.Expect(pa).To(BeNil(), "part %d", k)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleetviewtest"
 )
 
 // browser starts Debian's headless Chromium (make setup installs it) for

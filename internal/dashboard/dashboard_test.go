@@ -27,9 +27,9 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/dashboard"
 	"github.com/fleeet-dev/fleeet/internal/fleetview"
-	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleetviewtest"
 )
 
 var cluster *testenv.Cluster

@@ -6,7 +6,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/fleetctl"
-	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleetviewtest"
 )
 
 // BenchmarkDiff times fleetctl diff of a version bump of a Module that

@@ -5,7 +5,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/fleeet-dev/fleeet/internal/fleetview/fleetviewtest"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleetviewtest"
 )
 
 // A Remote whose plan is split over two parts is one row of the grid, with

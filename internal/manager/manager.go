@@ -15,12 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/fleeet-dev/fleeet/internal/compile"
-	"github.com/fleeet-dev/fleeet/internal/controllers/bootstrap"
-	"github.com/fleeet-dev/fleeet/internal/controllers/inventory"
-	"github.com/fleeet-dev/fleeet/internal/controllers/module"
-	"github.com/fleeet-dev/fleeet/internal/controllers/policyconfig"
-	"github.com/fleeet-dev/fleeet/internal/controllers/registration"
-	"github.com/fleeet-dev/fleeet/internal/controllers/remote"
+	"github.com/fleeet-dev/fleeet/internal/controllers/manager/bootstrap"
+	"github.com/fleeet-dev/fleeet/internal/controllers/manager/compiler"
+	"github.com/fleeet-dev/fleeet/internal/controllers/manager/inventory"
+	"github.com/fleeet-dev/fleeet/internal/controllers/manager/module"
+	"github.com/fleeet-dev/fleeet/internal/controllers/manager/policyconfig"
+	"github.com/fleeet-dev/fleeet/internal/controllers/manager/registration"
+	"github.com/fleeet-dev/fleeet/internal/controllers/manager/remote"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
@@ -164,9 +165,8 @@ func setupShard(ctx context.Context, mgr ctrl.Manager, o Options) (*shard.Member
 // Remotes a rollout admits under the fleet-wide budget, stays on the
 // leader; the sharded compiler only carries out what Module status says.
 func setupModules(ctx context.Context, mgr ctrl.Manager, o Options, members *shard.Members) error {
-	compiler := &remote.ProxyAssemblageReconciler{Shard: members, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
-		MaxPlanBytes: cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes)}
-	if err := compiler.SetupWithManager(ctx, mgr); err != nil {
+	if err := (&compiler.Reconciler{Shard: members, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
+		MaxPlanBytes: cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes)}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	if err := (&remote.HealthReconciler{Shard: members, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Grace: o.OfflineGrace, Concurrent: o.Concurrent,

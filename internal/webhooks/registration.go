@@ -17,7 +17,7 @@ import (
 // effects, so a caller that reaches the webhook without going through the
 // apiserver learns a verdict and changes nothing. The manager records a
 // registration later, from the Remote the apiserver stored (see
-// internal/controllers/registration).
+// internal/controllers/manager/registration).
 type Registrations struct {
 	// Reader reads tokens, ServiceAccounts and Remotes from the apiserver,
 	// not a cache: a registration must be judged on the latest count.

@@ -1,10 +1,11 @@
 // Package fleettest creates a tenant's Remotes and Modules in a test cluster
 // and reads back the plans and status the manager makes of them, for the
-// tests of the Module controller and of the whole fleet-manager alike.
+// tests of the manager's controllers and of the whole fleet-manager alike.
 package fleettest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,35 @@ func NewModule(tag string, selector *metav1.LabelSelector) *fleeetv1.Module {
 				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
 			},
 		}},
+	}
+}
+
+// CreateModule creates in c the Module ns/name syncing the name repository
+// at tag into the Remotes selector selects; edit may change it first.
+func CreateModule(t testing.TB, c client.Client, ns, name, tag string, selector *metav1.LabelSelector, edit func(*fleeetv1.Module)) *fleeetv1.Module {
+	t.Helper()
+	m := &fleeetv1.Module{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: fleeetv1.ModuleSpec{SyncPlacement: fleeetv1.SyncPlacement{
+			Selector: selector,
+			Sync: fleeetv1.SyncSpec{
+				Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/" + name + ".git", Tag: tag}},
+				Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{Path: "./deploy"}},
+			},
+		}},
+	}
+	if edit != nil {
+		edit(m)
+	}
+	gomega.NewWithT(t).Expect(c.Create(t.Context(), m)).To(gomega.Succeed())
+	return m
+}
+
+// Filler makes a Module's sync about size bytes, for CreateModule's edit:
+// a few such Modules take a plan past a small --max-plan-bytes.
+func Filler(size int) func(*fleeetv1.Module) {
+	return func(m *fleeetv1.Module) {
+		m.Spec.Sync.Package.Kustomize.Substitute = map[string]string{"filler": strings.Repeat("x", size)}
 	}
 }
 

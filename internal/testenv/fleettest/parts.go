@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
 )
 
 // SplitPlan writes remote's plan by hand as the compiler writes a plan split
@@ -55,4 +56,30 @@ func SplitPlan(g gomega.Gomega, c client.Client, ns, remote string, stamps map[s
 func ReportPart(g gomega.Gomega, c client.Client, pa *fleeetv1.ProxyAssemblage, observed int64, syncs ...fleeetv1.SyncStatus) {
 	pa.Status.ObservedGeneration, pa.Status.Syncs = observed, syncs
 	g.Expect(c.Status().Update(context.Background(), pa)).To(gomega.Succeed())
+}
+
+// WholePlan reads every part of the plan of Remote r from c and checks
+// that it is whole (every part part 0 lists, at its revision, and no
+// other), each part within limit bytes and fleeetv1.MaxSyncs syncs and
+// controlled by the Remote.
+func WholePlan(g gomega.Gomega, c client.Client, r *fleeetv1.Remote, limit int) fleeetv1.ProxyPlan {
+	list := &fleeetv1.ProxyAssemblageList{}
+	g.ExpectWithOffset(1, c.List(context.Background(), list, client.InNamespace(r.Namespace))).To(gomega.Succeed())
+	plan := fleeetv1.GroupProxyPlans(list.Items)[r.Name]
+	g.ExpectWithOffset(1, plan).NotTo(gomega.BeEmpty())
+	g.ExpectWithOffset(1, plan[0]).NotTo(gomega.BeNil(), "part 0")
+	listed := plan[0].Spec.Assemblage.Parts
+	g.ExpectWithOffset(1, plan).To(gomega.HaveLen(len(listed)+1), "only the parts part 0 lists")
+	var further []*fleeetv1.AssemblageSpec
+	for _, pa := range plan[1:] {
+		g.ExpectWithOffset(1, pa).NotTo(gomega.BeNil(), "a listed part")
+		further = append(further, &pa.Spec.Assemblage)
+	}
+	g.ExpectWithOffset(1, plan[0].Spec.Assemblage.Whole(further)).To(gomega.Succeed())
+	for _, pa := range plan {
+		g.ExpectWithOffset(1, compile.PlanBytes(&pa.Spec)).To(gomega.BeNumerically("<=", limit), pa.Name)
+		g.ExpectWithOffset(1, len(pa.Spec.Assemblage.Syncs)).To(gomega.BeNumerically("<=", fleeetv1.MaxSyncs), pa.Name)
+		g.ExpectWithOffset(1, metav1.IsControlledBy(pa, r)).To(gomega.BeTrue(), "%s controlled by its Remote", pa.Name)
+	}
+	return plan
 }

@@ -1,0 +1,415 @@
+// Package compiler holds the manager's compiler: the controller that writes
+// each Remote's plan, the ProxyAssemblages holding the syncs of every Module
+// selecting it, split over further parts when they do not fit one object.
+package compiler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
+	"github.com/fleeet-dev/fleeet/internal/shard"
+)
+
+// Field indexes the compiler looks objects up by.
+const (
+	// syncNamesIndex indexes ProxyAssemblages by the names of their syncs,
+	// so a Module change finds the Remotes it was compiled into.
+	syncNamesIndex = "spec.assemblage.syncs.name"
+	// configMapRefsIndex indexes Modules by the ConfigMaps their
+	// control-plane bindings read.
+	configMapRefsIndex = "spec.controlPlaneBindings.configMap"
+)
+
+// Reconciler is the compiler: it writes, for every Remote,
+// the ProxyAssemblage of the same name holding the syncs of every Module
+// selecting it, split over further parts (fleeetv1.PlanPartName) when they
+// do not fit one object.
+type Reconciler struct {
+	// Shard says which Remotes this replica reconciles; nil for all of
+	// them, on the leader alone.
+	Shard *shard.Members
+	// Concurrent is how many objects reconcile at once.
+	Concurrent int
+	// Client reads from the cache and writes ProxyAssemblages.
+	Client client.Client
+	// Recorder records binding failures, policy denials and Modules left
+	// out of a plan on Modules.
+	Recorder events.EventRecorder
+	// MaxPlanBytes is the manager's --max-plan-bytes, the limit of each
+	// part of a plan: a plan that would pass it is split over up to
+	// fleeetv1.MaxPlanParts parts (compile.Place), and leaves out only the
+	// Modules that fit in none instead of being refused whole by admission.
+	// Zero for no limit. Each part is bounded by fleeetv1.MaxSyncs syncs as
+	// well, so that the cluster can mirror it.
+	MaxPlanBytes int
+
+	// revisions remembers the cached Modules' revisions across Remotes.
+	revisions compile.Revisions
+
+	// written holds, per ProxyAssemblage (each part of a plan), the
+	// resourceVersion of the compiler's own last write, so that its watch
+	// event does not compile the Remote again.
+	written sync.Map
+}
+
+// SetupWithManager registers the compiler and the indexes its map functions
+// use, so a change touches only the ProxyAssemblages it affects.
+func (c *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &fleeetv1.ProxyAssemblage{}, syncNamesIndex, func(o client.Object) []string {
+		var names []string
+		for _, s := range o.(*fleeetv1.ProxyAssemblage).Spec.Assemblage.Syncs {
+			names = append(names, s.Name)
+		}
+		return names
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &fleeetv1.Module{}, configMapRefsIndex, func(o client.Object) []string {
+		var names []string
+		for _, b := range o.(*fleeetv1.Module).Spec.ControlPlaneBindings {
+			if ref := b.ObjectFieldRef; ref != nil && ref.Kind == "ConfigMap" {
+				names = append(names, ref.Name)
+			}
+		}
+		return names
+	}); err != nil {
+		return err
+	}
+	return c.Shard.Complete(ctrl.NewControllerManagedBy(mgr).
+		Named("proxyassemblage-compiler").
+		// Any Remote change, status included: bindings may read any field.
+		For(&fleeetv1.Remote{}).
+		// Someone else's change of a plan's spec is undone; the compiler's
+		// own writes come back as events too, and are let through only once.
+		Owns(&fleeetv1.ProxyAssemblage{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool { return !c.wroteItself(e.ObjectNew) },
+		})).
+		Watches(&fleeetv1.Module{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfModule), builder.WithPredicates(compileInputChanged)).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(c.remotesOfConfigMap)),
+		c.Concurrent, c)
+}
+
+// compileInputChanged passes the Module changes that can change a plan: its
+// spec, its labels (copied into syncs) and its rollout admissions, not the
+// summary and conditions the Module controller keeps rewriting.
+var compileInputChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	before, after := e.ObjectOld.(*fleeetv1.Module), e.ObjectNew.(*fleeetv1.Module)
+	return before.Generation != after.Generation ||
+		!equality.Semantic.DeepEqual(before.Labels, after.Labels) ||
+		!equality.Semantic.DeepEqual(before.Status.Rollout, after.Status.Rollout)
+}}
+
+// Reconcile compiles one Remote's plan, split over as many
+// ProxyAssemblages as it needs (fleeetv1.PlanPartName). Output is
+// deterministic (syncs sorted by name) and each part is written only when
+// it changed. The steps, in order: delete the plan of a Remote that is gone
+// (deletePlan), leave the plan as it is while the Remote may not have a new
+// one (planLeftAsIs), compile against what the plan's parts hold
+// (reconcileCompile) and write the parts that changed (reconcileWrite).
+func (c *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	remote := &fleeetv1.Remote{}
+	if err := c.Client.Get(ctx, req.NamespacedName, remote); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, c.deletePlan(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, err
+	}
+	if planLeftAsIs(ctx, remote) {
+		return ctrl.Result{}, nil
+	}
+	held, err := compile.ReadPlan(ctx, c.Client, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	p, err := c.reconcileCompile(ctx, remote, held)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return c.reconcileWrite(ctx, remote, held, p)
+}
+
+// deletePlan deletes every ProxyAssemblage the plan of the Remote key, which
+// is gone, may be split over, and forgets the compiler's last writes of them.
+func (c *Reconciler) deletePlan(ctx context.Context, key client.ObjectKey) error {
+	// The Remote is gone; its plan goes with it.
+	for _, name := range fleeetv1.PlanPartNames(key.Name) {
+		part := client.ObjectKey{Namespace: key.Namespace, Name: name}
+		c.written.Delete(part)
+		pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: part.Name, Namespace: part.Namespace}}
+		if err := c.Client.Delete(ctx, pa); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// planLeftAsIs reports whether the Remote's plan is to be left as it is
+// for now: the Remote is being deleted, suspended, or not adopted from its
+// registration yet.
+func planLeftAsIs(ctx context.Context, remote *fleeetv1.Remote) bool {
+	if !remote.DeletionTimestamp.IsZero() {
+		return true
+	}
+	if remote.Spec.Suspend {
+		// Nothing new is delivered and nothing is taken away until
+		// spec.suspend is cleared; the compile that follows catches up.
+		log.FromContext(ctx).V(1).Info("Remote suspended; plan left as it is")
+		return true
+	}
+	if remote.AwaitingAdoption() {
+		// Adoption sets the token's labels, which selectors and bindings
+		// read; it comes back here as an update of the Remote.
+		log.FromContext(ctx).V(1).Info("Remote not adopted from its registration yet; no plan")
+		return true
+	}
+	return false
+}
+
+// reconcileCompile compiles the Remote's plan against held, what its parts
+// hold now (none when it has no plan), within the manager's size limit
+// over at most fleeetv1.MaxPlanParts parts and passing on the Remote's
+// retry request, and observes how long compiling took. The events it
+// records on Modules are compile's.
+func (c *Reconciler) reconcileCompile(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan) (plan, error) {
+	started := time.Now()
+	retry := remote.Annotations[fleeetv1.RetryAnnotation]
+	parts, stamps, err := c.compile(ctx, remote, held, compile.Limit{MaxBytes: c.MaxPlanBytes, MaxSyncs: fleeetv1.MaxSyncs,
+		MaxParts: fleeetv1.MaxPlanParts, RetryRequestedAt: retry})
+	fleetmetrics.CompileDuration.Observe(time.Since(started).Seconds())
+	if err != nil {
+		return plan{}, err
+	}
+	return planOf(parts, stamps, retry)
+}
+
+// reconcileWrite writes the parts of p that changed: the further parts
+// first, then part 0, which lists the revisions they carry and so
+// publishes them, then deletes the parts part 0 no longer lists. A reader
+// acts on a plan only once every part it lists is read at its revision
+// (AssemblageSpec.Whole), so it never sees half of a new plan.
+func (c *Reconciler) reconcileWrite(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan, p plan) (ctrl.Result, error) {
+	for k := range p.parts {
+		k = (k + 1) % len(p.parts) // part 0 last
+		if p.heldBy(k, held[k]) {
+			continue
+		}
+		if res, err := c.writePart(ctx, remote, held, p, k); err != nil || !res.IsZero() {
+			return res, err
+		}
+	}
+	for k := len(p.parts); k < len(held); k++ {
+		if held[k] == nil {
+			continue
+		}
+		c.written.Delete(client.ObjectKeyFromObject(held[k]))
+		if err := c.Client.Delete(ctx, held[k]); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("deleting ProxyAssemblage %s/%s, a part the plan no longer lists: %w", remote.Namespace, held[k].Name, err)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// writePart writes part k of p: an update of held[k] when the part exists,
+// else a new part the Remote owns. It observes the part's size and the
+// write's duration, and remembers the write so that its watch event does
+// not compile the Remote again. A part the cache has not seen yet is
+// compiled again shortly; a part admission policy refuses is told to the
+// Modules it would have changed (recordDenial), and the Remote keeps the
+// plan it holds: part 0 is not written, so it lists the parts as they were.
+func (c *Reconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan, p plan, k int) (ctrl.Result, error) {
+	pa, exists := held[k].DeepCopy(), held[k] != nil // held stays the plan as it was read
+	var heldSyncs []fleeetv1.NamedSync
+	if exists {
+		heldSyncs = pa.Spec.Assemblage.Syncs
+	} else {
+		pa = &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: fleeetv1.PlanPartName(remote.Name, k), Namespace: remote.Namespace}}
+		if err := controllerutil.SetControllerReference(remote, pa, c.Client.Scheme()); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	want := p.parts[k]
+	a := &pa.Spec.Assemblage
+	a.Syncs, a.RetryRequestedAt, a.Parts, a.PartRevision = want.Syncs, want.RetryRequestedAt, want.Parts, want.PartRevision
+	metav1.SetMetaDataAnnotation(&pa.ObjectMeta, fleeetv1.CompiledAnnotation, p.compiled[k])
+	if raw, err := json.Marshal(pa.Spec); err == nil {
+		fleetmetrics.PlanBytes.Observe(float64(len(raw)))
+	}
+	err := c.write(ctx, pa, exists)
+	if !exists && apierrors.IsAlreadyExists(err) {
+		// The cache has not seen the part this compiler wrote a moment ago
+		// (or another replica did): it will, and the compile after that
+		// compares against it. Not an error, so no error backoff.
+		log.FromContext(ctx).V(1).Info("ProxyAssemblage exists but is not cached yet; compiling again shortly", "part", pa.Name)
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if err != nil {
+		if msg, denied := policyDenial(err); denied {
+			c.recordDenial(ctx, remote, held.Syncs(), p.union(), heldSyncs, want.Syncs, msg)
+		}
+		return ctrl.Result{}, fmt.Errorf("writing ProxyAssemblage %s/%s: %w", remote.Namespace, pa.Name, err)
+	}
+	c.written.Store(client.ObjectKeyFromObject(pa), pa.ResourceVersion)
+	log.FromContext(ctx).V(1).Info("Compiled ProxyAssemblage", "part", pa.Name, "syncs", len(want.Syncs))
+	return ctrl.Result{}, nil
+}
+
+// write creates pa, or updates it when it exists, and observes how long
+// the apiserver took to answer.
+func (c *Reconciler) write(ctx context.Context, pa *fleeetv1.ProxyAssemblage, exists bool) error {
+	started := time.Now()
+	var err error
+	if exists {
+		err = c.Client.Update(ctx, pa)
+	} else {
+		err = c.Client.Create(ctx, pa)
+	}
+	fleetmetrics.PlanWriteDuration.Observe(time.Since(started).Seconds())
+	return err
+}
+
+// wroteItself reports whether a ProxyAssemblage is as the compiler last
+// wrote it.
+func (c *Reconciler) wroteItself(pa client.Object) bool {
+	rv, ok := c.written.Load(client.ObjectKeyFromObject(pa))
+	return ok && rv == pa.GetResourceVersion()
+}
+
+// policyDenial returns the message of an admission webhook's refusal.
+func policyDenial(err error) (string, bool) {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return "", false
+	}
+	_, msg, denied := strings.Cut(status.Status().Message, " denied the request: ")
+	return msg, denied
+}
+
+// recordDenial tells each Module whose sync a refused part of a plan would
+// have added, changed or removed that admission policy refused it for this
+// Remote: held and refused are the plan's syncs before and after, heldPart
+// and refusedPart the part's. The plan keeps what it held until the policy
+// or the Module changes.
+func (c *Reconciler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, held, refused, heldPart, refusedPart []fleeetv1.NamedSync, msg string) {
+	changed := map[string]bool{}
+	for i := range refusedPart {
+		if !compile.Same(compile.Find(held, refusedPart[i].Name), &refusedPart[i]) {
+			changed[refusedPart[i].Name] = true
+		}
+	}
+	for i := range heldPart {
+		if compile.Find(refused, heldPart[i].Name) == nil {
+			changed[heldPart[i].Name] = true
+		}
+	}
+	for name := range changed {
+		m := &fleeetv1.Module{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: name}, m); err != nil {
+			continue // deleted since: nothing left to tell
+		}
+		c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonPolicyDenied, "Compile",
+			"Remote %s: plan refused by admission policy: %s", remote.Name, msg)
+	}
+}
+
+// compile computes the plan of one Remote, part by part, from every Module
+// of its namespace (compile.Plan) against held, within limit, and reports
+// on its Module each binding failure and each Module newly left out for the
+// plan's size (not on every compile: any Module's change compiles the
+// Remote again). Modules come from the cache uncopied (this runs once per
+// Remote per change) and are only read.
+func (c *Reconciler) compile(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan, limit compile.Limit) (compile.Parts, map[string]fleeetv1.Compiled, error) {
+	modules := &fleeetv1.ModuleList{}
+	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, err
+	}
+	parts, stamps, err := compile.Plan(ctx, c.Client, modules.Items, remote, compile.Held(held), limit, &c.revisions)
+	syncs := parts.Union()
+	before := map[string]fleeetv1.Compiled{}
+	for _, pa := range held {
+		if pa != nil {
+			maps.Copy(before, pa.CompiledSyncs())
+		}
+	}
+	for i := range modules.Items {
+		m := &modules.Items[i]
+		stamp, ok := stamps[m.Name]
+		if ok && stamp.BindingError != "" {
+			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonBindingFailed, "Compile",
+				"Remote %s: %s", remote.Name, stamp.BindingError)
+		}
+		if was := before[m.Name]; ok && stamp.TooLarge != "" && (was.TooLarge == "" || was.Generation != stamp.Generation) {
+			keeps := "holds nothing of it"
+			if kept := compile.Find(syncs, m.Name); kept != nil {
+				keeps = "keeps " + compile.Version(&kept.SyncSpec)
+			}
+			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonPlanTooLarge, "Compile",
+				"%s; the Remote %s, and the other Modules' changes go on", stamp.TooLarge, keeps)
+		}
+	}
+	return parts, stamps, err
+}
+
+// remotesOfModule maps a Module to the Remotes it selects now and those a
+// part of whose plan holds its sync from an earlier selection.
+func (c *Reconciler) remotesOfModule(ctx context.Context, o client.Object) []reconcile.Request {
+	m := o.(*fleeetv1.Module)
+	seen := map[string]bool{}
+	pas := &fleeetv1.ProxyAssemblageList{}
+	if err := c.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy, client.MatchingFields{syncNamesIndex: m.Name}); err == nil {
+		for _, pa := range pas.Items {
+			name, _ := fleeetv1.PlanOfPart(pa.Name)
+			seen[name] = true
+		}
+	}
+	remotes := &fleeetv1.RemoteList{}
+	if err := c.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err == nil {
+		for i := range remotes.Items {
+			if ok, _ := compile.Selects(m.Spec.Selector, &remotes.Items[i]); ok {
+				seen[remotes.Items[i].Name] = true
+			}
+		}
+	}
+	var reqs []reconcile.Request
+	for name := range seen {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: m.Namespace, Name: name}})
+	}
+	return reqs
+}
+
+// remotesOfConfigMap maps a ConfigMap to the Remotes of the Modules that bind it.
+func (c *Reconciler) remotesOfConfigMap(ctx context.Context, o client.Object) []reconcile.Request {
+	modules := &fleeetv1.ModuleList{}
+	if err := c.Client.List(ctx, modules, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy, client.MatchingFields{configMapRefsIndex: o.GetName()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range modules.Items {
+		reqs = append(reqs, c.remotesOfModule(ctx, &modules.Items[i])...)
+	}
+	return reqs
+}
