@@ -71,6 +71,8 @@ func runManager() {
 	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of objects each controller reconciles at once.")
 	pflag.StringVar(&o.Management.URL, "management-url", "",
 		"URL of this cluster's Kubernetes API as downstream agents reach it; written into RegistrationToken Secrets.")
+	pflag.StringVar(&o.AgentChart, "agent-chart", "",
+		"The fleet-agent chart released with this manager, as helm install takes it (oci://…/fleet-agent --version X); written into RegistrationToken Secrets for fleetctl token create to print.")
 	pflag.StringVar(&caFile, "management-ca-file", "",
 		"PEM file of the CA that signs the API's serving certificate, for agents; written into RegistrationToken Secrets.")
 	pflag.StringVar(&o.Namespace, "namespace", os.Getenv("POD_NAMESPACE"),

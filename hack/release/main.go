@@ -76,9 +76,18 @@ func publish(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The manager's tokens name the agent chart pushed beside it.
+	agentChart := "oci://" + o.registry + "/charts/fleet-agent --version " + o.version
+	if o.plainHTTP {
+		agentChart += " --plain-http"
+	}
 	var charts []release.Chart
 	for _, im := range images {
-		path, err := release.PackageChart(opts.Root, opts.Out, opts.Version, im)
+		var set map[string]string
+		if im.Name == "fleet-manager" {
+			set = map[string]string{"agentChart": agentChart}
+		}
+		path, err := release.PackageChart(opts.Root, opts.Out, opts.Version, im, set)
 		if err != nil {
 			return err
 		}

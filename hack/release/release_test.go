@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -85,6 +86,10 @@ func TestReleaseInstallsFromOCIThePushedImagesByDigest(t *testing.T) {
 		rel, err := install.Run(ch, vals)
 		g.Expect(err).NotTo(HaveOccurred(), "rendering %s", n)
 		g.Expect(deploymentImage(t, rel.Manifest, n)).To(Equal(imageRef+"@"+first[n]), "the image %s runs", n)
+		if n == "fleet-manager" {
+			agentChart := fmt.Sprintf("oci://%s/charts/fleet-agent --version %s --plain-http", registryPath, version)
+			g.Expect(rel.Manifest).To(ContainSubstring("--agent-chart=%s", agentChart), "the manager's tokens name the agent chart released with it")
+		}
 	}
 
 	g.Expect(publish(ctx, opts, io.Discard)).To(Succeed())

@@ -25,6 +25,10 @@ const (
 	// ExpiresAtKey is the key of a token's expiry (RFC 3339) next to it.
 	ExpiresAtKey = "expiresAt"
 
+	// ChartKey is the key of the fleet-agent chart the fleet was released
+	// with, as helm install takes it, in a RegistrationToken's Secret.
+	ChartKey = "chart"
+
 	// ValuesKey is the key of the fleet-agent chart values in a
 	// RegistrationToken's Secret, for `helm install fleet-agent -f`.
 	ValuesKey = "values.yaml"

@@ -269,7 +269,8 @@ func TestTokenCreatePrintsTheInstallCommand(t *testing.T) {
 	g.Expect(tok.Spec.FreeLabelKeys).To(Equal([]string{"region", "zone"}))
 	secret := &corev1.Secret{}
 	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret)).To(Succeed())
-	g.Expect(out).To(HavePrefix("helm install fleet-agent charts/fleet-agent \\\n  --namespace fleeet-system --create-namespace \\\n"))
+	g.Expect(out).To(HavePrefix("helm install fleet-agent "+fleetviewtest.AgentChart+" \\\n  --namespace fleeet-system --create-namespace \\\n"),
+		"the chart the fleet was released with, as the manager wrote it into the token's Secret")
 	// One value enrols the cluster: the enrolment string the manager wrote
 	// next to the values, carrying the URL, CA, namespace and token.
 	enrolment := string(secret.Data[credential.EnrolmentKey])
@@ -284,8 +285,9 @@ func TestTokenCreatePrintsTheInstallCommand(t *testing.T) {
 		Management: credential.Management{URL: cluster.Config.Host, Namespace: ns, CABundle: cluster.Config.CAData}}))
 
 	file := filepath.Join(t.TempDir(), "values.yaml")
-	out, err = run(t, ns, "token", "create", "lab", "--values-file", file)
+	out, err = run(t, ns, "token", "create", "lab", "--values-file", file, "--chart", "./charts/fleet-agent")
 	g.Expect(err).NotTo(HaveOccurred(), out)
+	g.Expect(out).To(HavePrefix("helm install fleet-agent ./charts/fleet-agent \\\n"), "--chart names another")
 	g.Expect(out).To(ContainSubstring("-f " + file))
 	g.Expect(out).NotTo(ContainSubstring("token="), "the token stays in the file")
 	info, err := os.Stat(file)

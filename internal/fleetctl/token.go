@@ -1,6 +1,7 @@
 package fleetctl
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -47,9 +48,12 @@ readable by you only, and the command refers to it; otherwise it is on the comma
 			if err != nil {
 				return err
 			}
-			values, err := createToken(cmd.Context(), c, ns, args[0], o)
+			values, chart, err := createToken(cmd.Context(), c, ns, args[0], o)
 			if err != nil {
 				return err
+			}
+			if o.chart == "" {
+				o.chart = cmp.Or(chart, "charts/fleet-agent")
 			}
 			return printInstall(cmd, values, o)
 		},
@@ -60,16 +64,18 @@ readable by you only, and the command refers to it; otherwise it is on the comma
 	create.Flags().Int32Var(&o.max, "max", 1, "How many clusters may register with the token")
 	create.Flags().StringVar(&o.valuesFile, "values-file", "", "Write the chart values to this file (mode 0600) instead of the command line")
 	create.Flags().StringVar(&o.clusterName, "cluster-name", "", "The cluster's Remote name to put in the printed command (default: the chart names the cluster after its kube-system namespace's UID)")
-	create.Flags().StringVar(&o.chart, "chart", "charts/fleet-agent", "The fleet-agent chart reference for the printed command")
+	create.Flags().StringVar(&o.chart, "chart", "", "The fleet-agent chart reference for the printed command (default: the chart the fleet was released with, as the manager writes it into the token's Secret, or charts/fleet-agent where it writes none)")
 	create.Flags().DurationVar(&o.timeout, "timeout", 30*time.Second, "How long to wait for the manager to issue the token")
 	token.AddCommand(create)
 	return token
 }
 
 // createToken creates the RegistrationToken and returns the agent chart
-// values the manager writes into its Secret.
-func createToken(ctx context.Context, c client.Client, ns, name string, o tokenOptions) (credential.AgentValues, error) {
+// values and the chart reference (empty when none) the manager writes into
+// its Secret.
+func createToken(ctx context.Context, c client.Client, ns, name string, o tokenOptions) (credential.AgentValues, string, error) {
 	var values credential.AgentValues
+	var chart string
 	tok := &fleeetv1.RegistrationToken{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: fleeetv1.RegistrationTokenSpec{
@@ -77,7 +83,7 @@ func createToken(ctx context.Context, c client.Client, ns, name string, o tokenO
 		},
 	}
 	if err := c.Create(ctx, tok); err != nil {
-		return values, err
+		return values, "", err
 	}
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, o.timeout, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(tok), tok); err != nil {
@@ -93,12 +99,13 @@ func createToken(ctx context.Context, c client.Client, ns, name string, o tokenO
 		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: tok.Status.SecretName}, secret); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
+		chart = string(secret.Data[credential.ChartKey])
 		return true, yaml.Unmarshal(secret.Data[credential.ValuesKey], &values)
 	})
 	if err != nil {
-		return values, fmt.Errorf("waiting for the manager to issue RegistrationToken %s/%s: %w", ns, name, err)
+		return values, "", fmt.Errorf("waiting for the manager to issue RegistrationToken %s/%s: %w", ns, name, err)
 	}
-	return values, nil
+	return values, chart, nil
 }
 
 // printInstall prints the helm command that enrols a cluster: the

@@ -57,6 +57,10 @@ type Options struct {
 	// Management is the API URL and CA bundle agents connect to, written
 	// into each RegistrationToken's agent values.
 	Management credential.Management
+	// AgentChart is the fleet-agent chart released with the manager's, as
+	// helm install takes it (reference and --version), written into each
+	// RegistrationToken's Secret.
+	AgentChart string
 	// Namespace is the manager's own namespace, where ConfigMaps labelled
 	// fleeet.dev/policy=true hold user policies; empty disables them.
 	Namespace string
@@ -125,7 +129,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := recovery.Add(mgr, Name, o.Recovery); err != nil {
 		return err
 	}
-	tokens := &registration.TokenReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, Concurrent: o.Concurrent}
+	tokens := &registration.TokenReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name), Management: o.Management, AgentChart: o.AgentChart, Concurrent: o.Concurrent}
 	if err := tokens.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -28,9 +28,11 @@ type Chart struct {
 // PackageChart packages charts/<im.Name> from the module at root into dir,
 // at version (its appVersion too), with its default image pinned to im:
 // image.repository is im's and image.digest im's digest, so that installing
-// the chart with no image values runs exactly the image pushed with it. The
-// chart in the checkout is left as it is. It returns the archive's path.
-func PackageChart(root, dir, version string, im Image) (string, error) {
+// the chart with no image values runs exactly the image pushed with it.
+// Each of set is a top-level string value the release decides (such as the
+// agent chart the manager's tokens name). The chart in the checkout is
+// left as it is. It returns the archive's path.
+func PackageChart(root, dir, version string, im Image, set map[string]string) (string, error) {
 	ch, err := loader.LoadDir(filepath.Join(root, "charts", im.Name))
 	if err != nil {
 		return "", fmt.Errorf("loading charts/%s: %w", im.Name, err)
@@ -43,6 +45,11 @@ func PackageChart(root, dir, version string, im Image) (string, error) {
 		}
 		if f.Data, err = pinImage(f.Data, im.Repository, im.Digest.String()); err != nil {
 			return "", fmt.Errorf("charts/%s/values.yaml: %w", im.Name, err)
+		}
+		for key, value := range set {
+			if f.Data, err = setTopLevel(f.Data, key, value); err != nil {
+				return "", fmt.Errorf("charts/%s/values.yaml: %w", im.Name, err)
+			}
 		}
 		if ch.Values, err = chartutil.ReadValues(f.Data); err != nil {
 			return "", fmt.Errorf("charts/%s/values.yaml: %w", im.Name, err)
@@ -95,6 +102,26 @@ func pinImage(values []byte, repository, digest string) ([]byte, error) {
 		}
 	}
 	return pinned, nil
+}
+
+// setTopLevel sets the top-level string value key, a line of its own, in a
+// chart's values.yaml, keeping every comment, and reads the result back.
+func setTopLevel(values []byte, key, value string) ([]byte, error) {
+	lines := strings.SplitAfter(string(values), "\n")
+	for i, line := range lines {
+		if strings.HasPrefix(line, key+":") {
+			lines[i] = fmt.Sprintf("%s: %q\n", key, value)
+		}
+	}
+	set := []byte(strings.Join(lines, ""))
+	vals, err := chartutil.ReadValues(set)
+	if err != nil {
+		return nil, err
+	}
+	if got, err := vals.PathValue(key); err != nil || got != value {
+		return nil, fmt.Errorf("%s is not a top-level line of its own to set to %q", key, value)
+	}
+	return set, nil
 }
 
 // PushChart pushes the chart archive at path as a Helm OCI artifact to

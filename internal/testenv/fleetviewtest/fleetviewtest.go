@@ -49,11 +49,16 @@ func RunWithManager(m *testing.M, cluster **testenv.Cluster) int {
 		})
 }
 
+// AgentChart is the fleet-agent chart the tests' manager says the fleet
+// was released with.
+const AgentChart = "oci://registry.example.com/fleeet/charts/fleet-agent --version 1.2.3"
+
 // ManagerOptions are the options the tests' fleet-manager runs with on c.
 func ManagerOptions(c *testenv.Cluster) manager.Options {
 	return manager.Options{
 		OfflineGrace: time.Hour, PushTimeout: 5 * time.Second, PushPoll: time.Second,
 		Management: credential.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
+		AgentChart: AgentChart,
 		Namespace:  "fleeet-system",
 	}
 }

@@ -60,6 +60,10 @@ type TokenReconciler struct {
 	// Management is the API URL and CA bundle written into agent values;
 	// the namespace is each token's own.
 	Management credential.Management
+	// AgentChart is the fleet-agent chart the fleet was released with, as
+	// helm install takes it, written into each token's Secret for fleetctl
+	// to print; empty writes none.
+	AgentChart string
 	// Concurrent is how many tokens reconcile at once.
 	Concurrent int
 }
@@ -309,6 +313,9 @@ func (t *TokenReconciler) ensureSecret(ctx context.Context, tok *fleeetv1.Regist
 	secret.Data = token.SecretData()
 	secret.Data[credential.ValuesKey] = values
 	secret.Data[credential.EnrolmentKey] = []byte(enrolment)
+	if t.AgentChart != "" {
+		secret.Data[credential.ChartKey] = []byte(t.AgentChart)
+	}
 	if err := t.Client.Update(ctx, secret); err != nil {
 		return fmt.Errorf("writing Secret %s: %w", secret.Name, err)
 	}
