@@ -31,10 +31,14 @@ import (
 var deliveryValues = []string{"password-before-rotation", "password-after-rotation", "never-offered", "someone-elses", "kept-downstream"}
 
 // startDelivery runs the manager's delivery controller against the
-// management cluster.
+// management cluster, with the health controller, which records the
+// heartbeat a bundle waits for.
 func startDelivery(t *testing.T, l *linked) {
 	t.Helper()
 	stop, err := testenv.StartManager(l.mgmt, "fleet-manager", func(ctx context.Context, mgr ctrl.Manager) error {
+		if err := (&remote.HealthReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Grace: time.Hour, Concurrent: 1}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 		return (&remote.DeliveryReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Concurrent: 1}).SetupWithManager(ctx, mgr)
 	})
 	if err != nil {

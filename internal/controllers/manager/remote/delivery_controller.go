@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -60,8 +61,8 @@ func (d *DeliveryReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 	}
 	return d.Shard.Complete(ctrl.NewControllerManagedBy(mgr).
 		Named("delivery").
-		// A Remote turning push or pull.
-		For(&fleeetv1.Remote{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A Remote turning push or pull, or its cluster's first heartbeat.
+		For(&fleeetv1.Remote{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, firstHeartbeat))).
 		// Any part of its plan.
 		Watches(&fleeetv1.ProxyAssemblage{}, planOfPart, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A delivered Secret's rotation or relabelling, and a bundle
@@ -70,6 +71,14 @@ func (d *DeliveryReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 		Watches(&corev1.Secret{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &fleeetv1.Remote{}, handler.OnlyControllerOwner())),
 		d.Concurrent, d)
 }
+
+// firstHeartbeat passes the update that records a Remote's first
+// heartbeat: the moment a cluster is known to be behind it.
+var firstHeartbeat = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	old, oldOK := e.ObjectOld.(*fleeetv1.Remote)
+	remote, ok := e.ObjectNew.(*fleeetv1.Remote)
+	return oldOK && ok && old.Status.LastHeartbeatTime == nil && remote.Status.LastHeartbeatTime != nil
+}}
 
 // plansDelivering maps a Secret to the Remotes a part of whose plan
 // delivers it.
@@ -96,8 +105,8 @@ func (d *DeliveryReconciler) plansDelivering(ctx context.Context, o client.Objec
 // that is missing or may not be delivered (delivery.Check) is left out and
 // reported on the Remote and on the Modules whose syncs name it; a bundle
 // that would not fit in a Secret is not written at all and reported alike.
-// A bundle is created only once the plan delivers something, and kept,
-// empty, once it did.
+// A bundle is created only once the plan delivers something and a cluster
+// has reported through the Remote, and kept, empty, once it was.
 func (d *DeliveryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	remote := &fleeetv1.Remote{}
 	if err := d.Client.Get(ctx, req.NamespacedName, remote); err != nil {
@@ -105,6 +114,13 @@ func (d *DeliveryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if remote.Spec.KubeconfigRef != nil || !remote.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	if remote.Status.LastHeartbeatTime == nil {
+		// No cluster has reported through this Remote yet, and a tenant
+		// can create pull Remotes with none behind them: a copy of every
+		// delivered Secret for each would let one tenant fill the
+		// management cluster's storage. The first heartbeat brings it here.
 		return ctrl.Result{}, nil
 	}
 	plan, err := compile.ReadPlan(ctx, d.Client, req.NamespacedName)

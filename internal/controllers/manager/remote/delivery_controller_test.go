@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -53,6 +54,36 @@ func bundleOf(g Gomega, ns, name string) map[string]delivery.Item {
 	return items
 }
 
+// reportingRemote is a pull Remote whose cluster has sent its first
+// heartbeat: only such a Remote gets a bundle.
+func reportingRemote(t *testing.T, ns, name string, labels map[string]string) *fleeetv1.Remote {
+	t.Helper()
+	r := pullRemote(t, ns, name, labels)
+	heartbeat(t, r, time.Now())
+	return r
+}
+
+// A pull Remote no cluster has reported through, as a tenant can make by
+// hand, gets no copy of the Secrets its plan delivers; its first heartbeat
+// brings its bundle.
+func TestARemoteNoClusterReportedThroughGetsNoBundle(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	r := pullRemote(t, ns, "made-by-hand", nil)
+	newSecret(t, ns, "creds", "creds-value", offered, nil)
+	fleettest.CreateModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, deliverSecrets("creds"))
+	g.Eventually(func(g Gomega) {
+		g.Expect(wholePlan(g, r).Listed().Syncs()).To(HaveLen(1))
+	}, timeout, poll).Should(Succeed())
+	g.Consistently(func() bool {
+		err := cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: fleeetv1.DeliveryBundleName(r.Name)}, &corev1.Secret{})
+		return apierrors.IsNotFound(err)
+	}, 3*time.Second, poll).Should(BeTrue(), "no bundle without a cluster behind the Remote")
+
+	heartbeat(t, r, time.Now())
+	g.Eventually(func(g Gomega) map[string]delivery.Item { return bundleOf(g, ns, r.Name) }, timeout, poll).Should(HaveKey("creds"))
+}
+
 // Each selected pull Remote gets one bundle, owned by it, holding exactly
 // the Secrets its plan delivers that their owners offered; the others are
 // named, never quoted, in Warning events on the Module. A Remote the Module
@@ -61,8 +92,8 @@ func TestEachPullRemoteGetsABundleOfTheOfferedSecretsItsPlanDelivers(t *testing.
 	g := NewWithT(t)
 	ctx := t.Context()
 	ns := tenant(t)
-	eu := pullRemote(t, ns, "eu-1", map[string]string{"region": "eu"})
-	pullRemote(t, ns, "us-1", map[string]string{"region": "us"})
+	eu := reportingRemote(t, ns, "eu-1", map[string]string{"region": "eu"})
+	reportingRemote(t, ns, "us-1", map[string]string{"region": "us"})
 	newSecret(t, ns, "git-creds", "git-value-1", offered, nil)
 	newSecret(t, ns, "unoffered", "unoffered-value", nil, nil)
 	newSecret(t, ns, "sa-token", "sa-token-value", offered, func(s *corev1.Secret) {
@@ -115,7 +146,7 @@ func TestEachPullRemoteGetsABundleOfTheOfferedSecretsItsPlanDelivers(t *testing.
 func TestABundleTooLargeForASecretIsNotWrittenPartially(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
-	pullRemote(t, ns, "edge", nil)
+	reportingRemote(t, ns, "edge", nil)
 	newSecret(t, ns, "small", "small-value", offered, nil)
 	m := fleettest.CreateModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, deliverSecrets("small"))
 	g.Eventually(func(g Gomega) map[string]delivery.Item { return bundleOf(g, ns, "edge") }, timeout, poll).Should(HaveKey("small"))
@@ -137,7 +168,7 @@ func TestABundleTooLargeForASecretIsNotWrittenPartially(t *testing.T) {
 func TestABundleDeliversTheSecretsOfEveryPartOfASplitPlan(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
-	r := pullRemote(t, ns, "edge", nil)
+	r := reportingRemote(t, ns, "edge", nil)
 	newSecret(t, ns, "creds", "creds-value", offered, nil)
 	var modules []*fleeetv1.Module
 	for i := range 25 {
