@@ -18,11 +18,12 @@ export GOFLAGS := -buildvcs=false
 # and expands to the binary's path.
 tool = $(shell hack/tools/build.sh $(1) | cut -d= -f2)/$(1)
 
-# Two test packages at a time: each starts apiservers, Flux and nodes of its
-# own, and one alone leaves a core of the two idle most of the time (load
-# average near 1), so two halve the wall time. A test that fails only beside
-# another has a race of its own, fixed where it is.
-GO_TEST_FLAGS ?= -count=1 -timeout 60m -p 2
+# go test's flags in each of hack/go-test.sh's two lanes, which run one
+# package at a time each: a heavy package starts apiservers, Flux and nodes of
+# its own and leaves one of the two cores idle most of the time, so two lanes
+# halve the wall time. A test that fails only beside another has a race of
+# its own, fixed where it is.
+GO_TEST_FLAGS ?= -count=1 -timeout 60m -p 1
 MANAGER_CRDS := modules bootstrapmodules remotes proxyassemblages registrationtokens
 AGENT_CRDS := upstreams assemblages
 
@@ -90,8 +91,8 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 .PHONY: go-test
-go-test: ## Unit and real-apiserver tests (tools are built on first use).
-	go test $(GO_TEST_FLAGS) ./...
+go-test: ## Unit and real-apiserver tests in two lanes (tools are built on first use).
+	hack/go-test.sh $(GO_TEST_FLAGS)
 
 .PHONY: opa-test
 opa-test: ## Strict check and unit tests of every policy, failing under 90% coverage.
