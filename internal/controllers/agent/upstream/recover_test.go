@@ -18,6 +18,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -171,7 +172,7 @@ func TestAClusterReattachesByItself(t *testing.T) {
 			g.Expect(registered.Reason).To(Equal(reason))
 			g.Expect(registered.Message).To(ContainSubstring("retrying"))
 			g.Expect(registered.Message).To(ContainSubstring(says))
-			g.Expect(l.condition(g, fleeetv1.StalledCondition).Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(apimeta.IsStatusConditionTrue(l.up.Status.Conditions, fleeetv1.StalledCondition)).To(BeFalse(), "a failed recovery is retried")
 		}, timeout, poll).Should(Succeed())
 		g.Expect(l.downstreamState(g)).To(Equal(before), "nothing downstream changes meanwhile")
 	}

@@ -12,7 +12,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -112,7 +111,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Complete(r)
 }
 
-// Reconcile registers, connects and mirrors one Upstream.
+// Reconcile registers, connects and mirrors one Upstream. Status is written
+// in one deferred patch so every exit records what happened.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	up := &fleeetv1.Upstream{}
 	if err := r.Client.Get(ctx, req.NamespacedName, up); err != nil {
@@ -129,61 +129,118 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	defer status.NewPatcher(r.Client, r.Recorder, up).Finish(ctx, &retErr)
 
-	if up.Spec.ServiceAccountName == "" && !r.AllowUnconfined {
-		// Refused before registering, so the token is not spent on it.
-		r.disconnect(req.NamespacedName)
-		msg := "spec.serviceAccountName: empty, so Flux would apply this tenant's syncs with its own, unconfined identity; " +
-			"name the tenant's ServiceAccount in its downstream namespace, or start the agent with --allow-unconfined-syncs"
-		setCondition(up, fleeetv1.ReadyCondition, metav1.ConditionFalse, fleeetv1.ReasonServiceAccountNameUnset, msg)
-		setCondition(up, fleeetv1.StalledCondition, metav1.ConditionTrue, fleeetv1.ReasonServiceAccountNameUnset, msg)
-		setCondition(up, fleeetv1.ReconcilingCondition, metav1.ConditionFalse, fleeetv1.ReasonServiceAccountNameUnset, msg)
+	if !r.reconcileConfinement(up) {
 		return ctrl.Result{}, nil
 	}
-	l, err := r.connectOrRecover(ctx, up)
-	if err != nil {
-		var refused refusal
-		var waiting awaiting
-		var recovering recoveryError
-		switch {
-		case errors.As(err, &recovering):
-			log.FromContext(ctx).Info("Recovery failed; retrying", "error", err.Error())
-			r.setNotRegistered(up, recovering.reason(), err.Error())
-			return ctrl.Result{RequeueAfter: recovering.retry()}, nil
-		case errors.As(err, &waiting) && !waiting.overdue():
-			r.setNotRegistered(up, fleeetv1.ReasonRegistrationPending, err.Error())
-			return ctrl.Result{RequeueAfter: credentialPoll}, nil
-		case errors.As(err, &refused):
-			log.FromContext(ctx).Error(err, "Registration refused; fix the Upstream or its token and the agent retries")
-			r.setNotRegistered(up, fleeetv1.ReasonRegistrationRefused, err.Error())
-			return ctrl.Result{}, nil
-		}
-		r.setNotRegistered(up, fleeetv1.ReasonRegistrationFailed, err.Error())
-		return ctrl.Result{}, err
+	l, result, err := r.reconcileConnection(ctx, up)
+	if l == nil {
+		return result, err
 	}
 	st := l.snapshot()
+	if !r.reconcileLinkState(up, l, st) {
+		return ctrl.Result{}, nil
+	}
+	return r.reconcilePlan(ctx, up, l, st)
+}
+
+// reconcileConfinement refuses an Upstream that names no ServiceAccount,
+// unless AllowUnconfined: its link is stopped and it is Stalled with
+// ReasonServiceAccountNameUnset. It is refused before registering, so the
+// registration token is not spent on it. It reports whether the Upstream
+// may go on.
+func (r *Reconciler) reconcileConfinement(up *fleeetv1.Upstream) bool {
+	if up.Spec.ServiceAccountName != "" || r.AllowUnconfined {
+		return true
+	}
+	r.disconnect(client.ObjectKeyFromObject(up))
+	status.MarkStalled(up, fleeetv1.ReasonServiceAccountNameUnset,
+		"spec.serviceAccountName: empty, so Flux would apply this tenant's syncs with its own, unconfined identity; "+
+			"name the tenant's ServiceAccount in its downstream namespace, or start the agent with --allow-unconfined-syncs")
+	return false
+}
+
+// reconcileConnection returns the Upstream's link, registering or
+// recovering first when needed (connectOrRecover). When there is none yet
+// it returns a nil link with the result and error to end the reconcile
+// with, the Upstream marked not registered (markNotRegistered):
+//   - a failed recovery is retried after a while, the Upstream Failed
+//     (ReasonRecoveryFailed, ReasonRecoveryRefused);
+//   - a first credential not issued yet is polled for, the Upstream Stalled
+//     with ReasonRegistrationPending;
+//   - a refused registration waits for the Upstream or its token to change,
+//     Stalled with ReasonRegistrationRefused;
+//   - any other error is returned, the Upstream Failed with
+//     ReasonRegistrationFailed.
+func (r *Reconciler) reconcileConnection(ctx context.Context, up *fleeetv1.Upstream) (*link, ctrl.Result, error) {
+	l, err := r.connectOrRecover(ctx, up)
+	if err == nil {
+		return l, ctrl.Result{}, nil
+	}
+	var refused refusal
+	var waiting awaiting
+	var recovering recoveryError
+	switch {
+	case errors.As(err, &recovering):
+		log.FromContext(ctx).Info("Recovery failed; retrying", "error", err.Error())
+		markNotRegistered(up, status.MarkFailed, recovering.reason(), err.Error())
+		return nil, ctrl.Result{RequeueAfter: recovering.retry()}, nil
+	case errors.As(err, &waiting) && !waiting.overdue():
+		markNotRegistered(up, status.MarkStalled, fleeetv1.ReasonRegistrationPending, err.Error())
+		return nil, ctrl.Result{RequeueAfter: credentialPoll}, nil
+	case errors.As(err, &refused):
+		log.FromContext(ctx).Error(err, "Registration refused; fix the Upstream or its token and the agent retries")
+		markNotRegistered(up, status.MarkStalled, fleeetv1.ReasonRegistrationRefused, err.Error())
+		return nil, ctrl.Result{}, nil
+	}
+	markNotRegistered(up, status.MarkFailed, fleeetv1.ReasonRegistrationFailed, err.Error())
+	return nil, ctrl.Result{}, err
+}
+
+// reconcileLinkState reports what the link last saw of the management
+// cluster: the cluster's Flux (reconcileFlux), the manager's answer to
+// spec.labels (LabelsApplied), when the credential expires, and the
+// Registered and Connected conditions. A revoked Remote leaves the Upstream
+// Stalled with ReasonRevoked and nothing downstream deleted; it reports
+// whether the Upstream may go on to its plan.
+func (r *Reconciler) reconcileLinkState(up *fleeetv1.Upstream, l *link, st linkState) bool {
 	r.reconcileFlux(up, st.flux)
 	if c := st.labels; c != nil {
-		setCondition(up, fleeetv1.LabelsAppliedCondition, c.Status, c.Reason, "the management cluster says: "+c.Message)
+		status.SetCondition(&up.Status.Conditions, up.Generation, fleeetv1.LabelsAppliedCondition, c.Status, c.Reason,
+			"the management cluster says: "+c.Message)
 	}
 	token := l.token.Load()
 	up.Status.CredentialExpiresAt = &metav1.Time{Time: token.ExpiresAt}
 	if st.revoked != "" {
-		r.setNotRegistered(up, fleeetv1.ReasonRevoked, st.revoked+"; nothing downstream was deleted")
-		return ctrl.Result{}, nil
+		markNotRegistered(up, status.MarkStalled, fleeetv1.ReasonRevoked, st.revoked+"; nothing downstream was deleted")
+		return false
 	}
-	setCondition(up, fleeetv1.RegisteredCondition, metav1.ConditionTrue, fleeetv1.ReasonRegistered,
+	status.SetCondition(&up.Status.Conditions, up.Generation, fleeetv1.RegisteredCondition, metav1.ConditionTrue, fleeetv1.ReasonRegistered,
 		fmt.Sprintf("registered as Remote %s/%s", up.Spec.Management.Namespace, up.Spec.ClusterName))
 	switch {
 	case st.err != nil:
-		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, fleeetv1.ReasonUnreachable,
+		status.SetCondition(&up.Status.Conditions, up.Generation, fleeetv1.ConnectedCondition, metav1.ConditionFalse, fleeetv1.ReasonUnreachable,
 			fmt.Sprintf("cannot reach the management cluster (%v); keeping the last plan and retrying", st.err))
 	case st.contact.IsZero():
-		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, fleeetv1.ReasonConnecting, "connecting to the management cluster")
+		status.SetCondition(&up.Status.Conditions, up.Generation, fleeetv1.ConnectedCondition, metav1.ConditionFalse, fleeetv1.ReasonConnecting,
+			"connecting to the management cluster")
 	default:
-		setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionTrue, fleeetv1.ReasonConnected, "the management cluster answers")
+		status.SetCondition(&up.Status.Conditions, up.Generation, fleeetv1.ConnectedCondition, metav1.ConditionTrue, fleeetv1.ReasonConnected,
+			"the management cluster answers")
 	}
+	return true
+}
+
+// reconcilePlan reads the cluster's whole plan through the link, mirrors it
+// into the local Assemblages (mirror) and delivers the Secrets it names
+// (deliver). The Upstream is Ready with ReasonSynced once the plan is
+// mirrored and the management cluster reachable; else Failed with
+// ReasonAwaitingPlan (no ProxyAssemblage yet), ReasonPlanIncomplete (a part
+// not read; read again after partRetry), ReasonMirrorFailed (the error is
+// returned) or ReasonUnreachable (the last plan applied, its status not
+// reported until the link reconnects).
+func (r *Reconciler) reconcilePlan(ctx context.Context, up *fleeetv1.Upstream, l *link, st linkState) (ctrl.Result, error) {
 	if st.pa == nil {
-		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonAwaitingPlan, "waiting for the cluster's ProxyAssemblage")
+		status.MarkFailed(up, fleeetv1.ReasonAwaitingPlan, "waiting for the cluster's ProxyAssemblage")
 		return ctrl.Result{}, nil
 	}
 	plan, incomplete, err := l.readPlan(ctx, st.pa.DeepCopy())
@@ -193,7 +250,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		// Nothing is mirrored from a plan not read whole: the
 		// Assemblages keep the last one.
-		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonPlanIncomplete,
+		status.MarkFailed(up, fleeetv1.ReasonPlanIncomplete,
 			fmt.Sprintf("the plan is not read whole (%v); the local Assemblages keep the last plan mirrored", err))
 		return ctrl.Result{RequeueAfter: partRetry}, nil
 	}
@@ -201,18 +258,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// mirrored but the status waits: reconnecting wakes this up again.
 	asm, err := r.mirror(ctx, up, l, plan, st.err == nil)
 	if err != nil {
-		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonMirrorFailed, err.Error())
+		status.MarkFailed(up, fleeetv1.ReasonMirrorFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if err := r.deliver(ctx, up, asm, mirror.Syncs(plan), st); err != nil {
-		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonMirrorFailed, err.Error())
+		status.MarkFailed(up, fleeetv1.ReasonMirrorFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if st.err != nil {
-		setReady(up, metav1.ConditionFalse, fleeetv1.ReasonUnreachable, "the last plan received is applied; the management cluster cannot be reached")
+		status.MarkFailed(up, fleeetv1.ReasonUnreachable, "the last plan received is applied; the management cluster cannot be reached")
 		return ctrl.Result{}, nil
 	}
-	setReady(up, metav1.ConditionTrue, fleeetv1.ReasonSynced, "the cluster's plan is mirrored into the local Assemblage")
+	status.MarkReady(up, fleeetv1.ReasonSynced, "the cluster's plan is mirrored into the local Assemblage")
 	return ctrl.Result{}, nil
 }
 
@@ -229,9 +286,9 @@ func (r *Reconciler) reconcileFlux(up *fleeetv1.Upstream, report *fluxReport) {
 	c := report.compat
 	var before *metav1.Condition
 	if c := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.FluxCompatibleCondition); c != nil {
-		before = c.DeepCopy() // setCondition changes it in place
+		before = c.DeepCopy() // status.SetCondition changes it in place
 	}
-	setCondition(up, fleeetv1.FluxCompatibleCondition, c.Status, c.Reason, c.Message)
+	status.SetCondition(&up.Status.Conditions, up.Generation, fleeetv1.FluxCompatibleCondition, c.Status, c.Reason, c.Message)
 	switch {
 	case c.Status == metav1.ConditionFalse && (before == nil || before.Status != c.Status || before.Message != c.Message):
 		r.Recorder.Eventf(up, nil, corev1.EventTypeWarning, c.Reason, "CheckFlux", "%s", c.Message)
@@ -481,7 +538,7 @@ func (r *Reconciler) deliver(ctx context.Context, up *fleeetv1.Upstream, asm *fl
 	}
 	before := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.DeliveredCondition)
 	if len(conflicts) == 0 {
-		setCondition(up, fleeetv1.DeliveredCondition, metav1.ConditionTrue, fleeetv1.ReasonDelivered,
+		status.SetCondition(&up.Status.Conditions, up.Generation, fleeetv1.DeliveredCondition, metav1.ConditionTrue, fleeetv1.ReasonDelivered,
 			fmt.Sprintf("%d of the %d Secrets the plan delivers are written in namespace %s", len(items), len(names), asm.Namespace))
 		return nil
 	}
@@ -490,7 +547,7 @@ func (r *Reconciler) deliver(ctx context.Context, up *fleeetv1.Upstream, asm *fl
 	if before == nil || before.Message != msg {
 		r.Recorder.Eventf(up, nil, corev1.EventTypeWarning, fleeetv1.ReasonDeliveryConflict, "Deliver", "%s", msg)
 	}
-	setCondition(up, fleeetv1.DeliveredCondition, metav1.ConditionFalse, fleeetv1.ReasonDeliveryConflict, msg)
+	status.SetCondition(&up.Status.Conditions, up.Generation, fleeetv1.DeliveredCondition, metav1.ConditionFalse, fleeetv1.ReasonDeliveryConflict, msg)
 	return nil
 }
 
@@ -512,21 +569,12 @@ func assemblageNamespace(up *fleeetv1.Upstream) string {
 	return up.Namespace
 }
 
-func (r *Reconciler) setNotRegistered(up *fleeetv1.Upstream, reason, msg string) {
-	setCondition(up, fleeetv1.RegisteredCondition, metav1.ConditionFalse, reason, msg)
-	setCondition(up, fleeetv1.ConnectedCondition, metav1.ConditionFalse, reason, msg)
-	setReady(up, metav1.ConditionFalse, reason, msg)
-	if !slices.Contains([]string{fleeetv1.ReasonRegistrationFailed, fleeetv1.ReasonRecoveryFailed, fleeetv1.ReasonRecoveryRefused}, reason) {
-		setCondition(up, fleeetv1.StalledCondition, metav1.ConditionTrue, reason, msg)
-	}
-}
-
-func setReady(up *fleeetv1.Upstream, cs metav1.ConditionStatus, reason, msg string) {
-	setCondition(up, fleeetv1.ReadyCondition, cs, reason, msg)
-	setCondition(up, fleeetv1.StalledCondition, metav1.ConditionFalse, reason, msg)
-	setCondition(up, fleeetv1.ReconcilingCondition, metav1.ConditionFalse, reason, msg)
-}
-
-func setCondition(up *fleeetv1.Upstream, typ string, cs metav1.ConditionStatus, reason, msg string) {
-	status.SetCondition(&up.Status.Conditions, up.Generation, typ, cs, reason, msg)
+// markNotRegistered says the Upstream is neither registered nor connected:
+// Registered and Connected False for reason, and the Upstream marked by
+// mark, status.MarkStalled when only a changed Upstream or token helps,
+// status.MarkFailed when retrying may.
+func markNotRegistered(up *fleeetv1.Upstream, mark func(status.Conditioned, string, string), reason, msg string) {
+	status.SetCondition(&up.Status.Conditions, up.Generation, fleeetv1.RegisteredCondition, metav1.ConditionFalse, reason, msg)
+	status.SetCondition(&up.Status.Conditions, up.Generation, fleeetv1.ConnectedCondition, metav1.ConditionFalse, reason, msg)
+	mark(up, reason, msg)
 }

@@ -94,7 +94,11 @@ func (t *TokenReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile records one token's new registrations, then brings its identity
-// and Secret in line with whether the token may still be used.
+// and Secret in line with whether the token may still be used. The token is
+// Ready (ReasonActive) while it may be used; Failed, not Stalled, once used
+// up (ReasonUsedUp) or expired (retire), as that is its end and no fault;
+// Stalled without a management URL (ReasonManagementURLUnset) or when its
+// identity or Secret cannot be written (ReasonIdentityFailed).
 func (t *TokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	tok := &fleeetv1.RegistrationToken{}
 	if err := t.Client.Get(ctx, req.NamespacedName, tok); err != nil {
@@ -130,27 +134,27 @@ func (t *TokenReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		return t.retire(ctx, tok, id, pending, nextDeadline, fleeetv1.ReasonExpired,
 			fmt.Sprintf("expired at %s", expires.UTC().Format(time.RFC3339)))
 	case t.Management.URL == "":
-		t.setReady(tok, metav1.ConditionFalse, fleeetv1.ReasonManagementURLUnset,
+		status.MarkStalled(tok, fleeetv1.ReasonManagementURLUnset,
 			"the manager was started without --management-url, so agents would not know where to connect")
 		return ctrl.Result{}, nil
 	}
 
 	id.rules = registrationRules(true, pending)
 	if err := id.ensure(ctx, t.Client, t.APIReader); err != nil {
-		t.setReady(tok, metav1.ConditionFalse, fleeetv1.ReasonIdentityFailed, err.Error())
+		status.MarkStalled(tok, fleeetv1.ReasonIdentityFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	if err := t.ensureSecret(ctx, tok, expires); err != nil {
-		t.setReady(tok, metav1.ConditionFalse, fleeetv1.ReasonIdentityFailed, err.Error())
+		status.MarkStalled(tok, fleeetv1.ReasonIdentityFailed, err.Error())
 		return ctrl.Result{}, err
 	}
 	tok.Status.SecretName = id.name
 	if tok.Status.Registrations >= tok.Spec.MaxRegistrations {
-		t.setReady(tok, metav1.ConditionFalse, fleeetv1.ReasonUsedUp, fmt.Sprintf(
+		status.MarkFailed(tok, fleeetv1.ReasonUsedUp, fmt.Sprintf(
 			"used up: %d of %d registrations; the registration identity stays until %s to tell late agents so, then is deleted",
 			tok.Status.Registrations, tok.Spec.MaxRegistrations, expires.UTC().Format(time.RFC3339)))
 	} else {
-		t.setReady(tok, metav1.ConditionTrue, fleeetv1.ReasonActive, fmt.Sprintf("%d of %d registrations used; usable until %s",
+		status.MarkReady(tok, fleeetv1.ReasonActive, fmt.Sprintf("%d of %d registrations used; usable until %s",
 			tok.Status.Registrations, tok.Spec.MaxRegistrations, expires.UTC().Format(time.RFC3339)))
 	}
 	return ctrl.Result{RequeueAfter: expires.Sub(now) + time.Second}, nil
@@ -206,7 +210,8 @@ func (t *TokenReconciler) recordRegistrations(ctx context.Context, tok *fleeetv1
 
 // retire takes away the right to register. While registered clusters have
 // not picked up their first credential, the identity stays with read access
-// to those Secrets only; then it is deleted with the token's Secret.
+// to those Secrets only; then it is deleted with the token's Secret. The
+// token is Failed with reason either way.
 func (t *TokenReconciler) retire(ctx context.Context, tok *fleeetv1.RegistrationToken, id identity, pending []string, nextDeadline time.Time, reason, msg string) (ctrl.Result, error) {
 	tok.Status.SecretName = ""
 	if len(pending) > 0 {
@@ -217,7 +222,7 @@ func (t *TokenReconciler) retire(ctx context.Context, tok *fleeetv1.Registration
 		if err := client.IgnoreNotFound(t.Client.Delete(ctx, t.secret(tok))); err != nil {
 			return ctrl.Result{}, err
 		}
-		t.setReady(tok, metav1.ConditionFalse, reason, fmt.Sprintf("%s; waiting for %d registered cluster(s) to pick up their credential", msg, len(pending)))
+		status.MarkFailed(tok, reason, fmt.Sprintf("%s; waiting for %d registered cluster(s) to pick up their credential", msg, len(pending)))
 		return ctrl.Result{RequeueAfter: time.Until(nextDeadline) + time.Second}, nil
 	}
 	var sa corev1.ServiceAccount
@@ -229,7 +234,7 @@ func (t *TokenReconciler) retire(ctx context.Context, tok *fleeetv1.Registration
 		t.Recorder.Eventf(tok, nil, corev1.EventTypeNormal, fleeetv1.ReasonRetired, "Retire",
 			"Deleted registration identity %s: %s", id.name, msg)
 	}
-	t.setReady(tok, metav1.ConditionFalse, reason, msg+"; the registration identity is deleted")
+	status.MarkFailed(tok, reason, msg+"; the registration identity is deleted")
 	return ctrl.Result{}, nil
 }
 
@@ -324,16 +329,6 @@ func (t *TokenReconciler) ensureSecret(ctx context.Context, tok *fleeetv1.Regist
 
 func (t *TokenReconciler) secret(tok *fleeetv1.RegistrationToken) *corev1.Secret {
 	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tok.Namespace, Name: fleeetv1.RegistrationIdentityName(tok.Name)}}
-}
-
-func (t *TokenReconciler) setReady(tok *fleeetv1.RegistrationToken, cs metav1.ConditionStatus, reason, msg string) {
-	status.SetCondition(&tok.Status.Conditions, tok.Generation, fleeetv1.ReadyCondition, cs, reason, msg)
-	stalled := metav1.ConditionFalse
-	if reason == fleeetv1.ReasonManagementURLUnset || reason == fleeetv1.ReasonIdentityFailed {
-		stalled = metav1.ConditionTrue
-	}
-	status.SetCondition(&tok.Status.Conditions, tok.Generation, fleeetv1.StalledCondition, stalled, reason, msg)
-	status.SetCondition(&tok.Status.Conditions, tok.Generation, fleeetv1.ReconcilingCondition, metav1.ConditionFalse, reason, msg)
 }
 
 // createdInTime tells whether a Remote was created before its token expired.
