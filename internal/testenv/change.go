@@ -18,7 +18,10 @@ func Change[T client.Object](ctx context.Context, c client.Client, obj T, change
 
 // ChangeStatus is Change for the status subresource: a test writing a
 // status the manager or a cluster also writes (a heartbeat, a report)
-// meets the apiserver's judgement of its change, never a 409.
+// meets the apiserver's judgement of its change, never a 409. The patch
+// holds only what differs from the object as read, so a required field
+// left at its zero value in a status never written before is not sent:
+// write such a status whole, with an update.
 func ChangeStatus[T client.Object](ctx context.Context, c client.Client, obj T, change func(T)) error {
 	return changeWith(ctx, c, obj, change, func(before client.Object) error {
 		return c.Status().Patch(ctx, obj, client.MergeFrom(before))

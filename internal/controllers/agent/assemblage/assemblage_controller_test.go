@@ -1034,8 +1034,10 @@ func (e *env) testHealthCheckExprs(t *testing.T) {
 	obj := &unstructured.Unstructured{}
 	obj.SetAPIVersion("example.fleeet.dev/v1")
 	obj.SetKind("Widget")
-	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "widget"}, obj)).To(Succeed())
-	g.Expect(unstructured.SetNestedField(obj.Object, true, "spec", "ready")).To(Succeed())
-	g.Expect(e.c.Client.Update(t.Context(), obj)).To(Succeed())
+	obj.SetNamespace(ns)
+	obj.SetName("widget")
+	g.Expect(testenv.Change(t.Context(), e.c.Client, obj, func(obj *unstructured.Unstructured) {
+		g.Expect(unstructured.SetNestedField(obj.Object, true, "spec", "ready")).To(Succeed())
+	})).To(Succeed())
 	e.waitReady(t, asm)
 }

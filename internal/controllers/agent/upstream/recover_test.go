@@ -61,10 +61,11 @@ func (l *linked) recoverable(t *testing.T) ed25519.PrivateKey {
 	}
 	l.stopRecovery = l.serveRecovery(t)
 
-	secret := &corev1.Secret{}
-	g.Expect(l.down.Client.Get(ctx, client.ObjectKey{Namespace: l.up.Namespace, Name: l.up.Name + "-credential"}, secret)).To(Succeed())
-	secret.Data[recovery.PrivateKeyKey] = recovery.EncodePrivate(key)
-	g.Expect(l.down.Client.Update(ctx, secret)).To(Succeed())
+	// The running agent writes this Secret too (each new token): a patch.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: l.up.Namespace, Name: l.up.Name + "-credential"}}
+	g.Expect(testenv.Change(ctx, l.down.Client, secret, func(s *corev1.Secret) {
+		s.Data[recovery.PrivateKeyKey] = recovery.EncodePrivate(key)
+	})).To(Succeed())
 	g.Expect(testenv.Change(ctx, l.down.Client, l.up, func(up *fleeetv1.Upstream) {
 		up.Spec.Management.RecoveryURL = "https://" + addr
 		up.Spec.Management.RecoveryCABundle = ca

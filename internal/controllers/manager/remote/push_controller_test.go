@@ -307,11 +307,13 @@ func TestPushCopiesBackTheStatusOfThePlanItPushed(t *testing.T) {
 		g.Expect(asm.Spec.ServiceAccountName).To(Equal("deployer"))
 	}, timeout, poll).Should(Succeed())
 
-	// What the agent downstream reports once Flux has applied the plan.
-	asm.Status = fleeetv1.AssemblageStatus{ObservedGeneration: asm.Generation, Conditions: []metav1.Condition{{
-		Type: fleeetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "all syncs ready",
-		ObservedGeneration: asm.Generation, LastTransitionTime: metav1.Now()}}}
-	g.Expect(cluster.Client.Status().Update(t.Context(), asm)).To(Succeed())
+	// What the agent downstream reports once Flux has applied the plan (a
+	// patch: the push controller writes the Assemblage too).
+	g.Expect(testenv.ChangeStatus(t.Context(), cluster.Client, asm, func(asm *fleeetv1.Assemblage) {
+		asm.Status = fleeetv1.AssemblageStatus{ObservedGeneration: asm.Generation, Conditions: []metav1.Condition{{
+			Type: fleeetv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Succeeded", Message: "all syncs ready",
+			ObservedGeneration: asm.Generation, LastTransitionTime: metav1.Now()}}}
+	})).To(Succeed())
 	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: r.Name}}
 	g.Eventually(func(g Gomega) {
 		get(g, pa)
