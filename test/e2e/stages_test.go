@@ -75,7 +75,13 @@ func stagedRollout(t *testing.T, fleet *demo.Fleet) {
 		ContainSubstring(`fleeet_module_rollout_state{module="backend",namespace="team-a",state="rolled_back"} 1`), "what an alert on rollbacks reads")
 
 	// v1.4.0 is good: the canary takes it, then the rollout waits for its
-	// approval, then edge-2 and edge-3 follow.
+	// approval, then edge-2 and edge-3 follow. The 20 s deadline was for
+	// v1.3.0, whose pods never get ready however long they get; a good
+	// version on a busy machine (the other test lane beside this one) can
+	// take longer than 20 s to become available and would be rolled back,
+	// so the deadline is raised before it.
+	g.Expect(c.Patch(ctx, &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: demo.Backend}},
+		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"rollout":{"progressDeadlineSeconds":300}}}`)))).To(Succeed())
 	fleet.CommitBackend(t, "v1.4.0", nil)
 	setBackend(t, fleet, "v1.4.0", 0)
 	g.Eventually(func(g Gomega) string {
