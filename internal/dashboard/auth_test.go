@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/fleeet-dev/fleeet/internal/ratelimit"
 )
 
 // goodToken is the one token the fake apiserver knows.
@@ -153,7 +155,7 @@ func TestForwardedForNamesTheClientOnlyWhenTrusted(t *testing.T) {
 func TestTheClientsTrackedAreBoundedOldestFirst(t *testing.T) {
 	g := NewWithT(t)
 	l := newReviewLimits()
-	l.max = 3
+	l.clients = ratelimit.NewPerKey(reviewsPerClient, reviewBurstPerClient, 3)
 	now := time.Now()
 	for range reviewBurstPerClient {
 		g.Expect(l.allow("first", now)).To(Succeed())
@@ -163,7 +165,7 @@ func TestTheClientsTrackedAreBoundedOldestFirst(t *testing.T) {
 		g.Expect(l.allow(c, now)).To(Succeed())
 	}
 	g.Expect(l.tracked()).To(Equal(3))
-	g.Expect(l.clients).NotTo(HaveKey("first"), "the least recently seen client was dropped")
+	g.Expect(l.clients.Holds("first")).To(BeFalse(), "the least recently seen client was dropped")
 }
 
 func TestEveryClientTogetherIsLimited(t *testing.T) {
@@ -184,7 +186,7 @@ func TestTheReviewCacheIsBoundedAndKeyedByTheTokensHash(t *testing.T) {
 	var reviews atomic.Int64
 	a := newReviewer(countingReviews(&reviews), newLoginSessions(time.Minute, time.Hour), false)
 	a.users.max = 5
-	a.limits.burst = 1000
+	a.limits.clients = ratelimit.NewPerKey(reviewsPerClient, 1000, maxTrackedClients)
 	a.limits.all = newReviewLimits().all
 	a.limits.all.SetBurst(1000)
 	now := time.Now()

@@ -1,16 +1,16 @@
 package dashboard
 
 import (
-	"container/list"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/fleeet-dev/fleeet/internal/ratelimit"
 )
 
 // The in-cluster dashboard asks the apiserver for a TokenReview whenever it
@@ -47,52 +47,21 @@ func retrySeconds(d time.Duration) int {
 
 // reviewLimits holds a token-bucket limiter per client and one for all.
 type reviewLimits struct {
-	mu      sync.Mutex
 	all     *rate.Limiter
-	clients map[string]*list.Element
-	// seen orders clients from the most to the least recently seen.
-	seen *list.List
-	max  int
-	// every and burst are each client's rate.
-	every rate.Limit
-	burst int
-}
-
-type clientLimiter struct {
-	client  string
-	limiter *rate.Limiter
+	clients *ratelimit.PerKey
 }
 
 func newReviewLimits() *reviewLimits {
 	return &reviewLimits{
 		all:     rate.NewLimiter(reviewsInAll, reviewBurstInAll),
-		clients: map[string]*list.Element{},
-		seen:    list.New(),
-		max:     maxTrackedClients,
-		every:   reviewsPerClient,
-		burst:   reviewBurstPerClient,
+		clients: ratelimit.NewPerKey(reviewsPerClient, reviewBurstPerClient, maxTrackedClients),
 	}
 }
 
 // allow takes one review from client's allowance and everyone's, or
 // returns rateLimited with how long until it could.
 func (l *reviewLimits) allow(client string, now time.Time) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var own *rate.Limiter
-	if e, ok := l.clients[client]; ok {
-		l.seen.MoveToFront(e)
-		own = e.Value.(*clientLimiter).limiter
-	} else {
-		for l.seen.Len() >= l.max {
-			oldest := l.seen.Back()
-			delete(l.clients, oldest.Value.(*clientLimiter).client)
-			l.seen.Remove(oldest)
-		}
-		own = rate.NewLimiter(l.every, l.burst)
-		l.clients[client] = l.seen.PushFront(&clientLimiter{client: client, limiter: own})
-	}
-	r := own.ReserveN(now, 1)
+	r := l.clients.For(client).ReserveN(now, 1)
 	if wait := r.DelayFrom(now); wait > 0 {
 		r.CancelAt(now)
 		return rateLimited{wait}
@@ -107,11 +76,7 @@ func (l *reviewLimits) allow(client string, now time.Time) error {
 }
 
 // tracked is the number of clients whose limiters are kept.
-func (l *reviewLimits) tracked() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.clients)
-}
+func (l *reviewLimits) tracked() int { return l.clients.Len() }
 
 // clientOf names the client a request comes from: the peer's IP address.
 // In a cluster, behind a Service, the peer is the client. Behind a proxy

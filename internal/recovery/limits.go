@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/fleeet-dev/fleeet/internal/ratelimit"
 )
 
 // The recovery endpoint answers anyone who reaches it, so everything a
@@ -78,44 +80,14 @@ func (l limits) orDefaults() limits {
 	}
 }
 
-// maxBuckets bounds the token buckets kept for each kind of key.
+// maxBuckets bounds the token buckets kept for each kind of key; beyond
+// it the least recently seen key's is forgotten, so a flood from that many
+// keys gains fresh allowances, never the refusal of anyone else.
 const maxBuckets = 4096
 
-// buckets holds a token bucket per key, at most maxBuckets of them. Full,
-// it forgets the buckets that have refilled (their keys spent nothing
-// lately), and if none has, all of them: a flood from that many keys
-// then gains fresh allowances, never the refusal of anyone else.
-type buckets struct {
-	allowance allowance
-
-	mu    sync.Mutex
-	byKey map[string]*rate.Limiter
-}
-
-func newBuckets(a allowance) *buckets {
-	return &buckets{allowance: a, byKey: map[string]*rate.Limiter{}}
-}
-
-// allow takes one request from key's allowance, or reports it has none.
-func (b *buckets) allow(key string, now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l, ok := b.byKey[key]
-	if !ok {
-		if len(b.byKey) >= maxBuckets {
-			for k, old := range b.byKey {
-				if old.TokensAt(now) >= float64(old.Burst()) {
-					delete(b.byKey, k)
-				}
-			}
-		}
-		if len(b.byKey) >= maxBuckets {
-			clear(b.byKey)
-		}
-		l = rate.NewLimiter(b.allowance.rate, b.allowance.burst)
-		b.byKey[key] = l
-	}
-	return l.AllowN(now, 1)
+// newBuckets keeps a bucket of allowance a for each key.
+func newBuckets(a allowance) *ratelimit.PerKey {
+	return ratelimit.NewPerKey(a.rate, a.burst, maxBuckets)
 }
 
 // clientOf names the client at addr (host:port) for the limits: its IPv4

@@ -26,6 +26,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/ratelimit"
 )
 
 const (
@@ -102,7 +103,7 @@ type Server struct {
 	setup sync.Once
 	// perAddress holds each client address's allowance, perRemote each
 	// Remote's (namespace/name).
-	perAddress, perRemote *buckets
+	perAddress, perRemote *ratelimit.PerKey
 }
 
 // refused is a request turned down; why is logged, never answered.
@@ -125,7 +126,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	from, _, _ := net.SplitHostPort(r.RemoteAddr)
-	if !s.perAddress.allow(clientOf(r.RemoteAddr), time.Now()) {
+	if !s.perAddress.For(clientOf(r.RemoteAddr)).Allow() {
 		http.Error(w, "too many recovery requests from this address; retry later", http.StatusTooManyRequests)
 		return
 	}
@@ -208,7 +209,7 @@ func (s *Server) recover(ctx context.Context, req Request, from string) (Respons
 	if _, err := s.signed(cached, req); err != nil {
 		return Response{}, err
 	}
-	if !s.perRemote.allow(key.String(), time.Now()) {
+	if !s.perRemote.For(key.String()).Allow() {
 		return Response{}, errRemoteBusy
 	}
 	// Tried again after a conflict: a twin of this request may have won,

@@ -206,7 +206,7 @@ func TestAThousandClustersBehindOneAddressRecoverWithinAMinute(t *testing.T) {
 			if n < 0 || n > at {
 				continue
 			}
-			if b.allow("203.0.113.1", start.Add(at)) {
+			if b.For("203.0.113.1").AllowN(start.Add(at), 1) {
 				next[i], waiting = -1, waiting-1
 			} else {
 				next[i] = at + 5*time.Second
