@@ -242,8 +242,15 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 		want: []string{"spec.sync.source", "exactly one of git, helm or oci must be set"},
 	}, {
 		name: "neither git nor helm source",
-		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git = nil }),
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync.Source.Git = nil
+			m.Spec.Sync.Source.SecretRef = &fleeetv1.LocalObjectReference{Name: "creds"}
+		}),
 		want: []string{"spec.sync.source", "exactly one of git, helm or oci must be set"},
+	}, {
+		name: "no source",
+		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Source = fleeetv1.Source{} }),
+		want: []string{"spec.sync.source: Required value"},
 	}, {
 		name: "git source with a helm package naming no chart path",
 		obj:  module(func(m *fleeetv1.Module) { m.Spec.Sync.Package = helmSync().Package }),

@@ -2,6 +2,9 @@ package v1alpha1
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -93,6 +96,35 @@ type Compiled struct {
 	// of the plan: with it, the plan would pass the manager's
 	// --max-plan-bytes. The Remote keeps what it held of the Module.
 	TooLarge string `json:"tooLarge,omitempty"`
+}
+
+// compiledFields is Compiled with its own JSON encoding, to encode and
+// decode the long form.
+type compiledFields Compiled
+
+// MarshalJSON writes the common stamp, a generation and revision alone, as
+// the string "<generation>/<revision>", and any other as an object: the
+// annotation is rewritten with every plan, and the short form halves it.
+func (c Compiled) MarshalJSON() ([]byte, error) {
+	if !c.Pending && c.BindingError == "" && c.TooLarge == "" && !strings.Contains(c.Revision, "/") {
+		return json.Marshal(strconv.FormatInt(c.Generation, 10) + "/" + c.Revision)
+	}
+	return json.Marshal(compiledFields(c))
+}
+
+// UnmarshalJSON reads either form MarshalJSON writes.
+func (c *Compiled) UnmarshalJSON(raw []byte) error {
+	var short string
+	if err := json.Unmarshal(raw, &short); err != nil {
+		return json.Unmarshal(raw, (*compiledFields)(c))
+	}
+	generation, revision, ok := strings.Cut(short, "/")
+	g, err := strconv.ParseInt(generation, 10, 64)
+	if !ok || err != nil {
+		return fmt.Errorf("compiled stamp %q is not <generation>/<revision>", short)
+	}
+	*c = Compiled{Generation: g, Revision: revision}
+	return nil
 }
 
 // CompiledSyncs reads the plan's CompiledAnnotation; a plan without one, or

@@ -60,7 +60,7 @@ type RemoteSpec struct {
 //     Connected, Ready and Stalled conditions, from delivering the plan;
 //   - fleet-manager-registration: the Registered condition;
 //   - fleet-agent (the cluster itself; fleet-manager-push for push Remotes):
-//     agentVersion and kubernetesVersion (pull only), flux and the
+//     agentVersion, readsCompiledSyncs and kubernetesVersion (pull only), flux and the
 //     FluxCompatible condition.
 //
 // observedGeneration is applied by each manager writer with the generation
@@ -82,13 +82,27 @@ type RemoteStatus struct {
 	// +optional
 	Mode RemoteMode `json:"mode,omitempty"`
 
-	// LastHeartbeatTime is when the cluster was last heard from.
+	// LastHeartbeatTime is when the cluster was last heard from, as of the
+	// Remote's last status write. A pull Remote's is its agent's last Lease
+	// renewal, recorded when the Remote turns online or offline or its
+	// status otherwise changes, and whenever it falls 15 minutes behind
+	// while the Remote stays online: the Lease named after the Remote holds
+	// the latest, and Connected is judged from it. A push Remote's is when
+	// its cluster was last reached, recorded at most once a minute.
 	// +optional
 	LastHeartbeatTime *metav1.Time `json:"lastHeartbeatTime,omitempty"`
 
 	// AgentVersion is the version of the fleet agent serving the cluster.
 	// +optional
 	AgentVersion string `json:"agentVersion,omitempty"`
+
+	// ReadsCompiledSyncs says the cluster's agent resolves plan entries
+	// that name a CompiledSync (NamedSync.Content). The manager writes such
+	// entries into a pull Remote's plan only when its agent says so, and
+	// every sync whole otherwise, so an agent older than CompiledSyncs
+	// keeps getting plans it understands.
+	// +optional
+	ReadsCompiledSyncs bool `json:"readsCompiledSyncs,omitempty"`
 
 	// KubernetesVersion is the cluster's Kubernetes version.
 	// +optional

@@ -19,11 +19,11 @@ import (
 type SyncSpec struct {
 	// Source is the exact version of the configuration to apply.
 	// +required
-	Source Source `json:"source"`
+	Source Source `json:"source,omitzero"`
 
 	// Package says how the source is applied downstream.
 	// +required
-	Package Package `json:"package"`
+	Package Package `json:"package,omitzero"`
 
 	// Bindings are values resolved in the downstream cluster and substituted
 	// for $(NAME) in package.kustomize.substitute values and in string leaves
@@ -86,6 +86,8 @@ type SecretDelivery struct {
 // assemblage. The manager names each sync after the Module it was compiled from
 // and copies the Module's labels, so dependency selectors written against
 // Modules select the same syncs downstream.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.content)",message="content is resolved before a plan reaches a cluster: an Assemblage holds every sync whole"
 type NamedSync struct {
 	// Name identifies the sync within its assemblage.
 	// +required
@@ -97,6 +99,15 @@ type NamedSync struct {
 	// Labels are matched by dependsOn label selectors.
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
+
+	// Content, set only in plans on the management cluster, names the
+	// CompiledSync in the plan's namespace that holds this sync: the entry
+	// then carries only its name and the Secrets delivered for it, and a
+	// reader of the plan takes the rest from the CompiledSync. An Assemblage
+	// never carries it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Content string `json:"content,omitempty"`
 
 	SyncSpec `json:",inline"`
 }

@@ -25,6 +25,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/fleeet-dev/fleeet/internal/controllers/manager/content"
 	"github.com/fleeet-dev/fleeet/internal/dashboard"
 	"github.com/fleeet-dev/fleeet/internal/helmhooks"
 	"github.com/fleeet-dev/fleeet/internal/manager"
@@ -58,6 +59,8 @@ func runManager() {
 	var hook webhook.Options
 	pflag.DurationVar(&o.OfflineGrace, "offline-grace", 60*time.Second,
 		"How long after its last heartbeat a pull Remote is marked Offline.")
+	pflag.DurationVar(&o.ContentGrace, "content-grace", content.DefaultGrace,
+		"How long a CompiledSync no plan names is kept before it is deleted.")
 	pflag.DurationVar(&o.PushTimeout, "push-timeout", 10*time.Second,
 		"Timeout of each request to a push-mode Remote's cluster.")
 	pflag.DurationVar(&o.PushPoll, "push-poll-interval", 10*time.Second,

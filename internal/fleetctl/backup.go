@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 )
 
 // BackupKind and BackupAPIVersion identify a fleetctl backup file, so
@@ -112,7 +113,21 @@ func TakeBackup(ctx context.Context, c client.Client, namespace string) (*Backup
 	for _, r := range remotes.Items {
 		b.Remotes = append(b.Remotes, fleeetv1.Remote{ObjectMeta: backupMeta(&r.ObjectMeta, true), Spec: r.Spec, Status: r.Status})
 	}
+	// Plans are kept with every sync whole: CompiledSyncs are named with a
+	// key the restored Modules do not have, and the compiler stores their
+	// content again under the new names.
+	contents := map[string]*plancontent.Cache{}
 	for _, pa := range plans.Items {
+		cache := contents[pa.Namespace]
+		if cache == nil {
+			cache = &plancontent.Cache{Get: plancontent.From(c, pa.Namespace)}
+			contents[pa.Namespace] = cache
+		}
+		syncs, err := plancontent.Resolve(ctx, pa.Spec.Assemblage.Syncs, cache.Getter())
+		if err != nil {
+			return nil, fmt.Errorf("ProxyAssemblage %s/%s: %w", pa.Namespace, pa.Name, err)
+		}
+		pa.Spec.Assemblage.Syncs = syncs
 		meta := backupMeta(&pa.ObjectMeta, true)
 		meta.Generation = pa.Generation // tells whether the report is about this plan
 		b.ProxyAssemblages = append(b.ProxyAssemblages, fleeetv1.ProxyAssemblage{ObjectMeta: meta, Spec: pa.Spec, Status: pa.Status})

@@ -19,6 +19,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/fleetview"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/syncgraph"
 )
 
@@ -189,6 +190,9 @@ func (p *preview) run(ctx context.Context, change func(context.Context, *preview
 	p.before, p.remotesBefore = modules.Items, remotes.Items
 	p.after, p.remotes = slices.Clone(modules.Items), slices.Clone(remotes.Items)
 	p.plans = fleeetv1.GroupProxyPlans(pas.Items)
+	if err := plancontent.ResolveAll(ctx, p.c, p.ns, p.plans); err != nil {
+		return nil, err
+	}
 	p.view.Admitted = true
 	if err := change(ctx, p); err != nil {
 		return nil, err

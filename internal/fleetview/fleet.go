@@ -20,6 +20,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 )
 
 // Scheme holds the kinds fleetctl and the dashboard read and write:
@@ -105,7 +106,7 @@ func (c Cell) Text() string {
 
 // Read reads namespace's Modules, Remotes and ProxyAssemblages, with opts
 // added to each list. A plan split over several ProxyAssemblages is read as
-// the parts its first part lists.
+// the parts its first part lists, each sync whole (plancontent.ResolveAll).
 func Read(ctx context.Context, c client.Reader, namespace string, opts ...client.ListOption) (*Fleet, error) {
 	f := &Fleet{Namespace: namespace, plans: map[string]fleeetv1.ProxyPlan{}}
 	modules, remotes, plans := &fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}
@@ -121,6 +122,9 @@ func Read(ctx context.Context, c client.Reader, namespace string, opts ...client
 		if plan = plan.Listed(); plan != nil {
 			f.plans[name] = plan
 		}
+	}
+	if err := plancontent.ResolveAll(ctx, c, namespace, f.plans); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

@@ -2,6 +2,7 @@ package manager_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,8 +46,8 @@ const (
 // management objects against the M×N a per-pair design needs, the
 // cold-start time until every ProxyAssemblage holds all 50 syncs, the time
 // from one Module's version change (AllAtOnce) until every ProxyAssemblage
-// holds the new version, the apiserver's write requests during that change
-// and their rate, how many of the machine's cores were busy during it (all
+// holds the new version, the apiserver's write requests during that change,
+// their rate, the bytes written to it and sent out in watch events, how many of the machine's cores were busy during it (all
 // processes) and the CPU of each kind of process meanwhile, etcd's
 // database size, each replica's peak RSS and CPU seconds, and how long
 // each replica takes to exit on SIGTERM when they stop one after another.
@@ -80,8 +81,13 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 		b.Fatal(err)
 	}
 	parallel(b, remotes, func(i int) error {
-		return c.Client.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("edge-%05d", i), Namespace: ns, Labels: map[string]string{"fleet": "all"}}})
+		r := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("edge-%05d", i), Namespace: ns, Labels: map[string]string{"fleet": "all"}}}
+		if err := c.Client.Create(ctx, r); err != nil {
+			return err
+		}
+		// As an agent of this version says, so that plans name CompiledSyncs.
+		return c.Client.Status().Patch(ctx, r, client.RawPatch(types.MergePatchType, []byte(`{"status":{"readsCompiledSyncs":true}}`)))
 	})
 	parallel(b, benchModules, func(i int) error {
 		m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{})
@@ -108,18 +114,35 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	// A patch, not an update: the manager keeps writing the Module's status.
 	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "module-00"}}
 	newTag := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sync":{"source":{"git":{"tag":"v2.0.0"}}}}}`))
-	writesBefore, busyBefore, cpuBefore := apiserverWrites(b, c), machineBusy(b), cpuByCommand(b)
+	trafficBefore, busyBefore, cpuBefore := apiserverTraffic(b, c), machineBusy(b), cpuByCommand(b)
 	start = time.Now()
 	if err := c.Client.Patch(ctx, m, newTag); err != nil {
 		b.Fatal(err)
 	}
+	tags := map[string]string{} // CompiledSync name → tag
 	waitPlans(b, c, ns, remotes, func(pa *fleeetv1.ProxyAssemblage) bool {
-		return len(pa.Spec.Assemblage.Syncs) > 0 && pa.Spec.Assemblage.Syncs[0].Source.Git.Tag == "v2.0.0"
+		if len(pa.Spec.Assemblage.Syncs) == 0 {
+			return false
+		}
+		s := pa.Spec.Assemblage.Syncs[0]
+		if s.Content == "" {
+			return s.Source.Git.Tag == "v2.0.0"
+		}
+		tag, read := tags[s.Content]
+		if !read {
+			cs := &fleeetv1.CompiledSync{}
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Content}, cs); err != nil {
+				b.Fatal(err)
+			}
+			tag = cs.Sync.Source.Git.Tag
+			tags[s.Content] = tag
+		}
+		return tag == "v2.0.0"
 	})
 	rollout := time.Since(start)
 	busy := machineBusy(b) - busyBefore
 	reportCPUSince(b, cpuBefore, "version-change-")
-	writes := apiserverWrites(b, c) - writesBefore
+	traffic := apiserverTraffic(b, c).since(trafficBefore)
 
 	for _, r := range ps {
 		rss, cpu := processUsage(b, r.process)
@@ -127,19 +150,34 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 		b.ReportMetric(cpu, r.id+"-cpu-s")
 	}
 	objects := 0
-	for _, list := range []client.ObjectList{&fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}} {
+	for _, list := range []client.ObjectList{&fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}, &fleeetv1.CompiledSyncList{}} {
 		if err := c.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			b.Fatal(err)
 		}
 		objects += apimeta.LenList(list)
 	}
+	plans := &fleeetv1.ProxyAssemblageList{}
+	if err := c.Client.List(ctx, plans, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	planBytes := 0
+	for i := range plans.Items {
+		raw, err := json.Marshal(&plans.Items[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		planBytes += len(raw)
+	}
+	b.ReportMetric(float64(planBytes)/float64(len(plans.Items)), "plan-bytes")
 	dbSize, _ := parseMetrics(NewWithT(b), fetchMetrics(b, http.DefaultClient, c.EtcdMetricsURL())).sum("etcd_mvcc_db_total_size_in_bytes")
 	b.ReportMetric(float64(objects), "objects")
 	b.ReportMetric(float64(benchModules*remotes), "per-pair-objects")
 	b.ReportMetric(cold.Seconds(), "cold-s")
 	b.ReportMetric(rollout.Seconds(), "version-change-s")
-	b.ReportMetric(writes, "version-change-writes")
-	b.ReportMetric(writes/rollout.Seconds(), "version-change-writes/s")
+	b.ReportMetric(traffic.writes, "version-change-writes")
+	b.ReportMetric(traffic.writes/rollout.Seconds(), "version-change-writes/s")
+	b.ReportMetric(traffic.written/1e6, "version-change-written-MB")
+	b.ReportMetric(traffic.watched/1e6, "version-change-watch-MB")
 	b.ReportMetric(busy/rollout.Seconds(), "version-change-busy-cores")
 	b.ReportMetric(dbSize/(1<<20), "etcd-db-MiB")
 
@@ -154,20 +192,33 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	}
 }
 
-// apiserverWrites is how many write requests (create, update, patch,
-// apply) c's apiserver has answered since it started, by its own count.
-func apiserverWrites(b *testing.B, c *testenv.Cluster) float64 {
+// traffic is what an apiserver has counted since it started: write
+// requests (create, update, patch, apply), the bytes of their request
+// bodies, and the bytes of the watch events it sent.
+type traffic struct{ writes, written, watched float64 }
+
+// since is what was counted between before and t.
+func (t traffic) since(before traffic) traffic {
+	return traffic{t.writes - before.writes, t.written - before.written, t.watched - before.watched}
+}
+
+// apiserverTraffic reads c's apiserver's own counts of what it was sent
+// and sent out (apiserver_request_total, apiserver_request_body_size_bytes,
+// apiserver_watch_events_sizes).
+func apiserverTraffic(b *testing.B, c *testenv.Cluster) traffic {
 	hc, err := rest.HTTPClientFor(c.Config)
 	if err != nil {
 		b.Fatal(err)
 	}
 	metrics := parseMetrics(NewWithT(b), fetchMetrics(b, hc, strings.TrimSuffix(c.Config.Host, "/")+"/metrics"))
-	var writes float64
+	var t traffic
 	for _, verb := range []string{"POST", "PUT", "PATCH", "APPLY"} {
 		n, _ := metrics.sum("apiserver_request_total", "verb", verb)
-		writes += n
+		t.writes += n
 	}
-	return writes
+	t.written, _ = metrics.sum("apiserver_request_body_size_bytes")
+	t.watched, _ = metrics.sum("apiserver_watch_events_sizes")
+	return t
 }
 
 // fetchMetrics reads the Prometheus metrics text at url.

@@ -17,6 +17,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/bootstrap"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/compiler"
+	"github.com/fleeet-dev/fleeet/internal/controllers/manager/content"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/inventory"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/module"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/policyconfig"
@@ -42,6 +43,9 @@ type Options struct {
 	// OfflineGrace is how long after its last heartbeat a pull Remote is
 	// marked Offline.
 	OfflineGrace time.Duration
+	// ContentGrace is how long a CompiledSync no plan names is kept; zero
+	// for content.DefaultGrace.
+	ContentGrace time.Duration
 	// PushTimeout bounds each request to a push Remote's cluster.
 	PushTimeout time.Duration
 	// PushPoll is how often a push Remote's status is read while it progresses.
@@ -171,6 +175,9 @@ func setupShard(ctx context.Context, mgr ctrl.Manager, o Options) (*shard.Member
 func setupModules(ctx context.Context, mgr ctrl.Manager, o Options, members *shard.Members) error {
 	if err := (&compiler.Reconciler{Shard: members, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
 		MaxPlanBytes: cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes)}).SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := (&content.Collector{Client: mgr.GetClient(), Grace: o.ContentGrace}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	if err := (&remote.HealthReconciler{Shard: members, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Grace: o.OfflineGrace, Concurrent: o.Concurrent,

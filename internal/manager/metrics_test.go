@@ -22,7 +22,8 @@ func parseMetrics(g Gomega, body string) metricFamilies {
 	return families
 }
 
-// sum adds up the samples of the counter or gauge name whose labels hold
+// sum adds up the samples of the counter or gauge name (or the sums of the
+// histogram name) whose labels hold
 // every one of labels, given as name, value pairs; found says whether any
 // sample matched.
 func (f metricFamilies) sum(name string, labels ...string) (sum float64, found bool) {
@@ -34,7 +35,7 @@ func (f metricFamilies) sum(name string, labels ...string) (sum float64, found b
 		if !hasLabels(m, labels) {
 			continue
 		}
-		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue() + m.GetHistogram().GetSampleSum()
 		found = true
 	}
 	return sum, found

@@ -1,7 +1,9 @@
 // Package mirror copies a ProxyAssemblage's plan into a downstream
 // Assemblage and the Assemblage's status back, and a plan split over
 // several ProxyAssemblages, whole, into as many Assemblages, the same way
-// whether the manager pushes the plan or the agent pulls it.
+// whether the manager pushes the plan or the agent pulls it. Plan entries
+// naming a CompiledSync are resolved before they are mirrored (Resolve):
+// downstream, every sync is whole.
 package mirror
 
 import (

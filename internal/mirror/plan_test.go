@@ -113,3 +113,41 @@ func TestWriteMirrorsFurtherPartsFirstAndDeletesUnlistedOnesLast(t *testing.T) {
 	g.Expect(writes).To(Equal([]string{"update edge.p1", "update edge", "delete edge.p2"}))
 	g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "edge.p3"}, &fleeetv1.Assemblage{})).To(Succeed())
 }
+
+// Resolve hands back the plan as it runs downstream: a part naming
+// CompiledSyncs becomes a copy holding the syncs they hold, a part naming
+// none is the part itself, and the plan as read is left alone for its
+// status. A CompiledSync that cannot be read fails the whole plan, naming
+// the part.
+func TestResolveReplacesEntriesNamingCompiledSyncsAndLeavesThePlanAsRead(t *testing.T) {
+	g := NewWithT(t)
+	held := map[string]*fleeetv1.CompiledSync{}
+	get := func(_ context.Context, name string) (*fleeetv1.CompiledSync, error) {
+		if cs, ok := held[name]; ok {
+			return cs, nil
+		}
+		return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledsyncs").GroupResource(), name)
+	}
+	sync := fleeetv1.NamedSync{Name: "b", SyncSpec: fleeetv1.SyncSpec{
+		Source:  fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/b.git", Tag: "v1"}},
+		Secrets: []fleeetv1.SecretDelivery{{Name: "token"}},
+	}}
+	held["b-1234"] = &fleeetv1.CompiledSync{Sync: sync}
+	first, second := part(0, "", 1, "a"), part(1, "r1", 1)
+	first.Spec.Assemblage.Parts = []string{"r1"}
+	second.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{{Name: "b", Content: "b-1234", SyncSpec: fleeetv1.SyncSpec{Secrets: sync.Secrets}}}
+	thin := second.DeepCopy()
+
+	whole, err := mirror.Resolve(t.Context(), []*fleeetv1.ProxyAssemblage{first, second}, get)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(whole[0]).To(BeIdenticalTo(first), "a part naming no CompiledSync is not copied")
+	g.Expect(whole[1]).NotTo(BeIdenticalTo(second))
+	g.Expect(whole[1].Spec.Assemblage.Syncs).To(Equal([]fleeetv1.NamedSync{sync}), "the sync whole, no content")
+	g.Expect(whole[1].Spec.Assemblage.PartRevision).To(Equal("r1"))
+	g.Expect(whole[1].Name).To(Equal(second.Name))
+	g.Expect(second).To(Equal(thin), "the plan as read is left alone")
+
+	delete(held, "b-1234")
+	_, err = mirror.Resolve(t.Context(), []*fleeetv1.ProxyAssemblage{first, second}, get)
+	g.Expect(err).To(MatchError(ContainSubstring(`ProxyAssemblage edge.p1: reading CompiledSync b-1234 of sync b: compiledsyncs.fleeet.dev "b-1234" not found`)))
+}

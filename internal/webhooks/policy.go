@@ -5,6 +5,7 @@
 package webhooks
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/network"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 )
@@ -63,6 +65,7 @@ var (
 		{Group: fleeetv1.GroupVersion.Group, Kind: "BootstrapModule"}:   true,
 		{Group: fleeetv1.GroupVersion.Group, Kind: "Remote"}:            true,
 		{Group: fleeetv1.GroupVersion.Group, Kind: "ProxyAssemblage"}:   true,
+		{Group: fleeetv1.GroupVersion.Group, Kind: "CompiledSync"}:      true,
 		{Group: fleeetv1.GroupVersion.Group, Kind: "RegistrationToken"}: true,
 		{Group: "authentication.k8s.io", Kind: "TokenRequest"}:          true,
 	}
@@ -91,10 +94,12 @@ func operationLabel(req admission.Request) string {
 type Policies struct {
 	// Engine holds the compiled policies.
 	Engine *policy.Engine
-	// Reader reads namespaces, Remotes and Modules, from the cache.
+	// Reader reads namespaces, Remotes, Modules and CompiledSyncs, from the
+	// cache.
 	Reader client.Reader
 	// LiveReader reads from the apiserver what the cache has not seen yet:
-	// a namespace created a moment before the object being judged.
+	// a namespace created a moment before the object being judged, a
+	// CompiledSync the compiler created a moment before the plan naming it.
 	LiveReader client.Reader
 	// Registrations looks up a registration identity's token and Remotes.
 	Registrations *Registrations
@@ -176,8 +181,9 @@ func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.
 }
 
 // input builds the document the policies read (see policies/README.md).
-// The object and old object are decoded from the request as they are; the
-// typed parts around them go through JSON once so policies see JSON shapes.
+// The object and old object are decoded from the request as they are, but
+// for a plan's entries that name a CompiledSync (resolvePlan); the typed
+// parts around them go through JSON once so policies see JSON shapes.
 func (p *Policies) input(ctx context.Context, req admission.Request) (map[string]any, error) {
 	doc := map[string]any{}
 	request := map[string]any{
@@ -223,7 +229,59 @@ func (p *Policies) input(ctx context.Context, req admission.Request) (map[string
 		}
 		out[key] = v
 	}
+	if err := p.resolvePlan(ctx, req, out["object"]); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// resolvePlan replaces, in object, a ProxyAssemblage spec write's plan
+// entries that name a CompiledSync (NamedSync.Content) with the syncs they
+// name, so the built-in and user policies judge the whole syncs a cluster
+// will run, as they did before plans named their content. The size policy
+// thus judges the resolved plan too: what the cluster's Assemblage will
+// hold, not the few bytes of the entries. Only object is resolved;
+// oldObject stays as stored. A CompiledSync that cannot be read fails the
+// request closed, naming it.
+func (p *Policies) resolvePlan(ctx context.Context, req admission.Request, object any) error {
+	// Only plan spec writes, and only those that mention content: a plan
+	// of whole syncs (a push Remote's, an older agent's) is decoded once,
+	// as before.
+	if req.Kind.Kind != "ProxyAssemblage" || req.Kind.Group != fleeetv1.GroupVersion.Group || req.SubResource != "" ||
+		!bytes.Contains(req.Object.Raw, []byte(`"content"`)) {
+		return nil
+	}
+	pa := &fleeetv1.ProxyAssemblage{}
+	if err := json.Unmarshal(req.Object.Raw, pa); err != nil {
+		return fmt.Errorf("decoding the ProxyAssemblage: %w", err)
+	}
+	if !plancontent.Names(pa.Spec.Assemblage.Syncs) {
+		return nil
+	}
+	// From the cache, or live: the compiler creates a CompiledSync a
+	// moment before the plan that names it. A CompiledSync's sync never
+	// changes, so what the cache holds is what the plan names.
+	content := plancontent.From(plancontent.Lagging{Cache: p.Reader, Live: p.LiveReader}, req.Namespace)
+	syncs, err := plancontent.Resolve(ctx, pa.Spec.Assemblage.Syncs, content)
+	if err != nil {
+		return fmt.Errorf("resolving spec.assemblage.syncs of ProxyAssemblage %s: %w", req.Name, err)
+	}
+	raw, err := json.Marshal(syncs)
+	if err != nil {
+		return err
+	}
+	var resolved any
+	if err := json.Unmarshal(raw, &resolved); err != nil {
+		return err
+	}
+	obj, _ := object.(map[string]any)
+	spec, _ := obj["spec"].(map[string]any)
+	assemblage, _ := spec["assemblage"].(map[string]any)
+	if assemblage == nil { // cannot be: the typed decode found syncs there
+		return fmt.Errorf("ProxyAssemblage %s: spec.assemblage is not an object", req.Name)
+	}
+	assemblage["syncs"] = resolved
+	return nil
 }
 
 // namespace reads a namespace from the cache, or from the apiserver when the

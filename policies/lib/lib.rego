@@ -7,6 +7,10 @@ kind := input.request.kind.kind
 # The requester's username.
 user := input.request.userInfo.username
 
+# The request deletes its object (only CompiledSyncs' deletes reach the
+# webhook): input.object is null, and the object is in input.oldObject.
+deletes if input.request.operation == "DELETE"
+
 # The fleet manager's own identity writes plans, labels and status.
 manager if user == input.context.manager.username
 

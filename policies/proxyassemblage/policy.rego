@@ -3,6 +3,13 @@
 # that very cluster (fleeet-remote-<name>, matched exactly, never by prefix;
 # a plan split over several ProxyAssemblages names its further parts
 # <name>.p1 to <name>.p7, and they are that cluster's too).
+#
+# CompiledSyncs are the content plans name (NamedSync.Content): only the
+# manager creates, updates or deletes them, and not even the manager changes
+# the sync one holds. A cluster reads a CompiledSync by the name its plan
+# gives; whoever could write one would change what every plan naming it
+# deploys, and whoever could delete one would leave those clusters unable to
+# read their plans.
 package fleeet.proxyassemblage
 
 import data.fleeet.lib
@@ -37,4 +44,36 @@ deny contains msg if {
 	own_cluster
 	object.get(input, ["context", "remote"], null) == null
 	msg := sprintf("status: Remote %s behind this identity no longer exists; the cluster is revoked", [input.request.name])
+}
+
+# The kube-controller-manager's garbage collector and namespace controller
+# delete what a deleted namespace or owner leaves: refusing them would keep a
+# tenant namespace terminating for ever. Only cluster admins can act as them
+# (impersonation, or a token of a kube-system ServiceAccount).
+kube_cleanup if lib.user in {
+	"system:kube-controller-manager",
+	"system:serviceaccount:kube-system:generic-garbage-collector",
+	"system:serviceaccount:kube-system:namespace-controller",
+}
+
+deny contains msg if {
+	lib.kind == "CompiledSync"
+	input.request.operation in {"CREATE", "UPDATE"}
+	not lib.manager
+	msg := sprintf("sync: CompiledSyncs are compiled by the fleet manager only, and clusters deploy what they hold; %s may not write %s", [lib.user, input.request.name])
+}
+
+deny contains msg if {
+	lib.kind == "CompiledSync"
+	lib.deletes
+	not lib.manager
+	not kube_cleanup
+	msg := sprintf("metadata.name: CompiledSync %s is deleted by the fleet manager only, once no plan names it (a cluster whose plan names it could no longer read its plan); %s may not delete it", [input.request.name, lib.user])
+}
+
+deny contains msg if {
+	lib.kind == "CompiledSync"
+	input.request.operation == "UPDATE"
+	object.get(input.object, "sync", null) != object.get(input.oldObject, "sync", null)
+	msg := sprintf("sync: CompiledSync %s is immutable: plans name it by a hash of its sync, and clusters keep what they read once; compile a new CompiledSync instead", [input.request.name])
 }

@@ -8,7 +8,8 @@
 # RegistrationToken a Remote was created through, which a registration
 # identity sets on the Remote it creates (package registration checks it
 # names the identity's own token) and no one changes afterwards; and the
-# recovery key annotation (below).
+# recovery key annotation (below). A delete (only CompiledSyncs' reach the
+# webhook) changes no key, and its object is null: nothing here judges it.
 package fleeet.reserved
 
 import data.fleeet.lib
@@ -75,6 +76,7 @@ user_settable(field, k) if {
 # An Ed25519 public key in standard base64.
 deny contains msg if {
 	not lib.manager
+	not lib.deletes
 	key := object.get(input.object, ["metadata", "annotations", recovery_key_annotation], null)
 	key != null
 	not regex.match(`^[A-Za-z0-9+/]{43}=$`, key)
@@ -83,6 +85,7 @@ deny contains msg if {
 
 deny contains msg if {
 	not lib.manager
+	not lib.deletes
 	at := object.get(input.object, ["metadata", "annotations", reenrolled_at_annotation], null)
 	at != null
 	not time.parse_rfc3339_ns(at)
@@ -90,6 +93,7 @@ deny contains msg if {
 }
 
 changed contains [field, k] if {
+	not lib.deletes
 	some field in ["labels", "annotations"]
 	new := object.get(input.object, ["metadata", field], {})
 	old := object.get(input, ["oldObject", "metadata", field], {})

@@ -121,3 +121,13 @@ test_a_user_names_a_new_recovery_key_with_fleetctl_reenrol if {
 	count(reserved.deny) == 2 with input as object.union(remote("system:serviceaccount:t:fleeet-remote-edge", {}, reenrol), {"request": {"namespace": "t"}})
 	reserved.deny == {"metadata.annotations[fleeet.dev/reenrolled-at]: not an RFC 3339 time"} with input as remote("alice", {}, {"annotations": {"fleeet.dev/reenrolled-at": "yesterday"}})
 }
+
+# A delete's object is null: it changes no key, and judging it must not fail.
+test_a_delete_is_not_judged if {
+	count(reserved.deny) == 0 with input as {
+		"request": {"operation": "DELETE", "kind": {"kind": "CompiledSync"}, "userInfo": {"username": "alice"}},
+		"context": {"manager": {"username": "manager"}},
+		"object": null,
+		"oldObject": {"metadata": {"labels": {"fleeet.dev/sync": "web"}, "annotations": {"fleeet.dev/recovery-key": "not-a-key"}}},
+	}
+}

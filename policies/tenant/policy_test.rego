@@ -25,3 +25,9 @@ test_tenant_label_other_than_true_denied if {
 		count(tenant.deny) == 1 with input as req({"fleeet.dev/tenant": v}, "alice")
 	}
 }
+
+# A delete places nothing: what a namespace that lost its label still holds
+# can go (who may delete it is for the kind's own policy).
+test_deletes_outside_tenant_namespaces_are_not_judged if {
+	count(tenant.deny) == 0 with input as object.union(req({}, "alice"), {"request": {"operation": "DELETE"}})
+}

@@ -134,6 +134,7 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	run("rollout", rolloutAttacks(ctx, f, alice, aliceID))
 	run("dashboard", dashboardAttacks(t, f))
 	run("delivery", deliveryAttacks(ctx, f, alice, cluster, aliceID, clusterID))
+	run("content", contentAttacks(ctx, f, alice, cluster, manager, aliceID, clusterID, managerID))
 	run("manager", managerAttacks(ctx, f, manager, managerID))
 }
 

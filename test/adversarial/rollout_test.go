@@ -23,6 +23,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/fleetctl"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 )
 
 // oversized fills a Module's sync past the manager's default
@@ -36,12 +37,16 @@ func oversized(m *fleeetv1.Module) {
 }
 
 // planOf returns, for Eventually, what the plan of team-a's Remote edge
-// holds of each Module (its tag) and the compiler's stamps.
+// holds of each Module (its tag) and the compiler's stamps. The plan is
+// read resolved, as its cluster reads it: its entries name CompiledSyncs.
 func planOf(ctx context.Context, f *fleet) func(Gomega) (map[string]string, map[string]fleeetv1.Compiled) {
 	return func(g Gomega) (map[string]string, map[string]fleeetv1.Compiled) {
 		pa := &fleeetv1.ProxyAssemblage{}
 		g.Expect(f.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "edge"}, pa)).To(Succeed())
-		g.Expect(compile.PlanBytes(&pa.Spec)).To(BeNumerically("<=", compile.DefaultMaxPlanBytes), "the plan stays under the limit")
+		syncs, err := plancontent.Resolve(ctx, pa.Spec.Assemblage.Syncs, plancontent.From(f.mgmt.Client, tenantA))
+		g.Expect(err).NotTo(HaveOccurred())
+		pa.Spec.Assemblage.Syncs = syncs
+		g.Expect(compile.PlanBytes(&pa.Spec)).To(BeNumerically("<=", compile.DefaultMaxPlanBytes), "the plan stays under the limit, resolved")
 		tags := map[string]string{}
 		for _, s := range pa.Spec.Assemblage.Syncs {
 			if s.Source.Git != nil {

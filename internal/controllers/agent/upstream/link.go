@@ -25,6 +25,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/delivery"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
@@ -66,6 +67,9 @@ type link struct {
 	// parts[k] being part k; read again only when part 0 lists another
 	// revision for them.
 	parts [fleeetv1.MaxPlanParts]*fleeetv1.ProxyAssemblage
+	// content holds the CompiledSyncs the plan names, read through
+	// readCompiledSync; after each plan mirrored, only those it names.
+	content plancontent.Cache
 }
 
 // linkState is what a link knows about the management cluster.
@@ -375,9 +379,10 @@ func (l *link) renewLease(ctx context.Context, lease *coordinationv1.Lease) (*co
 }
 
 // reportVersions applies the fields of the Remote's status the agent owns:
-// its own and Kubernetes' versions, the cluster's Flux, the FluxCompatible
-// condition and the labels it requests (the Upstream's spec.labels, which
-// the manager applies as far as the registration freed them).
+// its own and Kubernetes' versions, that it reads CompiledSyncs, the
+// cluster's Flux, the FluxCompatible condition and the labels it requests
+// (the Upstream's spec.labels, which the manager applies as far as the
+// registration freed them).
 func (l *link) reportVersions(ctx context.Context, fluxStatus fleeetv1.FluxStatus, conditions []metav1.Condition) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
@@ -386,9 +391,11 @@ func (l *link) reportVersions(ctx context.Context, fluxStatus fleeetv1.FluxStatu
 	if requested == nil {
 		requested = map[string]string{} // sent: none requested removes what was
 	}
+	// readsCompiledSyncs tells the manager it may name CompiledSyncs in
+	// the plan in place of the syncs they hold (see resolve).
 	owned := map[string]any{
 		"agentVersion": l.versions.Agent, "kubernetesVersion": l.versions.Kubernetes, "flux": fluxStatus,
-		"requestedLabels": requested,
+		"requestedLabels": requested, "readsCompiledSyncs": true,
 	}
 	if len(conditions) > 0 {
 		// Sent only with a condition to own: the list is shared with
@@ -449,6 +456,27 @@ func (l *link) readPlan(ctx context.Context, first *fleeetv1.ProxyAssemblage) (p
 		l.mu.Unlock()
 		return pa, nil
 	})
+}
+
+// resolve returns the plan as it is mirrored (mirror.Resolve), every
+// CompiledSync its entries name read through the link's cache.
+func (l *link) resolve(ctx context.Context, plan []*fleeetv1.ProxyAssemblage) ([]*fleeetv1.ProxyAssemblage, error) {
+	return mirror.Resolve(ctx, plan, l.content.Getter())
+}
+
+// readCompiledSync reads the named CompiledSync of the management namespace
+// with a GET of its own: the cluster's identity may get a CompiledSync by
+// name but never list or watch them, and l.client, built without a cache,
+// starts no informer. A CompiledSync not found or not granted is the
+// plan's trouble, not a failure to reach the management cluster.
+func (l *link) readCompiledSync(ctx context.Context, name string) (*fleeetv1.CompiledSync, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	cs, err := plancontent.From(l.client, l.ns)(ctx, name)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+		l.failed(err, 0)
+	}
+	return cs, err
 }
 
 // writeStatus copies the downstream status into the ProxyAssemblage, a

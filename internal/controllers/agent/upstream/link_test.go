@@ -144,7 +144,7 @@ func (l *linked) mirroredTag(g Gomega) string {
 
 // With only the rights the manager grants a cluster, the agent mirrors its
 // plan, follows changes as they happen, renews its Lease, reports its
-// versions and the plan's state back.
+// versions, that it reads CompiledSyncs, and the plan's state back.
 func TestALinkMirrorsThePlanAndReportsBack(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -161,6 +161,7 @@ func TestALinkMirrorsThePlanAndReportsBack(t *testing.T) {
 		remote := &fleeetv1.Remote{}
 		g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
 		g.Expect(remote.Status.AgentVersion).To(Equal(version.Version))
+		g.Expect(remote.Status.ReadsCompiledSyncs).To(BeTrue(), "the manager may name CompiledSyncs in the plan")
 		g.Expect(remote.Status.KubernetesVersion).NotTo(BeEmpty())
 		pa := &fleeetv1.ProxyAssemblage{}
 		g.Expect(mc.Get(ctx, client.ObjectKeyFromObject(l.plan), pa)).To(Succeed())

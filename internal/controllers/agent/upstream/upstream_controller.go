@@ -230,14 +230,15 @@ func (r *Reconciler) reconcileLinkState(up *fleeetv1.Upstream, l *link, st linkS
 	return true
 }
 
-// reconcilePlan reads the cluster's whole plan through the link, mirrors it
-// into the local Assemblages (mirror) and delivers the Secrets it names
-// (deliver). The Upstream is Ready with ReasonSynced once the plan is
-// mirrored and the management cluster reachable; else Failed with
-// ReasonAwaitingPlan (no ProxyAssemblage yet), ReasonPlanIncomplete (a part
-// not read; read again after partRetry), ReasonMirrorFailed (the error is
-// returned) or ReasonUnreachable (the last plan applied, its status not
-// reported until the link reconnects).
+// reconcilePlan reads the cluster's whole plan through the link, with the
+// CompiledSyncs its entries name (link.resolve), mirrors it into the local
+// Assemblages (mirror) and delivers the Secrets it names (deliver). The
+// Upstream is Ready with ReasonSynced once the plan is mirrored and the
+// management cluster reachable; else Failed with ReasonAwaitingPlan (no
+// ProxyAssemblage yet), ReasonPlanIncomplete (a part or a CompiledSync it
+// names not read; read again after partRetry), ReasonMirrorFailed (the
+// error is returned) or ReasonUnreachable (the last plan applied, its
+// status not reported until the link reconnects).
 func (r *Reconciler) reconcilePlan(ctx context.Context, up *fleeetv1.Upstream, l *link, st linkState) (ctrl.Result, error) {
 	if st.pa == nil {
 		status.MarkFailed(up, fleeetv1.ReasonAwaitingPlan, "waiting for the cluster's ProxyAssemblage")
@@ -247,21 +248,28 @@ func (r *Reconciler) reconcilePlan(ctx context.Context, up *fleeetv1.Upstream, l
 	if err == nil && incomplete != nil {
 		err = incomplete
 	}
+	var whole []*fleeetv1.ProxyAssemblage
+	if err == nil {
+		whole, err = l.resolve(ctx, plan)
+	}
 	if err != nil {
 		// Nothing is mirrored from a plan not read whole: the
 		// Assemblages keep the last one.
-		status.MarkFailed(up, fleeetv1.ReasonPlanIncomplete,
-			fmt.Sprintf("the plan is not read whole (%v); the local Assemblages keep the last plan mirrored", err))
+		msg := fmt.Sprintf("the plan is not read whole (%v); the local Assemblages keep the last plan mirrored", err)
+		if c := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.ReadyCondition); c == nil || c.Message != msg {
+			log.FromContext(ctx).Info("Plan not read whole; keeping the last plan mirrored", "error", err.Error())
+		}
+		status.MarkFailed(up, fleeetv1.ReasonPlanIncomplete, msg)
 		return ctrl.Result{RequeueAfter: partRetry}, nil
 	}
 	// While the management cluster cannot be reached, the plan is still
 	// mirrored but the status waits: reconnecting wakes this up again.
-	asm, err := r.mirror(ctx, up, l, plan, st.err == nil)
+	asm, err := r.mirror(ctx, up, l, plan, whole, st.err == nil)
 	if err != nil {
 		status.MarkFailed(up, fleeetv1.ReasonMirrorFailed, err.Error())
 		return ctrl.Result{}, err
 	}
-	if err := r.deliver(ctx, up, asm, mirror.Syncs(plan), st); err != nil {
+	if err := r.deliver(ctx, up, asm, mirror.Syncs(whole), st); err != nil {
 		status.MarkFailed(up, fleeetv1.ReasonMirrorFailed, err.Error())
 		return ctrl.Result{}, err
 	}
@@ -323,6 +331,7 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 		},
 	}
 	l.token.Store(&token)
+	l.content.Get = l.readCompiledSync
 	if l.client, err = client.NewWithWatch(managementConfig(up, func() string { return l.token.Load().Value }),
 		client.Options{Scheme: r.Client.Scheme()}); err != nil {
 		return nil, err
@@ -477,19 +486,21 @@ func (r *Reconciler) storeCredential(ctx context.Context, up *fleeetv1.Upstream,
 	return nil
 }
 
-// mirror writes the whole plan into the local Assemblages, part k into
-// Assemblage PlanPartName(up.Name, k), and, when report is set, each
-// Assemblage's status, once it describes its part, back into that part. It
-// returns part 0's Assemblage.
-func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link, plan []*fleeetv1.ProxyAssemblage, report bool) (*fleeetv1.Assemblage, error) {
+// mirror writes whole, the plan as read with its entries resolved, into the
+// local Assemblages, part k into Assemblage PlanPartName(up.Name, k), and,
+// when report is set, each Assemblage's status, once it describes its
+// part, back into that part of plan, as read. The link's cache then keeps
+// only the CompiledSyncs plan names. It returns part 0's Assemblage.
+func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link, plan, whole []*fleeetv1.ProxyAssemblage, report bool) (*fleeetv1.Assemblage, error) {
 	asms, changed, err := mirror.Downstream{
 		Client: r.Client, Key: client.ObjectKey{Namespace: assemblageNamespace(up), Name: up.Name},
 		ServiceAccount: up.Spec.ServiceAccountName,
 		Annotations:    map[string]string{fleeetv1.UpstreamAnnotation: client.ObjectKeyFromObject(up).String()},
-	}.Write(ctx, plan)
+	}.Write(ctx, whole)
 	if err != nil {
 		return nil, err
 	}
+	l.content.Keep(mirror.Syncs(plan))
 	if changed {
 		up.Status.LastSyncTime = &metav1.Time{Time: time.Now()}
 	}

@@ -31,6 +31,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/shard"
 )
 
@@ -74,11 +75,20 @@ type Reconciler struct {
 	// resourceVersion of the compiler's own last write, so that its watch
 	// event does not compile the Remote again.
 	written sync.Map
+
+	// created holds, per CompiledSync the compiler created and its cache
+	// has not seen yet, when it did (storeContent).
+	created sync.Map
+
+	// apiReader reads what the cache has not seen yet; nil without a
+	// manager.
+	apiReader client.Reader
 }
 
 // SetupWithManager registers the compiler and the indexes its map functions
 // use, so a change touches only the ProxyAssemblages it affects.
 func (c *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	c.apiReader = mgr.GetAPIReader()
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &fleeetv1.ProxyAssemblage{}, syncNamesIndex, func(o client.Object) []string {
 		var names []string
@@ -129,8 +139,10 @@ var compileInputChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) 
 // deterministic (syncs sorted by name) and each part is written only when
 // it changed. The steps, in order: delete the plan of a Remote that is gone
 // (deletePlan), leave the plan as it is while the Remote may not have a new
-// one (planLeftAsIs), compile against what the plan's parts hold
-// (reconcileCompile) and write the parts that changed (reconcileWrite).
+// one (planLeftAsIs), compile against what the plan's parts hold, each sync
+// whole (reconcileCompile), store the syncs the plan will name in
+// CompiledSyncs (reconcileContent) and write the parts that changed
+// (reconcileWrite).
 func (c *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	remote := &fleeetv1.Remote{}
 	if err := c.Client.Get(ctx, req.NamespacedName, remote); err != nil {
@@ -142,7 +154,11 @@ func (c *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if planLeftAsIs(ctx, remote) {
 		return ctrl.Result{}, nil
 	}
-	held, err := compile.ReadPlan(ctx, c.Client, req.NamespacedName)
+	stored, err := compile.ReadPlan(ctx, c.Client, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	held, err := plancontent.ResolvePlan(ctx, c.contentReader(), stored)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -150,7 +166,11 @@ func (c *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return c.reconcileWrite(ctx, remote, held, p)
+	wire, err := c.reconcileContent(ctx, remote, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return c.reconcileWrite(ctx, remote, stored, held, p, wire)
 }
 
 // deletePlan deletes every ProxyAssemblage the plan of the Remote key, which
@@ -207,55 +227,59 @@ func (c *Reconciler) reconcileCompile(ctx context.Context, remote *fleeetv1.Remo
 	return planOf(parts, stamps, retry)
 }
 
-// reconcileWrite writes the parts of p that changed: the further parts
-// first, then part 0, which lists the revisions they carry and so
-// publishes them, then deletes the parts part 0 no longer lists. A reader
-// acts on a plan only once every part it lists is read at its revision
-// (AssemblageSpec.Whole), so it never sees half of a new plan.
-func (c *Reconciler) reconcileWrite(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan, p plan) (ctrl.Result, error) {
-	for k := range p.parts {
-		k = (k + 1) % len(p.parts) // part 0 last
-		if p.heldBy(k, held[k]) {
+// reconcileWrite writes the parts of wire, the plan p as the Remote gets
+// it, that stored does not hold already: the further parts first, then
+// part 0, which lists the revisions they carry and so publishes them, then
+// deletes the parts part 0 no longer lists. A reader acts on a plan only
+// once every part it lists is read at its revision (AssemblageSpec.Whole),
+// so it never sees half of a new plan. held is stored with every sync
+// whole, for telling Modules of a refusal.
+func (c *Reconciler) reconcileWrite(ctx context.Context, remote *fleeetv1.Remote, stored, held fleeetv1.ProxyPlan, p, wire plan) (ctrl.Result, error) {
+	for k := range wire.parts {
+		k = (k + 1) % len(wire.parts) // part 0 last
+		if wire.heldBy(k, stored[k]) {
 			continue
 		}
-		if res, err := c.writePart(ctx, remote, held, p, k); err != nil || !res.IsZero() {
+		if res, err := c.writePart(ctx, remote, stored, held, p, wire, k); err != nil || !res.IsZero() {
 			return res, err
 		}
 	}
-	for k := len(p.parts); k < len(held); k++ {
-		if held[k] == nil {
+	for k := len(wire.parts); k < len(stored); k++ {
+		if stored[k] == nil {
 			continue
 		}
-		c.written.Delete(client.ObjectKeyFromObject(held[k]))
-		if err := c.Client.Delete(ctx, held[k]); client.IgnoreNotFound(err) != nil {
-			return ctrl.Result{}, fmt.Errorf("deleting ProxyAssemblage %s/%s, a part the plan no longer lists: %w", remote.Namespace, held[k].Name, err)
+		c.written.Delete(client.ObjectKeyFromObject(stored[k]))
+		if err := c.Client.Delete(ctx, stored[k]); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("deleting ProxyAssemblage %s/%s, a part the plan no longer lists: %w", remote.Namespace, stored[k].Name, err)
 		}
 	}
 	return ctrl.Result{}, nil
 }
 
-// writePart writes part k of p: an update of held[k] when the part exists,
-// else a new part the Remote owns. It observes the part's size and the
-// write's duration, and remembers the write so that its watch event does
-// not compile the Remote again. A part the cache has not seen yet is
-// compiled again shortly; a part admission policy refuses is told to the
-// Modules it would have changed (recordDenial), and the Remote keeps the
-// plan it holds: part 0 is not written, so it lists the parts as they were.
-func (c *Reconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan, p plan, k int) (ctrl.Result, error) {
-	pa, exists := held[k].DeepCopy(), held[k] != nil // held stays the plan as it was read
+// writePart writes part k of wire (the plan p as the Remote gets it): an
+// update of stored[k] when the part exists, else a new part the Remote
+// owns. It observes the part's size and the write's duration, and
+// remembers the write so that its watch event does not compile the Remote
+// again. A part the cache has not seen yet is compiled again shortly; a
+// part admission policy refuses is told to the Modules it would have
+// changed (recordDenial, comparing held and p, every sync whole), and the
+// Remote keeps the plan it holds: part 0 is not written, so it lists the
+// parts as they were.
+func (c *Reconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, stored, held fleeetv1.ProxyPlan, p, wire plan, k int) (ctrl.Result, error) {
+	pa, exists := stored[k].DeepCopy(), stored[k] != nil // stored stays the plan as it was read
 	var heldSyncs []fleeetv1.NamedSync
 	if exists {
-		heldSyncs = pa.Spec.Assemblage.Syncs
+		heldSyncs = held[k].Spec.Assemblage.Syncs
 	} else {
 		pa = &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: fleeetv1.PlanPartName(remote.Name, k), Namespace: remote.Namespace}}
 		if err := controllerutil.SetControllerReference(remote, pa, c.Client.Scheme()); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	want := p.parts[k]
+	want := wire.parts[k]
 	a := &pa.Spec.Assemblage
 	a.Syncs, a.RetryRequestedAt, a.Parts, a.PartRevision = want.Syncs, want.RetryRequestedAt, want.Parts, want.PartRevision
-	metav1.SetMetaDataAnnotation(&pa.ObjectMeta, fleeetv1.CompiledAnnotation, p.compiled[k])
+	metav1.SetMetaDataAnnotation(&pa.ObjectMeta, fleeetv1.CompiledAnnotation, wire.compiled[k])
 	if raw, err := json.Marshal(pa.Spec); err == nil {
 		fleetmetrics.PlanBytes.Observe(float64(len(raw)))
 	}
@@ -269,7 +293,7 @@ func (c *Reconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, hel
 	}
 	if err != nil {
 		if msg, denied := policyDenial(err); denied {
-			c.recordDenial(ctx, remote, held.Syncs(), p.union(), heldSyncs, want.Syncs, msg)
+			c.recordDenial(ctx, remote, held.Syncs(), p.union(), heldSyncs, p.parts[k].Syncs, msg)
 		}
 		return ctrl.Result{}, fmt.Errorf("writing ProxyAssemblage %s/%s: %w", remote.Namespace, pa.Name, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/compiler"
+	"github.com/fleeet-dev/fleeet/internal/controllers/manager/content"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -37,8 +38,16 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// setupCompiler registers the compiler as the manager does.
+// contentGrace is how long the collector keeps a CompiledSync no plan
+// names, short enough for a test to see it go.
+const contentGrace = 2 * time.Second
+
+// setupCompiler registers the compiler and the collector of its
+// CompiledSyncs as the manager does.
 func setupCompiler(ctx context.Context, mgr ctrl.Manager) error {
+	if err := (&content.Collector{Client: mgr.GetClient(), Grace: contentGrace}).SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
 	return (&compiler.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Concurrent: 2,
 		MaxPlanBytes: maxPlanBytes}).SetupWithManager(ctx, mgr)
 }

@@ -56,10 +56,11 @@ type Reconciler struct {
 	notices   notices
 }
 
-// SetupWithManager registers the controller. What clusters report
-// (ProxyAssemblage status) and Remote changes that matter to a rollout
-// (labels, connectivity, suspension) reach the Modules of the namespace,
-// what the compiler made of a Module (its stamp on the plan) that Module;
+// SetupWithManager registers the controller. Remote changes that matter to
+// a rollout (labels, connectivity, suspension) reach the Modules of the
+// namespace, what a cluster reports of a sync (ProxyAssemblage status) the
+// sync's Module (planChanged), what the compiler made of a Module (its
+// stamp on the plan) that Module;
 // heartbeats do not, and neither do the Module's own status writes, since
 // each Module reconcile reads every Remote it selects. A change of a Secret
 // reaches the Modules whose syncs deliver it, whose status says whether it
@@ -83,23 +84,34 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// planChanged reconciles, when a plan's report changes (or the plan comes
-// or goes), every Module of its namespace, and when only the compiler's
-// stamps change, just the Modules whose stamp did: a version change of one
-// Module rewrites every plan of the fleet, and each rewrite would otherwise
-// reconcile every Module, each of which reads every plan.
+// planChanged reconciles, when a plan comes or goes or its report as a
+// whole changes (the generation it describes, its conditions), every
+// Module of its namespace; when only some syncs' reports change, just
+// their Modules; and when only the compiler's stamps change, just the
+// Modules whose stamp did: a version change of one Module rewrites every
+// plan of the fleet, and each rewrite, or each cluster's report of one
+// sync, would otherwise reconcile every Module, each of which reads every
+// plan.
 func (r *Reconciler) planChanged(modules handler.EventHandler) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: modules.Create,
 		DeleteFunc: modules.Delete,
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			before, after := e.ObjectOld.(*fleeetv1.ProxyAssemblage), e.ObjectNew.(*fleeetv1.ProxyAssemblage)
-			if !equality.Semantic.DeepEqual(before.Status, after.Status) {
-				modules.Update(ctx, e, q)
-				return
-			}
 			changed := func(name string) {
 				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: after.Namespace, Name: name}})
+			}
+			if !equality.Semantic.DeepEqual(before.Status, after.Status) {
+				if before.Status.ObservedGeneration != after.Status.ObservedGeneration ||
+					!equality.Semantic.DeepEqual(before.Status.Conditions, after.Status.Conditions) {
+					modules.Update(ctx, e, q)
+					return
+				}
+				// Only syncs' reports changed: the Modules they belong to.
+				for _, name := range changedReports(before.Status.Syncs, after.Status.Syncs) {
+					changed(name)
+				}
+				return
 			}
 			was, now := r.stamps.of(before), r.stamps.of(after)
 			for name, stamp := range now {
@@ -524,4 +536,22 @@ func firstFew(msgs []string) string {
 		return strings.Join(msgs, "; ")
 	}
 	return fmt.Sprintf("%s; and %d more", strings.Join(msgs[:n], "; "), len(msgs)-n)
+}
+
+// changedReports lists the syncs whose report differs between before and
+// after, or is in only one of them.
+func changedReports(before, after []fleeetv1.SyncStatus) []string {
+	var names []string
+	for i := range after {
+		j := slices.IndexFunc(before, func(s fleeetv1.SyncStatus) bool { return s.Name == after[i].Name })
+		if j < 0 || !equality.Semantic.DeepEqual(before[j], after[i]) {
+			names = append(names, after[i].Name)
+		}
+	}
+	for i := range before {
+		if !slices.ContainsFunc(after, func(s fleeetv1.SyncStatus) bool { return s.Name == before[i].Name }) {
+			names = append(names, before[i].Name)
+		}
+	}
+	return names
 }

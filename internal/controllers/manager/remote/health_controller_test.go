@@ -11,6 +11,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,9 +25,9 @@ import (
 )
 
 // TestHealthJudgesAPullRemoteByItsLease reconciles one Remote with a minute
-// of grace against each kind of Lease it may have.
+// of grace, at a fixed time, against each kind of Lease it may have.
 func TestHealthJudgesAPullRemoteByItsLease(t *testing.T) {
-	now := time.Now()
+	now := time.Date(2026, 11, 28, 10, 0, 0, 123456000, time.UTC) // a Lease holds microseconds
 	at := func(ago time.Duration) *metav1.MicroTime { return ptr.To(metav1.NewMicroTime(now.Add(-ago))) }
 	for name, tc := range map[string]struct {
 		push      bool
@@ -34,7 +35,7 @@ func TestHealthJudgesAPullRemoteByItsLease(t *testing.T) {
 		connected metav1.ConditionStatus // "" when the health controller leaves it to the push controller
 		reason    string
 		message   string
-		requeue   time.Duration // about when the Remote is judged again
+		requeue   time.Duration // when the Remote is judged again
 		heartbeat *metav1.MicroTime
 	}{
 		"a push Remote":                {push: true},
@@ -58,7 +59,8 @@ func TestHealthJudgesAPullRemoteByItsLease(t *testing.T) {
 			}
 			c := fake.NewClientBuilder().WithScheme(testenv.Scheme).WithObjects(objs...).WithStatusSubresource(r).Build()
 
-			result, err := (&remote.HealthReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Grace: time.Minute}).Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
+			h := &remote.HealthReconciler{Client: c, Recorder: events.NewFakeRecorder(10), Grace: time.Minute, Clock: clocktesting.NewFakePassiveClock(now)}
+			result, err := h.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(r)})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(r), r)).To(Succeed())
 			if tc.push {
@@ -68,7 +70,7 @@ func TestHealthJudgesAPullRemoteByItsLease(t *testing.T) {
 				return
 			}
 			g.Expect(r.Status.ObservedGeneration).To(BeEquivalentTo(3))
-			g.Expect(result.RequeueAfter).To(BeNumerically("~", tc.requeue, time.Second))
+			g.Expect(result.RequeueAfter).To(Equal(tc.requeue))
 			if tc.heartbeat == nil {
 				g.Expect(r.Status.LastHeartbeatTime).To(BeNil())
 			} else {
@@ -91,11 +93,13 @@ func TestHealthJudgesAPullRemoteByItsLease(t *testing.T) {
 
 // A Remote whose agent stops renewing its Lease is marked offline once the
 // grace period has passed without a heartbeat, with no event to wake the
-// controller, and back online at its next heartbeat.
+// controller, recording the last renewal, and back online at its next
+// heartbeat.
 func TestAPullRemoteGoesOfflineAfterTheGracePeriodAndBackAtItsNextHeartbeat(t *testing.T) {
 	g := NewWithT(t)
 	r := pullRemote(t, tenant(t), "edge-1", nil)
-	heartbeat(t, r, time.Now())
+	first := time.Now()
+	heartbeat(t, r, first)
 	judgedAs := func(want metav1.ConditionStatus, reason string) {
 		g.Eventually(func(g Gomega) {
 			get(g, r)
@@ -108,10 +112,18 @@ func TestAPullRemoteGoesOfflineAfterTheGracePeriodAndBackAtItsNextHeartbeat(t *t
 	}
 	judgedAs(metav1.ConditionTrue, fleeetv1.ReasonHeartbeatFresh)
 	online := time.Now()
+	// A renewal that changes nothing else need not be written at once,
+	// but going offline records it. The status holds whole seconds.
+	last := time.Now()
+	if last.Sub(first) < time.Second {
+		last = first.Add(time.Second)
+	}
+	heartbeat(t, r, last)
 
 	judgedAs(metav1.ConditionFalse, fleeetv1.ReasonHeartbeatMissed)
 	g.Expect(time.Since(online)).To(BeNumerically(">=", grace-time.Second), "not before the grace period ends")
 	g.Expect(connected(g, r).Message).To(HaveSuffix("(grace period 2s)"))
+	g.Expect(r.Status.LastHeartbeatTime.Time).To(BeTemporally("==", last.Truncate(time.Second)))
 
 	heartbeat(t, r, time.Now())
 	judgedAs(metav1.ConditionTrue, fleeetv1.ReasonHeartbeatFresh)
@@ -223,4 +235,178 @@ func TestHealthWritesEachHeartbeatOnce(t *testing.T) {
 	g.Expect(writes).To(Equal(1), "status writes for one heartbeat")
 	g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(r), r)).To(Succeed())
 	g.Expect(r.Status.LastHeartbeatTime.Time).To(BeTemporally("==", renewed.Truncate(time.Second)))
+}
+
+// renewal is the agent's default heartbeat interval (agent.DefaultHeartbeat).
+const renewal = 40 * time.Second
+
+// healthFixture is one pull Remote and its Lease, unrenewed as registration
+// creates it, in a fake client, judged by a health controller on a clock
+// the test moves, which records when it wrote the Remote's status.
+type healthFixture struct {
+	t      *testing.T
+	client client.Client
+	health *remote.HealthReconciler
+	clock  *clocktesting.FakeClock
+	remote *fleeetv1.Remote
+	lease  *coordinationv1.Lease
+	// writes are the clock's times of the health controller's status writes.
+	writes []time.Time
+}
+
+// newHealthFixture judges with grace and the manager version v0.4.0.
+func newHealthFixture(t *testing.T, grace time.Duration) *healthFixture {
+	f := &healthFixture{t: t, clock: clocktesting.NewFakeClock(time.Date(2026, 11, 28, 10, 0, 0, 123456000, time.UTC)),
+		remote: &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "edge-1", Generation: 1}},
+		lease:  &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "edge-1"}}}
+	f.client = fake.NewClientBuilder().WithScheme(testenv.Scheme).WithObjects(f.remote, f.lease).WithStatusSubresource(f.remote).
+		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts); o.FieldManager == status.HealthManager {
+				f.writes = append(f.writes, f.clock.Now())
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		}}).Build()
+	f.health = &remote.HealthReconciler{Client: f.client, Recorder: events.NewFakeRecorder(10), Grace: grace, ManagerVersion: "v0.4.0", Clock: f.clock}
+	return f
+}
+
+// renew renews the Lease now, as the agent does.
+func (f *healthFixture) renew() {
+	f.lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(f.clock.Now()))
+	NewWithT(f.t).Expect(f.client.Update(f.t.Context(), f.lease)).To(Succeed())
+}
+
+// reconcile runs the health controller twice, as a change and the Remote's
+// own status write coming back run it, and returns the second result.
+func (f *healthFixture) reconcile() ctrl.Result {
+	g := NewWithT(f.t)
+	var result ctrl.Result
+	for range 2 {
+		var err error
+		result, err = f.health.Reconcile(f.t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(f.remote)})
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	g.Expect(f.client.Get(f.t.Context(), client.ObjectKeyFromObject(f.remote), f.remote)).To(Succeed())
+	return result
+}
+
+// connected is the Remote's Connected condition as last read.
+func (f *healthFixture) connected() *metav1.Condition {
+	c := apimeta.FindStatusCondition(f.remote.Status.Conditions, fleeetv1.ConnectedCondition)
+	NewWithT(f.t).Expect(c).NotTo(BeNil())
+	return c
+}
+
+// An agent renewing its Lease every 40 s for an idle hour costs the manager
+// its first heartbeat's write and then only a refresh of lastHeartbeatTime
+// once per DefaultHeartbeatRefresh: under 0.1 writes a minute, where
+// copying every renewal wrote 1.5.
+func TestAnIdleRemoteIsWrittenOnlyToRefreshItsHeartbeat(t *testing.T) {
+	g := NewWithT(t)
+	f := newHealthFixture(t, time.Minute)
+	start := f.clock.Now()
+	renewals := 0
+	for ; f.clock.Since(start) < time.Hour; f.clock.Step(renewal) {
+		f.renew()
+		renewals++
+		f.reconcile()
+		g.Expect(f.connected().Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(f.clock.Since(f.remote.Status.LastHeartbeatTime.Time)).To(BeNumerically("<", remote.DefaultHeartbeatRefresh+time.Second),
+			"lastHeartbeatTime within the refresh period of the Lease")
+	}
+	g.Expect(renewals).To(Equal(90))
+	g.Expect(f.writes[0]).To(Equal(start), "the first heartbeat is written at once")
+	g.Expect(len(f.writes)).To(BeNumerically(">", 1), "lastHeartbeatTime is refreshed")
+	g.Expect(len(f.writes)).To(BeNumerically("<=", 6), "at most 0.1 writes a minute for an idle hour")
+	for i := 1; i < len(f.writes); i++ {
+		g.Expect(f.writes[i].Sub(f.writes[i-1])).To(BeNumerically(">=", remote.DefaultHeartbeatRefresh), "a refresh, not a renewal, writes")
+		g.Expect(f.writes[i].Sub(f.writes[i-1])).To(BeNumerically("<", remote.DefaultHeartbeatRefresh+renewal), "the first renewal past the refresh period writes")
+	}
+}
+
+// A Remote whose agent stops renewing its Lease gets no event, only the
+// requeue its last reconcile asked for, at the moment the grace runs out:
+// then it goes Offline, in one write recording the Lease's last renewal,
+// which the renewals before it did not write.
+func TestARemoteGoesOfflineWhenItsLeaseIsNotRenewedWithinTheGrace(t *testing.T) {
+	g := NewWithT(t)
+	grace := time.Minute
+	f := newHealthFixture(t, grace)
+	var result ctrl.Result
+	for range 5 {
+		f.renew()
+		result = f.reconcile()
+		f.clock.Step(renewal)
+	}
+	last := f.lease.Spec.RenewTime.Time
+	g.Expect(result.RequeueAfter).To(Equal(grace+time.Second), "judged again as the grace runs out")
+	g.Expect(f.writes).To(HaveLen(1), "renewals that change nothing write nothing")
+
+	f.clock.SetTime(last.Add(grace))
+	g.Expect(f.reconcile().RequeueAfter).To(Equal(time.Second))
+	g.Expect(f.connected().Status).To(Equal(metav1.ConditionTrue), "online until the grace has passed")
+	g.Expect(f.writes).To(HaveLen(1))
+
+	f.clock.SetTime(last.Add(result.RequeueAfter))
+	g.Expect(f.reconcile()).To(Equal(ctrl.Result{}))
+	g.Expect(f.connected().Status).To(Equal(metav1.ConditionFalse))
+	g.Expect(f.connected().Reason).To(Equal(fleeetv1.ReasonHeartbeatMissed))
+	g.Expect(f.connected().Message).To(Equal("offline: no agent heartbeat since 2026-11-28T10:02:40Z (grace period 1m0s)"))
+	g.Expect(f.remote.Offline()).To(BeTrue())
+	g.Expect(f.remote.Status.LastHeartbeatTime.Time).To(BeTemporally("==", last.Truncate(time.Second)))
+	g.Expect(f.writes).To(HaveLen(2), "one write going offline")
+
+	f.clock.Step(time.Hour)
+	f.reconcile()
+	g.Expect(f.writes).To(HaveLen(2), "none while it stays offline")
+}
+
+// Each change of what the health controller says about a Remote is written
+// at once, with the Lease's latest renewal as lastHeartbeatTime, and the
+// renewals between them write nothing.
+func TestHealthWritesTheRemoteOnEachTransitionWithItsLatestHeartbeat(t *testing.T) {
+	g := NewWithT(t)
+	grace := time.Minute
+	f := newHealthFixture(t, grace)
+	start := f.clock.Now()
+	for _, step := range []struct {
+		name      string
+		do        func()
+		written   bool
+		connected metav1.ConditionStatus
+		compat    metav1.ConditionStatus
+		heartbeat time.Duration // lastHeartbeatTime, after start; -1 for none
+	}{
+		{name: "registered, never renewed", do: func() {}, written: true, connected: metav1.ConditionFalse, compat: metav1.ConditionUnknown, heartbeat: -1},
+		{name: "first heartbeat", do: f.renew, written: true, connected: metav1.ConditionTrue, compat: metav1.ConditionUnknown},
+		{name: "a renewal", do: func() { f.clock.Step(renewal); f.renew() }, connected: metav1.ConditionTrue, compat: metav1.ConditionUnknown},
+		{name: "the agent reports its version", do: func() {
+			g.Expect(status.Apply(t.Context(), f.client, f.remote, status.AgentManager, fleeetv1.RemoteStatus{AgentVersion: "v0.4.1"})).To(Succeed())
+		}, written: true, connected: metav1.ConditionTrue, compat: metav1.ConditionTrue, heartbeat: renewal},
+		{name: "another renewal", do: func() { f.clock.Step(renewal); f.renew() }, connected: metav1.ConditionTrue, compat: metav1.ConditionTrue, heartbeat: renewal},
+		{name: "an agent out of the window", do: func() {
+			g.Expect(status.Apply(t.Context(), f.client, f.remote, status.AgentManager, fleeetv1.RemoteStatus{AgentVersion: "v0.2.0"})).To(Succeed())
+		}, written: true, connected: metav1.ConditionTrue, compat: metav1.ConditionFalse, heartbeat: 2 * renewal},
+		{name: "the grace runs out", do: func() { f.clock.Step(grace + time.Second) }, written: true, connected: metav1.ConditionFalse, compat: metav1.ConditionFalse, heartbeat: 2 * renewal},
+		{name: "back", do: f.renew, written: true, connected: metav1.ConditionTrue, compat: metav1.ConditionFalse, heartbeat: 2*renewal + grace + time.Second},
+	} {
+		writes := len(f.writes)
+		step.do()
+		f.reconcile()
+		if step.written {
+			g.Expect(f.writes).To(HaveLen(writes+1), step.name)
+		} else {
+			g.Expect(f.writes).To(HaveLen(writes), step.name)
+		}
+		g.Expect(f.connected().Status).To(Equal(step.connected), step.name)
+		compat := apimeta.FindStatusCondition(f.remote.Status.Conditions, fleeetv1.AgentCompatibleCondition)
+		g.Expect(compat).NotTo(BeNil(), step.name)
+		g.Expect(compat.Status).To(Equal(step.compat), step.name)
+		if step.heartbeat < 0 {
+			g.Expect(f.remote.Status.LastHeartbeatTime).To(BeNil(), step.name)
+		} else {
+			g.Expect(f.remote.Status.LastHeartbeatTime).NotTo(BeNil(), step.name)
+			g.Expect(f.remote.Status.LastHeartbeatTime.Time).To(BeTemporally("==", start.Add(step.heartbeat).Truncate(time.Second)), step.name)
+		}
+	}
 }

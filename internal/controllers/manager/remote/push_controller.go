@@ -34,6 +34,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/shard"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
@@ -44,7 +45,8 @@ const kubeconfigSecretIndex = "spec.kubeconfigRef.name"
 
 // PushReconciler delivers the ProxyAssemblage of every push-mode Remote: it writes the
 // Assemblage into the Remote's cluster through the kubeconfig in the
-// Remote's Secret and copies the Assemblage's status back. A cluster that
+// Remote's Secret and copies the Assemblage's status back. Plan entries
+// naming a CompiledSync are pushed as the sync it holds. A cluster that
 // cannot be reached is marked Connected=False and retried with backoff; the
 // other Remotes are unaffected. A Remote the manager refuses to push to (no
 // spec.serviceAccountName, a kubeconfig that is invalid or uses a refused
@@ -129,6 +131,12 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	var whole []*fleeetv1.ProxyAssemblage
+	if incomplete == nil {
+		// A CompiledSync the plan names is written before the plan; one
+		// the cache has not seen yet is read on the next poll.
+		whole, incomplete = mirror.Resolve(ctx, plan, plancontent.From(p.Client, pa.Namespace))
+	}
 	if incomplete != nil {
 		// Nothing is pushed from a plan not read whole; the cluster keeps
 		// the last one. Each part's event brings its Remote back, and so
@@ -138,9 +146,9 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 			fleeetv1.ReasonPlanIncomplete, fmt.Sprintf("the plan is not whole (%v); the cluster keeps the last plan pushed", incomplete))
 		return ctrl.Result{RequeueAfter: p.Poll}, p.applyStatus(ctx, remote, before)
 	}
-	asms, err := p.push(ctx, downstream.client, remote, plan)
+	asms, err := p.push(ctx, downstream.client, remote, whole)
 	if err == nil {
-		err = p.deliver(ctx, downstream.client, remote, mirror.Syncs(plan), asms[0])
+		err = p.deliver(ctx, downstream.client, remote, mirror.Syncs(whole), asms[0])
 	}
 	if err != nil {
 		msg := fmt.Sprintf("cannot reach the cluster: %v", err)
@@ -166,7 +174,8 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 }
 
 // readPlan reads, from the cache, the further parts of the plan pa heads
-// (see mirror.Assemble).
+// (see mirror.Assemble). Its entries may name CompiledSyncs, which Reconcile
+// resolves, from the cache too, before pushing (mirror.Resolve).
 func (p *PushReconciler) readPlan(ctx context.Context, pa *fleeetv1.ProxyAssemblage) (plan []*fleeetv1.ProxyAssemblage, incomplete, err error) {
 	return mirror.Assemble(pa, func(k int) (*fleeetv1.ProxyAssemblage, error) {
 		part := &fleeetv1.ProxyAssemblage{}
