@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/ratelimit"
 )
 
 // reviewTTL is how long a TokenReview's or SubjectAccessReview's answer is
@@ -45,7 +46,7 @@ var errSessionEnded = denied{"your session has ended: log in again"}
 type reviewer struct {
 	c client.Client
 	// limits bounds the TokenReviews each client can cause.
-	limits *reviewLimits
+	limits *ratelimit.Shared
 	// sessions holds the tokens browsers logged in with.
 	sessions *loginSessions
 	// trustForwardedFor names clients by X-Forwarded-For (see clientOf).
@@ -93,8 +94,8 @@ func (a *reviewer) user(ctx context.Context, r *http.Request, token string) (aut
 	}
 	key := sha256.Sum256([]byte(token))
 	return a.users.get(key, a.now(), func() (authenticationv1.UserInfo, error) {
-		if err := a.limits.allow(clientOf(r, a.trustForwardedFor), a.now()); err != nil {
-			return authenticationv1.UserInfo{}, err
+		if wait := a.limits.Allow(clientOf(r, a.trustForwardedFor), a.now()); wait > 0 {
+			return authenticationv1.UserInfo{}, rateLimited{wait}
 		}
 		tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
 		if err := a.c.Create(ctx, tr); err != nil {

@@ -155,17 +155,17 @@ func TestForwardedForNamesTheClientOnlyWhenTrusted(t *testing.T) {
 func TestTheClientsTrackedAreBoundedOldestFirst(t *testing.T) {
 	g := NewWithT(t)
 	l := newReviewLimits()
-	l.clients = ratelimit.NewPerKey(reviewsPerClient, reviewBurstPerClient, 3)
+	l.Keys = ratelimit.NewPerKey(reviewsPerClient, reviewBurstPerClient, 3)
 	now := time.Now()
 	for range reviewBurstPerClient {
-		g.Expect(l.allow("first", now)).To(Succeed())
+		g.Expect(l.Allow("first", now)).To(BeZero())
 	}
-	g.Expect(l.allow("first", now)).NotTo(Succeed())
+	g.Expect(l.Allow("first", now)).To(BeNumerically(">", 0))
 	for _, c := range []string{"second", "third", "fourth"} {
-		g.Expect(l.allow(c, now)).To(Succeed())
+		g.Expect(l.Allow(c, now)).To(BeZero())
 	}
-	g.Expect(l.tracked()).To(Equal(3))
-	g.Expect(l.clients.Holds("first")).To(BeFalse(), "the least recently seen client was dropped")
+	g.Expect(l.Keys.Len()).To(Equal(3))
+	g.Expect(l.Keys.Holds("first")).To(BeFalse(), "the least recently seen client was dropped")
 }
 
 func TestEveryClientTogetherIsLimited(t *testing.T) {
@@ -174,7 +174,7 @@ func TestEveryClientTogetherIsLimited(t *testing.T) {
 	now := time.Now()
 	allowed := 0
 	for i := range 1000 {
-		if l.allow(fmt.Sprintf("2001:db8::%x", i), now) == nil {
+		if l.Allow(fmt.Sprintf("2001:db8::%x", i), now) == 0 {
 			allowed++
 		}
 	}
@@ -186,9 +186,7 @@ func TestTheReviewCacheIsBoundedAndKeyedByTheTokensHash(t *testing.T) {
 	var reviews atomic.Int64
 	a := newReviewer(countingReviews(&reviews), newLoginSessions(time.Minute, time.Hour), false)
 	a.users.max = 5
-	a.limits.clients = ratelimit.NewPerKey(reviewsPerClient, 1000, maxTrackedClients)
-	a.limits.all = newReviewLimits().all
-	a.limits.all.SetBurst(1000)
+	a.limits = ratelimit.NewShared(reviewsPerClient, 1000, reviewsInAll, 1000, maxTrackedClients)
 	now := time.Now()
 	a.now = func() time.Time { return now }
 	r := httptest.NewRequest(http.MethodGet, "/", nil)

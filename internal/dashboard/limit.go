@@ -45,38 +45,11 @@ func retrySeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
 }
 
-// reviewLimits holds a token-bucket limiter per client and one for all.
-type reviewLimits struct {
-	all     *rate.Limiter
-	clients *ratelimit.PerKey
+// newReviewLimits bounds the reviews each client, and every client
+// together, can cause.
+func newReviewLimits() *ratelimit.Shared {
+	return ratelimit.NewShared(reviewsPerClient, reviewBurstPerClient, reviewsInAll, reviewBurstInAll, maxTrackedClients)
 }
-
-func newReviewLimits() *reviewLimits {
-	return &reviewLimits{
-		all:     rate.NewLimiter(reviewsInAll, reviewBurstInAll),
-		clients: ratelimit.NewPerKey(reviewsPerClient, reviewBurstPerClient, maxTrackedClients),
-	}
-}
-
-// allow takes one review from client's allowance and everyone's, or
-// returns rateLimited with how long until it could.
-func (l *reviewLimits) allow(client string, now time.Time) error {
-	r := l.clients.For(client).ReserveN(now, 1)
-	if wait := r.DelayFrom(now); wait > 0 {
-		r.CancelAt(now)
-		return rateLimited{wait}
-	}
-	all := l.all.ReserveN(now, 1)
-	if wait := all.DelayFrom(now); wait > 0 {
-		all.CancelAt(now)
-		r.CancelAt(now)
-		return rateLimited{wait}
-	}
-	return nil
-}
-
-// tracked is the number of clients whose limiters are kept.
-func (l *reviewLimits) tracked() int { return l.clients.Len() }
 
 // clientOf names the client a request comes from: the peer's IP address.
 // In a cluster, behind a Service, the peer is the client. Behind a proxy

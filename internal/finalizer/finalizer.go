@@ -1,24 +1,25 @@
 // Package finalizer adds and releases fleeet's finalizers with merge
-// patches, so a controller holding a stale copy of an object does not fail
-// on a conflict with status writers.
+// patches locked on the object's resourceVersion: a merge patch replaces
+// the whole finalizer list, so an unlocked one made from a stale copy would
+// drop a finalizer another writer added since. On a conflict the object is
+// read again and the change made afresh, so a controller holding a stale
+// copy still gets its write through once it reads the current one.
 package finalizer
 
 import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
 // Add puts the finalizer on obj unless it is there already.
 func Add(ctx context.Context, c client.Client, obj client.Object, name string) error {
-	if controllerutil.ContainsFinalizer(obj, name) {
-		return nil
-	}
-	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
-	controllerutil.AddFinalizer(obj, name)
-	if err := c.Patch(ctx, obj, patch); err != nil {
+	err := change(ctx, c, obj, func() bool { return controllerutil.AddFinalizer(obj, name) })
+	if err != nil {
 		return fmt.Errorf("adding finalizer %s: %w", name, err)
 	}
 	return nil
@@ -27,10 +28,25 @@ func Add(ctx context.Context, c client.Client, obj client.Object, name string) e
 // Release takes the finalizer off obj, letting its deletion finish; an
 // object already gone is not an error.
 func Release(ctx context.Context, c client.Client, obj client.Object, name string) error {
-	if !controllerutil.ContainsFinalizer(obj, name) {
-		return nil
-	}
-	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
-	controllerutil.RemoveFinalizer(obj, name)
-	return client.IgnoreNotFound(c.Patch(ctx, obj, patch))
+	err := change(ctx, c, obj, func() bool { return controllerutil.RemoveFinalizer(obj, name) })
+	return client.IgnoreNotFound(err)
+}
+
+// change applies edit to obj and patches what it changed, locked on obj's
+// resourceVersion; on a conflict it reads obj again and starts over. An
+// edit that changes nothing writes nothing.
+func change(ctx context.Context, c client.Client, obj client.Object, edit func() bool) error {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		base := obj.DeepCopyObject().(client.Object)
+		if !edit() {
+			return nil
+		}
+		err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return err
+			}
+		}
+		return err
+	})
 }

@@ -62,9 +62,10 @@ func TestAddWritesTheFinalizerOnceAndOnlyWhenMissing(t *testing.T) {
 	g.Expect(stored(g, c).Finalizers).To(ConsistOf(theirs, ours))
 }
 
-// A merge patch carries no resourceVersion: a controller holding a copy
-// that a status writer has since changed still gets its finalizer on, and
-// the other writer's change survives.
+// A controller holding a copy that another writer has since changed still
+// gets its finalizer on, and the other writer's change survives: the patch
+// is locked on the copy's version, so it conflicts, and is made again on
+// the object read afresh.
 func TestAddSucceedsOnAStaleCopyWithoutUndoingAnotherWriter(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -74,12 +75,30 @@ func TestAddSucceedsOnAStaleCopyWithoutUndoingAnotherWriter(t *testing.T) {
 
 	other := stored(g, c)
 	other.Labels = map[string]string{"written": "meanwhile"}
+	other.Finalizers = []string{theirs}
 	g.Expect(c.Update(ctx, other)).To(Succeed())
 
 	g.Expect(finalizer.Add(ctx, c, stale, ours)).To(Succeed())
 	got := stored(g, c)
-	g.Expect(got.Finalizers).To(ConsistOf(ours))
+	g.Expect(got.Finalizers).To(ConsistOf(theirs, ours), "the finalizer added meanwhile stays")
 	g.Expect(got.Labels).To(HaveKeyWithValue("written", "meanwhile"))
+	g.Expect(patches).To(Equal(2), "one conflict, then the write")
+}
+
+// Releasing from a stale copy keeps a finalizer another writer added since.
+func TestReleaseFromAStaleCopyKeepsAFinalizerAddedMeanwhile(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	patches := 0
+	c := counting(&patches, nil, configMap(ours))
+	stale := stored(g, c)
+
+	other := stored(g, c)
+	other.Finalizers = append(other.Finalizers, theirs)
+	g.Expect(c.Update(ctx, other)).To(Succeed())
+
+	g.Expect(finalizer.Release(ctx, c, stale, ours)).To(Succeed())
+	g.Expect(stored(g, c).Finalizers).To(Equal([]string{theirs}))
 }
 
 func TestAddReportsAFailedWriteNamingTheFinalizer(t *testing.T) {

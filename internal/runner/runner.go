@@ -6,16 +6,23 @@ package runner
 import (
 	"flag"
 	"fmt"
+	"math"
+	"net"
+	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	"golang.org/x/time/rate"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -23,6 +30,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/ratelimit"
 	"github.com/fleeet-dev/fleeet/internal/version"
 )
 
@@ -175,15 +183,63 @@ func newManager(name string, o options, scheme *runtime.Scheme, configure ...fun
 // metricsOptions serve metrics as o asks: with MetricsSecure, over HTTPS
 // behind the apiserver's authentication and authorisation, each caller's
 // bearer token checked with a TokenReview and its right to GET /metrics with
-// a SubjectAccessReview (both cached briefly by controller-runtime).
+// a SubjectAccessReview (both cached briefly by controller-runtime), and
+// each client's requests bounded first (limitMetrics).
 func metricsOptions(o options) metricsserver.Options {
 	m := metricsserver.Options{BindAddress: o.MetricsAddr}
 	if o.MetricsSecure {
 		m.SecureServing = true
-		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+		m.FilterProvider = limitedMetricsAuth
 		m.CertDir = o.MetricsCertDir
 	}
 	return m
+}
+
+// Anyone who reaches the metrics port can make each request with a new
+// made-up token cost the apiserver a TokenReview. These limits bound the
+// requests one client address, and every client together, may make; a
+// Prometheus scrapes each target every 15 to 60 s.
+const (
+	metricsPerClient      = rate.Limit(1)
+	metricsBurstPerClient = 10
+	metricsInAll          = rate.Limit(20)
+	metricsBurstInAll     = 50
+	maxMetricsClients     = 10000
+)
+
+// limitedMetricsAuth is controller-runtime's authentication and
+// authorisation filter behind limitMetrics.
+func limitedMetricsAuth(c *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
+	authorize, err := filters.WithAuthenticationAndAuthorization(c, hc)
+	if err != nil {
+		return nil, err
+	}
+	limits := ratelimit.NewShared(metricsPerClient, metricsBurstPerClient, metricsInAll, metricsBurstInAll, maxMetricsClients)
+	return func(log logr.Logger, next http.Handler) (http.Handler, error) {
+		h, err := authorize(log, next)
+		if err != nil {
+			return nil, err
+		}
+		return limitMetrics(limits, time.Now, h), nil
+	}, nil
+}
+
+// limitMetrics answers 429, with Retry-After, a request its client address
+// (the peer's) or every client together has no allowance left for, before
+// next spends a TokenReview on its token.
+func limitMetrics(limits *ratelimit.Shared, now func() time.Time, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			client = r.RemoteAddr
+		}
+		if wait := limits.Allow(client, now()); wait > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+			http.Error(w, "too many requests to the metrics endpoint from this client", http.StatusTooManyRequests)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Main is the whole life of a controller binary: it parses the command line

@@ -28,6 +28,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/demo"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 // TestTheDemoFleetRollsOutAndRevokes runs `make demo`'s fleet (podinfo on
@@ -94,7 +95,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		return bytes.Replace(content, []byte("localhost:9898/readyz"), []byte("localhost:9898/never-ready"), 1)
 	})
 	setBackend(t, fleet, "v1.1.0", 30*time.Second)
-	broken := &rollout{syncName: demo.Backend, version: "v1.1.0"}
+	broken := &rollout{syncName: demo.Backend, version: "v1.1.0", contents: &fleettest.Contents{Reader: fleet.Management.Client}}
 	testenv.WatchUntil(t, fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, 5*time.Minute, "backend v1.1.0 failed on a cluster", func(ev watch.Event) bool {
 		return broken.see(ev) && broken.count(fleeetv1.SyncFailed) == 1
 	})
@@ -114,7 +115,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 			}
 			pa := &fleeetv1.ProxyAssemblage{}
 			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: name}, pa)).To(Succeed())
-			g.Expect(compile.Find(pa.Spec.Assemblage.Syncs, demo.Backend).Source.Git.Tag).To(Equal(demo.BackendVersion), "%s waits while the rollout is paused", name)
+			g.Expect(compile.Find(broken.contents.Syncs(pa), demo.Backend).Source.Git.Tag).To(Equal(demo.BackendVersion), "%s waits while the rollout is paused", name)
 		}
 	}, 10*time.Second, time.Second).Should(Succeed())
 	out, err = fleet.Fleetctl(ctx, "why", demo.Backend, "--remote", first)
@@ -150,7 +151,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	// nobody asking Flux to retry.
 	fleet.CommitBackend(t, "v1.2.0", nil)
 	setBackend(t, fleet, "v1.2.0", 0)
-	repaired := &rollout{syncName: demo.Backend, version: "v1.2.0"}
+	repaired := &rollout{syncName: demo.Backend, version: "v1.2.0", contents: &fleettest.Contents{Reader: fleet.Management.Client}}
 	testenv.WatchUntil(t, fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, 10*time.Minute, "backend v1.2.0 Ready everywhere", func(ev watch.Event) bool {
 		return repaired.see(ev) && repaired.count(fleeetv1.SyncReady) == len(demo.Names)
 	})
@@ -376,6 +377,8 @@ type rollout struct {
 	versions  map[string]string
 	state     map[string]fleeetv1.SyncState
 	maxMoving int
+	// contents reads what plans hold whole.
+	contents *fleettest.Contents
 }
 
 // see records one watch event; it reports whether it was a plan.
@@ -388,7 +391,7 @@ func (r *rollout) see(ev watch.Event) bool {
 		r.versions, r.state = map[string]string{}, map[string]fleeetv1.SyncState{}
 	}
 	r.versions[pa.Name], r.state[pa.Name] = "", ""
-	if held := compile.Find(pa.Spec.Assemblage.Syncs, r.syncName); held != nil && held.Source.Git != nil {
+	if held := compile.Find(r.contents.Syncs(pa), r.syncName); held != nil && held.Source.Git != nil {
 		r.versions[pa.Name] = held.Source.Git.Tag
 	}
 	if s := pa.ReportedSync(r.syncName); s != nil {

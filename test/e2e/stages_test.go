@@ -20,6 +20,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/demo"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
 // stagedRollout takes the converged demo fleet (backend v1.2.0 everywhere)
@@ -162,6 +163,7 @@ func watchBackend(t *testing.T, fleet *demo.Fleet) (*backendHistory, func()) {
 		t.Fatal(err)
 	}
 	h := &backendHistory{tags: map[string][]string{}}
+	contents := &fleettest.Contents{Reader: fleet.Management.Client}
 	go func() {
 		for ev := range w.ResultChan() {
 			pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage)
@@ -169,7 +171,7 @@ func watchBackend(t *testing.T, fleet *demo.Fleet) (*backendHistory, func()) {
 				continue
 			}
 			tag := ""
-			if s := compile.Find(pa.Spec.Assemblage.Syncs, demo.Backend); s != nil {
+			if s := compile.Find(contents.Syncs(pa), demo.Backend); s != nil {
 				tag = s.Source.Git.Tag
 			}
 			h.mu.Lock()
