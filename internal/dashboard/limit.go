@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -37,12 +36,7 @@ const (
 type rateLimited struct{ retryAfter time.Duration }
 
 func (r rateLimited) Error() string {
-	return fmt.Sprintf("too many tokens to review from this client: retry in %d s", retrySeconds(r.retryAfter))
-}
-
-// retrySeconds rounds d up to whole seconds, at least one, for Retry-After.
-func retrySeconds(d time.Duration) int {
-	return max(1, int(math.Ceil(d.Seconds())))
+	return fmt.Sprintf("too many tokens to review from this client: retry in %d s", ratelimit.RetrySeconds(r.retryAfter))
 }
 
 // newReviewLimits bounds the reviews each client, and every client

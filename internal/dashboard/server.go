@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleeet-dev/fleeet/internal/fleetview"
+	"github.com/fleeet-dev/fleeet/internal/ratelimit"
 )
 
 // server serves the fleet pages from a watch-fed cache.
@@ -149,7 +150,7 @@ func secure(r *http.Request) bool {
 func refuse(w http.ResponseWriter, err error) {
 	var limited rateLimited
 	if errors.As(err, &limited) {
-		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(limited.retryAfter)))
+		w.Header().Set("Retry-After", strconv.Itoa(ratelimit.RetrySeconds(limited.retryAfter)))
 		http.Error(w, err.Error(), http.StatusTooManyRequests)
 		return
 	}

@@ -2,8 +2,8 @@
 // Assemblage and the Assemblage's status back, and a plan split over
 // several ProxyAssemblages, whole, into as many Assemblages, the same way
 // whether the manager pushes the plan or the agent pulls it. Plan entries
-// naming a CompiledSync are resolved before they are mirrored (Resolve):
-// downstream, every sync is whole.
+// naming a CompiledSync are resolved before they are mirrored
+// (plancontent.ResolvePlan): downstream, every sync is whole.
 package mirror
 
 import (

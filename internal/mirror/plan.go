@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
-	"github.com/fleeet-dev/fleeet/internal/plancontent"
 )
 
 // Assemble reads the further parts first lists, part k through read (nil
@@ -34,33 +33,6 @@ func Assemble(first *fleeetv1.ProxyAssemblage, read func(k int) (*fleeetv1.Proxy
 		return nil, err, nil
 	}
 	return plan, nil, nil
-}
-
-// Resolve returns the plan as it is mirrored downstream, where an
-// Assemblage never names a CompiledSync: each part whose syncs name one is
-// copied with its syncs resolved through get (plancontent.Resolve), a part
-// naming none is returned as it is. plan itself is left as read, since the
-// status read back downstream is written to its parts, not to copies the
-// size of every sync. An error names the part, and nothing of the plan may
-// be mirrored then.
-func Resolve(ctx context.Context, plan []*fleeetv1.ProxyAssemblage, get plancontent.Getter) ([]*fleeetv1.ProxyAssemblage, error) {
-	whole := make([]*fleeetv1.ProxyAssemblage, len(plan))
-	for k, pa := range plan {
-		if !plancontent.Names(pa.Spec.Assemblage.Syncs) {
-			whole[k] = pa
-			continue
-		}
-		syncs, err := plancontent.Resolve(ctx, pa.Spec.Assemblage.Syncs, get)
-		if err != nil {
-			return nil, fmt.Errorf("ProxyAssemblage %s: %w", pa.Name, err)
-		}
-		// A part naming CompiledSyncs is small to copy: its entries are
-		// names and Secrets.
-		resolved := pa.DeepCopy()
-		resolved.Spec.Assemblage.Syncs = syncs
-		whole[k] = resolved
-	}
-	return whole, nil
 }
 
 // Syncs is the union of a plan's syncs, part 0's first.

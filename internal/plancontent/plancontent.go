@@ -108,16 +108,11 @@ func Names(syncs []fleeetv1.NamedSync) bool {
 }
 
 // ResolvePlan returns plan with every part's syncs resolved (Resolve),
-// reading CompiledSyncs through r; a part that names none is returned as it
-// is, the others are copies.
-func ResolvePlan(ctx context.Context, r client.Reader, plan fleeetv1.ProxyPlan) (fleeetv1.ProxyPlan, error) {
-	if len(plan) == 0 || plan[0] == nil {
-		return plan, nil
-	}
-	return resolvePlan(ctx, plan, From(r, plan[0].Namespace))
-}
-
-func resolvePlan(ctx context.Context, plan fleeetv1.ProxyPlan, get Getter) (fleeetv1.ProxyPlan, error) {
+// reading CompiledSyncs through get: a part that names none is returned as
+// it is (a nil part stays nil), the others are copies, so that plan itself
+// stays as read. An error names the part, and nothing of the plan may be
+// acted on then.
+func ResolvePlan(ctx context.Context, plan fleeetv1.ProxyPlan, get Getter) (fleeetv1.ProxyPlan, error) {
 	out := make(fleeetv1.ProxyPlan, len(plan))
 	for k, pa := range plan {
 		if pa == nil || !Names(pa.Spec.Assemblage.Syncs) {
@@ -128,6 +123,8 @@ func resolvePlan(ctx context.Context, plan fleeetv1.ProxyPlan, get Getter) (flee
 		if err != nil {
 			return nil, fmt.Errorf("ProxyAssemblage %s: %w", pa.Name, err)
 		}
+		// A part naming CompiledSyncs is small to copy: its entries are
+		// names and Secrets.
 		resolved := pa.DeepCopy()
 		resolved.Spec.Assemblage.Syncs = syncs
 		out[k] = resolved
@@ -162,7 +159,7 @@ func ResolveAll(ctx context.Context, r client.Reader, namespace string, plans ma
 		return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledsyncs").GroupResource(), name)
 	}
 	for remote, plan := range plans {
-		resolved, err := resolvePlan(ctx, plan, get)
+		resolved, err := ResolvePlan(ctx, plan, get)
 		if err != nil {
 			return fmt.Errorf("plan of Remote %s: %w", remote, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -85,4 +86,43 @@ func TestCacheReadsEachNameOnce(t *testing.T) {
 	_, err := get(t.Context(), "a")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(reads).To(Equal(2))
+}
+
+// ResolvePlan hands back the plan as it runs downstream: a part naming
+// CompiledSyncs becomes a copy holding the syncs they hold, a part naming
+// none is the part itself, and the plan as read is left alone for its
+// status. A CompiledSync that cannot be read fails the whole plan, naming
+// the part.
+func TestResolvePlanReplacesEntriesNamingCompiledSyncsAndLeavesThePlanAsRead(t *testing.T) {
+	g := NewWithT(t)
+	held := map[string]*fleeetv1.CompiledSync{}
+	get := func(_ context.Context, name string) (*fleeetv1.CompiledSync, error) {
+		if cs, ok := held[name]; ok {
+			return cs, nil
+		}
+		return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledsyncs").GroupResource(), name)
+	}
+	whole := sync("v1")
+	whole.Name = "b"
+	held["b-1234"] = &fleeetv1.CompiledSync{Sync: whole}
+	first := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge"}}
+	first.Spec.Assemblage.Parts = []string{"r1"}
+	first.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{{Name: "a"}}
+	second := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: fleeetv1.PlanPartName("edge", 1)}}
+	second.Spec.Assemblage.PartRevision = "r1"
+	second.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{plancontent.Entry(&whole, "b-1234")}
+	thin := second.DeepCopy()
+
+	got, err := plancontent.ResolvePlan(t.Context(), fleeetv1.ProxyPlan{first, second}, get)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got[0]).To(BeIdenticalTo(first), "a part naming no CompiledSync is not copied")
+	g.Expect(got[1]).NotTo(BeIdenticalTo(second))
+	g.Expect(got[1].Spec.Assemblage.Syncs).To(Equal([]fleeetv1.NamedSync{whole}), "the sync whole, no content")
+	g.Expect(got[1].Spec.Assemblage.PartRevision).To(Equal("r1"))
+	g.Expect(got[1].Name).To(Equal(second.Name))
+	g.Expect(second).To(Equal(thin), "the plan as read is left alone")
+
+	delete(held, "b-1234")
+	_, err = plancontent.ResolvePlan(t.Context(), fleeetv1.ProxyPlan{first, second}, get)
+	g.Expect(err).To(MatchError(ContainSubstring(`ProxyAssemblage edge.p1: reading CompiledSync b-1234 of sync b: compiledsyncs.fleeet.dev "b-1234" not found`)))
 }

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"math"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -36,4 +37,10 @@ func (s *Shared) Allow(key string, now time.Time) time.Duration {
 		return wait
 	}
 	return 0
+}
+
+// RetrySeconds is d rounded up to whole seconds, at least one: a
+// Retry-After header's value for a wait Allow returned.
+func RetrySeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
 }

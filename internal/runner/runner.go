@@ -6,7 +6,6 @@ package runner
 import (
 	"flag"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -234,7 +233,7 @@ func limitMetrics(limits *ratelimit.Shared, now func() time.Time, next http.Hand
 			client = r.RemoteAddr
 		}
 		if wait := limits.Allow(client, now()); wait > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+			w.Header().Set("Retry-After", strconv.Itoa(ratelimit.RetrySeconds(wait)))
 			http.Error(w, "too many requests to the metrics endpoint from this client", http.StatusTooManyRequests)
 			return
 		}

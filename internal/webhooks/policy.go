@@ -251,7 +251,9 @@ func (p *Policies) resolvePlan(ctx context.Context, req admission.Request, objec
 		!bytes.Contains(req.Object.Raw, []byte(`"content"`)) {
 		return nil
 	}
-	pa := &fleeetv1.ProxyAssemblage{}
+	pa := &struct {
+		Spec fleeetv1.ProxyAssemblageSpec `json:"spec"`
+	}{}
 	if err := json.Unmarshal(req.Object.Raw, pa); err != nil {
 		return fmt.Errorf("decoding the ProxyAssemblage: %w", err)
 	}

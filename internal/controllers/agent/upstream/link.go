@@ -392,7 +392,7 @@ func (l *link) reportVersions(ctx context.Context, fluxStatus fleeetv1.FluxStatu
 		requested = map[string]string{} // sent: none requested removes what was
 	}
 	// readsCompiledSyncs tells the manager it may name CompiledSyncs in
-	// the plan in place of the syncs they hold (see resolve).
+	// the plan in place of the syncs they hold (see Reconciler.reconcilePlan).
 	owned := map[string]any{
 		"agentVersion": l.versions.Agent, "kubernetesVersion": l.versions.Kubernetes, "flux": fluxStatus,
 		"requestedLabels": requested, "readsCompiledSyncs": true,
@@ -456,12 +456,6 @@ func (l *link) readPlan(ctx context.Context, first *fleeetv1.ProxyAssemblage) (p
 		l.mu.Unlock()
 		return pa, nil
 	})
-}
-
-// resolve returns the plan as it is mirrored (mirror.Resolve), every
-// CompiledSync its entries name read through the link's cache.
-func (l *link) resolve(ctx context.Context, plan []*fleeetv1.ProxyAssemblage) ([]*fleeetv1.ProxyAssemblage, error) {
-	return mirror.Resolve(ctx, plan, l.content.Getter())
 }
 
 // readCompiledSync reads the named CompiledSync of the management namespace

@@ -37,6 +37,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/delivery"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/recovery"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
@@ -231,7 +232,7 @@ func (r *Reconciler) reconcileLinkState(up *fleeetv1.Upstream, l *link, st linkS
 }
 
 // reconcilePlan reads the cluster's whole plan through the link, with the
-// CompiledSyncs its entries name (link.resolve), mirrors it into the local
+// CompiledSyncs its entries name (through the link's cache), mirrors it into the local
 // Assemblages (mirror) and delivers the Secrets it names (deliver). The
 // Upstream is Ready with ReasonSynced once the plan is mirrored and the
 // management cluster reachable; else Failed with ReasonAwaitingPlan (no
@@ -250,7 +251,7 @@ func (r *Reconciler) reconcilePlan(ctx context.Context, up *fleeetv1.Upstream, l
 	}
 	var whole []*fleeetv1.ProxyAssemblage
 	if err == nil {
-		whole, err = l.resolve(ctx, plan)
+		whole, err = plancontent.ResolvePlan(ctx, plan, l.content.Getter())
 	}
 	if err != nil {
 		// Nothing is mirrored from a plan not read whole: the

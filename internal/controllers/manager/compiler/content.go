@@ -30,23 +30,19 @@ func (c *Reconciler) contentReader() client.Reader {
 	return plancontent.Lagging{Cache: c.Client, Live: c.apiReader}
 }
 
-// reconcileContent returns p as the Remote gets it. When the Remote reads
-// CompiledSyncs (readsContent), each sync is stored in a CompiledSync,
-// created when it does not exist, and the plan names it in the sync's
-// place (plancontent.Entry). A sync stays whole in the plan when its Module
+// reconcileContent returns p, compiled from modules, as the Remote gets it.
+// When the Remote reads CompiledSyncs (readsContent), each sync is stored
+// in a CompiledSync, created when it does not exist, and the plan names it
+// in the sync's place (plancontent.Entry). A sync stays whole in the plan when its Module
 // has control-plane bindings, which compile it for each Remote: stored
 // apart it would be one object per Remote, not one for all.
-func (c *Reconciler) reconcileContent(ctx context.Context, remote *fleeetv1.Remote, p plan) (plan, error) {
+func (c *Reconciler) reconcileContent(ctx context.Context, remote *fleeetv1.Remote, modules []fleeetv1.Module, p plan) (plan, error) {
 	if !readsContent(remote) {
 		return p, nil
 	}
-	modules := &fleeetv1.ModuleList{}
-	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return plan{}, err
-	}
-	byName := make(map[string]*fleeetv1.Module, len(modules.Items))
-	for i := range modules.Items {
-		byName[modules.Items[i].Name] = &modules.Items[i]
+	byName := make(map[string]*fleeetv1.Module, len(modules))
+	for i := range modules {
+		byName[modules[i].Name] = &modules[i]
 	}
 	wire := plan{parts: make([]fleeetv1.AssemblageSpec, len(p.parts)), compiled: p.compiled}
 	for k, part := range p.parts {

@@ -158,15 +158,21 @@ func (c *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	held, err := plancontent.ResolvePlan(ctx, c.contentReader(), stored)
+	held, err := plancontent.ResolvePlan(ctx, stored, plancontent.From(c.contentReader(), req.Namespace))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	p, err := c.reconcileCompile(ctx, remote, held)
+	// Modules come from the cache uncopied (this runs once per Remote per
+	// change) and are only read.
+	modules := &fleeetv1.ModuleList{}
+	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, err
+	}
+	p, err := c.reconcileCompile(ctx, remote, modules.Items, held)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	wire, err := c.reconcileContent(ctx, remote, p)
+	wire, err := c.reconcileContent(ctx, remote, modules.Items, p)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -210,15 +216,16 @@ func planLeftAsIs(ctx context.Context, remote *fleeetv1.Remote) bool {
 	return false
 }
 
-// reconcileCompile compiles the Remote's plan against held, what its parts
+// reconcileCompile compiles the Remote's plan from the Modules of its
+// namespace against held, what its parts
 // hold now (none when it has no plan), within the manager's size limit
 // over at most fleeetv1.MaxPlanParts parts and passing on the Remote's
 // retry request, and observes how long compiling took. The events it
 // records on Modules are compile's.
-func (c *Reconciler) reconcileCompile(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan) (plan, error) {
+func (c *Reconciler) reconcileCompile(ctx context.Context, remote *fleeetv1.Remote, modules []fleeetv1.Module, held fleeetv1.ProxyPlan) (plan, error) {
 	started := time.Now()
 	retry := remote.Annotations[fleeetv1.RetryAnnotation]
-	parts, stamps, err := c.compile(ctx, remote, held, compile.Limit{MaxBytes: c.MaxPlanBytes, MaxSyncs: fleeetv1.MaxSyncs,
+	parts, stamps, err := c.compile(ctx, remote, modules, held, compile.Limit{MaxBytes: c.MaxPlanBytes, MaxSyncs: fleeetv1.MaxSyncs,
 		MaxParts: fleeetv1.MaxPlanParts, RetryRequestedAt: retry})
 	fleetmetrics.CompileDuration.Observe(time.Since(started).Seconds())
 	if err != nil {
@@ -360,18 +367,13 @@ func (c *Reconciler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, 
 	}
 }
 
-// compile computes the plan of one Remote, part by part, from every Module
-// of its namespace (compile.Plan) against held, within limit, and reports
-// on its Module each binding failure and each Module newly left out for the
-// plan's size (not on every compile: any Module's change compiles the
-// Remote again). Modules come from the cache uncopied (this runs once per
-// Remote per change) and are only read.
-func (c *Reconciler) compile(ctx context.Context, remote *fleeetv1.Remote, held fleeetv1.ProxyPlan, limit compile.Limit) (compile.Parts, map[string]fleeetv1.Compiled, error) {
-	modules := &fleeetv1.ModuleList{}
-	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, nil, err
-	}
-	parts, stamps, err := compile.Plan(ctx, c.Client, modules.Items, remote, compile.Held(held), limit, &c.revisions)
+// compile computes the plan of one Remote, part by part, from modules,
+// every Module of its namespace (compile.Plan), against held, within limit,
+// and reports on its Module each binding failure and each Module newly left
+// out for the plan's size (not on every compile: any Module's change
+// compiles the Remote again). modules are only read.
+func (c *Reconciler) compile(ctx context.Context, remote *fleeetv1.Remote, modules []fleeetv1.Module, held fleeetv1.ProxyPlan, limit compile.Limit) (compile.Parts, map[string]fleeetv1.Compiled, error) {
+	parts, stamps, err := compile.Plan(ctx, c.Client, modules, remote, compile.Held(held), limit, &c.revisions)
 	syncs := parts.Union()
 	before := map[string]fleeetv1.Compiled{}
 	for _, pa := range held {
@@ -379,8 +381,8 @@ func (c *Reconciler) compile(ctx context.Context, remote *fleeetv1.Remote, held 
 			maps.Copy(before, pa.CompiledSyncs())
 		}
 	}
-	for i := range modules.Items {
-		m := &modules.Items[i]
+	for i := range modules {
+		m := &modules[i]
 		stamp, ok := stamps[m.Name]
 		if ok && stamp.BindingError != "" {
 			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonBindingFailed, "Compile",

@@ -135,7 +135,7 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	if incomplete == nil {
 		// A CompiledSync the plan names is written before the plan; one
 		// the cache has not seen yet is read on the next poll.
-		whole, incomplete = mirror.Resolve(ctx, plan, plancontent.From(p.Client, pa.Namespace))
+		whole, incomplete = plancontent.ResolvePlan(ctx, plan, plancontent.From(p.Client, pa.Namespace))
 	}
 	if incomplete != nil {
 		// Nothing is pushed from a plan not read whole; the cluster keeps
@@ -175,7 +175,7 @@ func (p *PushReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 
 // readPlan reads, from the cache, the further parts of the plan pa heads
 // (see mirror.Assemble). Its entries may name CompiledSyncs, which Reconcile
-// resolves, from the cache too, before pushing (mirror.Resolve).
+// resolves, from the cache too, before pushing (plancontent.ResolvePlan).
 func (p *PushReconciler) readPlan(ctx context.Context, pa *fleeetv1.ProxyAssemblage) (plan []*fleeetv1.ProxyAssemblage, incomplete, err error) {
 	return mirror.Assemble(pa, func(k int) (*fleeetv1.ProxyAssemblage, error) {
 		part := &fleeetv1.ProxyAssemblage{}
