@@ -134,6 +134,20 @@ const (
 	// carry a Secret its owner did not offer.
 	DeliverableLabel = "fleeet.dev/deliverable"
 
+	// ManagedByLabel set to ManagedByManager marks a Secret of a tenant
+	// namespace the fleet manager writes for itself: a RegistrationToken's
+	// Secret, a cluster's first credential, a pull Remote's delivery bundle,
+	// a kubeconfig composed from a ClusterProfile. The manager's cache holds
+	// whole only the Secrets so labelled and those labelled
+	// DeliverableLabel=true; it reads any other from the apiserver. The label
+	// grants nothing: the manager treats a Secret as its own only when one
+	// of its objects controls it, and never delivers one so labelled.
+	ManagedByLabel = "fleeet.dev/managed-by"
+
+	// ManagedByManager is the value of ManagedByLabel on the fleet
+	// manager's Secrets.
+	ManagedByManager = "fleet-manager"
+
 	// DeliveredLabel marks a downstream Secret the fleet delivered; its
 	// controller reference names the Assemblage it was delivered for. The
 	// fleet overwrites and deletes only Secrets it delivered.

@@ -87,8 +87,9 @@ type Compiled struct {
 	Revision string `json:"revision,omitempty"`
 	// Pending: the plan holds something other than what that generation
 	// compiles to, because the rollout has not admitted the Remote yet, the
-	// Module is suspended, its bindings could not be resolved, or the plan
-	// has no room for it (TooLarge).
+	// Module is suspended, its bindings could not be resolved, the plan
+	// has no room for it (TooLarge), or admission policy refused the
+	// CompiledSync storing it (an event says so, PolicyDenied).
 	Pending bool `json:"pending,omitempty"`
 	// BindingError says why the bindings could not be resolved.
 	BindingError string `json:"bindingError,omitempty"`

@@ -41,7 +41,8 @@ const (
 	// ReasonSuspended: spec.suspend stops the Module's rollout.
 	ReasonSuspended = "Suspended"
 	// ReasonPolicyDenied: admission policy refused a Remote's plan holding
-	// the Module's new sync.
+	// the Module's new sync, or the CompiledSync storing it; the Remote
+	// keeps what it held of the Module.
 	ReasonPolicyDenied = "PolicyDenied"
 	// ReasonPlanTooLarge: the Module's sync was left out of Remotes' plans,
 	// which would pass the manager's --max-plan-bytes, or hold more than

@@ -511,8 +511,9 @@ type HelmPackage struct {
 
 	// CRDs is how the chart's crds/ directory is handled: Skip, Create
 	// (install CRDs missing from the cluster, at install and upgrade) or
-	// CreateReplace (also replace CRDs that changed). Absent, Flux's
-	// defaults apply: Create at install, Skip at upgrade.
+	// CreateReplace (also replace CRDs that changed). Absent,
+	// helm-controller's default applies: Create, at install and at upgrade
+	// alike (its API's "not applied during upgrade" is not what 1.6 does).
 	// +optional
 	CRDs HelmCRDsPolicy `json:"crds,omitempty"`
 

@@ -123,7 +123,7 @@ func runManager() {
 			o.Management.RecoveryCABundle = ca
 		}
 		return manager.Setup(context.Background(), mgr, o)
-	}, func(opts *ctrl.Options) { opts.WebhookServer = webhook.NewServer(hook) })
+	}, manager.Configure, func(opts *ctrl.Options) { opts.WebhookServer = webhook.NewServer(hook) })
 }
 
 // runDashboard runs args, which start with "dashboard", as fleetctl runs

@@ -54,14 +54,17 @@ type Options struct {
 	// PushOnly leaves the Upstream controller out: the cluster registers
 	// with no management cluster and mirrors no plan, because the manager
 	// writes its Assemblages itself through a kubeconfig (push mode). The
-	// agent then reads neither Upstreams nor Secrets.
+	// agent then reads no Upstream, and of Secrets only those delivered.
 	PushOnly bool
 }
 
 // CacheOptions confine what the agent reads to its own namespace, for
-// Upstreams and their Secrets, and to the tenants' namespaces, for everything
-// else, so that the chart can grant namespaced Roles only. Of the tenants'
-// Secrets it caches only those the fleet delivered. An empty own or
+// Upstreams, and to the tenants' namespaces, for everything else, so that
+// the chart can grant namespaced Roles only. Of Secrets it caches only those
+// the fleet delivered into the tenants' namespaces, whatever the mode: the
+// Secrets of its own namespace (each Upstream's credential and registration
+// token) it reads by name, uncached, so the chart grants it those names
+// alone there, and a tenant's other Secrets it never reads. An empty own or
 // tenants leaves that part cluster-wide. The workloads the agent reads for
 // their health are cached without their pod templates: it needs only their
 // pod counts and selectors, and keeps neither the memory nor whatever a
@@ -80,21 +83,17 @@ func CacheOptions(own string, tenants []string) cache.Options {
 		&appsv1.DaemonSet{}:   {Transform: stripPodTemplate},
 	}
 	if own != "" {
-		mine := map[string]cache.Config{own: {}}
-		o.ByObject[&fleeetv1.Upstream{}] = cache.ByObject{Namespaces: mine}
-		// Of the tenants' Secrets, only those the fleet delivered.
-		delivered := cache.Config{LabelSelector: labels.SelectorFromSet(labels.Set{fleeetv1.DeliveredLabel: "true"})}
-		secrets := map[string]cache.Config{own: {}}
-		for _, ns := range tenants {
-			if ns != own {
-				secrets[ns] = delivered
-			}
-		}
-		if len(tenants) == 0 {
-			secrets[cache.AllNamespaces] = delivered
-		}
-		o.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: secrets}
+		o.ByObject[&fleeetv1.Upstream{}] = cache.ByObject{Namespaces: map[string]cache.Config{own: {}}}
 	}
+	delivered := cache.Config{LabelSelector: labels.SelectorFromSet(labels.Set{fleeetv1.DeliveredLabel: "true"})}
+	secrets := map[string]cache.Config{}
+	for _, ns := range tenants {
+		secrets[ns] = delivered
+	}
+	if len(tenants) == 0 {
+		secrets[cache.AllNamespaces] = delivered
+	}
+	o.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: secrets}
 	return o
 }
 

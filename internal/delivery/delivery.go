@@ -12,15 +12,20 @@
 package delivery
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 )
 
 // MaxBundleBytes is how much data one bundle Secret may hold: the
@@ -40,11 +45,38 @@ func Names(syncs []fleeetv1.NamedSync) []string {
 	return slices.Compact(names)
 }
 
+// Read reads Secret key from c, the manager's cache, for Check to judge.
+// That cache holds whole only the Secrets offered for delivery and fleeet's
+// own, and of every other Secret its metadata (package secrets), which Read
+// returns instead: without data or type and, whatever its labels say, not
+// labelled deliverable, so that Check refuses it as not offered rather
+// than it being reported missing, and so that it is never delivered empty.
+// Such a Secret is not offered as far as the cache of whole Secrets knows;
+// one labelled a moment ago reaches the reader again through that cache's
+// event once it is cached whole. The error is NotFound when c holds
+// neither.
+func Read(ctx context.Context, c client.Reader, key client.ObjectKey) (*corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	err := c.Get(ctx, key, secret)
+	if !apierrors.IsNotFound(err) {
+		return secret, err
+	}
+	m := secrets.Metadata(key)
+	if err := c.Get(ctx, key, m); err != nil {
+		return nil, err
+	}
+	meta := *m.ObjectMeta.DeepCopy()
+	meta.Labels = maps.Clone(meta.Labels)
+	delete(meta.Labels, fleeetv1.DeliverableLabel)
+	return &corev1.Secret{ObjectMeta: meta}, nil
+}
+
 // Check says why secret may not be delivered, or nil when it may. A Secret
 // is delivered only if its owner labelled it fleeet.dev/deliverable=true,
 // it is not a ServiceAccount token, and it is not one of fleeet's own
 // (registration tokens, cluster identities' credentials, bundles, owned by
-// a fleeet.dev object) nor a push Remote's kubeconfig, named in kubeconfigs.
+// a fleeet.dev object or labelled fleeet.dev/managed-by) nor a push
+// Remote's kubeconfig, named in kubeconfigs.
 // The message names the Secret only.
 func Check(secret *corev1.Secret, kubeconfigs map[string]bool) error {
 	switch {
@@ -60,8 +92,12 @@ func Check(secret *corev1.Secret, kubeconfigs map[string]bool) error {
 	return nil
 }
 
-// fleeetOwned reports whether fleeet created secret for itself.
+// fleeetOwned reports whether fleeet created secret for itself, or it is
+// labelled as if fleeet had.
 func fleeetOwned(secret *corev1.Secret) bool {
+	if _, ok := secret.Labels[fleeetv1.ManagedByLabel]; ok {
+		return true
+	}
 	if strings.HasPrefix(secret.Name, fleeetv1.RemoteIdentityPrefix) || strings.HasPrefix(secret.Name, fleeetv1.DeliveryBundlePrefix) {
 		return true
 	}

@@ -40,6 +40,8 @@ func TestOnlySecretsTheirOwnerOfferedAreDeliverable(t *testing.T) {
 		{"bundle", corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fleeetv1.DeliveryBundleName("edge"), Labels: offered}}, "belongs to fleeet"},
 		{"registration token", corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds",
 			Labels: map[string]string{fleeetv1.DeliverableLabel: "true", fleeetv1.RegistrationTokenLabel: "t"}}}, "belongs to fleeet"},
+		{"labelled the manager's", corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds",
+			Labels: map[string]string{fleeetv1.DeliverableLabel: "true", fleeetv1.ManagedByLabel: fleeetv1.ManagedByManager}}}, "belongs to fleeet"},
 		{"owned by a fleeet object", corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Labels: offered,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: fleeetv1.GroupVersion.String(), Kind: "Remote", Name: "edge"}}}}, "belongs to fleeet"},
 		{"push kubeconfig", corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "edge-kubeconfig", Labels: offered}}, "kubeconfig"},

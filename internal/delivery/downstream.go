@@ -24,26 +24,23 @@ func Delivered(secret *corev1.Secret, asm *fleeetv1.Assemblage) bool {
 
 // Write writes each item as a Secret of the same name in asm's namespace,
 // labelled as delivered and controlled by asm, so that it goes when the
-// Assemblage does. Existing Secrets are read through c and, when c does not
-// hold one, through live: c may be a cache of delivered Secrets only. A Secret of that name the fleet did not
-// deliver for asm is left alone and its name returned among the conflicts.
-// A delivered Secret whose type changed is replaced (a Secret's type cannot
-// be updated). Errors name Secrets, never data.
-func Write(ctx context.Context, c client.Client, live client.Reader, asm *fleeetv1.Assemblage, items map[string]Item) (conflicts []string, err error) {
+// Assemblage does. Existing Secrets are looked up in delivered, a reader
+// holding only the Secrets the fleet delivered (the agent's cache; nil when
+// there is none), then through live by their metadata alone: the data of a
+// Secret the fleet did not deliver is never read. Such a Secret is left
+// alone and its name returned among the conflicts. A delivered Secret
+// whose type changed is replaced (a Secret's type cannot be updated).
+// Errors name Secrets, never data.
+func Write(ctx context.Context, c client.Client, delivered, live client.Reader, asm *fleeetv1.Assemblage, items map[string]Item) (conflicts []string, err error) {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(items)) {
 		item := items[name]
-		held := &corev1.Secret{}
-		key := client.ObjectKey{Namespace: asm.Namespace, Name: name}
-		err := c.Get(ctx, key, held)
-		if apierrors.IsNotFound(err) {
-			err = live.Get(ctx, key, held)
-		}
+		held, ours, err := read(ctx, delivered, live, client.ObjectKey{Namespace: asm.Namespace, Name: name}, asm)
 		switch {
 		case apierrors.IsNotFound(err):
 			err = create(ctx, c, asm, name, item)
 		case err != nil:
-		case !Delivered(held, asm):
+		case !ours:
 			conflicts = append(conflicts, name)
 			continue
 		case held.Type != item.Type:
@@ -64,6 +61,38 @@ func Write(ctx context.Context, c client.Client, live client.Reader, asm *fleeet
 		}
 	}
 	return conflicts, errors.Join(errs...)
+}
+
+// read returns the Secret key and whether the fleet delivered it for asm
+// (ours), or a NotFound error when there is none. It reads delivered first;
+// a Secret that reader does not hold is read through live by its metadata,
+// and its data only when the metadata says the fleet delivered it for asm
+// (the cache of delivered Secrets lagging behind). A Secret that is not
+// ours is returned with its metadata only.
+func read(ctx context.Context, delivered, live client.Reader, key client.ObjectKey, asm *fleeetv1.Assemblage) (held *corev1.Secret, ours bool, err error) {
+	held = &corev1.Secret{}
+	if delivered != nil {
+		err := delivered.Get(ctx, key, held)
+		if err == nil && Delivered(held, asm) {
+			return held, true, nil
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return nil, false, err
+		}
+	}
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	if err := live.Get(ctx, key, meta); err != nil {
+		return nil, false, err
+	}
+	if meta.Labels[fleeetv1.DeliveredLabel] != "true" || !metav1.IsControlledBy(meta, asm) {
+		return &corev1.Secret{ObjectMeta: meta.ObjectMeta}, false, nil
+	}
+	held = &corev1.Secret{}
+	if err := live.Get(ctx, key, held); err != nil {
+		return nil, false, err
+	}
+	return held, Delivered(held, asm), nil
 }
 
 // create creates the delivered Secret name for asm holding item.

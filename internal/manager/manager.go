@@ -29,6 +29,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/network"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/recovery"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/shard"
 	"github.com/fleeet-dev/fleeet/internal/version"
 	"github.com/fleeet-dev/fleeet/internal/webhooks"
@@ -107,17 +108,28 @@ const (
 	admissionConcurrency = 64
 )
 
+// Configure sets what the fleet-manager's controller-runtime manager must be
+// built with, for the binary and for tests alike: a cache that holds whole
+// only the Secrets the manager writes for itself and those offered for
+// delivery, and every other Secret's metadata alone (secrets.NewCache).
+// The controllers Setup registers read every other Secret they need from
+// the apiserver.
+func Configure(o *ctrl.Options) {
+	o.NewCache = secrets.NewCache
+}
+
 // Setup registers every fleet-manager controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	fleetmetrics.RegisterManager(mgr.GetClient())
-	if o.AdmissionOnly {
-		return setupAdmission(ctx, mgr, o)
+	own, err := setupAdmission(ctx, mgr, o)
+	if err != nil || o.AdmissionOnly {
+		return err
 	}
 	members, err := setupShard(ctx, mgr, o)
 	if err != nil {
 		return err
 	}
-	if err := setupModules(ctx, mgr, o, members); err != nil {
+	if err := setupModules(ctx, mgr, o, members, own); err != nil {
 		return err
 	}
 	push := &remote.PushReconciler{Shard: members, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Timeout: o.PushTimeout, Poll: o.PushPoll, Kubeconfig: o.Kubeconfig, Concurrent: o.Concurrent}
@@ -143,10 +155,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	inventories := &inventory.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
 		ServiceAccountName: o.InventoryServiceAccountName, AccessProvider: o.InventoryAccessProvider}
-	if err := inventories.SetupWithManager(mgr); err != nil {
-		return err
-	}
-	return setupAdmission(ctx, mgr, o)
+	return inventories.SetupWithManager(mgr)
 }
 
 // SetupModules registers with mgr the controllers that carry Modules to the
@@ -154,9 +163,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 // Remote's plan, the health controller, whose Connected condition tells
 // which Remotes are offline, and the Module controller, which rolls each
 // Module out across those plans. The Module controller's tests run these
-// alone, unsharded.
+// alone, unsharded, and without admission: the compiler judges no plan
+// write in process.
 func SetupModules(ctx context.Context, mgr ctrl.Manager, o Options) error {
-	return setupModules(ctx, mgr, o, nil)
+	return setupModules(ctx, mgr, o, nil, ownWrites{})
 }
 
 // setupShard makes this replica a member of the shards when o asks for
@@ -169,12 +179,13 @@ func setupShard(ctx context.Context, mgr ctrl.Manager, o Options) (*shard.Member
 }
 
 // setupModules is SetupModules with the per-Remote controllers sharded by
-// members (nil for none). The Module controller, which decides which
+// members (nil for none) and the compiler judging its plan writes as own
+// says. The Module controller, which decides which
 // Remotes a rollout admits under the fleet-wide budget, stays on the
 // leader; the sharded compiler only carries out what Module status says.
-func setupModules(ctx context.Context, mgr ctrl.Manager, o Options, members *shard.Members) error {
+func setupModules(ctx context.Context, mgr ctrl.Manager, o Options, members *shard.Members, own ownWrites) error {
 	if err := (&compiler.Reconciler{Shard: members, Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
-		MaxPlanBytes: cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes)}).SetupWithManager(ctx, mgr); err != nil {
+		MaxPlanBytes: cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes), Judge: own.judge, User: own.user}).SetupWithManager(ctx, mgr); err != nil {
 		return err
 	}
 	if err := (&content.Collector{Client: mgr.GetClient(), Grace: o.ContentGrace}).SetupWithManager(ctx, mgr); err != nil {
@@ -187,27 +198,38 @@ func setupModules(ctx context.Context, mgr ctrl.Manager, o Options, members *sha
 	return (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}).SetupWithManager(mgr)
 }
 
-// setupAdmission serves the policy webhook and loads user policies.
-func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
+// ownWrites is how the compiler judges the manager's own plan writes in
+// process (compiler.Reconciler.Judge): by the policies the webhook serves,
+// as the manager's own user. The zero value judges none.
+type ownWrites struct {
+	judge compiler.Judge
+	user  authenticationv1.UserInfo
+}
+
+// setupAdmission serves the policy webhook and loads user policies, and
+// returns the judge of the manager's own plan writes, by the same policies.
+func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) (ownWrites, error) {
 	engine, err := policy.New(ctx)
 	if err != nil {
-		return err
+		return ownWrites{}, err
 	}
 	self, err := whoAmI(ctx, mgr.GetClient())
 	if err != nil {
-		return err
+		return ownWrites{}, err
 	}
-	var handler admission.Handler = &webhooks.Policies{
+	judge := &webhooks.Policies{
 		Engine:          engine,
 		Reader:          mgr.GetClient(),
 		LiveReader:      mgr.GetAPIReader(),
 		Registrations:   &webhooks.Registrations{Reader: mgr.GetAPIReader()},
 		SourceNetworks:  network.Policy{Denied: o.SourceNetworks.Denied, Flag: FlagSourceNetworks},
-		ManagerUsername: self,
+		ManagerUsername: self.Username,
 		MaxPlanBytes:    cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes),
 		Timeout:         admissionTimeout,
 		Concurrency:     admissionConcurrency,
 	}
+	var handler admission.Handler = judge
+	own := ownWrites{judge: judge, user: authenticationv1.UserInfo{Username: self.Username, UID: self.UID, Groups: self.Groups}}
 	if o.Namespace != "" {
 		// Every replica loads the user policies, is unready until those
 		// present at start are in force, and refuses admission until then
@@ -215,15 +237,16 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		policies := &policyconfig.Reconciler{Client: mgr.GetClient(), Engine: engine, Namespace: o.Namespace,
 			Recorder: mgr.GetEventRecorder(Name)}
 		if err := policies.SetupWithManager(mgr); err != nil {
-			return err
+			return ownWrites{}, err
 		}
 		if err := mgr.AddReadyzCheck("user-policies", policies.Ready); err != nil {
-			return fmt.Errorf("adding readiness check: %w", err)
+			return ownWrites{}, fmt.Errorf("adding readiness check: %w", err)
 		}
 		handler = untilLoaded{loaded: policies.Loaded, Handler: handler}
+		own.judge = judgeUntilLoaded{loaded: policies.Loaded, Policies: judge}
 	}
 	mgr.GetWebhookServer().Register(webhooks.Path, webhooks.Guard(&admission.Webhook{Handler: handler}))
-	return nil
+	return own, nil
 }
 
 // untilLoaded refuses every admission request until loaded says the user
@@ -244,12 +267,31 @@ func (h untilLoaded) Handle(ctx context.Context, req admission.Request) admissio
 	return h.Handler.Handle(ctx, req)
 }
 
+// judgeUntilLoaded judges the manager's own writes as Policies does once
+// loaded says the user policies are in force, and fails until then, as
+// untilLoaded refuses the webhook's requests: the compiler retries a write
+// it could not judge, rather than tell a Module it was refused.
+type judgeUntilLoaded struct {
+	loaded func() bool
+	*webhooks.Policies
+}
+
+// Judge fails while the user policies are not loaded, and otherwise judges
+// req.
+func (j judgeUntilLoaded) Judge(ctx context.Context, req admission.Request) (admission.Response, error) {
+	if !j.loaded() {
+		return admission.Response{}, policyconfig.ErrNotLoaded
+	}
+	return j.Policies.Judge(ctx, req)
+}
+
 // whoAmI asks the apiserver which user the manager is, so policies can tell
-// the manager's own writes apart.
-func whoAmI(ctx context.Context, c client.Client) (string, error) {
+// the manager's own writes apart and the compiler can judge its own writes
+// as from that user.
+func whoAmI(ctx context.Context, c client.Client) (authenticationv1.UserInfo, error) {
 	review := &authenticationv1.SelfSubjectReview{}
 	if err := c.Create(ctx, review); err != nil {
-		return "", fmt.Errorf("asking the apiserver who the manager is: %w", err)
+		return authenticationv1.UserInfo{}, fmt.Errorf("asking the apiserver who the manager is: %w", err)
 	}
-	return review.Status.UserInfo.Username, nil
+	return review.Status.UserInfo, nil
 }

@@ -70,12 +70,13 @@ func startManager(c *testenv.Cluster) (func(bool), error) {
 		return nil, err
 	}
 	return testenv.StartManager(c, "fleet-manager", func(ctx context.Context, mgr ctrl.Manager) error {
+		managerCache = mgr.GetCache()
 		return manager.Setup(ctx, mgr, manager.Options{
 			OfflineGrace: time.Minute, PushTimeout: 5 * time.Second, PushPoll: time.Second,
 			Management: credential.Management{URL: c.Config.Host, CABundle: c.Config.CAData},
 			Namespace:  managerNamespace,
 		})
-	})
+	}, manager.Configure)
 }
 
 // tenant returns a fresh tenant namespace.

@@ -43,7 +43,9 @@ func startShardReplica(t testing.TB, bin string, c *testenv.Cluster, system, id 
 		}
 		args = append(args, "--webhook-port="+port)
 	}
-	r.process = testenv.StartManagerProcess(t, bin, c, append(args, extra...)...)
+	// As the chart's ServiceAccount: the webhook's match conditions leave
+	// the plans it judges in process to it alone.
+	r.process = testenv.StartManagerProcessAs(t, bin, c, testenv.ManagerServiceAccount(t, c, system), append(args, extra...)...)
 	return r
 }
 

@@ -257,6 +257,18 @@ func ServiceAccountToken(t TB, c *Cluster, namespace, name string) string {
 // directory, and returns its output.
 func HelmCLI(t TB, c *Cluster, args ...string) string {
 	t.Helper()
+	out, err := TryHelmCLI(t, c, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// TryHelmCLI runs helm as HelmCLI does but returns its output and error
+// instead of failing the test, for a test that expects the apiserver to
+// refuse what helm does.
+func TryHelmCLI(t TB, c *Cluster, args ...string) (string, error) {
+	t.Helper()
 	helm, err := tool("helm")
 	if err != nil {
 		t.Fatal(err)
@@ -264,10 +276,7 @@ func HelmCLI(t TB, c *Cluster, args ...string) string {
 	cmd := exec.CommandContext(t.Context(), helm, args...)
 	cmd.Env = append(os.Environ(), append(helmHomes(t.TempDir()), "KUBECONFIG="+c.Kubeconfig)...)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return string(out), err
 }
 
 // helmHomes is the environment that keeps Helm's cache, configuration and

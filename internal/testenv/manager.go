@@ -9,8 +9,13 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -105,6 +110,13 @@ func RunManager(t TB, c *Cluster, name string, setup func(context.Context, ctrl.
 // appended (a later flag wins), and waits until it is ready.
 func StartManagerProcess(t TB, bin string, c *Cluster, args ...string) *Process {
 	t.Helper()
+	return StartManagerProcessAs(t, bin, c, c.Kubeconfig, args...)
+}
+
+// StartManagerProcessAs is StartManagerProcess authenticating with the
+// kubeconfig at kubeconfig (see ManagerServiceAccount).
+func StartManagerProcessAs(t TB, bin string, c *Cluster, kubeconfig string, args ...string) *Process {
+	t.Helper()
 	ca := filepath.Join(t.TempDir(), "ca.crt")
 	if err := os.WriteFile(ca, c.Config.CAData, 0o600); err != nil {
 		t.Fatal(err)
@@ -114,7 +126,7 @@ func StartManagerProcess(t TB, bin string, c *Cluster, args ...string) *Process 
 		"--management-url=" + c.Config.Host, "--management-ca-file=" + ca,
 		"--webhook-cert-dir=" + c.Webhooks.LocalServingCertDir, "--webhook-host=" + c.Webhooks.LocalServingHost,
 		fmt.Sprintf("--webhook-port=%d", c.Webhooks.LocalServingPort)}
-	p := StartProcess(t, "fleet-manager", bin, []string{"KUBECONFIG=" + c.Kubeconfig}, append(flags, args...)...)
+	p := StartProcess(t, "fleet-manager", bin, []string{"KUBECONFIG=" + kubeconfig}, append(flags, args...)...)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	if err := p.WaitHTTP(ctx, "http://"+health+"/readyz"); err != nil {
@@ -145,4 +157,24 @@ func waitReady(ctx context.Context, url string, done <-chan error) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// ManagerServiceAccount makes the ServiceAccount namespace/fleet-manager
+// in c, where the chart would run the manager, bound to cluster-admin, and
+// returns a kubeconfig of an hour's token of it: a manager run with it is
+// the identity the webhook's match conditions name, so its plan writes
+// are judged in process only, as in a cluster the chart installed.
+func ManagerServiceAccount(t TB, c *Cluster, namespace string) string {
+	t.Helper()
+	ctx := t.Context()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet-manager"}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleet-manager-" + namespace},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: sa.Name}}}
+	for _, o := range []client.Object{sa, binding} {
+		if err := c.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	return serviceAccountKubeconfig(t, c, namespace, sa.Name)
 }

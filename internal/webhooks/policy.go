@@ -5,7 +5,6 @@
 package webhooks
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,7 +24,6 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/network"
-	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 )
@@ -36,7 +34,7 @@ const Path = "/validate"
 var (
 	requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fleeet_admission_requests_total",
-		Help: "Admission requests judged by the policy webhook, by kind, operation and decision (allowed, denied, error).",
+		Help: "Admission requests judged by the policy webhook, and plan writes the manager judged in process before making them, by kind, operation and decision (allowed, denied, error).",
 	}, []string{"kind", "operation", "decision"})
 	evaluation = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "fleeet_admission_duration_seconds",
@@ -94,12 +92,11 @@ func operationLabel(req admission.Request) string {
 type Policies struct {
 	// Engine holds the compiled policies.
 	Engine *policy.Engine
-	// Reader reads namespaces, Remotes, Modules and CompiledSyncs, from the
-	// cache.
+	// Reader reads namespaces and Remotes, from the cache.
 	Reader client.Reader
-	// LiveReader reads from the apiserver what the cache has not seen yet:
-	// a namespace created a moment before the object being judged, a
-	// CompiledSync the compiler created a moment before the plan naming it.
+	// LiveReader reads from the apiserver what the cache has not seen yet
+	// (a namespace created a moment before the object being judged) and the
+	// Modules a dependency cycle is looked for in.
 	LiveReader client.Reader
 	// Registrations looks up a registration identity's token and Remotes.
 	Registrations *Registrations
@@ -122,20 +119,34 @@ type Policies struct {
 // Handle implements admission.Handler. It fails closed: a look-up or
 // evaluation error denies with a message saying so.
 func (p *Policies) Handle(ctx context.Context, req admission.Request) admission.Response {
+	resp, err := p.Judge(ctx, req)
+	if err != nil {
+		resp = admission.Denied(fmt.Sprintf("denied because the admission policies could not be evaluated: %v", err))
+	}
+	return resp
+}
+
+// Judge decides req as Handle does, by the same policies, with the same
+// messages and counted in the same metrics, but returns an error where no
+// decision could be reached instead of denying. The manager judges its own
+// plan writes with it in process, before it makes them: the webhook's
+// matchConditions spare the apiserver a call for those (see the chart's
+// webhook.yaml), and a look-up that failed is for the compiler to retry,
+// not a refusal to tell a Module of.
+func (p *Policies) Judge(ctx context.Context, req admission.Request) (admission.Response, error) {
 	start := time.Now()
 	resp, err := p.judge(ctx, req)
 	decision := "allowed"
 	switch {
 	case err != nil:
 		decision = "error"
-		resp = admission.Denied(fmt.Sprintf("denied because the admission policies could not be evaluated: %v", err))
 	case !resp.Allowed:
 		decision = "denied"
 	}
 	kind := kindLabel(req)
 	requests.WithLabelValues(kind, operationLabel(req), decision).Inc()
 	evaluation.WithLabelValues(kind).Observe(time.Since(start).Seconds())
-	return resp
+	return resp, err
 }
 
 // judge returns the decision, or an error when none could be reached.
@@ -144,7 +155,8 @@ func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.
 	defer cancel()
 	// Serve the webhook through Guard: it refuses objects nested deeper
 	// than maxDepth before anything decodes them. This second look costs
-	// one byte scan and keeps Handle safe on its own.
+	// one byte scan and keeps Handle, and Judge in process, safe on their
+	// own.
 	if path, err := tooDeep(req.Object.Raw, maxDepth); err != nil {
 		return admission.Response{}, fmt.Errorf("reading the object: %w", err)
 	} else if path != "" {
@@ -181,9 +193,13 @@ func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.
 }
 
 // input builds the document the policies read (see policies/README.md).
-// The object and old object are decoded from the request as they are, but
-// for a plan's entries that name a CompiledSync (resolvePlan); the typed
-// parts around them go through JSON once so policies see JSON shapes.
+// The object and old object are decoded from the request as they are; the
+// typed parts around them go through JSON once so policies see JSON shapes.
+// A plan's entries that name a CompiledSync (NamedSync.Content) are judged
+// as written, a name and the Secrets delivered for it: the sync it names was
+// judged once, when its CompiledSync was stored, and resolving it again for
+// every Remote's plan made the webhook judge each version change once per
+// Remote.
 func (p *Policies) input(ctx context.Context, req admission.Request) (map[string]any, error) {
 	doc := map[string]any{}
 	request := map[string]any{
@@ -229,61 +245,7 @@ func (p *Policies) input(ctx context.Context, req admission.Request) (map[string
 		}
 		out[key] = v
 	}
-	if err := p.resolvePlan(ctx, req, out["object"]); err != nil {
-		return nil, err
-	}
 	return out, nil
-}
-
-// resolvePlan replaces, in object, a ProxyAssemblage spec write's plan
-// entries that name a CompiledSync (NamedSync.Content) with the syncs they
-// name, so the built-in and user policies judge the whole syncs a cluster
-// will run, as they did before plans named their content. The size policy
-// thus judges the resolved plan too: what the cluster's Assemblage will
-// hold, not the few bytes of the entries. Only object is resolved;
-// oldObject stays as stored. A CompiledSync that cannot be read fails the
-// request closed, naming it.
-func (p *Policies) resolvePlan(ctx context.Context, req admission.Request, object any) error {
-	// Only plan spec writes, and only those that mention content: a plan
-	// of whole syncs (a push Remote's, an older agent's) is decoded once,
-	// as before.
-	if req.Kind.Kind != "ProxyAssemblage" || req.Kind.Group != fleeetv1.GroupVersion.Group || req.SubResource != "" ||
-		!bytes.Contains(req.Object.Raw, []byte(`"content"`)) {
-		return nil
-	}
-	pa := &struct {
-		Spec fleeetv1.ProxyAssemblageSpec `json:"spec"`
-	}{}
-	if err := json.Unmarshal(req.Object.Raw, pa); err != nil {
-		return fmt.Errorf("decoding the ProxyAssemblage: %w", err)
-	}
-	if !plancontent.Names(pa.Spec.Assemblage.Syncs) {
-		return nil
-	}
-	// From the cache, or live: the compiler creates a CompiledSync a
-	// moment before the plan that names it. A CompiledSync's sync never
-	// changes, so what the cache holds is what the plan names.
-	content := plancontent.From(plancontent.Lagging{Cache: p.Reader, Live: p.LiveReader}, req.Namespace)
-	syncs, err := plancontent.Resolve(ctx, pa.Spec.Assemblage.Syncs, content)
-	if err != nil {
-		return fmt.Errorf("resolving spec.assemblage.syncs of ProxyAssemblage %s: %w", req.Name, err)
-	}
-	raw, err := json.Marshal(syncs)
-	if err != nil {
-		return err
-	}
-	var resolved any
-	if err := json.Unmarshal(raw, &resolved); err != nil {
-		return err
-	}
-	obj, _ := object.(map[string]any)
-	spec, _ := obj["spec"].(map[string]any)
-	assemblage, _ := spec["assemblage"].(map[string]any)
-	if assemblage == nil { // cannot be: the typed decode found syncs there
-		return fmt.Errorf("ProxyAssemblage %s: spec.assemblage is not an object", req.Name)
-	}
-	assemblage["syncs"] = resolved
-	return nil
 }
 
 // namespace reads a namespace from the cache, or from the apiserver when the

@@ -70,12 +70,13 @@ func TestForgedKindsAndOperationsLeaveMetricSeriesBounded(t *testing.T) {
 	g.Expect(testutil.CollectAndCount(requests)).To(BeNumerically("<=", 2*len(knownKinds)*(len(knownOperations)+1)))
 }
 
-// A plan entry that names a CompiledSync is judged as the sync it names:
-// a user policy refusing a source host refuses it there as it did in whole
-// plans, the size policy weighs the resolved plan, and content that cannot
-// be read refuses the plan, naming it. The compiler creates a CompiledSync
-// a moment before the plan, so one only the apiserver holds yet counts.
-func TestPoliciesJudgeThePlanWithTheSyncsItsEntriesName(t *testing.T) {
+// Content is judged once, when it is stored: a user policy over what a
+// sync holds (here through lib.syncs) refuses the CompiledSync's create, and
+// a plan holding such a sync whole. A plan entry naming content is judged as
+// written, its name, content and Secrets, without reading the CompiledSync,
+// which neither needs to be there nor refuses the plan when it is; and the
+// size policy weighs the plan as written too.
+func TestPoliciesJudgeContentWhenStoredAndPlansAsWritten(t *testing.T) {
 	const manager = "system:serviceaccount:fleeet-system:fleet-manager"
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, fleeetv1.AddToScheme} {
@@ -87,15 +88,26 @@ func TestPoliciesJudgeThePlanWithTheSyncsItsEntriesName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const refusal = "spec.assemblage.syncs: git.evil.example.com is not a source host of ours"
-	if err := engine.SetUserPolicies(t.Context(), map[string]string{"hosts.rego": `package fleeet.hosts
-deny contains "` + refusal + `" if {
-	input.request.kind.kind == "ProxyAssemblage"
-	some s in input.object.spec.assemblage.syncs
+	if err := engine.SetUserPolicies(t.Context(), map[string]string{
+		"hosts.rego": `package fleeet.hosts
+import data.fleeet.lib
+deny contains msg if {
+	some s in lib.syncs
 	contains(s.source.git.url, "git.evil.example.com")
-}`}); err != nil {
+	msg := sprintf("sync %s: git.evil.example.com is not a source host of ours", [s.name])
+}`,
+		// Shows what a policy sees of the entries of plan edge-watched.
+		"entries.rego": `package fleeet.entries
+deny contains msg if {
+	input.request.kind.kind == "ProxyAssemblage"
+	input.request.name == "edge-watched"
+	some s in input.object.spec.assemblage.syncs
+	msg := sprintf("entry %s: content %q, source %v", [s.name, object.get(s, "content", ""), object.get(s, "source", {})])
+}`,
+	}); err != nil {
 		t.Fatal(err)
 	}
+	const refusal = "sync web: git.evil.example.com is not a source host of ours"
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{fleeetv1.TenantLabel: "true"}}}
 	module := &metav1.ObjectMeta{Namespace: ns.Name, Name: "web", UID: "module-uid"}
 	sync := func(url string) *fleeetv1.NamedSync {
@@ -106,66 +118,83 @@ deny contains "` + refusal + `" if {
 	}
 	good, evil := sync("https://git.example.com/web.git"), sync("https://git.evil.example.com/web.git")
 	content := func(s *fleeetv1.NamedSync) *fleeetv1.CompiledSync {
-		return plancontent.New(module, plancontent.Name(module, s), s)
+		cs := plancontent.New(module, plancontent.Name(module, s), s)
+		cs.APIVersion, cs.Kind = fleeetv1.GroupVersion.String(), "CompiledSync"
+		return cs
 	}
-	// thin is the plan naming s's CompiledSync, plan the request writing it.
-	thin := func(s *fleeetv1.NamedSync) *fleeetv1.ProxyAssemblage {
-		pa := &fleeetv1.ProxyAssemblage{TypeMeta: metav1.TypeMeta{APIVersion: fleeetv1.GroupVersion.String(), Kind: "ProxyAssemblage"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "edge"}}
-		pa.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{plancontent.Entry(s, plancontent.Name(module, s))}
-		return pa
-	}
-	plan := func(s *fleeetv1.NamedSync) admission.Request {
-		raw, err := json.Marshal(thin(s))
+	request := func(kind, resource, name string, obj any) admission.Request {
+		raw, err := json.Marshal(obj)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-			Kind:      metav1.GroupVersionKind{Group: fleeetv1.GroupVersion.Group, Version: fleeetv1.GroupVersion.Version, Kind: "ProxyAssemblage"},
-			Resource:  metav1.GroupVersionResource{Group: fleeetv1.GroupVersion.Group, Version: fleeetv1.GroupVersion.Version, Resource: "proxyassemblages"},
-			Namespace: ns.Name, Name: "edge", Operation: admissionv1.Create,
+			Kind:      metav1.GroupVersionKind{Group: fleeetv1.GroupVersion.Group, Version: fleeetv1.GroupVersion.Version, Kind: kind},
+			Resource:  metav1.GroupVersionResource{Group: fleeetv1.GroupVersion.Group, Version: fleeetv1.GroupVersion.Version, Resource: resource},
+			Namespace: ns.Name, Name: name, Operation: admissionv1.Create,
 			UserInfo: authenticationv1.UserInfo{Username: manager},
 			Object:   runtime.RawExtension{Raw: raw},
 		}}
 	}
-	// A limit between the plan's size as written and as resolved.
-	thinSpec, err := json.Marshal(thin(good).Spec)
-	if err != nil {
-		t.Fatal(err)
+	store := func(s *fleeetv1.NamedSync) admission.Request {
+		cs := content(s)
+		return request("CompiledSync", "compiledsyncs", cs.Name, cs)
 	}
-	resolved := thin(good)
-	resolved.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{*good}
-	wholeSpec, err := json.Marshal(resolved.Spec)
-	if err != nil {
-		t.Fatal(err)
+	// plan is the plan of Remote name holding syncs, thin names s's
+	// CompiledSync and whole holds s.
+	plan := func(name string, syncs ...fleeetv1.NamedSync) *fleeetv1.ProxyAssemblage {
+		pa := &fleeetv1.ProxyAssemblage{TypeMeta: metav1.TypeMeta{APIVersion: fleeetv1.GroupVersion.String(), Kind: "ProxyAssemblage"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name}}
+		pa.Spec.Assemblage.Syncs = syncs
+		return pa
 	}
-	between := (len(thinSpec) + len(wholeSpec)) / 2
+	thin := func(name string, s *fleeetv1.NamedSync) *fleeetv1.ProxyAssemblage {
+		return plan(name, plancontent.Entry(s, plancontent.Name(module, s)))
+	}
+	write := func(pa *fleeetv1.ProxyAssemblage) admission.Request {
+		return request("ProxyAssemblage", "proxyassemblages", pa.Name, pa)
+	}
+	// Limits between the plan's size as written and as resolved, and
+	// below it.
+	size := func(pa *fleeetv1.ProxyAssemblage) int {
+		raw, err := json.Marshal(pa.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(raw)
+	}
+	thinBytes, wholeBytes := size(thin("edge", good)), size(plan("edge", *good))
+	between := (thinBytes + wholeBytes) / 2
 
 	for name, tc := range map[string]struct {
-		cached, live []client.Object
+		cached       []client.Object
 		request      admission.Request
 		maxPlanBytes int
 		// want is what the response says; "" means it is allowed.
 		want []string
 	}{
-		"content read from the cache": {cached: []client.Object{content(good)}, request: plan(good)},
-		"a refused host reached through the content": {cached: []client.Object{content(evil)}, request: plan(evil),
-			want: []string{refusal}},
-		"content only the apiserver holds yet": {live: []client.Object{content(evil)}, request: plan(evil),
-			want: []string{refusal}},
-		"the plan weighed with its content": {cached: []client.Object{content(good)}, request: plan(good),
-			maxPlanBytes: between,
-			want:         []string{fmt.Sprintf("spec: the plan of Remote edge is %d bytes, over the %d-byte limit", len(wholeSpec), between)}},
-		"content that cannot be read": {request: plan(evil),
-			want: []string{"could not be evaluated", "CompiledSync " + plancontent.Name(module, evil), "not found"}},
+		"content of a host of ours":           {request: store(good)},
+		"content of a refused host":           {request: store(evil), want: []string{refusal}},
+		"a sync of a refused host held whole": {request: write(plan("edge", *evil)), want: []string{refusal}},
+		"a plan naming content the cache holds, refused when stored": {cached: []client.Object{content(evil)},
+			request: write(thin("edge", evil))},
+		"a plan naming content nobody holds": {request: write(thin("edge", evil))},
+		"the entries as written": {cached: []client.Object{content(good)}, request: write(thin("edge-watched", good)),
+			want: []string{fmt.Sprintf(`entry web: content %q, source {}`, plancontent.Name(module, good))}},
+		"the plan weighed as written": {cached: []client.Object{content(good)}, request: write(thin("edge", good)),
+			maxPlanBytes: between},
+		"a plan as written over the limit": {request: write(thin("edge", good)), maxPlanBytes: thinBytes - 1,
+			want: []string{fmt.Sprintf("spec: the plan of Remote edge is %d bytes, over the %d-byte limit", thinBytes, thinBytes-1)}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			p := &Policies{Engine: engine, ManagerUsername: manager, MaxPlanBytes: cmp.Or(tc.maxPlanBytes, 512<<10),
 				Reader:     fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(tc.cached, ns)...).Build(),
-				LiveReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(tc.live, ns)...).Build(),
+				LiveReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns).Build(),
 				Timeout:    10 * time.Second}
 			resp := p.Handle(t.Context(), tc.request)
+			judged, err := p.Judge(t.Context(), tc.request)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(judged).To(Equal(resp), "judged in process as the webhook judges it")
 			if len(tc.want) == 0 {
 				g.Expect(resp.Allowed).To(BeTrue(), "refused: %v", resp.Result)
 				return
@@ -176,4 +205,18 @@ deny contains "` + refusal + `" if {
 			}
 		})
 	}
+}
+
+// Judge reports what keeps it from a decision as an error, where Handle
+// denies, saying so.
+func TestJudgeReturnsAnErrorWhereHandleDenies(t *testing.T) {
+	g := NewWithT(t)
+	p := &Policies{Reader: fake.NewClientBuilder().Build(), LiveReader: fake.NewClientBuilder().Build(), Timeout: time.Second}
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Kind: metav1.GroupVersionKind{Group: "fleeet.dev", Version: "v1alpha1", Kind: "ProxyAssemblage"}, Operation: admissionv1.Create, Namespace: "nowhere"}}
+	_, err := p.Judge(t.Context(), req)
+	g.Expect(err).To(MatchError(ContainSubstring("looking up namespace nowhere")))
+	resp := p.Handle(t.Context(), req)
+	g.Expect(resp.Allowed).To(BeFalse())
+	g.Expect(resp.Result.Message).To(HavePrefix("denied because the admission policies could not be evaluated: looking up namespace nowhere"))
 }

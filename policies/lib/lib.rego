@@ -27,6 +27,25 @@ cluster_name := trim_prefix(user, concat("", [sa_prefix, "fleeet-remote-"])) if 
 # Kinds whose spec holds one sync.
 placement_kinds := {"Module", "BootstrapModule"}
 
+# The syncs this write carries whole, as clusters will run them: a
+# CompiledSync's sync, and each entry of a plan (ProxyAssemblage spec) that
+# names no CompiledSync (a push Remote's Module with control-plane bindings,
+# or an agent that reads no CompiledSyncs). A plan entry that names one
+# carries only the sync's name, the CompiledSync's and the Secrets delivered
+# for it: its sync was judged once, here, when the CompiledSync was stored.
+# A rule over what a sync holds reads these.
+syncs contains input.object.sync if {
+	kind == "CompiledSync"
+	not deletes
+}
+
+syncs contains s if {
+	kind == "ProxyAssemblage"
+	object.get(input.request, "subResource", "") == ""
+	some s in object.get(input.object, ["spec", "assemblage", "syncs"], [])
+	object.get(s, "content", "") == ""
+}
+
 # Keys reserved for fleeet: fleeet.dev/… and any sub-domain of fleeet.dev.
 reserved_key(k) if startswith(k, "fleeet.dev/")
 

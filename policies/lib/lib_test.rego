@@ -28,3 +28,22 @@ test_reserved_keys if {
 	lib.reserved_key("policy.fleeet.dev/x")
 	not lib.reserved_key("example.com/fleeet.dev")
 }
+
+test_syncs_are_content_and_whole_plan_entries if {
+	sync := {"name": "app", "source": {"git": {"url": "https://git.example.com/app.git", "tag": "v1"}}}
+	lib.syncs == {sync} with input as {"request": {"kind": {"kind": "CompiledSync"}, "operation": "CREATE"}, "object": {"sync": sync}}
+	lib.syncs == {sync} with input as {
+		"request": {"kind": {"kind": "ProxyAssemblage"}, "operation": "UPDATE", "subResource": ""},
+		"object": {"spec": {"assemblage": {"syncs": [sync, {"name": "web", "content": "web-0123456789abcdef0123"}]}}},
+	}
+}
+
+test_syncs_of_deletes_status_and_empty_plans_are_none if {
+	count(lib.syncs) == 0 with input as {"request": {"kind": {"kind": "CompiledSync"}, "operation": "DELETE"}, "object": null}
+	count(lib.syncs) == 0 with input as {
+		"request": {"kind": {"kind": "ProxyAssemblage"}, "operation": "UPDATE", "subResource": "status"},
+		"object": {"spec": {"assemblage": {"syncs": [{"name": "app"}]}}},
+	}
+	count(lib.syncs) == 0 with input as {"request": {"kind": {"kind": "ProxyAssemblage"}, "operation": "CREATE", "subResource": ""}, "object": {"spec": {"assemblage": {}}}}
+	count(lib.syncs) == 0 with input as {"request": {"kind": {"kind": "Module"}, "operation": "CREATE"}, "object": {"spec": {"sync": {}}}}
+}

@@ -136,6 +136,8 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	run("delivery", deliveryAttacks(ctx, f, alice, cluster, aliceID, clusterID))
 	run("content", contentAttacks(ctx, f, alice, cluster, manager, aliceID, clusterID, managerID))
 	run("manager", managerAttacks(ctx, f, manager, managerID))
+	run("agent", agentAttacks(t, f))
+	run("recovery", recoveryAttacks(ctx, f, f.registerLost(t)))
 }
 
 // mint returns a token of the ServiceAccount ns/name, as its holder gets one.

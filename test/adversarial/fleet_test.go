@@ -74,6 +74,10 @@ type fleet struct {
 	// and the agent serve metrics and health, reachable by anyone on the
 	// network.
 	managerMetrics, managerHealth, agentMetrics string
+	// recoveryURL and recoveryCA reach the manager's recovery endpoint,
+	// which answers anyone on the network.
+	recoveryURL string
+	recoveryCA  []byte
 }
 
 func (f *fleet) logs() string {
@@ -94,20 +98,26 @@ func startFleet(t *testing.T) *fleet {
 	f.down = testenv.StartCluster(t, "downstream", testenv.WithoutFleeetCRDs())
 	testenv.StartFlux(t, f.down, testenv.SourceController, testenv.KustomizeController)
 
-	managerRelease := testenv.ChartOf(t, "fleet-manager").Install(t, testenv.HelmFor(t, f.mgmt, managerNamespace), "fleet-manager", managerNamespace,
-		map[string]any{"management": map[string]any{"url": f.mgmt.Config.Host, "caBundle": string(f.mgmt.Config.CAData)}})
 	certDir, caPEM := testenv.ServingCertificate(t)
+	recoveryAddr := testenv.FreeAddr(t)
+	f.recoveryURL, f.recoveryCA = "https://"+recoveryAddr, caPEM
+	managerRelease := testenv.ChartOf(t, "fleet-manager").Install(t, testenv.HelmFor(t, f.mgmt, managerNamespace), "fleet-manager", managerNamespace,
+		map[string]any{"management": map[string]any{"url": f.mgmt.Config.Host, "caBundle": string(f.mgmt.Config.CAData)},
+			"recovery": map[string]any{"enabled": true, "url": f.recoveryURL, "tls": map[string]any{"secretName": "recovery-tls"}}})
 	host, port, err := net.SplitHostPort(testenv.FreeAddr(t))
 	g.Expect(err).NotTo(HaveOccurred())
 	f.webhookURL, f.webhookCA = "https://"+net.JoinHostPort(host, port)+"/validate", caPEM
 	testenv.RouteWebhook(t, f.mgmt, "fleet-manager", admissionregistrationv1.WebhookClientConfig{URL: &f.webhookURL, CABundle: caPEM})
 	managementCA := filepath.Join(t.TempDir(), "ca.crt")
 	g.Expect(os.WriteFile(managementCA, f.mgmt.Config.CAData, 0o600)).To(Succeed())
+	recoveryCA := filepath.Join(t.TempDir(), "recovery-ca.crt")
+	g.Expect(os.WriteFile(recoveryCA, caPEM, 0o600)).To(Succeed())
 	// Metrics and health on real addresses, for the serving attacks.
 	f.managerMetrics, f.managerHealth, f.agentMetrics = testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	f.manager = testenv.RunRelease(t, f.mgmt, managerRelease, testenv.BuildCommand(t, "fleet-manager", "v0.0.0-adversarial"),
 		map[string]string{"webhook-port": port, "webhook-cert-dir": certDir, "management-ca-file": managementCA,
-			"metrics-bind-address": f.managerMetrics, "health-probe-bind-address": f.managerHealth},
+			"metrics-bind-address": f.managerMetrics, "health-probe-bind-address": f.managerHealth,
+			"recovery-bind-address": recoveryAddr, "recovery-cert-dir": certDir, "recovery-ca-file": recoveryCA},
 		"--webhook-host="+host)
 
 	for _, ns := range []string{tenantA, tenantB, tenantC} {

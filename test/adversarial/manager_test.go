@@ -20,14 +20,17 @@ import (
 )
 
 // boundedByTheAPIServer asserts the apiserver's admission policy on the
-// manager's ServiceAccount (the chart's ValidatingAdmissionPolicy) refused
-// the request: RBAC allowed it, so only the policy stands between a stolen
-// manager token and the management cluster.
-func boundedByTheAPIServer(g Gomega, err error, want string) string {
+// manager's or the agent's ServiceAccount (the chart's
+// ValidatingAdmissionPolicy) refused the request, saying each of want:
+// RBAC allowed it, so only the policy stands between a stolen token and the
+// cluster.
+func boundedByTheAPIServer(g Gomega, err error, want ...string) string {
 	g.Expect(err).To(HaveOccurred(), "the request was allowed")
 	g.Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "refused for another reason: %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("ValidatingAdmissionPolicy"), "the apiserver's policy, not RBAC, refuses it")
-	g.Expect(err.Error()).To(ContainSubstring(want))
+	for _, w := range want {
+		g.Expect(err.Error()).To(ContainSubstring(w))
+	}
 	return err.Error()
 }
 

@@ -2,8 +2,13 @@ package adversarial_test
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
 	"net/http"
+	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -99,6 +104,43 @@ func servingAttacks(ctx context.Context, f *fleet) []attack {
 					g.Expect(body).NotTo(MatchRegexp(jwt))
 				}
 				return "both scrapes served metrics holding no bearer token"
+			}},
+		{"flood-manager-metrics-with-made-up-tokens", "any network client, from an address of its own, no credentials",
+			"GET https://<manager>/metrics 40 times at once, each with a new made-up bearer token; then Prometheus scrapes", func(t *testing.T, g Gomega) string {
+				// Every 127.0.0.0/8 address is this host's: the flood comes
+				// from one other than Prometheus's.
+				dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.4")}, Timeout: 5 * time.Second}
+				flooder := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext,
+					TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the attacker trusts anything
+				var mu sync.Mutex
+				counts := map[int]int{}
+				var wg sync.WaitGroup
+				for i := range 40 {
+					wg.Go(func() {
+						req, _ := http.NewRequest(http.MethodGet, "https://"+f.managerMetrics+"/metrics", nil)
+						req.Header.Set("Authorization", fmt.Sprintf("Bearer eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.made-up-%d", i))
+						status := 0
+						if resp, err := flooder.Do(req); err == nil {
+							status = resp.StatusCode
+							if status == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+								status = -http.StatusTooManyRequests // told no time to come back
+							}
+							resp.Body.Close()
+						}
+						mu.Lock()
+						counts[status]++
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+				// A burst of 10 per address reaches the token review; the
+				// rest are turned away before it.
+				g.Expect(counts[http.StatusTooManyRequests]).To(BeNumerically(">=", 30), "%v", counts)
+				g.Expect(counts).NotTo(HaveKey(http.StatusOK))
+				g.Expect(counts).NotTo(HaveKey(-http.StatusTooManyRequests), "each 429 says when to come back (Retry-After)")
+				body := testenv.Metrics(g, f.managerMetrics, testenv.MetricsReaderToken(t, f.mgmt, "fleet-manager-metrics-reader"))
+				g.Expect(body).To(ContainSubstring("fleeet_"))
+				return fmt.Sprintf("answered %v (status: count); Prometheus's scrape from its own address was served at once", counts)
 			}},
 		{"read-manager-readiness", anyone, "GET http://<manager health>/readyz?verbose and /healthz?verbose", func(t *testing.T, g Gomega) string {
 			code, ready := testenv.Get(g, "http://"+f.managerHealth+"/readyz?verbose")

@@ -122,6 +122,9 @@ func TestChartsRunAsPodsFromTheirImages(t *testing.T) {
 	testenv.HelmCLI(t, down, "install", "fleet-agent", chartRef, "--version", releaseVersion, "--plain-http",
 		"--namespace", agentNamespace, "--create-namespace", "--set", "token="+tokenFor(tenant),
 		"--set", "tenants[0].token="+tokenFor(platform), "--set", "upgrade.tenant="+platform,
+		// The chart brings Flux here, and upgrading it takes cluster-admin:
+		// the explicit opt-in.
+		"--set", "upgrade.clusterRole=cluster-admin",
 		// The one thing this test's cluster lacks is cluster DNS, so
 		// source-controller advertises its Service's address from the
 		// environment instead of its DNS name.

@@ -227,3 +227,22 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: [ALL]
 {{- end }}
+
+{{/*
+The Secrets the agent keeps in its own namespace (pull mode), as a JSON list:
+each Upstream's credential Secret, `<upstream>-credential`, and, while the
+values carry the tenant's token, its registration token Secret. They are all
+it reads or writes there, by name; in push mode there are none.
+*/}}
+{{- define "fleet-agent.ownSecrets" -}}
+{{- $names := list -}}
+{{- if ne .Values.mode "push" -}}
+{{- range include "fleet-agent.tenants" . | fromJsonArray -}}
+{{- $names = append $names (printf "%s-credential" .name) -}}
+{{- if .token -}}
+{{- $names = append $names (printf "%s-%s-token" $.Release.Name .name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $names -}}
+{{- end }}

@@ -13,6 +13,11 @@ app.kubernetes.io/name: fleet-manager
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 
+{{/* The user the fleet-manager's ServiceAccount is to the apiserver. */}}
+{{- define "fleet-manager.username" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ .Release.Name }}
+{{- end }}
+
 {{/* Name of the Secret holding the webhook serving certificate. */}}
 {{- define "fleet-manager.webhookCertSecret" -}}
 {{- if .Values.webhook.certManager.enabled -}}

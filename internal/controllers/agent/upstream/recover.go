@@ -65,7 +65,7 @@ func (e recoveryError) retry() time.Duration {
 // exchanges the first credential for one of its own.
 func (r *Reconciler) recover(ctx context.Context, up *fleeetv1.Upstream) (credential.Token, error) {
 	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: credentialSecretName(up)}, secret); err != nil {
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: credentialSecretName(up)}, secret); err != nil {
 		return credential.Token{}, err
 	}
 	current, err := recovery.DecodePrivate(secret.Data[recovery.PrivateKeyKey])

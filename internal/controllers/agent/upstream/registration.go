@@ -67,7 +67,7 @@ func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (crede
 		return credential.Token{}, nil, refusal{"spec.tokenSecretRef: this cluster holds no credential for the management cluster and no registration token is configured"}
 	}
 	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: ref.Name}, secret); err != nil {
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return credential.Token{}, nil, refusal{fmt.Sprintf("spec.tokenSecretRef: Secret %s not found, and this cluster holds no credential", ref.Name)}
 		}

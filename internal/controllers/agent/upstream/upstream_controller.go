@@ -40,22 +40,26 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/recovery"
 	"github.com/fleeet-dev/fleeet/internal/status"
-	"github.com/fleeet-dev/fleeet/internal/watches"
 )
 
 // partRetry is how soon a plan not read whole is read again.
 const partRetry = 5 * time.Second
 
-// tokenSecretIndex indexes Upstreams by the Secret holding their registration token.
-const tokenSecretIndex = "spec.tokenSecretRef.name"
+// refusalRecheck is how often a refused Upstream looks again at the
+// Secrets its refusal came from, its credential and registration token:
+// the agent reads the Secrets of its own namespace by name and watches
+// none, so this stands in for a watch. The management cluster is asked
+// again only once the Upstream or one of those Secrets changed.
+const refusalRecheck = 30 * time.Second
 
 // Reconciler reconciles Upstreams.
 type Reconciler struct {
 	// Client reads and writes the downstream cluster.
 	Client client.Client
-	// APIReader reads the downstream cluster uncached: of the tenants'
-	// Secrets the cache holds only those delivered, and delivering must
-	// see the others to leave them alone.
+	// APIReader reads the downstream cluster uncached: the Secrets of the
+	// Upstreams' namespace, by name (the cache holds none of them), and
+	// the metadata of a tenant's Secret a delivery names that the cache of
+	// delivered Secrets does not hold, to leave it alone.
 	APIReader client.Reader
 	// Recorder records registration and revocation on Upstreams.
 	Recorder events.EventRecorder
@@ -82,30 +86,32 @@ type Reconciler struct {
 	// rejected and that have not recovered yet: the credential is not
 	// tried again meanwhile.
 	rejected map[client.ObjectKey]bool
+	// refusals are the Upstreams whose registration or credential was
+	// refused, with the local state the refusal was given in.
+	refusals map[client.ObjectKey]refused
 	changes  chan event.TypedGenericEvent[*fleeetv1.Upstream]
 }
 
-// SetupWithManager registers the controller. Besides Upstreams and their
-// Secrets, it is woken by its links (plan or connectivity changed) and by
-// the Assemblages it mirrors (status to report).
-func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleeetv1.Upstream{}, tokenSecretIndex, func(o client.Object) []string {
-		if ref := o.(*fleeetv1.Upstream).Spec.TokenSecretRef; ref != nil {
-			return []string{ref.Name}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
+// refused is a refusal and the state (localState) of the Upstream and its
+// Secrets when it was given: until that changes, it stands.
+type refused struct {
+	state string
+	err   refusal
+}
+
+// SetupWithManager registers the controller. Besides Upstreams, it is woken
+// by its links (plan or connectivity changed) and by the Assemblages it
+// mirrors (status to report). It watches no Secret: those of its own
+// namespace it reads by name when it needs them (see refusalRecheck).
+func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager) error {
 	r.links = map[client.ObjectKey]*link{}
 	r.remotes = map[client.ObjectKey]pending{}
 	r.rejected = map[client.ObjectKey]bool{}
+	r.refusals = map[client.ObjectKey]refused{}
 	r.changes = make(chan event.TypedGenericEvent[*fleeetv1.Upstream], 128)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("upstream").
 		For(&fleeetv1.Upstream{}).
-		Owns(&corev1.Secret{}).
-		Watches(&corev1.Secret{}, watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.UpstreamList{} }, tokenSecretIndex)).
 		Watches(&fleeetv1.Assemblage{}, handler.EnqueueRequestsFromMapFunc(upstreamOfAssemblage)).
 		WatchesRawSource(source.Channel(r.changes, &handler.TypedEnqueueRequestForObject[*fleeetv1.Upstream]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
@@ -121,6 +127,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
 			r.markRejected(req.NamespacedName, false)
+			r.markRefused(req.NamespacedName, refused{})
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -169,7 +176,8 @@ func (r *Reconciler) reconcileConfinement(up *fleeetv1.Upstream) bool {
 //   - a first credential not issued yet is polled for, the Upstream Stalled
 //     with ReasonRegistrationPending;
 //   - a refused registration waits for the Upstream or its token to change,
-//     Stalled with ReasonRegistrationRefused;
+//     Stalled with ReasonRegistrationRefused, looking again every
+//     refusalRecheck;
 //   - any other error is returned, the Upstream Failed with
 //     ReasonRegistrationFailed.
 func (r *Reconciler) reconcileConnection(ctx context.Context, up *fleeetv1.Upstream) (*link, ctrl.Result, error) {
@@ -189,9 +197,11 @@ func (r *Reconciler) reconcileConnection(ctx context.Context, up *fleeetv1.Upstr
 		markNotRegistered(up, status.MarkStalled, fleeetv1.ReasonRegistrationPending, err.Error())
 		return nil, ctrl.Result{RequeueAfter: credentialPoll}, nil
 	case errors.As(err, &refused):
-		log.FromContext(ctx).Error(err, "Registration refused; fix the Upstream or its token and the agent retries")
+		if c := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition); c == nil || c.Message != err.Error() {
+			log.FromContext(ctx).Error(err, "Registration refused; fix the Upstream or its token and the agent retries")
+		}
 		markNotRegistered(up, status.MarkStalled, fleeetv1.ReasonRegistrationRefused, err.Error())
-		return nil, ctrl.Result{}, nil
+		return nil, ctrl.Result{RequeueAfter: refusalRecheck}, nil
 	}
 	markNotRegistered(up, status.MarkFailed, fleeetv1.ReasonRegistrationFailed, err.Error())
 	return nil, ctrl.Result{}, err
@@ -317,7 +327,7 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 		return l, nil
 	}
 	r.disconnect(key)
-	token, err := r.credential(ctx, up)
+	token, err := r.credentialOnce(ctx, up)
 	if err != nil {
 		return nil, err
 	}
@@ -411,6 +421,65 @@ func (r *Reconciler) forget(key client.ObjectKey) {
 	delete(r.remotes, key)
 }
 
+// credentialOnce is credential, except for an Upstream refused before that
+// has not changed since, nor have its credential and token Secrets: it gets
+// the same refusal again, and the management cluster is not asked.
+func (r *Reconciler) credentialOnce(ctx context.Context, up *fleeetv1.Upstream) (credential.Token, error) {
+	key := client.ObjectKeyFromObject(up)
+	state, err := r.localState(ctx, up)
+	if err != nil {
+		return credential.Token{}, err
+	}
+	r.mu.Lock()
+	last, ok := r.refusals[key]
+	r.mu.Unlock()
+	if ok && last.state == state {
+		return credential.Token{}, last.err
+	}
+	token, err := r.credential(ctx, up)
+	var refusedNow refusal
+	switch {
+	case errors.As(err, &refusedNow):
+		r.markRefused(key, refused{state: state, err: refusedNow})
+	case err == nil:
+		r.markRefused(key, refused{})
+	}
+	return token, err
+}
+
+// localState is what a refusal of the Upstream depends on downstream: its
+// generation and the resourceVersions of its credential and registration
+// token Secrets, read by their metadata.
+func (r *Reconciler) localState(ctx context.Context, up *fleeetv1.Upstream) (string, error) {
+	names := []string{credentialSecretName(up)}
+	if ref := up.Spec.TokenSecretRef; ref != nil {
+		names = append(names, ref.Name)
+	}
+	state := fmt.Sprint(up.Generation)
+	for _, name := range names {
+		secret := &metav1.PartialObjectMetadata{}
+		secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: name}, secret)
+		if client.IgnoreNotFound(err) != nil {
+			return "", fmt.Errorf("reading Secret %s: %w", name, err)
+		}
+		state += "/" + secret.ResourceVersion
+	}
+	return state, nil
+}
+
+// markRefused records the Upstream's last refusal; the zero refused
+// forgets it.
+func (r *Reconciler) markRefused(key client.ObjectKey, last refused) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if last.state == "" {
+		delete(r.refusals, key)
+		return
+	}
+	r.refusals[key] = last
+}
+
 // disconnect stops the Upstream's link, if any.
 func (r *Reconciler) disconnect(key client.ObjectKey) {
 	r.mu.Lock()
@@ -424,10 +493,11 @@ func (r *Reconciler) disconnect(key client.ObjectKey) {
 // credential returns the cluster's stored credential, registering the
 // cluster if it holds none, recovering it when it expired and the
 // management cluster offers recovery; the registration token is forgotten
-// once the cluster's own credential is stored.
+// once the cluster's own credential is stored. The credential Secret is
+// read by name, uncached.
 func (r *Reconciler) credential(ctx context.Context, up *fleeetv1.Upstream) (credential.Token, error) {
 	secret := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: credentialSecretName(up)}, secret)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: credentialSecretName(up)}, secret)
 	switch {
 	case err == nil:
 		up.Status.CredentialSecretName = secret.Name
@@ -467,23 +537,39 @@ func (r *Reconciler) credential(ctx context.Context, up *fleeetv1.Upstream) (cre
 
 // storeCredential keeps the cluster's credential in a Secret owned by the
 // Upstream, with the recovery key when one is given, else the one it holds.
+// The Secret is read by name, uncached, and written with the
+// resourceVersion read, so a recovery key put there meanwhile (fleetctl
+// reenrol) is not lost: the write fails and is retried.
 func (r *Reconciler) storeCredential(ctx context.Context, up *fleeetv1.Upstream, token credential.Token, key ed25519.PrivateKey) error {
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: up.Namespace, Name: credentialSecretName(up)}}
-	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, secret, func() error {
-		kept := secret.Data[recovery.PrivateKeyKey]
-		secret.Data = token.SecretData()
-		switch {
-		case key != nil:
-			secret.Data[recovery.PrivateKeyKey] = recovery.EncodePrivate(key)
-		case kept != nil:
-			secret.Data[recovery.PrivateKeyKey] = kept
-		}
-		return controllerutil.SetControllerReference(up, secret, r.Client.Scheme())
-	})
-	if err != nil {
-		return fmt.Errorf("storing the cluster's credential in Secret %s: %w", secret.Name, err)
+	name := credentialSecretName(up)
+	secret := &corev1.Secret{}
+	switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: name}, secret); {
+	case apierrors.IsNotFound(err):
+		secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: up.Namespace, Name: name}}
+	case err != nil:
+		return fmt.Errorf("reading Secret %s: %w", name, err)
 	}
-	up.Status.CredentialSecretName = secret.Name
+	kept := secret.Data[recovery.PrivateKeyKey]
+	secret.Data = token.SecretData()
+	switch {
+	case key != nil:
+		secret.Data[recovery.PrivateKeyKey] = recovery.EncodePrivate(key)
+	case kept != nil:
+		secret.Data[recovery.PrivateKeyKey] = kept
+	}
+	if err := controllerutil.SetControllerReference(up, secret, r.Client.Scheme()); err != nil {
+		return err
+	}
+	var err error
+	if secret.ResourceVersion == "" {
+		err = r.Client.Create(ctx, secret)
+	} else {
+		err = r.Client.Update(ctx, secret)
+	}
+	if err != nil {
+		return fmt.Errorf("storing the cluster's credential in Secret %s: %w", name, err)
+	}
+	up.Status.CredentialSecretName = name
 	return nil
 }
 
@@ -544,7 +630,7 @@ func (r *Reconciler) deliver(ctx context.Context, up *fleeetv1.Upstream, asm *fl
 			items[name] = item
 		}
 	}
-	conflicts, err := delivery.Write(ctx, r.Client, r.APIReader, asm, items)
+	conflicts, err := delivery.Write(ctx, r.Client, r.Client, r.APIReader, asm, items)
 	if err != nil {
 		return err
 	}

@@ -133,3 +133,34 @@ func TestAnUpstreamTrustingAnotherCASaysWhichCertificateFailed(t *testing.T) {
 	g.Expect(registered.Message).NotTo(ContainSubstring(registrationToken))
 	g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Namespace: up.Namespace, Name: "team-a-token"}, &corev1.Secret{})).To(Succeed(), "the token is kept for a retry")
 }
+
+// TestARefusedUpstreamTriesAgainOnceItsTokenSecretChanges: the agent reads
+// the Secrets of its own namespace by name and watches none of them, so an
+// Upstream refused for its token Secret looks at that Secret again
+// (refusalRecheck) and tries to register once it changed.
+func TestARefusedUpstreamTriesAgainOnceItsTokenSecretChanges(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	c := down
+	// Nothing listens there: an attempt to register fails.
+	up := upstreamTo(t, c, fleeetv1.ManagementEndpoint{URL: "https://" + testenv.FreeAddr(t), Namespace: "team-a"}, "team-a")
+	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: up.Namespace, Name: "team-a-token"}}
+	g.Expect(c.Client.Delete(ctx, token)).To(Succeed())
+
+	stop := startAgent(t, c, up.Namespace, agent.Options{Concurrent: 1})
+	t.Cleanup(func() { stop(t.Failed()) })
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(up), up)).To(Succeed())
+		registered := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition)
+		g.Expect(registered).NotTo(BeNil(), "%+v", up.Status)
+		g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRegistrationRefused))
+		g.Expect(registered.Message).To(Equal("spec.tokenSecretRef: Secret team-a-token not found, and this cluster holds no credential"))
+		g.Expect(apimeta.IsStatusConditionTrue(up.Status.Conditions, fleeetv1.StalledCondition)).To(BeTrue())
+	}, timeout, poll).Should(Succeed())
+
+	// The admin puts the token back; the agent tries it, and fails only
+	// because nothing answers.
+	g.Expect(c.Client.Create(ctx, &corev1.Secret{ObjectMeta: token.ObjectMeta,
+		Data: map[string][]byte{credential.TokenKey: []byte(registrationToken)}})).To(Succeed())
+	registrationFailed(g, c, up)
+}

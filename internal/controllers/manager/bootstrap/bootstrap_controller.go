@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
@@ -31,6 +32,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
@@ -48,6 +50,15 @@ type Reconciler struct {
 	// Kubeconfig says which kubeconfig fields beyond inline credentials an
 	// operator accepts.
 	Kubeconfig kubeconfig.Options
+
+	// live reads kubeconfig Secrets, which the manager's cache holds by
+	// their metadata alone (package secrets): the manager's API reader.
+	live client.Reader
+	// kubeconfigs remembers each kubeconfig's verdict at the version
+	// checked, so a Secret is read again only once it changed: every
+	// Remote's status write reconciles each BootstrapModule of its
+	// namespace, which checks every Remote it selects.
+	kubeconfigs secrets.Verdicts
 }
 
 // kubeconfigError says why a Remote's kubeconfig is not handed to Flux.
@@ -62,12 +73,15 @@ func (e *kubeconfigError) Unwrap() error { return e.err }
 
 // SetupWithManager registers the controller; Flux status changes, Remote
 // changes and Secret changes (a kubeconfig fixed) reach the BootstrapModules
-// they concern.
+// they concern. Kubeconfig Secrets are the tenants' and unlabelled, so
+// their changes are heard through the metadata watch of every Secret
+// (package secrets), which holds no Secret's data.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.live = mgr.GetAPIReader()
 	inNamespace := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.BootstrapModuleList{} }, "")
 	return flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.BootstrapModule{})).
 		Watches(&fleeetv1.Remote{}, inNamespace).
-		Watches(&corev1.Secret{}, inNamespace).
+		Watches(&corev1.Secret{}, inNamespace, builder.OnlyMetadata).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
 		Complete(r)
 }
@@ -244,25 +258,29 @@ func (r *Reconciler) reconcileRemote(ctx context.Context, bm *fleeetv1.Bootstrap
 // with --insecure-kubeconfig-exec and --insecure-kubeconfig-tls, drops exec
 // and insecure-skip-tls-verify itself; checking here as well names the
 // refused field on the BootstrapModule, holds to the manager's own flags
-// whatever Flux's are, and refuses proxy-url, which Flux honours.
+// whatever Flux's are, and refuses proxy-url, which Flux honours. The
+// Secret is read from the apiserver, and only when it changed since it was
+// last checked (secrets.Verdicts).
 func (r *Reconciler) checkKubeconfig(ctx context.Context, remote *fleeetv1.Remote) error {
 	ref := remote.Spec.KubeconfigRef
-	secret := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: ref.Name}, secret)
+	err := r.kubeconfigs.Check(ctx, r.Client, r.live, client.ObjectKey{Namespace: remote.Namespace, Name: ref.Name}, ref.Key,
+		func(secret *corev1.Secret) error {
+			data, ok := secret.Data[ref.Key]
+			if !ok {
+				return &kubeconfigError{fmt.Errorf("spec.kubeconfigRef: Secret %s has no key %q", ref.Name, ref.Key)}
+			}
+			if _, err := kubeconfig.Load(data, r.Kubeconfig); err != nil {
+				return &kubeconfigError{fmt.Errorf("spec.kubeconfigRef: Secret %s key %q: %w", ref.Name, ref.Key, err)}
+			}
+			return nil
+		})
 	switch {
 	case apierrors.IsNotFound(err):
 		return &kubeconfigError{fmt.Errorf("spec.kubeconfigRef: Secret %s not found", ref.Name)}
-	case err != nil:
+	case err != nil && !errors.As(err, new(*kubeconfigError)):
 		return fmt.Errorf("reading the kubeconfig Secret of remote %s: %w", remote.Name, err)
 	}
-	data, ok := secret.Data[ref.Key]
-	if !ok {
-		return &kubeconfigError{fmt.Errorf("spec.kubeconfigRef: Secret %s has no key %q", ref.Name, ref.Key)}
-	}
-	if _, err := kubeconfig.Load(data, r.Kubeconfig); err != nil {
-		return &kubeconfigError{fmt.Errorf("spec.kubeconfigRef: Secret %s key %q: %w", ref.Name, ref.Key, err)}
-	}
-	return nil
+	return err
 }
 
 // observe lists the BootstrapModule's Flux objects by Remote.

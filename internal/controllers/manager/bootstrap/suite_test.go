@@ -16,6 +16,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/bootstrap"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithCluster(m, "management", &cluster, nil, func(c *testenv.Cluster) (func(bool), error) {
 		return testenv.StartManager(c, "bootstrap", func(_ context.Context, mgr ctrl.Manager) error {
 			return (&bootstrap.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), FieldOwner: "fleet-manager"}).SetupWithManager(mgr)
-		})
+		}, func(o *ctrl.Options) { o.NewCache = secrets.NewCache })
 	}))
 }
 

@@ -6,7 +6,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -19,8 +19,7 @@ import (
 // entries naming CompiledSyncs.
 func readsContent(t *testing.T, r *fleeetv1.Remote) {
 	t.Helper()
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"readsCompiledSyncs":true}}`))
-	NewWithT(t).Expect(cluster.Client.Status().Patch(t.Context(), r, patch)).To(Succeed())
+	reads(t, cluster.Client, r)
 }
 
 // heldContent is the CompiledSync the plan of Remote r names for Module
@@ -117,4 +116,80 @@ func TestCollectorKeepsContentNamedAgainBeforeItsGraceEnds(t *testing.T) {
 	g.Consistently(func(g Gomega) {
 		g.Expect(heldContent(g, edge, m)).To(HaveField("UID", cs.UID))
 	}).WithTimeout(3 * contentGrace).WithPolling(poll).Should(Succeed())
+}
+
+// A user policy over what a sync holds judges content once, when it is
+// stored: a Module whose CompiledSync admission refuses keeps what each
+// Remote holds of it (the entry naming its earlier content, or nothing),
+// says so in a PolicyDenied event naming the Remote and the policy's
+// message, and is stamped pending there; the other Modules' changes still
+// go out, and no content of the refused source is stored. Once the Module
+// moves to a source the policy admits, it goes out too.
+func TestARefusedContentHoldsItsModuleBackAndTheOthersGoOn(t *testing.T) {
+	g := NewWithT(t)
+	const refusal = "sync.source.git.url: untrusted.example.com is not a git server of ours"
+	c, manager := startBehindWebhook(t, behindWebhook{asManager: true, policies: map[string]string{"servers.rego": `package fleeet.servers
+import data.fleeet.lib
+deny contains "` + refusal + `" if {
+	some s in lib.syncs
+	startswith(s.source.git.url, "https://untrusted.example.com/")
+}`}})
+	ns := c.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	edge := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}}
+	g.Eventually(func() error { return c.Client.Create(t.Context(), edge) }, timeout, poll).Should(Succeed()) // once the webhook answers
+	reads(t, manager, edge)
+	app := fleettest.CreateModule(t, c.Client, ns, "app", "v1.0.0", everyRemote, nil)
+	other := fleettest.CreateModule(t, c.Client, ns, "other", "v1.0.0", everyRemote, nil)
+	entries := func(g Gomega) (*fleeetv1.ProxyAssemblage, map[string]*fleeetv1.CompiledSync) {
+		pa := fleettest.Proxy(g, c.Client, ns, edge.Name)
+		held := map[string]*fleeetv1.CompiledSync{}
+		for _, s := range pa.Spec.Assemblage.Syncs {
+			g.Expect(s.Content).NotTo(BeEmpty())
+			cs := &fleeetv1.CompiledSync{}
+			g.Expect(c.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: s.Content}, cs)).To(Succeed())
+			held[s.Name] = cs
+		}
+		return pa, held
+	}
+	var before map[string]*fleeetv1.CompiledSync
+	g.Eventually(func(g Gomega) {
+		_, before = entries(g)
+		g.Expect(before).To(HaveKey("app"))
+		g.Expect(before).To(HaveKey("other"))
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+
+	untrusted := func(m *fleeetv1.Module) {
+		m.Spec.Sync.Source.Git.URL, m.Spec.Sync.Source.Git.Tag = "https://untrusted.example.com/"+m.Name+".git", "v1.1.0"
+	}
+	g.Expect(testenv.Change(t.Context(), c.Client, app, untrusted)).To(Succeed())
+	g.Expect(testenv.Change(t.Context(), c.Client, other, func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = "v2.0.0" })).To(Succeed())
+	fleettest.CreateModule(t, c.Client, ns, "rogue", "v1.0.0", everyRemote, untrusted)
+	g.Eventually(func(g Gomega) {
+		pa, held := entries(g)
+		g.Expect(held["other"].Sync.Source.Git.Tag).To(Equal("v2.0.0"), "the other Module's change goes out")
+		g.Expect(held["app"].Name).To(Equal(before["app"].Name), "app keeps the content it had")
+		g.Expect(held).NotTo(HaveKey("rogue"), "rogue, held nowhere before, is held nowhere")
+		g.Expect(pa.CompiledSyncs()["app"].Pending).To(BeTrue())
+		g.Expect(pa.CompiledSyncs()["rogue"].Pending).To(BeTrue())
+		g.Expect(warnings(g, c.Client, ns, "Module", "app", fleeetv1.ReasonPolicyDenied)).To(ContainElement(
+			"Remote edge: compiled sync refused by admission policy: " + refusal + "; the Remote keeps v1.0.0, and the other Modules' changes go on"))
+		g.Expect(warnings(g, c.Client, ns, "Module", "rogue", fleeetv1.ReasonPolicyDenied)).To(ContainElement(
+			"Remote edge: compiled sync refused by admission policy: " + refusal + "; the Remote holds nothing of it, and the other Modules' changes go on"))
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
+	g.Expect(warnings(g, c.Client, ns, "Module", "other", fleeetv1.ReasonPolicyDenied)).To(BeEmpty())
+	contents := &fleeetv1.CompiledSyncList{}
+	g.Expect(c.Client.List(t.Context(), contents, client.InNamespace(ns))).To(Succeed())
+	for _, cs := range contents.Items {
+		g.Expect(cs.Sync.Source.Git.URL).NotTo(HavePrefix("https://untrusted.example.com/"), "refused content is not stored")
+	}
+
+	// Moved to a server the policy admits, app goes out.
+	g.Expect(testenv.Change(t.Context(), c.Client, app, func(m *fleeetv1.Module) {
+		m.Spec.Sync.Source.Git.URL = "https://git.example.com/app.git"
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		pa, held := entries(g)
+		g.Expect(held["app"].Sync.Source.Git.Tag).To(Equal("v1.1.0"))
+		g.Expect(pa.CompiledSyncs()["app"].Pending).To(BeFalse())
+	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 }

@@ -20,6 +20,9 @@ type plan struct {
 	parts []fleeetv1.AssemblageSpec
 	// compiled is, per part, the JSON of its stamps, its CompiledAnnotation.
 	compiled []string
+	// stamps are every selecting Module's stamp, parts' and left-out
+	// Modules' alike.
+	stamps map[string]fleeetv1.Compiled
 }
 
 // planOf splits the stamps of a compile over its parts: each part stamps
@@ -29,7 +32,7 @@ func planOf(parts compile.Parts, stamps map[string]fleeetv1.Compiled, retry stri
 	if len(parts) == 0 {
 		parts = compile.Parts{nil}
 	}
-	p := plan{parts: make([]fleeetv1.AssemblageSpec, len(parts)), compiled: make([]string, len(parts))}
+	p := plan{parts: make([]fleeetv1.AssemblageSpec, len(parts)), compiled: make([]string, len(parts)), stamps: stamps}
 	rest := maps.Clone(stamps)
 	for k := len(parts) - 1; k >= 0; k-- {
 		own := rest // part 0's: what no further part stamps

@@ -6,13 +6,12 @@ package compiler
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -67,6 +66,13 @@ type Reconciler struct {
 	// Zero for no limit. Each part is bounded by fleeetv1.MaxSyncs syncs as
 	// well, so that the cluster can mirror it.
 	MaxPlanBytes int
+	// Judge, when set, judges each write of a plan part before the
+	// compiler makes it, by the policies the admission webhook serves
+	// (judgeWrite); nil leaves plans to the webhook alone.
+	Judge Judge
+	// User is the manager's own user, as the apiserver names it to the
+	// webhook: whom Judge's requests say the write is from.
+	User authenticationv1.UserInfo
 
 	// revisions remembers the cached Modules' revisions across Remotes.
 	revisions compile.Revisions
@@ -79,6 +85,11 @@ type Reconciler struct {
 	// created holds, per CompiledSync the compiler created and its cache
 	// has not seen yet, when it did (storeContent).
 	created sync.Map
+
+	// refused holds, per CompiledSync whose create admission policy
+	// refused, the refusal and when it came (storeContent), so that the
+	// Remotes compiled next take it as refused without asking again.
+	refused sync.Map
 
 	// apiReader reads what the cache has not seen yet; nil without a
 	// manager.
@@ -141,8 +152,11 @@ var compileInputChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) 
 // (deletePlan), leave the plan as it is while the Remote may not have a new
 // one (planLeftAsIs), compile against what the plan's parts hold, each sync
 // whole (reconcileCompile), store the syncs the plan will name in
-// CompiledSyncs (reconcileContent) and write the parts that changed
-// (reconcileWrite).
+// CompiledSyncs, holding back the Modules whose content admission refuses
+// (reconcileContent), tell the Modules what the compile found (report) and
+// write the parts that changed (reconcileWrite). A refused content makes
+// the Remote compile again later, under the error backoff: the policy, or
+// the Module, may change.
 func (c *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	remote := &fleeetv1.Remote{}
 	if err := c.Client.Get(ctx, req.NamespacedName, remote); err != nil {
@@ -172,11 +186,15 @@ func (c *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	wire, err := c.reconcileContent(ctx, remote, modules.Items, p)
+	p, wire, refused, err := c.reconcileContent(ctx, remote, modules.Items, stored, held, p)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return c.reconcileWrite(ctx, remote, stored, held, p, wire)
+	c.report(ctx, remote, modules.Items, held, p)
+	if res, err := c.reconcileWrite(ctx, remote, stored, held, p, wire); err != nil || !res.IsZero() || len(refused) == 0 {
+		return res, err
+	}
+	return ctrl.Result{}, refused
 }
 
 // deletePlan deletes every ProxyAssemblage the plan of the Remote key, which
@@ -220,15 +238,17 @@ func planLeftAsIs(ctx context.Context, remote *fleeetv1.Remote) bool {
 // namespace against held, what its parts
 // hold now (none when it has no plan), within the manager's size limit
 // over at most fleeetv1.MaxPlanParts parts and passing on the Remote's
-// retry request, and observes how long compiling took. The events it
-// records on Modules are compile's.
+// retry request, and observes how long compiling took. When compiling
+// fails it reports on the Modules (report) what it found; otherwise the
+// caller does, once the plan is final.
 func (c *Reconciler) reconcileCompile(ctx context.Context, remote *fleeetv1.Remote, modules []fleeetv1.Module, held fleeetv1.ProxyPlan) (plan, error) {
 	started := time.Now()
 	retry := remote.Annotations[fleeetv1.RetryAnnotation]
-	parts, stamps, err := c.compile(ctx, remote, modules, held, compile.Limit{MaxBytes: c.MaxPlanBytes, MaxSyncs: fleeetv1.MaxSyncs,
-		MaxParts: fleeetv1.MaxPlanParts, RetryRequestedAt: retry})
+	parts, stamps, err := compile.Plan(ctx, c.Client, modules, remote, compile.Held(held), compile.Limit{MaxBytes: c.MaxPlanBytes,
+		MaxSyncs: fleeetv1.MaxSyncs, MaxParts: fleeetv1.MaxPlanParts, RetryRequestedAt: retry}, &c.revisions)
 	fleetmetrics.CompileDuration.Observe(time.Since(started).Seconds())
 	if err != nil {
+		c.report(ctx, remote, modules, held, plan{parts: []fleeetv1.AssemblageSpec{{Syncs: parts.Union()}}, stamps: stamps})
 		return plan{}, err
 	}
 	return planOf(parts, stamps, retry)
@@ -265,13 +285,14 @@ func (c *Reconciler) reconcileWrite(ctx context.Context, remote *fleeetv1.Remote
 
 // writePart writes part k of wire (the plan p as the Remote gets it): an
 // update of stored[k] when the part exists, else a new part the Remote
-// owns. It observes the part's size and the write's duration, and
-// remembers the write so that its watch event does not compile the Remote
-// again. A part the cache has not seen yet is compiled again shortly; a
-// part admission policy refuses is told to the Modules it would have
-// changed (recordDenial, comparing held and p, every sync whole), and the
-// Remote keeps the plan it holds: part 0 is not written, so it lists the
-// parts as they were.
+// owns, once Judge admits it (judgeWrite). It observes the part's size and
+// the write's duration, and remembers the write so that its watch event
+// does not compile the Remote again. A part the cache has not seen yet is
+// compiled again shortly; a part admission policy refuses, in process or
+// in the webhook, is told to the Modules it would have changed
+// (recordDenial, comparing held and p, every sync whole), and the Remote
+// keeps the plan it holds: part 0 is not written, so it lists the parts as
+// they were.
 func (c *Reconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, stored, held fleeetv1.ProxyPlan, p, wire plan, k int) (ctrl.Result, error) {
 	pa, exists := stored[k].DeepCopy(), stored[k] != nil // stored stays the plan as it was read
 	var heldSyncs []fleeetv1.NamedSync
@@ -290,7 +311,10 @@ func (c *Reconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, sto
 	if raw, err := json.Marshal(pa.Spec); err == nil {
 		fleetmetrics.PlanBytes.Observe(float64(len(raw)))
 	}
-	err := c.write(ctx, pa, exists)
+	err := c.judgeWrite(ctx, pa, stored[k])
+	if err == nil {
+		err = c.write(ctx, pa, exists)
+	}
 	if !exists && apierrors.IsAlreadyExists(err) {
 		// The cache has not seen the part this compiler wrote a moment ago
 		// (or another replica did): it will, and the compile after that
@@ -330,16 +354,6 @@ func (c *Reconciler) wroteItself(pa client.Object) bool {
 	return ok && rv == pa.GetResourceVersion()
 }
 
-// policyDenial returns the message of an admission webhook's refusal.
-func policyDenial(err error) (string, bool) {
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) {
-		return "", false
-	}
-	_, msg, denied := strings.Cut(status.Status().Message, " denied the request: ")
-	return msg, denied
-}
-
 // recordDenial tells each Module whose sync a refused part of a plan would
 // have added, changed or removed that admission policy refused it for this
 // Remote: held and refused are the plan's syncs before and after, heldPart
@@ -367,14 +381,12 @@ func (c *Reconciler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, 
 	}
 }
 
-// compile computes the plan of one Remote, part by part, from modules,
-// every Module of its namespace (compile.Plan), against held, within limit,
-// and reports on its Module each binding failure and each Module newly left
-// out for the plan's size (not on every compile: any Module's change
-// compiles the Remote again). modules are only read.
-func (c *Reconciler) compile(ctx context.Context, remote *fleeetv1.Remote, modules []fleeetv1.Module, held fleeetv1.ProxyPlan, limit compile.Limit) (compile.Parts, map[string]fleeetv1.Compiled, error) {
-	parts, stamps, err := compile.Plan(ctx, c.Client, modules, remote, compile.Held(held), limit, &c.revisions)
-	syncs := parts.Union()
+// report tells each Module of modules, compiled into p against held, of
+// its binding failure for the Remote, and of its being newly left out for
+// the plan's size (not on every compile: any Module's change compiles the
+// Remote again). modules are only read.
+func (c *Reconciler) report(ctx context.Context, remote *fleeetv1.Remote, modules []fleeetv1.Module, held fleeetv1.ProxyPlan, p plan) {
+	syncs := p.union()
 	before := map[string]fleeetv1.Compiled{}
 	for _, pa := range held {
 		if pa != nil {
@@ -383,21 +395,25 @@ func (c *Reconciler) compile(ctx context.Context, remote *fleeetv1.Remote, modul
 	}
 	for i := range modules {
 		m := &modules[i]
-		stamp, ok := stamps[m.Name]
+		stamp, ok := p.stamps[m.Name]
 		if ok && stamp.BindingError != "" {
 			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonBindingFailed, "Compile",
 				"Remote %s: %s", remote.Name, stamp.BindingError)
 		}
 		if was := before[m.Name]; ok && stamp.TooLarge != "" && (was.TooLarge == "" || was.Generation != stamp.Generation) {
-			keeps := "holds nothing of it"
-			if kept := compile.Find(syncs, m.Name); kept != nil {
-				keeps = "keeps " + compile.Version(&kept.SyncSpec)
-			}
 			c.Recorder.Eventf(m, remote, corev1.EventTypeWarning, fleeetv1.ReasonPlanTooLarge, "Compile",
-				"%s; the Remote %s, and the other Modules' changes go on", stamp.TooLarge, keeps)
+				"%s; the Remote %s, and the other Modules' changes go on", stamp.TooLarge, keeps(syncs, m.Name))
 		}
 	}
-	return parts, stamps, err
+}
+
+// keeps says what a plan holding syncs keeps of Module name, for an event
+// saying the Module's change was held back.
+func keeps(syncs []fleeetv1.NamedSync, name string) string {
+	if kept := compile.Find(syncs, name); kept != nil {
+		return "keeps " + compile.Version(&kept.SyncSpec)
+	}
+	return "holds nothing of it"
 }
 
 // remotesOfModule maps a Module to the Remotes it selects now and those a

@@ -1,6 +1,7 @@
 package compiler_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -45,24 +47,89 @@ func retag(t *testing.T, m *fleeetv1.Module, tag string) {
 // admission webhook in front of it, refusing plans over webhookBytes, and
 // the compiler alone, writing plans within compilerBytes (0: no limit).
 func compilerBehindWebhook(t testenv.TB, webhookBytes, compilerBytes int) *testenv.Cluster {
+	c, _ := startBehindWebhook(t, behindWebhook{webhookBytes: webhookBytes, compilerBytes: compilerBytes})
+	return c
+}
+
+// managerUser is the user the chart's manager ServiceAccount is, as
+// config/webhook (the chart rendered in fleeet-system) names it.
+const managerUser = "system:serviceaccount:fleeet-system:fleet-manager"
+
+// behindWebhook says how startBehindWebhook sets up the webhook and the
+// compiler.
+type behindWebhook struct {
+	// webhookBytes is the webhook's plan size limit (0: the manager's
+	// default), compilerBytes the compiler's (0: none).
+	webhookBytes, compilerBytes int
+	// policies are user policies (file name → Rego), in force in the
+	// webhook and in the compiler's judge.
+	policies map[string]string
+	// asManager runs the compiler as managerUser, judging its own plan
+	// writes in process (compiler.Reconciler.Judge) as the manager does,
+	// so that the webhook's matchConditions skip those naming content.
+	asManager bool
+	// seen is told of each request the webhook gets, when set.
+	seen func(admission.Request)
+}
+
+// startBehindWebhook starts an apiserver of its own with the manager's
+// admission webhook in front of it, and the compiler alone, as o says. It
+// returns the apiserver and a client acting as the user the compiler
+// writes as, for what only the manager may write (a Remote's status).
+func startBehindWebhook(t testenv.TB, o behindWebhook) (*testenv.Cluster, client.Client) {
 	g := NewWithT(t)
 	c := testenv.StartCluster(t, "management", testenv.WithWebhooks())
+	as := c
+	if o.asManager {
+		// The test's admin, impersonating the ServiceAccount; RBAC lets
+		// it through as system:masters.
+		as = &testenv.Cluster{}
+		*as = *c
+		as.Config = rest.CopyConfig(c.Config)
+		as.Config.Impersonate = rest.ImpersonationConfig{UserName: managerUser, Groups: []string{"system:serviceaccounts",
+			"system:serviceaccounts:fleeet-system", "system:authenticated", "system:masters"}}
+	}
+	manager, err := client.New(as.Config, client.Options{Scheme: testenv.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
 	review := &authenticationv1.SelfSubjectReview{}
-	g.Expect(c.Client.Create(t.Context(), review)).To(Succeed())
+	g.Expect(manager.Create(t.Context(), review)).To(Succeed())
 	engine, err := policy.New(t.Context())
 	g.Expect(err).NotTo(HaveOccurred())
-	testenv.RunManager(t, c, "compiler", func(ctx context.Context, mgr ctrl.Manager) error {
-		mgr.GetWebhookServer().Register(webhooks.Path, &admission.Webhook{Handler: &webhooks.Policies{
+	g.Expect(engine.SetUserPolicies(t.Context(), o.policies)).To(Succeed())
+	testenv.RunManager(t, as, "compiler", func(ctx context.Context, mgr ctrl.Manager) error {
+		policies := &webhooks.Policies{
 			Engine: engine, Reader: mgr.GetClient(), LiveReader: mgr.GetAPIReader(),
 			Registrations: &webhooks.Registrations{Reader: mgr.GetAPIReader()},
-			// The tests write as the manager does, with the same identity.
+			// The compiler writes as the manager does, with the same
+			// identity.
 			ManagerUsername: review.Status.UserInfo.Username,
-			MaxPlanBytes:    webhookBytes, Timeout: 5 * time.Second, Concurrency: 4,
-		}})
-		return (&compiler.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"),
-			MaxPlanBytes: compilerBytes}).SetupWithManager(ctx, mgr)
+			MaxPlanBytes:    cmp.Or(o.webhookBytes, compile.DefaultMaxPlanBytes), Timeout: 5 * time.Second, Concurrency: 4,
+		}
+		var handler admission.Handler = policies
+		if o.seen != nil {
+			handler = seeing{Handler: handler, seen: o.seen}
+		}
+		mgr.GetWebhookServer().Register(webhooks.Path, &admission.Webhook{Handler: handler})
+		r := &compiler.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"),
+			MaxPlanBytes: o.compilerBytes}
+		if o.asManager {
+			r.Judge, r.User = policies, review.Status.UserInfo
+		}
+		return r.SetupWithManager(ctx, mgr)
 	})
-	return c
+	return c, manager
+}
+
+// seeing tells seen of each request before Handler judges it.
+type seeing struct {
+	admission.Handler
+	seen func(admission.Request)
+}
+
+// Handle implements admission.Handler.
+func (s seeing) Handle(ctx context.Context, req admission.Request) admission.Response {
+	s.seen(req)
+	return s.Handler.Handle(ctx, req)
 }
 
 // held returns the plan of Remote ns/name in c, and the tag of each of its

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 )
 
 // tokenKey is the key of a ClusterProfile's token Secret, as the
@@ -66,33 +68,43 @@ func secretError(secret *corev1.Secret, format string, args ...any) *noCredentia
 // its cluster.x-k8s.io/cluster-name label; otherwise it could be any
 // kubeconfig of the namespace, a hand-made push Remote's among them.
 func clusterAPIKubeconfig(ctx context.Context, r *Reconciler, obj *unstructured.Unstructured) (*fleeetv1.SecretKeyReference, error) {
-	// Only the type and labels are looked at, but the type is no metadata:
-	// the read goes through the cache of whole Secrets the manager keeps
-	// anyway (push Remotes' kubeconfigs, ClusterProfiles' tokens), and the
-	// Secret watch is on that same cache, so an event never runs ahead of
-	// this read.
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName() + clusterAPISecretSuffix}}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, secretError(secret, "not found; Cluster API writes it, type %s, labelled %s=%s, once the control plane is up",
-				clusterAPISecretType, clusterAPINameLabel, obj.GetName())
-		}
+	// Only the type and labels are looked at, but the type is no metadata,
+	// and the manager's cache holds this Secret by its metadata alone
+	// (package secrets): it is read from the apiserver, once per version.
+	// The read is as fresh as the metadata event that brought us here, or
+	// fresher.
+	key := client.ObjectKey{Namespace: obj.GetNamespace(), Name: obj.GetName() + clusterAPISecretSuffix}
+	err := r.clusterAPISecrets.Check(ctx, r.Client, r.live, key, "", func(secret *corev1.Secret) error {
+		return checkClusterAPISecret(secret, obj.GetName())
+	})
+	if apierrors.IsNotFound(err) {
+		return nil, secretError(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}},
+			"not found; Cluster API writes it, type %s, labelled %s=%s, once the control plane is up",
+			clusterAPISecretType, clusterAPINameLabel, obj.GetName())
+	}
+	if err != nil {
 		return nil, err
 	}
+	return &fleeetv1.SecretKeyReference{Name: key.Name, Key: "value"}, nil
+}
+
+// checkClusterAPISecret says, as a *noCredentialsError, why secret is not
+// the kubeconfig Cluster API wrote for the Cluster named cluster.
+func checkClusterAPISecret(secret *corev1.Secret, cluster string) error {
 	var wrong []string
 	if secret.Type != clusterAPISecretType {
 		wrong = append(wrong, fmt.Sprintf("type: %q, not %s", secret.Type, clusterAPISecretType))
 	}
 	if v, ok := secret.Labels[clusterAPINameLabel]; !ok {
-		wrong = append(wrong, fmt.Sprintf("metadata.labels[%s]: required, set to %s", clusterAPINameLabel, obj.GetName()))
-	} else if v != obj.GetName() {
-		wrong = append(wrong, fmt.Sprintf("metadata.labels[%s]: %q, not this Cluster's name %s", clusterAPINameLabel, v, obj.GetName()))
+		wrong = append(wrong, fmt.Sprintf("metadata.labels[%s]: required, set to %s", clusterAPINameLabel, cluster))
+	} else if v != cluster {
+		wrong = append(wrong, fmt.Sprintf("metadata.labels[%s]: %q, not this Cluster's name %s", clusterAPINameLabel, v, cluster))
 	}
 	if len(wrong) > 0 {
-		return nil, secretError(secret, "%s; Cluster API writes both on the kubeconfig Secret it makes for the Cluster, and the manager reads no other",
+		return secretError(secret, "%s; Cluster API writes both on the kubeconfig Secret it makes for the Cluster, and the manager reads no other",
 			strings.Join(wrong, "; "))
 	}
-	return &fleeetv1.SecretKeyReference{Name: secret.Name, Key: "value"}, nil
+	return nil
 }
 
 // composedSecretName is the Secret the manager writes a ClusterProfile's
@@ -126,19 +138,27 @@ func profileKubeconfig(ctx context.Context, r *Reconciler, obj *unstructured.Uns
 		return nil, fmt.Errorf("composing the kubeconfig of ClusterProfile %s: %w", obj.GetName(), err)
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: composedSecretName(obj.GetName())}}
-	err = r.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret)
-	if err == nil && !metav1.IsControlledBy(secret, obj) {
+	err = secrets.GetOwned(ctx, r.Client, r.live, obj, client.ObjectKeyFromObject(secret), secret)
+	found := err == nil
+	if found && !metav1.IsControlledBy(secret, obj) {
 		// Never overwrite a Secret someone else wrote.
 		return nil, secretError(secret, "exists and was not written for this ClusterProfile; the manager composes the kubeconfig there")
 	}
 	if client.IgnoreNotFound(err) != nil {
 		return nil, err
 	}
-	_, err = controllerutil.CreateOrPatch(ctx, r.Client, secret, func() error {
-		secret.Labels = map[string]string{fleeetv1.InventoryLabel: ClusterProfile}
-		secret.Data = map[string][]byte{"value": data}
-		return controllerutil.SetControllerReference(obj, secret, r.Client.Scheme(), controllerutil.WithBlockOwnerDeletion(false))
-	})
+	before := secret.DeepCopy()
+	secret.Labels = secrets.Labels(map[string]string{fleeetv1.InventoryLabel: ClusterProfile})
+	secret.Data = map[string][]byte{"value": data}
+	if err := controllerutil.SetControllerReference(obj, secret, r.Client.Scheme(), controllerutil.WithBlockOwnerDeletion(false)); err != nil {
+		return nil, err
+	}
+	switch {
+	case !found:
+		err = r.Client.Create(ctx, secret)
+	case !equality.Semantic.DeepEqual(before, secret):
+		err = r.Client.Patch(ctx, secret, client.MergeFrom(before))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("writing Secret %s: %w", secret.Name, err)
 	}
@@ -146,7 +166,8 @@ func profileKubeconfig(ctx context.Context, r *Reconciler, obj *unstructured.Uns
 }
 
 // profileToken returns the token of the profile's token Secret: the
-// Secret of the profile's name in its namespace, key token. The profile's
+// Secret of the profile's name in its namespace, key token, read from the
+// apiserver (the manager's cache holds it by its metadata alone). The profile's
 // writer chooses that name and the server the token is sent to, so the
 // Secret must say it is this profile's: labelled
 // fleeet.dev/cluster-profile=<profile>, which only whoever may write the
@@ -157,7 +178,7 @@ func profileKubeconfig(ctx context.Context, r *Reconciler, obj *unstructured.Uns
 func profileToken(ctx context.Context, r *Reconciler, obj *unstructured.Unstructured) (string, error) {
 	name := obj.GetName()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: name}}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+	if err := secrets.Get(ctx, r.Client, r.live, client.ObjectKeyFromObject(secret), secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", secretError(secret, "not found; it holds the cluster's token under key %s, labelled %s=%s", tokenKey, fleeetv1.ClusterProfileLabel, name)
 		}

@@ -20,12 +20,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 )
 
 // Values of the fleeet.dev/inventory label of an enrolled Remote.
@@ -80,12 +83,22 @@ type Reconciler struct {
 	// credential plugin reads it; the Secret must be labelled
 	// fleeet.dev/cluster-profile=<profile>.
 	AccessProvider string
+
+	// live reads the Secrets that hold clusters' credentials, which the
+	// manager's cache holds by their metadata alone (package secrets): the
+	// manager's API reader.
+	live client.Reader
+	// clusterAPISecrets remembers what each Cluster API kubeconfig Secret
+	// was found to be at the version read, so it is read again only once
+	// it changed.
+	clusterAPISecrets secrets.Verdicts
 }
 
 // SetupWithManager starts a controller for each inventory kind the
 // apiserver serves; a kind whose CRD is absent is skipped, so the manager
 // runs without them (it must restart to see CRDs installed later).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.live = mgr.GetAPIReader()
 	for _, k := range kinds {
 		mapping, err := mgr.GetRESTMapper().RESTMapping(k.gk)
 		if apimeta.IsNoMatchError(err) {
@@ -97,21 +110,28 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		kr := &kindReconciler{Reconciler: r, kind: k, gvk: mapping.GroupVersionKind}
 		obj := kr.object()
-		b := ctrl.NewControllerManagedBy(mgr).Named("inventory-" + strings.ToLower(k.name)).
+		// What enrolment writes on a Remote (spec, labels) or its going;
+		// not its status, which the push controller writes every minute
+		// and which each reconcile would answer with a read of the
+		// credential Secret from the apiserver.
+		enrolled := builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))
+		b := ctrl.NewControllerManagedBy(mgr).Named("inventory-"+strings.ToLower(k.name)).
 			WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrent}).
 			For(obj).
-			Owns(&fleeetv1.Remote{})
-		// Whole Secrets, not their metadata alone: the reconciler reads
-		// them from the cache of whole Secrets, and an event from another
-		// informer could run ahead of that read.
+			Owns(&fleeetv1.Remote{}, enrolled)
+		// The credential Secrets are the user's, or Cluster API's, and
+		// unlabelled: the manager's cache holds them by their metadata
+		// alone (package secrets), whose watch hears them come, go and
+		// change. The reconciler reads them from the apiserver, so no
+		// event runs ahead of its read.
 		switch k.name {
 		case ClusterProfile:
 			// The token Secret has the profile's name.
-			b = b.Watches(&corev1.Secret{}, handlerSameName)
+			b = b.Watches(&corev1.Secret{}, handlerSameName, builder.OnlyMetadata)
 		case ClusterAPI:
 			// The kubeconfig Secret is <cluster>-kubeconfig, labelled with
 			// the Cluster's name.
-			b = b.Watches(&corev1.Secret{}, handlerClusterAPISecret)
+			b = b.Watches(&corev1.Secret{}, handlerClusterAPISecret, builder.OnlyMetadata)
 		}
 		if err := b.Complete(kr); err != nil {
 			return err
@@ -205,23 +225,25 @@ func (r *kindReconciler) enrol(ctx context.Context, obj *unstructured.Unstructur
 // does it at once. The push controller leaves the cluster's Assemblage, and
 // so its workloads, as they are when a Remote goes.
 func (r *kindReconciler) unenrol(ctx context.Context, key client.ObjectKey) error {
-	for _, obj := range []client.Object{&fleeetv1.Remote{}, &corev1.Secret{}} {
-		name := key.Name
-		if _, secret := obj.(*corev1.Secret); secret {
-			name = composedSecretName(key.Name)
-		}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, obj); err != nil {
-			if client.IgnoreNotFound(err) != nil {
-				return err
-			}
-			continue
-		}
-		if obj.GetLabels()[fleeetv1.InventoryLabel] != r.kind.name {
-			continue
-		}
-		if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: new(obj.GetUID())}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting %s enrolled from %s %s: %w", name, r.kind.gk.Kind, key.Name, err)
-		}
+	remote := &fleeetv1.Remote{}
+	if err := r.deleteEnrolled(ctx, key, remote, r.Client.Get(ctx, key, remote)); err != nil {
+		return err
+	}
+	// A Secret composed before the manager labelled its Secrets is not in
+	// the cache whole; with its owner gone, it is not labelled again.
+	secret := &corev1.Secret{}
+	err := secrets.GetOwned(ctx, r.Client, r.live, nil, client.ObjectKey{Namespace: key.Namespace, Name: composedSecretName(key.Name)}, secret)
+	return r.deleteEnrolled(ctx, key, secret, err)
+}
+
+// deleteEnrolled deletes obj, as read with err, if it was enrolled from
+// the object key of the reconciler's kind.
+func (r *kindReconciler) deleteEnrolled(ctx context.Context, key client.ObjectKey, obj client.Object, err error) error {
+	if err != nil || obj.GetLabels()[fleeetv1.InventoryLabel] != r.kind.name {
+		return client.IgnoreNotFound(err)
+	}
+	if err := r.Client.Delete(ctx, obj, client.Preconditions{UID: new(obj.GetUID())}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting %s enrolled from %s %s: %w", obj.GetName(), r.kind.gk.Kind, key.Name, err)
 	}
 	return nil
 }

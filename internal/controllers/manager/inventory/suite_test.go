@@ -12,6 +12,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/inventory"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/remote"
 	"github.com/fleeet-dev/fleeet/internal/manager"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -33,7 +34,7 @@ var cluster *testenv.Cluster
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithCluster(m, "management", &cluster, []testenv.ClusterOption{testenv.WithInventoryCRDs()}, func(c *testenv.Cluster) (func(bool), error) {
-		return testenv.StartManager(c, "inventory", setupInventory)
+		return testenv.StartManager(c, "inventory", setupInventory, func(o *ctrl.Options) { o.NewCache = secrets.NewCache })
 	}))
 }
 

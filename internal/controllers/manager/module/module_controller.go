@@ -72,6 +72,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			before.Spec.Suspend != after.Spec.Suspend
 	}}
 	modules := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, "")
+	deliveredSecrets := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, deliveredSecretsIndex)
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &fleeetv1.Module{}, deliveredSecretsIndex, indexDeliveredSecrets); err != nil {
 		return err
 	}
@@ -79,7 +80,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&fleeetv1.Module{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&fleeetv1.ProxyAssemblage{}, r.planChanged(modules)).
 		Watches(&fleeetv1.Remote{}, modules, builder.WithPredicates(selectionChanged)).
-		Watches(&corev1.Secret{}, watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, deliveredSecretsIndex)).
+		// The cache holds whole only the Secrets offered for delivery, and
+		// the metadata of every Secret (package secrets): the whole watch
+		// hears an offered Secret come, go or change, the metadata watch
+		// one that is not offered come or go, so the status always says
+		// whether each is missing or unoffered. Either may hear of a change
+		// first; the other brings the Module back once it has too.
+		Watches(&corev1.Secret{}, deliveredSecrets).
+		Watches(&corev1.Secret{}, deliveredSecrets, builder.OnlyMetadata).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Concurrent)}).
 		Complete(r)
 }

@@ -3,7 +3,6 @@ package module
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,8 +24,9 @@ func indexDeliveredSecrets(o client.Object) []string {
 
 // undeliverable says, for each Secret the Module's sync delivers that is
 // missing or may not be delivered (delivery.Check), why; remotes are the
-// namespace's, whose kubeconfig Secrets are never delivered. The messages
-// name Secrets only.
+// namespace's, whose kubeconfig Secrets are never delivered. Secrets are
+// read from the cache (delivery.Read), which holds whole only those
+// offered, and the metadata of the others. The messages name Secrets only.
 func (r *Reconciler) undeliverable(ctx context.Context, m *fleeetv1.Module, remotes []fleeetv1.Remote) ([]string, error) {
 	if len(m.Spec.Sync.Secrets) == 0 {
 		return nil, nil
@@ -39,8 +39,7 @@ func (r *Reconciler) undeliverable(ctx context.Context, m *fleeetv1.Module, remo
 	}
 	var why []string
 	for _, s := range m.Spec.Sync.Secrets {
-		secret := &corev1.Secret{}
-		err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: s.Name}, secret)
+		secret, err := delivery.Read(ctx, r.Client, client.ObjectKey{Namespace: m.Namespace, Name: s.Name})
 		switch {
 		case apierrors.IsNotFound(err):
 			why = append(why, "Secret "+s.Name+" does not exist")

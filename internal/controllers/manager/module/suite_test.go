@@ -12,6 +12,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/manager"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
@@ -32,7 +33,7 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithCluster(m, "management", &cluster, nil, func(c *testenv.Cluster) (func(bool), error) {
 		return testenv.StartManager(c, "module", func(ctx context.Context, mgr ctrl.Manager) error {
 			return manager.SetupModules(ctx, mgr, manager.Options{OfflineGrace: time.Minute})
-		})
+		}, func(o *ctrl.Options) { o.NewCache = secrets.NewCache })
 	}))
 }
 

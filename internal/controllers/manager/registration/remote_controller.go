@@ -23,6 +23,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/finalizer"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
 )
@@ -269,7 +270,7 @@ func (r *RemoteReconciler) deliver(ctx context.Context, remote *fleeetv1.Remote,
 	deadline := reg.Time.Add(credential.DeliveryDeadline)
 	via := fmt.Sprintf("registered with RegistrationToken %s as %s", tok.Name, fleeetv1.RemoteIdentityName(remote.Name))
 	if connected || !time.Now().Before(deadline) {
-		if err := r.retireFirstCredential(ctx, secret); err != nil {
+		if err := r.retireFirstCredential(ctx, remote, secret); err != nil {
 			return ctrl.Result{}, err
 		}
 		if connected {
@@ -280,10 +281,10 @@ func (r *RemoteReconciler) deliver(ctx context.Context, remote *fleeetv1.Remote,
 		}
 		return ctrl.Result{}, nil
 	}
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret)
+	err := secrets.GetOwned(ctx, r.Client, r.APIReader, remote, client.ObjectKeyFromObject(secret), secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		secret.Labels = map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}
+		secret.Labels = secrets.Labels(map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name})
 		if err := controllerutil.SetControllerReference(remote, secret, r.Client.Scheme()); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -310,13 +311,15 @@ func (r *RemoteReconciler) deliver(ctx context.Context, remote *fleeetv1.Remote,
 }
 
 // retireFirstCredential deletes the first-credential Secret while the
-// cache holds it. Every heartbeat of a connected cluster brings its Remote
-// back here, so deleting unconditionally would send the apiserver one
-// DELETE that finds nothing per cluster per heartbeat. A Secret the cache
-// has not seen yet brings the Remote back when it does (the controller
-// owns it), and is deleted then.
-func (r *RemoteReconciler) retireFirstCredential(ctx context.Context, secret *corev1.Secret) error {
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret)
+// cache holds it, whole or, for one written before the manager labelled
+// its Secrets, by its metadata (secrets.GetOwned). Every heartbeat of a
+// connected cluster brings its Remote back here, so deleting
+// unconditionally would send the apiserver one DELETE that finds nothing
+// per cluster per heartbeat. A Secret the cache has not seen yet brings
+// the Remote back when it does (the controller owns it), and is deleted
+// then.
+func (r *RemoteReconciler) retireFirstCredential(ctx context.Context, remote *fleeetv1.Remote, secret *corev1.Secret) error {
+	err := secrets.GetOwned(ctx, r.Client, r.APIReader, remote, client.ObjectKeyFromObject(secret), secret)
 	if err == nil {
 		err = r.Client.Delete(ctx, secret, client.Preconditions{UID: &secret.UID})
 	}

@@ -132,6 +132,28 @@ func TestAnAgentThatConnectsRetiresItsFirstCredential(t *testing.T) {
 		"a heartbeat sends no DELETE for the Secret already gone")
 }
 
+// A first credential without the label that puts the manager's own Secrets
+// in its cache, as an older manager wrote them, is read from the apiserver,
+// labelled again, and still withdrawn once the agent connects.
+func TestAFirstCredentialWrittenWithoutTheManagersLabelIsStillRetired(t *testing.T) {
+	g := NewWithT(t)
+	ns := tenant(t)
+	r, first := registered(t, ns, fleeetv1.RegistrationTokenSpec{}, "edge-1", nil)
+	secret := &corev1.Secret{ObjectMeta: identityOf(r)}
+	get(g, secret)
+	g.Expect(secret.Labels).To(HaveKeyWithValue(fleeetv1.ManagedByLabel, fleeetv1.ManagedByManager))
+	unlabel := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"`+fleeetv1.ManagedByLabel+`":null}}}`))
+	g.Expect(cluster.Client.Patch(t.Context(), secret, unlabel)).To(Succeed())
+	g.Eventually(func(g Gomega) map[string]string {
+		get(g, secret)
+		return secret.Labels
+	}, timeout, poll).Should(HaveKeyWithValue(fleeetv1.ManagedByLabel, fleeetv1.ManagedByManager), "labelled again")
+
+	g.Expect(cluster.Client.Patch(t.Context(), secret, unlabel)).To(Succeed())
+	renew(g, as(first), r)
+	g.Eventually(func(g Gomega) { gone(g, secret) }, timeout, poll).Should(Succeed())
+}
+
 // Deleting a Remote revokes its cluster at once: the identity goes first,
 // which invalidates every token the agent minted for itself.
 func TestDeletingARegisteredRemoteRevokesItsCluster(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/registration"
 	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -54,7 +55,7 @@ func startRegistration(c *testenv.Cluster) (func(bool), error) {
 			return err
 		}
 		return (&registration.RemoteReconciler{Client: countingDeletes{mgr.GetClient()}, APIReader: mgr.GetAPIReader(), Recorder: recorder, Concurrent: 2}).SetupWithManager(ctx, mgr)
-	})
+	}, func(o *ctrl.Options) { o.NewCache = secrets.NewCache })
 }
 
 // secretDeletes counts, by namespace/name, the Secret deletions the Remote

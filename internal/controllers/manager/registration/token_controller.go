@@ -27,6 +27,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/finalizer"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/status"
 )
 
@@ -278,10 +279,10 @@ func (t *TokenReconciler) pendingDeliveries(ctx context.Context, tok *fleeetv1.R
 // token expires, and the agent chart values around it.
 func (t *TokenReconciler) ensureSecret(ctx context.Context, tok *fleeetv1.RegistrationToken, expires time.Time) error {
 	secret := t.secret(tok)
-	err := t.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret)
+	err := secrets.GetOwned(ctx, t.Client, t.APIReader, tok, client.ObjectKeyFromObject(secret), secret)
 	switch {
 	case apierrors.IsNotFound(err):
-		secret.Labels = map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name}
+		secret.Labels = secrets.Labels(map[string]string{fleeetv1.RegistrationTokenLabel: tok.Name})
 		secret.Type = corev1.SecretTypeOpaque
 		if err := controllerutil.SetControllerReference(tok, secret, t.Client.Scheme()); err != nil {
 			return err

@@ -24,6 +24,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/delivery"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/shard"
 )
 
@@ -45,6 +46,9 @@ type DeliveryReconciler struct {
 	// Client reads Remotes, plans and Secrets from the cache and writes
 	// bundles.
 	Client client.Client
+	// live reads a bundle written before the manager labelled its Secrets
+	// (secrets.GetOwned): the manager's API reader.
+	live client.Reader
 	// Recorder records, on the Remote and the Modules concerned, why a
 	// Secret is not delivered or the bundle not written.
 	Recorder events.EventRecorder
@@ -54,6 +58,7 @@ type DeliveryReconciler struct {
 
 // SetupWithManager registers the controller and its index.
 func (d *DeliveryReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	d.live = mgr.GetAPIReader()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleeetv1.ProxyAssemblage{}, deliveredSecretsIndex, func(o client.Object) []string {
 		return delivery.Names(o.(*fleeetv1.ProxyAssemblage).Spec.Assemblage.Syncs)
 	}); err != nil {
@@ -66,7 +71,8 @@ func (d *DeliveryReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Mana
 		// Any part of its plan.
 		Watches(&fleeetv1.ProxyAssemblage{}, planOfPart, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A delivered Secret's rotation or relabelling, and a bundle
-		// changed by someone else.
+		// changed by someone else: whole Secrets, which the cache holds of
+		// these alone (package secrets).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(d.plansDelivering)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &fleeetv1.Remote{}, handler.OnlyControllerOwner())),
 		d.Concurrent, d)
@@ -140,9 +146,9 @@ func (d *DeliveryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	return ctrl.Result{}, d.write(ctx, remote, data)
 }
 
-// collectDeliveries reads from c the Secrets syncs deliver to remote,
-// leaving out, and reporting through rec, those that are missing or may
-// not be delivered.
+// collectDeliveries reads from c, the manager's cache, the Secrets syncs
+// deliver to remote (delivery.Read), leaving out, and reporting through
+// rec, those that are missing or may not be delivered.
 func collectDeliveries(ctx context.Context, c client.Reader, rec events.EventRecorder, remote *fleeetv1.Remote, syncs []fleeetv1.NamedSync) (map[string]delivery.Item, error) {
 	names := delivery.Names(syncs)
 	if len(names) == 0 {
@@ -155,8 +161,7 @@ func collectDeliveries(ctx context.Context, c client.Reader, rec events.EventRec
 	items := map[string]delivery.Item{}
 	var refused, why []string
 	for _, name := range names {
-		secret := &corev1.Secret{}
-		err := c.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: name}, secret)
+		secret, err := delivery.Read(ctx, c, client.ObjectKey{Namespace: remote.Namespace, Name: name})
 		switch {
 		case apierrors.IsNotFound(err):
 			err = fmt.Errorf("Secret %s does not exist in namespace %s", name, remote.Namespace)
@@ -202,13 +207,14 @@ func kubeconfigSecrets(ctx context.Context, c client.Reader, ns string) (map[str
 func (d *DeliveryReconciler) write(ctx context.Context, remote *fleeetv1.Remote, data map[string][]byte) error {
 	bundle := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: remote.Namespace, Name: fleeetv1.DeliveryBundleName(remote.Name)}
-	err := d.Client.Get(ctx, key, bundle)
+	err := secrets.GetOwned(ctx, d.Client, d.live, remote, key, bundle)
 	switch {
 	case apierrors.IsNotFound(err):
 		if len(data) == 0 {
 			return nil
 		}
-		bundle = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Type: corev1.SecretTypeOpaque, Data: data}
+		bundle = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: secrets.Labels(nil)},
+			Type: corev1.SecretTypeOpaque, Data: data}
 		if err := controllerutil.SetControllerReference(remote, bundle, d.Client.Scheme()); err != nil {
 			return err
 		}

@@ -141,6 +141,32 @@ func TestEachPullRemoteGetsABundleOfTheOfferedSecretsItsPlanDelivers(t *testing.
 	expectNoValues(t, ns, "git-value-1", "git-value-2", "unoffered-value", "sa-token-value", "registration-value")
 }
 
+// A bundle without the label that puts the manager's own Secrets in its
+// cache, as an older manager wrote them, is read from the apiserver,
+// labelled again and kept up to date: never left stale, nor refused as
+// someone else's.
+func TestABundleWrittenWithoutTheManagersLabelIsLabelledAndRewritten(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := tenant(t)
+	reportingRemote(t, ns, "edge", nil)
+	creds := newSecret(t, ns, "creds", "creds-value-1", offered, nil)
+	fleettest.CreateModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, deliverSecrets("creds"))
+	g.Eventually(func(g Gomega) map[string]delivery.Item { return bundleOf(g, ns, "edge") }, timeout, poll).Should(HaveKey("creds"))
+
+	bundle := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fleeetv1.DeliveryBundleName("edge")}}
+	get(g, bundle)
+	g.Expect(bundle.Labels).To(HaveKeyWithValue(fleeetv1.ManagedByLabel, fleeetv1.ManagedByManager))
+	patch(t, bundle, `{"metadata":{"labels":{%q:null}}}`, fleeetv1.ManagedByLabel)
+	creds.Data["password"] = []byte("creds-value-2")
+	g.Expect(cluster.Client.Update(ctx, creds)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(string(bundleOf(g, ns, "edge")["creds"].Data["password"])).To(Equal("creds-value-2"))
+		get(g, bundle)
+		g.Expect(bundle.Labels).To(HaveKeyWithValue(fleeetv1.ManagedByLabel, fleeetv1.ManagedByManager))
+	}, timeout, poll).Should(Succeed())
+}
+
 // A bundle that would pass what a Secret may hold is not written at all: the
 // Remote keeps its last bundle, and the Module and the Remote say why.
 func TestABundleTooLargeForASecretIsNotWrittenPartially(t *testing.T) {

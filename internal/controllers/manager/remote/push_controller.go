@@ -35,6 +35,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/mirror"
 	"github.com/fleeet-dev/fleeet/internal/plancontent"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/shard"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
@@ -59,6 +60,9 @@ type PushReconciler struct {
 	Concurrent int
 	// Client reads the management cluster from the cache and writes status.
 	Client client.Client
+	// live reads kubeconfig Secrets, which the manager's cache holds by
+	// their metadata alone (package secrets): the manager's API reader.
+	live client.Reader
 	// Recorder records refusals and failures as events on the Remote.
 	Recorder events.EventRecorder
 	// Timeout bounds each request to a downstream cluster.
@@ -75,8 +79,11 @@ type PushReconciler struct {
 }
 
 // pushClient is a downstream client built from one version of a kubeconfig
-// Secret, and what reads the cluster's Flux through it.
+// Secret, and what reads the cluster's Flux through it. The Secret is read
+// from the apiserver only when the version its cached metadata shows is
+// not the one the client was built from.
 type pushClient struct {
+	ref           fleeetv1.SecretKeyReference
 	secretVersion string
 	client        client.Client
 	flux          *flux.Inspector
@@ -84,7 +91,14 @@ type pushClient struct {
 
 // SetupWithManager registers the controller: ProxyAssemblage spec changes,
 // Remote changes and kubeconfig Secret changes all lead to the Remote's push.
+// A kubeconfig Secret is the tenant's and unlabelled, so its changes are
+// heard through the metadata watch of every Secret (package secrets),
+// which holds no Secret's data: that is what lets a Remote refused for its
+// kubeconfig, which is never requeued, recover once the Secret is fixed,
+// and what picks up a rotation before the next poll. The Secrets the plan
+// delivers are labelled deliverable and watched whole.
 func (p *PushReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	p.live = mgr.GetAPIReader()
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleeetv1.Remote{}, kubeconfigSecretIndex, func(o client.Object) []string {
 		if ref := o.(*fleeetv1.Remote).Spec.KubeconfigRef; ref != nil {
 			return []string{ref.Name}
@@ -97,7 +111,8 @@ func (p *PushReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 		Named("push").
 		For(&fleeetv1.Remote{}).
 		Watches(&fleeetv1.ProxyAssemblage{}, planOfPart).
-		Watches(&corev1.Secret{}, watches.Referrers(p.Client, func() client.ObjectList { return &fleeetv1.RemoteList{} }, kubeconfigSecretIndex)).
+		Watches(&corev1.Secret{}, watches.Referrers(p.Client, func() client.ObjectList { return &fleeetv1.RemoteList{} }, kubeconfigSecretIndex),
+			builder.OnlyMetadata).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(p.pushRemotesDelivering), builder.WithPredicates(offeredForDelivery)),
 		p.Concurrent, p)
 }
@@ -220,7 +235,7 @@ func (p *PushReconciler) deliver(ctx context.Context, downstream client.Client, 
 	if err != nil || len(items) == 0 {
 		return err
 	}
-	conflicts, err := delivery.Write(ctx, downstream, downstream, asm, items)
+	conflicts, err := delivery.Write(ctx, downstream, nil, downstream, asm, items)
 	if err != nil {
 		return &targetError{op: "delivering Secrets into namespace " + asm.Namespace, err: err}
 	}
@@ -349,18 +364,26 @@ func (p *PushReconciler) copyStatus(ctx context.Context, plan []*fleeetv1.ProxyA
 }
 
 // clientFor returns a client for the Remote's cluster, rebuilt whenever its
-// kubeconfig Secret changes. Errors never quote the Secret's content.
+// kubeconfig Secret changes. The Secret is read from the apiserver only
+// then: the cache holds its metadata alone. Errors never quote the
+// Secret's content.
 func (p *PushReconciler) clientFor(ctx context.Context, remote *fleeetv1.Remote) (pushClient, error) {
 	ref := remote.Spec.KubeconfigRef
-	secret := &corev1.Secret{}
-	if err := p.Client.Get(ctx, client.ObjectKey{Namespace: remote.Namespace, Name: ref.Name}, secret); err != nil {
+	secretKey := client.ObjectKey{Namespace: remote.Namespace, Name: ref.Name}
+	version, err := secrets.Version(ctx, p.Client, secretKey)
+	if err != nil {
 		return pushClient{}, fmt.Errorf("spec.kubeconfigRef: reading Secret %s: %w", ref.Name, err)
 	}
 	key := client.ObjectKeyFromObject(remote)
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c, ok := p.clients[key]; ok && c.secretVersion == secret.ResourceVersion {
+	c, ok := p.clients[key]
+	p.mu.Unlock()
+	if ok && c.ref == *ref && c.secretVersion == version {
 		return c, nil
+	}
+	secret := &corev1.Secret{}
+	if err := secrets.Get(ctx, p.Client, p.live, secretKey, secret); err != nil {
+		return pushClient{}, fmt.Errorf("spec.kubeconfigRef: reading Secret %s: %w", ref.Name, err)
 	}
 	data, ok := secret.Data[ref.Key]
 	if !ok {
@@ -371,14 +394,16 @@ func (p *PushReconciler) clientFor(ctx context.Context, remote *fleeetv1.Remote)
 		return pushClient{}, fmt.Errorf("spec.kubeconfigRef: Secret %s key %q: %w", ref.Name, ref.Key, err)
 	}
 	cfg.Timeout = p.Timeout
-	c, err := client.New(cfg, client.Options{Scheme: p.Client.Scheme()})
+	downstream, err := client.New(cfg, client.Options{Scheme: p.Client.Scheme()})
 	if err != nil {
 		return pushClient{}, fmt.Errorf("spec.kubeconfigRef: Secret %s: %w", ref.Name, err)
 	}
+	pc := pushClient{ref: *ref, secretVersion: secret.ResourceVersion, client: downstream, flux: &flux.Inspector{Reader: downstream, Describe: describe}}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.clients == nil {
 		p.clients = map[client.ObjectKey]pushClient{}
 	}
-	pc := pushClient{secretVersion: secret.ResourceVersion, client: c, flux: &flux.Inspector{Reader: c, Describe: describe}}
 	p.clients[key] = pc
 	return pc, nil
 }

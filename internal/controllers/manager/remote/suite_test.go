@@ -19,6 +19,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/compiler"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/remote"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
@@ -51,7 +52,7 @@ var everyRemote = &metav1.LabelSelector{}
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithCluster(m, "management", &cluster, nil, func(c *testenv.Cluster) (func(bool), error) {
-		return testenv.StartManager(c, "remote", setupRemote)
+		return testenv.StartManager(c, "remote", setupRemote, func(o *ctrl.Options) { o.NewCache = secrets.NewCache })
 	}))
 }
 
