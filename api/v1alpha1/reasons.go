@@ -19,6 +19,11 @@ const (
 	// ReasonBindingFailed: a control-plane binding cannot be resolved for a
 	// Remote.
 	ReasonBindingFailed = "BindingFailed"
+	// ReasonDependencyNotPlaced: a Module a sync depends on by name is not
+	// placed on some of the Remotes the sync is (it does not exist, or does
+	// not select them); the sync waits there for ever, and the Module names
+	// those Remotes.
+	ReasonDependencyNotPlaced = "DependencyNotPlaced"
 	// ReasonInvalidSelector: the cluster selector does not parse.
 	ReasonInvalidSelector = "InvalidSelector"
 	// ReasonInvalidWindow: a rollout window's schedule or time zone does not

@@ -22,6 +22,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/controllers/agent/upstream"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 	"github.com/fleeet-dev/fleeet/internal/flux"
+	"github.com/fleeet-dev/fleeet/internal/served"
 	"github.com/fleeet-dev/fleeet/internal/version"
 )
 
@@ -129,7 +130,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 			"grants what upgrading them needs, or apply charts/fleet-agent/crds by hand")
 	}
 	readers := assemblage.NewServiceAccountReaders(mgr.GetConfig(), mgr.GetScheme(), mgr.GetRESTMapper())
-	if err := (&assemblage.Reconciler{
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	// Watching Flux's kinds before they are served would stop the agent
+	// (package served): until then the Upstream reports FluxMissing
+	// upstream (the push controller does, for a pushed cluster), the
+	// heartbeat goes on and no Assemblage is applied, so nothing running
+	// is touched.
+	asm := &assemblage.Reconciler{
 		Client:          mgr.GetClient(),
 		ReadAs:          readers.For,
 		APIReader:       mgr.GetAPIReader(),
@@ -138,15 +148,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		FieldOwner:      Name,
 		Concurrent:      o.Concurrent,
 		FetchJitter:     o.FetchJitter,
-	}).SetupWithManager(mgr); err != nil {
+	}
+	if err := served.When(mgr, "Flux's", func() ([]string, error) { return flux.Unserved(dc, mgr.GetScheme()) },
+		func() error { return asm.SetupWithManager(mgr) }); err != nil {
 		return err
 	}
 	if o.PushOnly {
 		return nil
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return err
 	}
 	kube, err := dc.ServerVersion()
 	if err != nil {

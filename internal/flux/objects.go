@@ -3,13 +3,17 @@ package flux
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -71,12 +75,37 @@ func Apply(ctx context.Context, c client.Client, owner, obj client.Object, field
 	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldOwner), client.ForceOwnership)
 }
 
+// owned are the Flux kinds a sync expands into.
+func owned() []client.Object {
+	return []client.Object{&kustomizev1.Kustomization{}, &helmv2.HelmRelease{},
+		&sourcev1.GitRepository{}, &sourcev1.OCIRepository{}, &sourcev1.HelmRepository{}}
+}
+
 // Owns makes a controller watch the Flux objects its objects own, status
 // included, so Flux's progress reaches the owner without polling.
 func Owns(b *builder.Builder) *builder.Builder {
-	return b.Owns(&kustomizev1.Kustomization{}).
-		Owns(&helmv2.HelmRelease{}).
-		Owns(&sourcev1.GitRepository{}).
-		Owns(&sourcev1.OCIRepository{}).
-		Owns(&sourcev1.HelmRepository{})
+	for _, o := range owned() {
+		b = b.Owns(o)
+	}
+	return b
+}
+
+// Unserved lists, as group/version/kind, the kinds Owns watches that the
+// cluster dc reads does not serve: a watch of one would never sync.
+func Unserved(dc discovery.DiscoveryInterface, scheme *runtime.Scheme) ([]string, error) {
+	var missing []string
+	for _, o := range owned() {
+		gvk, err := apiutil.GVKForObject(o, scheme)
+		if err != nil {
+			return nil, err
+		}
+		resources, err := dc.ServerResourcesForGroupVersion(gvk.GroupVersion().String())
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("asking the cluster whether it serves %s: %w", gvk.GroupVersion(), err)
+		}
+		if resources == nil || !slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Kind == gvk.Kind }) {
+			missing = append(missing, gvk.GroupVersion().String()+"/"+gvk.Kind)
+		}
+	}
+	return missing, nil
 }

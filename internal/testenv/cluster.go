@@ -113,6 +113,31 @@ func WithoutCRDs(extra ...string) ClusterOption {
 	}
 }
 
+// WithoutFluxCRDs leaves Flux's CRDs out, as on a cluster the agent comes
+// to before Flux: InstallFluxCRDs brings them later.
+func WithoutFluxCRDs() ClusterOption {
+	return WithoutCRDs(filepath.Join(RepoRoot, "config", "crd", "bases"))
+}
+
+// InstallFluxCRDs installs Flux's CRDs into c, which started without them.
+func (c *Cluster) InstallFluxCRDs(t TB) {
+	t.Helper()
+	c.installCRDs(t, "Flux's CRDs", fluxCRDDirectories)
+}
+
+// installCRDs installs the CRDs at the paths of find, named what, into c
+// while it runs.
+func (c *Cluster) installCRDs(t TB, what string, find func() ([]string, error)) {
+	t.Helper()
+	paths, err := find()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: paths}); err != nil {
+		t.Fatalf("installing %s into %s: %v", what, c.Name, err)
+	}
+}
+
 // WithWebhooks registers the fleet-manager's admission webhooks
 // (config/webhook) in the apiserver, served at an address and with a
 // certificate the Cluster's Webhooks field gives. Every write to a

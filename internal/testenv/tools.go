@@ -165,17 +165,33 @@ const (
 // CRD, as their modules ship them, to the cluster's CRDs.
 func WithInventoryCRDs() ClusterOption {
 	return func(env *envtest.Environment, _ string) error {
-		capi, err := moduleDir(os.TempDir(), clusterAPI)
+		crds, err := inventoryCRDs()
 		if err != nil {
 			return err
 		}
-		inventory, err := moduleDir(os.TempDir(), clusterInventoryAPI)
-		if err != nil {
-			return err
-		}
-		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths,
-			filepath.Join(capi, "config", "crd", "bases", "cluster.x-k8s.io_clusters.yaml"),
-			filepath.Join(inventory, "config", "crd", "bases", "multicluster.x-k8s.io_clusterprofiles.yaml"))
+		env.CRDDirectoryPaths = append(env.CRDDirectoryPaths, crds...)
 		return nil
 	}
+}
+
+// InstallInventoryCRDs installs the CRDs WithInventoryCRDs adds into c,
+// which started without them, as an admin does after the manager started.
+func (c *Cluster) InstallInventoryCRDs(t TB) {
+	t.Helper()
+	c.installCRDs(t, "the inventory CRDs", inventoryCRDs)
+}
+
+// inventoryCRDs are the files of Cluster API's Cluster CRD and of the
+// ClusterProfile CRD.
+func inventoryCRDs() ([]string, error) {
+	capi, err := moduleDir(os.TempDir(), clusterAPI)
+	if err != nil {
+		return nil, err
+	}
+	inventory, err := moduleDir(os.TempDir(), clusterInventoryAPI)
+	if err != nil {
+		return nil, err
+	}
+	return []string{filepath.Join(capi, "config", "crd", "bases", "cluster.x-k8s.io_clusters.yaml"),
+		filepath.Join(inventory, "config", "crd", "bases", "multicluster.x-k8s.io_clusterprofiles.yaml")}, nil
 }

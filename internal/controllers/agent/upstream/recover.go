@@ -70,7 +70,7 @@ func (r *Reconciler) recover(ctx context.Context, up *fleeetv1.Upstream) (creden
 	}
 	current, err := recovery.DecodePrivate(secret.Data[recovery.PrivateKeyKey])
 	if err != nil {
-		return credential.Token{}, refusal{fmt.Sprintf("the management cluster rejects this cluster's credential and Secret %s holds no usable recovery key (%q: %v); "+
+		return credential.Token{}, refusal{msg: fmt.Sprintf("the management cluster rejects this cluster's credential and Secret %s holds no usable recovery key (%q: %v); "+
 			"re-enrol the cluster (fleetctl reenrol)", secret.Name, recovery.PrivateKeyKey, err)}
 	}
 	next, err := recovery.NewKey()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -48,8 +49,13 @@ func (a awaiting) Error() string {
 func (a awaiting) overdue() bool { return time.Since(a.since) > deliveryWait }
 
 // refusal is an answer that retrying will not change: only a new
-// registration token or a changed Upstream will.
-type refusal struct{ msg string }
+// registration token or a changed Upstream will. askAgain marks one that
+// may change by itself, so the management cluster is asked again
+// (refusalRecheck) though nothing changed downstream.
+type refusal struct {
+	msg      string
+	askAgain bool
+}
 
 func (r refusal) Error() string { return r.msg }
 
@@ -64,18 +70,18 @@ func (r refusal) Error() string { return r.msg }
 func (r *Reconciler) register(ctx context.Context, up *fleeetv1.Upstream) (credential.Token, ed25519.PrivateKey, error) {
 	ref := up.Spec.TokenSecretRef
 	if ref == nil {
-		return credential.Token{}, nil, refusal{"spec.tokenSecretRef: this cluster holds no credential for the management cluster and no registration token is configured"}
+		return credential.Token{}, nil, refusal{msg: "spec.tokenSecretRef: this cluster holds no credential for the management cluster and no registration token is configured"}
 	}
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: ref.Name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return credential.Token{}, nil, refusal{fmt.Sprintf("spec.tokenSecretRef: Secret %s not found, and this cluster holds no credential", ref.Name)}
+			return credential.Token{}, nil, refusal{msg: fmt.Sprintf("spec.tokenSecretRef: Secret %s not found, and this cluster holds no credential", ref.Name)}
 		}
 		return credential.Token{}, nil, err
 	}
 	regToken, err := credential.TokenFromSecret(secret)
 	if err != nil {
-		return credential.Token{}, nil, refusal{"spec.tokenSecretRef: " + err.Error()}
+		return credential.Token{}, nil, refusal{msg: "spec.tokenSecretRef: " + err.Error()}
 	}
 	reg, err := client.New(managementConfig(up, func() string { return regToken.Value }), client.Options{Scheme: r.Client.Scheme()})
 	if err != nil {
@@ -148,7 +154,7 @@ func registrationTokenName(ctx context.Context, reg client.Client, ns string) (s
 	user := review.Status.UserInfo.Username
 	token, ok := fleeetv1.RegistrationTokenOfUser(user, ns)
 	if !ok {
-		return "", refusal{fmt.Sprintf("spec.tokenSecretRef: the token authenticates as %s, not as a RegistrationToken's identity in namespace %s", user, ns)}
+		return "", refusal{msg: fmt.Sprintf("spec.tokenSecretRef: the token authenticates as %s, not as a RegistrationToken's identity in namespace %s", user, ns)}
 	}
 	return token, nil
 }
@@ -169,9 +175,15 @@ func untrustedCA(err error) error {
 func registrationError(err error) error {
 	switch {
 	case apierrors.IsUnauthorized(err):
-		return refusal{"the management cluster rejected the registration token (HTTP 401): it has expired or been revoked; create a new RegistrationToken"}
+		return refusal{msg: "the management cluster rejected the registration token (HTTP 401): it has expired or been revoked; create a new RegistrationToken"}
+	case apierrors.IsForbidden(err) && !strings.Contains(err.Error(), " denied the request"):
+		// RBAC's refusal, not admission's: the token's identity lost its
+		// rights, as while a token that expired or was revoked is taken
+		// apart (its Role goes with its ServiceAccount, in no set order).
+		// Asked again, the answer says what came of it.
+		return refusal{msg: "the management cluster refused the registration: " + err.Error(), askAgain: true}
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsAlreadyExists(err):
-		return refusal{"the management cluster refused the registration: " + err.Error()}
+		return refusal{msg: "the management cluster refused the registration: " + err.Error()}
 	}
 	return fmt.Errorf("creating the cluster's Remote: %w", err)
 }

@@ -439,6 +439,8 @@ func (r *Reconciler) credentialOnce(ctx context.Context, up *fleeetv1.Upstream) 
 	token, err := r.credential(ctx, up)
 	var refusedNow refusal
 	switch {
+	case errors.As(err, &refusedNow) && refusedNow.askAgain:
+		r.markRefused(key, refused{})
 	case errors.As(err, &refusedNow):
 		r.markRefused(key, refused{state: state, err: refusedNow})
 	case err == nil:
@@ -503,13 +505,13 @@ func (r *Reconciler) credential(ctx context.Context, up *fleeetv1.Upstream) (cre
 		up.Status.CredentialSecretName = secret.Name
 		token, err := credential.TokenFromSecret(secret)
 		if err != nil {
-			return credential.Token{}, refusal{err.Error()}
+			return credential.Token{}, refusal{msg: err.Error()}
 		}
 		if !token.ExpiresAt.IsZero() && time.Now().After(token.ExpiresAt) {
 			if up.Spec.Management.RecoveryURL != "" {
 				return r.recover(ctx, up)
 			}
-			return credential.Token{}, refusal{fmt.Sprintf("the cluster's credential expired at %s while the management cluster could not be reached; delete Secret %s and register again with a new RegistrationToken",
+			return credential.Token{}, refusal{msg: fmt.Sprintf("the cluster's credential expired at %s while the management cluster could not be reached; delete Secret %s and register again with a new RegistrationToken",
 				token.ExpiresAt.UTC().Format(time.RFC3339), secret.Name)}
 		}
 		return token, nil

@@ -164,3 +164,40 @@ func TestARefusedUpstreamTriesAgainOnceItsTokenSecretChanges(t *testing.T) {
 		Data: map[string][]byte{credential.TokenKey: []byte(registrationToken)}})).To(Succeed())
 	registrationFailed(g, c, up)
 }
+
+// TestARegistrationRefusedByRBACIsAskedAgain: while a registration token
+// that expired or was revoked is taken apart upstream, its identity may
+// still authenticate but no longer hold its Role, and the registration is
+// refused by RBAC, in words that say nothing of expiry. Unlike an answer
+// only a change downstream can alter, that one is asked again, so the
+// Upstream ends up saying the token expired or was revoked.
+func TestARegistrationRefusedByRBACIsAskedAgain(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	// A registration identity whose Role is already gone.
+	ns := mgmt.Namespace(t, "team", nil)
+	identity := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fleeetv1.RegistrationIdentityName("spent")}}
+	g.Expect(mgmt.Client.Create(ctx, identity)).To(Succeed())
+	up := upstreamTo(t, down, fleeetv1.ManagementEndpoint{URL: mgmt.Config.Host, CABundle: mgmt.Config.CAData, Namespace: ns}, "team-a")
+	token := &corev1.Secret{}
+	g.Expect(down.Client.Get(ctx, client.ObjectKey{Namespace: up.Namespace, Name: "team-a-token"}, token)).To(Succeed())
+	token.Data[credential.TokenKey] = []byte(testenv.ServiceAccountToken(t, mgmt, ns, identity.Name))
+	g.Expect(down.Client.Update(ctx, token)).To(Succeed())
+
+	stop := startAgent(t, down, up.Namespace, agent.Options{Concurrent: 1})
+	t.Cleanup(func() { stop(t.Failed()) })
+	refused := func(g Gomega) *metav1.Condition {
+		g.Expect(down.Client.Get(ctx, client.ObjectKeyFromObject(up), up)).To(Succeed())
+		registered := apimeta.FindStatusCondition(up.Status.Conditions, fleeetv1.RegisteredCondition)
+		g.Expect(registered).NotTo(BeNil(), "%+v", up.Status)
+		g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRegistrationRefused))
+		return registered
+	}
+	g.Eventually(func(g Gomega) string { return refused(g).Message }, timeout, poll).Should(ContainSubstring("cannot create resource"))
+
+	// The identity goes too, as the token controller finishes: the next
+	// ask is answered 401, and the Upstream says what happened.
+	g.Expect(mgmt.Client.Delete(ctx, identity)).To(Succeed())
+	g.Eventually(func(g Gomega) string { return refused(g).Message }, timeout, poll).Should(Equal(
+		"the management cluster rejected the registration token (HTTP 401): it has expired or been revoked; create a new RegistrationToken"))
+}

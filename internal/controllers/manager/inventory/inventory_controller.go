@@ -29,6 +29,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/secrets"
+	"github.com/fleeet-dev/fleeet/internal/served"
 )
 
 // Values of the fleeet.dev/inventory label of an enrolled Remote.
@@ -95,49 +96,64 @@ type Reconciler struct {
 }
 
 // SetupWithManager starts a controller for each inventory kind the
-// apiserver serves; a kind whose CRD is absent is skipped, so the manager
-// runs without them (it must restart to see CRDs installed later).
+// apiserver serves, and for one whose CRD is absent once it is installed
+// (asked every served.Poll): the manager runs without them and needs no
+// restart to see them come.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.live = mgr.GetAPIReader()
 	for _, k := range kinds {
-		mapping, err := mgr.GetRESTMapper().RESTMapping(k.gk)
-		if apimeta.IsNoMatchError(err) {
-			mgr.GetLogger().Info("Inventory kind not served; not enrolling from it", "kind", k.gk.String())
-			continue
+		// An inventory installed after the manager started is enrolled
+		// from once it is served, without a restart (package served).
+		missing := func() ([]string, error) {
+			_, err := mgr.GetRESTMapper().RESTMapping(k.gk)
+			if apimeta.IsNoMatchError(err) {
+				return []string{k.gk.String()}, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("looking up inventory kind %s: %w", k.gk, err)
+			}
+			return nil, nil
 		}
-		if err != nil {
-			return fmt.Errorf("looking up inventory kind %s: %w", k.gk, err)
-		}
-		kr := &kindReconciler{Reconciler: r, kind: k, gvk: mapping.GroupVersionKind}
-		obj := kr.object()
-		// What enrolment writes on a Remote (spec, labels) or its going;
-		// not its status, which the push controller writes every minute
-		// and which each reconcile would answer with a read of the
-		// credential Secret from the apiserver.
-		enrolled := builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))
-		b := ctrl.NewControllerManagedBy(mgr).Named("inventory-"+strings.ToLower(k.name)).
-			WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrent}).
-			For(obj).
-			Owns(&fleeetv1.Remote{}, enrolled)
-		// The credential Secrets are the user's, or Cluster API's, and
-		// unlabelled: the manager's cache holds them by their metadata
-		// alone (package secrets), whose watch hears them come, go and
-		// change. The reconciler reads them from the apiserver, so no
-		// event runs ahead of its read.
-		switch k.name {
-		case ClusterProfile:
-			// The token Secret has the profile's name.
-			b = b.Watches(&corev1.Secret{}, handlerSameName, builder.OnlyMetadata)
-		case ClusterAPI:
-			// The kubeconfig Secret is <cluster>-kubeconfig, labelled with
-			// the Cluster's name.
-			b = b.Watches(&corev1.Secret{}, handlerClusterAPISecret, builder.OnlyMetadata)
-		}
-		if err := b.Complete(kr); err != nil {
+		if err := served.When(mgr, "inventory "+k.gk.String(), missing, func() error { return r.setupKind(mgr, k) }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// setupKind registers the controller enrolling from inventory kind k,
+// which the cluster serves.
+func (r *Reconciler) setupKind(mgr ctrl.Manager, k inventoryKind) error {
+	mapping, err := mgr.GetRESTMapper().RESTMapping(k.gk)
+	if err != nil {
+		return fmt.Errorf("looking up inventory kind %s: %w", k.gk, err)
+	}
+	kr := &kindReconciler{Reconciler: r, kind: k, gvk: mapping.GroupVersionKind}
+	obj := kr.object()
+	// What enrolment writes on a Remote (spec, labels) or its going;
+	// not its status, which the push controller writes every minute
+	// and which each reconcile would answer with a read of the
+	// credential Secret from the apiserver.
+	enrolled := builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))
+	b := ctrl.NewControllerManagedBy(mgr).Named("inventory-"+strings.ToLower(k.name)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrent}).
+		For(obj).
+		Owns(&fleeetv1.Remote{}, enrolled)
+	// The credential Secrets are the user's, or Cluster API's, and
+	// unlabelled: the manager's cache holds them by their metadata
+	// alone (package secrets), whose watch hears them come, go and
+	// change. The reconciler reads them from the apiserver, so no
+	// event runs ahead of its read.
+	switch k.name {
+	case ClusterProfile:
+		// The token Secret has the profile's name.
+		b = b.Watches(&corev1.Secret{}, handlerSameName, builder.OnlyMetadata)
+	case ClusterAPI:
+		// The kubeconfig Secret is <cluster>-kubeconfig, labelled with
+		// the Cluster's name.
+		b = b.Watches(&corev1.Secret{}, handlerClusterAPISecret, builder.OnlyMetadata)
+	}
+	return b.Complete(kr)
 }
 
 // kindReconciler reconciles the objects of one inventory kind.

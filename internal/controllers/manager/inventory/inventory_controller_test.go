@@ -14,10 +14,13 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/inventory"
+	"github.com/fleeet-dev/fleeet/internal/secrets"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
@@ -356,4 +359,30 @@ func expectNoCredentials(t *testing.T, g Gomega, ns, note, why string) {
 		g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", inventory.ReasonNoCredentials),
 			HaveField("Note", ContainSubstring(note)))))
 	}, timeout, poll).Should(Succeed(), why)
+}
+
+// An inventory installed after the manager started is enrolled from
+// without a restart: its CRDs appear, and a Cluster of it becomes a Remote.
+func TestAnInventoryInstalledAfterTheManagerStartedIsEnrolledFrom(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	late := testenv.StartCluster(t, "management")
+	stop, err := testenv.StartManager(late, "inventory-late", setupInventory, func(o *ctrl.Options) { o.NewCache = secrets.NewCache })
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { stop(t.Failed()) }()
+	admin, err := os.ReadFile(late.Kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+
+	late.InstallInventoryCRDs(t)
+	ns := late.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	g.Eventually(func() error {
+		// The apiserver serves the new kind a moment after the install.
+		return late.Client.Create(ctx, capiCluster(ns, "edge", map[string]string{"env": "prod"}))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(late.Client.Create(ctx, capiKubeconfig(ns, "edge", admin))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		remote := &fleeetv1.Remote{}
+		g.Expect(late.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, remote)).To(Succeed())
+		g.Expect(remote.Labels).To(HaveKeyWithValue(fleeetv1.InventoryLabel, inventory.ClusterAPI))
+	}, timeout, poll).Should(Succeed())
 }

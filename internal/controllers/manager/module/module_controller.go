@@ -76,8 +76,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &fleeetv1.Module{}, deliveredSecretsIndex, indexDeliveredSecrets); err != nil {
 		return err
 	}
+	dependents := watches.Referrers(r.Client, func() client.ObjectList { return &fleeetv1.ModuleList{} }, dependsOnIndex)
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &fleeetv1.Module{}, dependsOnIndex, indexDependsOn); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleeetv1.Module{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// A Module coming, going or selecting other Remotes changes where
+		// the Modules depending on it by name are placed without it.
+		Watches(&fleeetv1.Module{}, dependents, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&fleeetv1.ProxyAssemblage{}, r.planChanged(modules)).
 		Watches(&fleeetv1.Remote{}, modules, builder.WithPredicates(selectionChanged)).
 		// The cache holds whole only the Secrets offered for delivery, and
@@ -182,6 +189,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, err
 	}
+	if unplaced := strings.Join(notes.unplaced, "; "); r.notices.first(req.NamespacedName, "unplaced", unplaced) && unplaced != "" {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonDependencyNotPlaced, "Place", "%s", firstFew(notes.unplaced))
+	}
 	p, err := r.step(ctx, patcher, m, revision, targets, windows)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -202,6 +212,9 @@ type compileNotes struct {
 	tooLarge []string
 	// undeliverable says why Secrets the sync delivers are not delivered.
 	undeliverable []string
+	// unplaced says which Modules the sync depends on by name are not
+	// placed on some Remotes it is (see unplaced).
+	unplaced []string
 }
 
 type invalidSelectorError struct{ err error }
@@ -244,6 +257,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 	}
 	plans := fleeetv1.GroupProxyPlans(pas.Items)
 	var targets []target
+	var selected []*fleeetv1.Remote
 	for i := range remotes.Items {
 		remote := &remotes.Items[i]
 		ok, err := compile.Selects(m.Spec.Selector, remote)
@@ -253,6 +267,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 		if !ok {
 			continue
 		}
+		selected = append(selected, remote)
 		t := target{name: remote.Name, offline: remote.Offline(), suspended: remote.Spec.Suspend, stage: len(stages)}
 		if i := slices.IndexFunc(stages, func(sel labels.Selector) bool { return sel.Matches(labels.Set(remote.Labels)) }); i >= 0 {
 			t.stage = i
@@ -287,6 +302,17 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 		targets = append(targets, t)
 	}
 	r.stamps.keep(m.Namespace, pas.Items)
+	if len(indexDependsOn(m)) > 0 {
+		modules := &fleeetv1.ModuleList{}
+		if err := r.Client.List(ctx, modules, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+			return nil, notes, err
+		}
+		byName := make(map[string]*fleeetv1.Module, len(modules.Items))
+		for i := range modules.Items {
+			byName[modules.Items[i].Name] = &modules.Items[i]
+		}
+		notes.unplaced = unplaced(m, byName, selected)
+	}
 	slices.SortFunc(targets, func(a, b target) int { return strings.Compare(a.name, b.name) })
 	slices.Sort(notes.tooLarge)
 	return targets, notes, nil
@@ -522,6 +548,8 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p decision, notes compi
 		status.MarkStalled(m, fleeetv1.ReasonWindowNeverOpens, progress+"; change spec.rollout.windows to go on")
 	case len(notes.bindingErrs) > 0:
 		status.MarkFailed(m, fleeetv1.ReasonBindingFailed, firstFew(notes.bindingErrs))
+	case len(notes.unplaced) > 0:
+		status.MarkFailed(m, fleeetv1.ReasonDependencyNotPlaced, firstFew(notes.unplaced))
 	case len(notes.undeliverable) > 0:
 		status.MarkFailed(m, fleeetv1.ReasonSecretNotDeliverable, "spec.sync.secrets: "+strings.Join(notes.undeliverable, "; ")+
 			"; the syncs naming them wait on every cluster until they are delivered")

@@ -5,9 +5,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
@@ -29,14 +27,8 @@ func TestAModuleSaysWhichOfItsSecretsCannotBeDelivered(t *testing.T) {
 	m.Spec.Sync.Secrets = []fleeetv1.SecretDelivery{{Name: "git-creds"}, {Name: "missing"}}
 	g.Expect(cluster.Client.Create(ctx, m)).To(Succeed())
 
-	ready := func(g Gomega) *metav1.Condition {
-		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
-		c := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition)
-		g.Expect(c).NotTo(BeNil())
-		return c
-	}
 	g.Eventually(func(g Gomega) {
-		c := ready(g)
+		c := readyOf(g, m)
 		g.Expect(c.Reason).To(Equal(fleeetv1.ReasonSecretNotDeliverable))
 		g.Expect(c.Message).To(ContainSubstring("Secret git-creds is not labelled fleeet.dev/deliverable=true"))
 		g.Expect(c.Message).To(ContainSubstring("Secret missing does not exist"))
@@ -44,7 +36,7 @@ func TestAModuleSaysWhichOfItsSecretsCannotBeDelivered(t *testing.T) {
 
 	creds.Labels = map[string]string{fleeetv1.DeliverableLabel: "true"}
 	g.Expect(cluster.Client.Update(ctx, creds)).To(Succeed())
-	g.Eventually(func(g Gomega) string { return ready(g).Message }, timeout, poll).ShouldNot(ContainSubstring("git-creds"))
-	g.Expect(ready(g).Message).To(ContainSubstring("Secret missing does not exist"))
-	g.Expect(ready(g).Message).NotTo(ContainSubstring("module-test-value"))
+	g.Eventually(func(g Gomega) string { return readyOf(g, m).Message }, timeout, poll).ShouldNot(ContainSubstring("git-creds"))
+	g.Expect(readyOf(g, m).Message).To(ContainSubstring("Secret missing does not exist"))
+	g.Expect(readyOf(g, m).Message).NotTo(ContainSubstring("module-test-value"))
 }

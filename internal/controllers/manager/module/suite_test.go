@@ -7,6 +7,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -65,4 +67,12 @@ func driveUntil(g Gomega, ns string, online []string, decide func(remote, tag st
 func driveHeld(g Gomega, ns string, online []string, held func(*fleeetv1.ProxyAssemblage) string,
 	decide func(remote, tag string) fleeetv1.SyncState, done func(Gomega)) {
 	fleettest.DriveHeld(g, func(string) client.Client { return cluster.Client }, ns, online, held, decide, done)
+}
+
+// readyOf reads m again and returns its Ready condition.
+func readyOf(g Gomega, m *fleeetv1.Module) *metav1.Condition {
+	g.Expect(cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(m), m)).To(Succeed())
+	c := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition)
+	g.Expect(c).NotTo(BeNil())
+	return c
 }
