@@ -30,6 +30,10 @@ import (
 // election identity.
 const Name = "fleet-agent"
 
+// fluxPoll is how often an agent started before Flux asks whether Flux's
+// kinds are served yet: it does nothing for the fleet until they are.
+const fluxPoll = 10 * time.Second
+
 // DefaultHeartbeat is the Lease renewal interval: 1.5 requests a minute,
 // each landing within the manager's default 60 s offline grace with 20 s
 // to spare, so a renewal that is late by less than that marks no Remote
@@ -149,7 +153,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		Concurrent:      o.Concurrent,
 		FetchJitter:     o.FetchJitter,
 	}
-	if err := served.When(mgr, "Flux's", func() ([]string, error) { return flux.Unserved(dc, mgr.GetScheme()) },
+	if err := served.When(mgr, "Flux's", fluxPoll, func() ([]string, error) { return flux.Unserved(dc, mgr.GetScheme()) },
 		func() error { return asm.SetupWithManager(mgr) }); err != nil {
 		return err
 	}

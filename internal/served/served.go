@@ -15,16 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
-// Poll is how often a process asks the cluster again whether kinds it
-// waits for are served.
-const Poll = 10 * time.Second
-
 // When runs setup now when missing reports nothing, or else, from a
-// runnable of mgr (on the leader), once it does, asking every Poll; what
-// names the kinds in the log. missing lists what is not served yet; an
+// runnable of mgr (on the leader), once it does, asking every poll; what
+// names the kinds in the log. Each ask is a discovery request or two, made
+// for as long as the kinds stay missing, so poll trades how soon they are
+// seen against that standing cost. missing lists what is not served yet; an
 // error from it is logged and asked again. An error from setup stops mgr,
 // as it would at start.
-func When(mgr ctrl.Manager, what string, missing func() ([]string, error), setup func() error) error {
+func When(mgr ctrl.Manager, what string, poll time.Duration, missing func() ([]string, error), setup func() error) error {
 	absent, err := missing()
 	if err != nil {
 		return err
@@ -35,7 +33,7 @@ func When(mgr ctrl.Manager, what string, missing func() ([]string, error), setup
 	log := mgr.GetLogger().WithName("served")
 	log.Info("Not served yet; set up once they are", "kinds", what, "missing", absent)
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		tick := time.NewTicker(Poll)
+		tick := time.NewTicker(poll)
 		defer tick.Stop()
 		for {
 			select {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,9 +96,16 @@ type Reconciler struct {
 	clusterAPISecrets secrets.Verdicts
 }
 
+// inventoryPoll is how often the manager asks whether an inventory kind it
+// does not serve yet is served. Most management clusters never install
+// one, so the manager asks for good: each ask costs the apiserver a
+// discovery request or two (the REST mapper reloading the group list), a
+// few a minute.
+const inventoryPoll = time.Minute
+
 // SetupWithManager starts a controller for each inventory kind the
 // apiserver serves, and for one whose CRD is absent once it is installed
-// (asked every served.Poll): the manager runs without them and needs no
+// (asked every inventoryPoll): the manager runs without them and needs no
 // restart to see them come.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.live = mgr.GetAPIReader()
@@ -114,7 +122,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return nil, nil
 		}
-		if err := served.When(mgr, "inventory "+k.gk.String(), missing, func() error { return r.setupKind(mgr, k) }); err != nil {
+		if err := served.When(mgr, "inventory "+k.gk.String(), inventoryPoll, missing, func() error { return r.setupKind(mgr, k) }); err != nil {
 			return err
 		}
 	}

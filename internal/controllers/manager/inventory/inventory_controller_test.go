@@ -384,5 +384,5 @@ func TestAnInventoryInstalledAfterTheManagerStartedIsEnrolledFrom(t *testing.T) 
 		remote := &fleeetv1.Remote{}
 		g.Expect(late.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, remote)).To(Succeed())
 		g.Expect(remote.Labels).To(HaveKeyWithValue(fleeetv1.InventoryLabel, inventory.ClusterAPI))
-	}, timeout, poll).Should(Succeed())
+	}, 2*timeout, poll).Should(Succeed(), "the manager asks for the kind once a minute")
 }
