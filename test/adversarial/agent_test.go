@@ -53,11 +53,15 @@ func agentAttacks(t *testing.T, f *fleet) []attack {
 		return s
 	}
 	// untouched checks the tenant's Secret still holds what it held.
-	untouched := func(g Gomega, s *corev1.Secret) {
+	// keptFrom asserts the apiserver refused a write to the tenant's own
+	// Secret s, naming want, and that s is as the tenant left it.
+	keptFrom := func(g Gomega, s *corev1.Secret, err error, want string) string {
+		out := boundedByTheAPIServer(g, err, want)
 		now := &corev1.Secret{}
 		g.Expect(down.Get(ctx, client.ObjectKeyFromObject(s), now)).To(Succeed(), "the tenant's Secret is still there")
 		g.Expect(now.Labels).NotTo(HaveKey(fleeetv1.DeliveredLabel))
 		g.Expect(now.Data).To(HaveKeyWithValue("password", []byte("tenant-own-value")))
+		return out
 	}
 	tokenSecret := func(ns string) *corev1.Secret {
 		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "minted", Labels: delivered,
@@ -112,22 +116,16 @@ func agentAttacks(t *testing.T, f *fleet) []attack {
 		{"overwrite-a-tenants-secret", agentID, "update Secret team-a/db-password, the tenant's own (unlabelled)", func(t *testing.T, g Gomega) string {
 			s := tenantsOwn(g, tenantA)
 			s.Data["password"] = []byte("attacker-value")
-			out := boundedByTheAPIServer(g, agent.Update(ctx, s), "is not labelled fleeet.dev/delivered=true")
-			untouched(g, s)
-			return out
+			return keptFrom(g, s, agent.Update(ctx, s), "is not labelled fleeet.dev/delivered=true")
 		}},
 		{"claim-a-tenants-secret", agentID, "update Secret team-a/db-password adding the label fleeet.dev/delivered=true, to make it the fleet's", func(t *testing.T, g Gomega) string {
 			s := tenantsOwn(g, tenantA)
 			s.Labels = delivered
-			out := boundedByTheAPIServer(g, agent.Update(ctx, s), "is not labelled fleeet.dev/delivered=true")
-			untouched(g, s)
-			return out
+			return keptFrom(g, s, agent.Update(ctx, s), "is not labelled fleeet.dev/delivered=true")
 		}},
 		{"delete-a-tenants-secret", agentID, "delete Secret team-a/db-password, the tenant's own", func(t *testing.T, g Gomega) string {
 			s := tenantsOwn(g, tenantA)
-			out := boundedByTheAPIServer(g, agent.Delete(ctx, s), "deletes only the Secrets the fleet delivered")
-			untouched(g, s)
-			return out
+			return keptFrom(g, s, agent.Delete(ctx, s), "deletes only the Secrets the fleet delivered")
 		}},
 		{"strip-the-delivered-label", agentID, "update a delivered Secret team-a/adv-strip, taking the label fleeet.dev/delivered off", func(t *testing.T, g Gomega) string {
 			s := secret(tenantA, "adv-strip", delivered)
@@ -217,15 +215,11 @@ func agentAttacks(t *testing.T, f *fleet) []attack {
 		{"push-overwrites-a-tenants-secret", pushID, "update Secret team-c/db-password, the tenant's own (unlabelled)", func(t *testing.T, g Gomega) string {
 			s := tenantsOwn(g, tenantC)
 			s.Data["password"] = []byte("attacker-value")
-			out := boundedByTheAPIServer(g, push.Update(ctx, s), "is not labelled fleeet.dev/delivered=true")
-			untouched(g, s)
-			return out
+			return keptFrom(g, s, push.Update(ctx, s), "is not labelled fleeet.dev/delivered=true")
 		}},
 		{"push-deletes-a-tenants-secret", pushID, "delete Secret team-c/db-password, the tenant's own", func(t *testing.T, g Gomega) string {
 			s := tenantsOwn(g, tenantC)
-			out := boundedByTheAPIServer(g, push.Delete(ctx, s), "deletes only the Secrets the fleet delivered")
-			untouched(g, s)
-			return out
+			return keptFrom(g, s, push.Delete(ctx, s), "deletes only the Secrets the fleet delivered")
 		}},
 		{"push-mints-a-token-through-a-secret", pushID, "create a delivered-labelled Secret team-c/minted of type kubernetes.io/service-account-token for ServiceAccount " + tenantSA, func(t *testing.T, g Gomega) string {
 			s := tokenSecret(tenantC)
