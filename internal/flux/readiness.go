@@ -135,6 +135,43 @@ func Judge(o Objects, want Revision) Verdict {
 	}
 }
 
+// KeepReadyThroughRecheck keeps a sync that was last reported Ready Ready
+// while Flux re-checks it. Every interval, kustomize-controller marks a
+// Kustomization Reconciling with Ready=Unknown, and helm-controller a
+// HelmRelease Reconciling, while it re-applies the generation it already
+// observed: kstatus calls that in progress, and reporting it so would flap
+// every cluster's sync, plan and Module summary once per interval with
+// nothing changed. Only a plain re-check keeps Ready: the applier at the
+// generation it last observed, Reconciling for Progressing (not a retry),
+// Ready not False, and the revision last reported Ready still the one
+// applied. A re-check that fails is Failed as usual, and a new spec, which
+// bumps the generation, is judged as usual.
+func KeepReadyThroughRecheck(v Verdict, o Objects, last fleeetv1.SyncStatus) Verdict {
+	if v.State != fleeetv1.SyncProgressing || last.State != fleeetv1.SyncReady || last.Revision != v.Revision || !rechecking(o.Applier) {
+		return v
+	}
+	return Verdict{State: fleeetv1.SyncReady, Revision: last.Revision, Message: last.Message}
+}
+
+// rechecking reports whether Flux is re-running an applier at the
+// generation it last observed, as a plain reconcile rather than a retry.
+func rechecking(applier client.Object) bool {
+	var observed int64
+	var conds []metav1.Condition
+	switch a := applier.(type) {
+	case *kustomizev1.Kustomization:
+		observed, conds = a.Status.ObservedGeneration, a.Status.Conditions
+	case *helmv2.HelmRelease:
+		observed, conds = a.Status.ObservedGeneration, a.Status.Conditions
+	default:
+		return false
+	}
+	reconciling := apimeta.FindStatusCondition(conds, fleeetv1.ReconcilingCondition)
+	return observed == applier.GetGeneration() &&
+		reconciling != nil && reconciling.Status == metav1.ConditionTrue && reconciling.Reason == meta.ProgressingReason &&
+		!apimeta.IsStatusConditionFalse(conds, fleeetv1.ReadyCondition)
+}
+
 // withFailedAttempt adds to a HelmRelease's message why its last release
 // attempt at this generation failed, unless the message says it already. A
 // Helm error before any release is stored (an object the ServiceAccount may

@@ -102,3 +102,44 @@ func TestAKustomizationWaitingForItsFirstArtifactIsProgressing(t *testing.T) {
 	fetched.Status.Conditions = []metav1.Condition{cond("Ready", metav1.ConditionTrue, "Succeeded", 1)}
 	g.Expect(Judge(Objects{Source: fetched, Applier: ks}, Revision{}).State).To(Equal(fleeetv1.SyncFailed))
 }
+
+func TestASyncStaysReadyWhileFluxReChecksItAndOnlyThen(t *testing.T) {
+	const T, F, U = metav1.ConditionTrue, metav1.ConditionFalse, metav1.ConditionUnknown
+	const applied = "v1.0.0@sha1:0123"
+	ready := fleeetv1.SyncStatus{Name: "app", State: fleeetv1.SyncReady, Revision: applied, Message: "Applied revision: " + applied}
+	kustomization := func(generation, observed int64, conds ...metav1.Condition) Objects {
+		ks := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Generation: generation}}
+		ks.Status.ObservedGeneration, ks.Status.Conditions, ks.Status.LastAppliedRevision = observed, conds, applied
+		return Objects{Applier: ks}
+	}
+	helmRelease := func(conds ...metav1.Condition) Objects {
+		hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
+		hr.Status.ObservedGeneration, hr.Status.Conditions = 1, conds
+		return Objects{Applier: hr}
+	}
+	// A HelmRelease without history has applied no revision.
+	readyHelm := fleeetv1.SyncStatus{Name: "app", State: fleeetv1.SyncReady, Message: "Helm upgrade succeeded"}
+	recheck := []metav1.Condition{cond("Reconciling", T, "Progressing", 1), cond("Ready", U, "Progressing", 1)}
+	cases := []struct {
+		name string
+		o    Objects
+		last fleeetv1.SyncStatus
+		want fleeetv1.SyncState
+	}{
+		{"a Kustomization re-applied at its interval", kustomization(1, 1, recheck...), ready, fleeetv1.SyncReady},
+		{"a HelmRelease re-checked at its interval", helmRelease(cond("Reconciling", T, "Progressing", 1), cond("Ready", T, "Succeeded", 1)), readyHelm, fleeetv1.SyncReady},
+		{"a new spec not observed yet", kustomization(2, 1, recheck...), ready, fleeetv1.SyncProgressing},
+		{"a retry after a failure", kustomization(1, 1, cond("Reconciling", T, "ProgressingWithRetry", 1), cond("Ready", U, "Progressing", 1)), ready, fleeetv1.SyncProgressing},
+		{"a re-check Flux found failing", kustomization(1, 1, cond("Reconciling", T, "Progressing", 1), cond("Ready", F, "HealthCheckFailed", 1)), ready, fleeetv1.SyncProgressing},
+		{"a sync last reported failing", kustomization(1, 1, recheck...), fleeetv1.SyncStatus{Name: "app", State: fleeetv1.SyncFailed, Revision: applied}, fleeetv1.SyncProgressing},
+		{"a sync last reported Ready at another revision", kustomization(1, 1, recheck...), fleeetv1.SyncStatus{Name: "app", State: fleeetv1.SyncReady, Revision: "v0.9.0@sha1:4567"}, fleeetv1.SyncProgressing},
+		{"a sync never reported", kustomization(1, 1, recheck...), fleeetv1.SyncStatus{}, fleeetv1.SyncProgressing},
+	}
+	for _, tc := range cases {
+		got := KeepReadyThroughRecheck(Judge(tc.o, Revision{GitTag: "v1.0.0"}), tc.o, tc.last)
+		NewWithT(t).Expect(got.State).To(Equal(tc.want), tc.name)
+		if tc.want == fleeetv1.SyncReady {
+			NewWithT(t).Expect(got.Message).To(Equal(tc.last.Message), tc.name)
+		}
+	}
+}

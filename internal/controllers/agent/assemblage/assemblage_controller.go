@@ -211,6 +211,14 @@ type planned struct {
 	// undelivered are the Secrets the sync delivers that are not in the
 	// namespace yet; the sync waits for them.
 	undelivered []string
+	// last is the sync's status as last reported, for a Ready sync to stay
+	// Ready while Flux re-checks it (flux.KeepReadyThroughRecheck).
+	last fleeetv1.SyncStatus
+}
+
+// judge reads the sync's Flux objects against its desired revision.
+func (p planned) judge(o flux.Objects) flux.Verdict {
+	return flux.KeepReadyThroughRecheck(flux.Judge(o, p.x.Want), o, p.last)
 }
 
 // specHash is the hash of the spec the sync should run, as the expansion
@@ -288,10 +296,15 @@ func (r *Reconciler) expandSyncs(ctx context.Context, asm *fleeetv1.Assemblage, 
 	if err != nil {
 		return nil, err
 	}
+	last := map[string]fleeetv1.SyncStatus{}
+	for _, st := range asm.Status.Syncs {
+		last[st.Name] = st
+	}
 	plans := map[string]planned{}
 	for i := range asm.Spec.Syncs {
 		s := &asm.Spec.Syncs[i]
 		p := expandSync(ctx, reader, asm, s, g.Deps[s.Name])
+		p.last = last[s.Name]
 		for _, secret := range s.Secrets {
 			if !delivered[secret.Name] {
 				p.undelivered = append(p.undelivered, secret.Name)
@@ -341,7 +354,7 @@ func (r *Reconciler) reconcileSync(ctx context.Context, asm *fleeetv1.Assemblage
 	case !upToDate:
 		st, wait, err = r.applyWhenDue(ctx, asm, name, p)
 	default:
-		v := flux.Judge(o, p.x.Want)
+		v := p.judge(o)
 		st.State, st.Revision, st.Message = v.State, v.Revision, v.Message
 	}
 	r.readSyncHealth(ctx, &st, o)
@@ -410,7 +423,7 @@ func depReady(p planned, o flux.Objects) (bool, string) {
 	if !p.upToDate(o) {
 		return false, "not updated to its desired version yet"
 	}
-	v := flux.Judge(o, p.x.Want)
+	v := p.judge(o)
 	if v.Ready() {
 		return true, ""
 	}

@@ -87,6 +87,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("PostRenderersPatchWhatTheChartRendersAndHelmCreatesTheNamespace", e.testPostRenderers)
 	t.Run("HealthChecksHoldASyncUntilTheObjectsTheyNameAreReady", e.testHealthChecks)
 	t.Run("HealthCheckExprsSayWhenACustomResourceIsReady", e.testHealthCheckExprs)
+	t.Run("ASyncFluxReChecksStaysReadyThroughout", e.testRecheck)
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
