@@ -2,6 +2,7 @@ package module_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -98,7 +99,10 @@ func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 	for _, name := range online {
 		fleettest.NewRemote(t, cluster.Client, ns, name, map[string]string{"fleet": "yes"}, true)
 	}
-	fleettest.NewRemote(t, cluster.Client, ns, "r6-offline", map[string]string{"fleet": "yes"}, false)
+	away := []string{"r6-offline", "r7-offline"}
+	for _, name := range away {
+		fleettest.NewRemote(t, cluster.Client, ns, name, map[string]string{"fleet": "yes"}, false)
+	}
 
 	m := fleettest.NewModule("v1", &metav1.LabelSelector{})
 	m.Namespace = ns
@@ -106,11 +110,12 @@ func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
 
 	ready := func(string, string) fleeetv1.SyncState { return fleeetv1.SyncReady }
-	// First placement: every Remote gets v1 (nothing runs yet, nothing to lose).
-	driveUntil(g, ns, online, ready, func(g Gomega) {
+	// First placement: every Remote gets v1 (nothing runs yet, nothing to
+	// lose); those offline had reported it Ready before they went away.
+	driveUntil(g, ns, append(slices.Clone(online), away...), ready, func(g Gomega) {
 		s := fleettest.ModuleStatus(g, cluster.Client, ns).Status.Summary
-		g.Expect(s.Ready).To(Equal(int32(5)))
-		g.Expect(s.Offline).To(Equal(int32(1)))
+		g.Expect(s.Ready).To(Equal(int32(7)))
+		g.Expect(s.Offline).To(Equal(int32(2)))
 	})
 	// From here on, every version change is a rollout the watch holds to its bound.
 	rw := fleettest.WatchRollout(t, cluster.Config, ns, online, 1, "v1", "v2", "v3", "v4")
@@ -161,19 +166,38 @@ func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 		}
 	})
 
-	// A newer version; everything online converges, then the offline Remote gets it too.
+	// A newer version; everything online converges. The offline Remotes
+	// are admitted nothing while offline: they keep the first version.
 	setTag("v4")
 	driveUntil(g, ns, online, ready, func(g Gomega) {
 		m := fleettest.ModuleStatus(g, cluster.Client, ns)
+		g.Expect(m.Status.Summary.Updated).To(Equal(int32(5)))
 		g.Expect(m.Status.Summary.Ready).To(Equal(int32(5)))
-		g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, "r6-offline"))).To(Equal("v4"))
 		g.Expect(apimeta.IsStatusConditionTrue(m.Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
 		g.Expect(m.Status.ObservedGeneration).To(Equal(m.Generation))
 		g.Expect(apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
 		g.Expect(m.Status.Version).To(Equal("v4"))
 	})
+	for _, name := range away {
+		g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v1"), name)
+	}
 	rw.Check(g)
 	g.Expect(rw.Peak()).To(Equal(1), "the watch saw the rollout move one Remote at a time")
+
+	// Both come back at once, as after an outage or a restore from an old
+	// backup: they move one at a time too.
+	back := fleettest.WatchRollout(t, cluster.Config, ns, append(slices.Clone(online), away...), 1, "v1", "v4")
+	for _, name := range away {
+		fleettest.Heartbeat(t, cluster.Client, ns, name)
+	}
+	driveUntil(g, ns, append(slices.Clone(online), away...), ready, func(g Gomega) {
+		for _, name := range away {
+			g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v4"), name)
+		}
+		g.Expect(fleettest.ModuleStatus(g, cluster.Client, ns).Status.Summary.Ready).To(Equal(int32(7)))
+	})
+	back.Check(g)
+	g.Expect(back.Peak()).To(Equal(1), "the Remotes back online moved one at a time")
 }
 
 // TestSuspendHoldsWhatRuns: a suspended Module keeps every plan at the

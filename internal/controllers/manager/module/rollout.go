@@ -115,7 +115,10 @@ func (p *decision) after(d time.Duration) {
 }
 
 // away reports whether the Remote cannot take a new version now: it is
-// offline, or suspended. Such Remotes move last and never hold a rollout up.
+// offline, or suspended. Such Remotes never hold a rollout up and are not
+// admitted while away: one that comes back moves within its stage's
+// maxUnavailable and the fleet-wide budget, so a fleet coming back at once
+// (after an outage, or a restore from an old backup) is paced too.
 func (t *target) away() bool { return t.offline || t.suspended }
 
 // available reports whether a Remote runs the sync Ready, its pods all
@@ -148,8 +151,9 @@ type limits struct {
 // maxFailures), its bake time over and its approval given. Within a stage
 // at most its maxUnavailable online Remotes are unavailable at once,
 // counting those already moving; Remotes already unavailable on an older
-// version move at once; offline and suspended Remotes move once the rest of
-// their stage is done and are never counted. Nothing moves once more than
+// version move at once; offline and suspended Remotes are skipped, never
+// counted, and move within those bounds once back, a stage with such a
+// Remote to move not done until it has. Nothing moves once more than
 // maxFailures Remotes failed, and nothing new starts while paused, outside
 // the deployment windows, or beyond the fleet-wide budget. previous is the
 // rollout status of the same revision from the last step, or empty.
@@ -309,13 +313,12 @@ func byStage(m *fleeetv1.Module, targets []target) []stage {
 // maxFailures.
 func (p *decision) admit(st stage, previous []string, lim limits, now time.Time, minReady, deadline time.Duration) bool {
 	unavailable := 0
-	var candidates, away []string
+	var candidates []string
 	for _, t := range st.targets {
 		switch {
 		case t.away():
-			if !t.updated {
-				away = append(away, t.name)
-			}
+			// Nothing is admitted to a Remote that cannot take it now: once
+			// back, it moves like any other, within maxUnavailable.
 		case t.updated:
 			if !t.available(now, minReady) && !t.failed(now, deadline) {
 				unavailable++
@@ -348,13 +351,7 @@ func (p *decision) admit(st stage, previous []string, lim limits, now time.Time,
 		p.moving++
 		budget--
 	}
-	if len(candidates) > 0 || unavailable > 0 {
-		return false
-	}
-	// Offline and suspended Remotes move once the rest of their stage has;
-	// they apply the new version whenever they come back.
-	p.admitted = append(p.admitted, away...)
-	return true
+	return len(candidates) == 0 && unavailable == 0
 }
 
 // holds reports whether a done stage holds the next one: it bakes for

@@ -73,10 +73,15 @@ func TestStepAdmitsWithinMaxUnavailable(t *testing.T) {
 			ready("b", false)},
 		admitted: []string{"b"},
 	}, {
-		name:     "offline Remotes move last, all at once",
+		name:     "offline Remotes are not admitted while offline",
 		module:   rolling(intstr.FromInt32(1), 0),
 		targets:  []target{ready("a", true), {name: "y", offline: true, holds: true}, {name: "z", offline: true, holds: true}},
-		admitted: []string{"y", "z"},
+		admitted: nil,
+	}, {
+		name:     "Remotes back online move within maxUnavailable",
+		module:   rolling(intstr.FromInt32(1), 0),
+		targets:  []target{ready("a", true), ready("y", false), ready("z", false)},
+		admitted: []string{"y"},
 	}, {
 		name:   "suspended Remotes wait like offline ones and never pause the rollout",
 		module: rolling(intstr.FromInt32(1), 0),
