@@ -176,6 +176,14 @@ const (
 	// new value asks Flux on that cluster to try every sync again.
 	RetryAnnotation = "fleeet.dev/retry-requested-at"
 
+	// OrphanAnnotation on a downstream Assemblage, set to "true" before it
+	// is deleted, has the agent leave what its syncs applied running: it
+	// suspends each sync's Kustomization or HelmRelease and then deletes its
+	// Flux objects, so Flux's finalizers neither prune nor uninstall. The
+	// agent chart's pre-delete hook sets it on the Assemblages of tenant
+	// namespaces the release did not create (createNamespaces=false).
+	OrphanAnnotation = "fleeet.dev/orphan"
+
 	// ProxyGenerationAnnotation on an Assemblage is the generation of the
 	// ProxyAssemblage its spec was copied from, so its status is copied back
 	// only when it describes that spec.

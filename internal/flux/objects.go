@@ -109,3 +109,14 @@ func Unserved(dc discovery.DiscoveryInterface, scheme *runtime.Scheme) ([]string
 	}
 	return missing, nil
 }
+
+// Suspended reports whether a Kustomization or HelmRelease is suspended.
+func Suspended(applier client.Object) bool {
+	switch a := applier.(type) {
+	case *kustomizev1.Kustomization:
+		return a.Spec.Suspend
+	case *helmv2.HelmRelease:
+		return a.Spec.Suspend
+	}
+	return false
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -148,27 +149,36 @@ func registered(ctx context.Context, c client.Client, namespace string) error {
 }
 
 // Uninstall is the agent chart's pre-delete hook: `fleet-agent uninstall
-// --tenant-namespaces a,b`, for the tenant namespaces the release created
-// and is about to delete.
+// --tenant-namespaces a,b [--keep-workloads]`, for the release's tenant
+// namespaces: those it created and is about to delete, or, with
+// --keep-workloads, existing ones whose workloads stay.
 func Uninstall() Job {
 	var tenants []string
+	var keep bool
 	return Job{
 		Flags: func(fs *pflag.FlagSet) {
 			fs.StringSliceVar(&tenants, "tenant-namespaces", nil, "The downstream namespaces whose Assemblages go.")
+			fs.BoolVar(&keep, "keep-workloads", false, "Leave what the Assemblages' syncs applied running (the chart sets it with createNamespaces=false).")
 		},
 		Run: func(ctx context.Context, c client.Client, namespace string) error {
-			return uninstall(ctx, c, namespace, tenants)
+			return uninstall(ctx, c, namespace, tenants, keep)
 		},
 	}
 }
 
+// orphan is the patch that marks an Assemblage fleeetv1.OrphanAnnotation.
+var orphan = client.RawPatch(types.MergePatchType,
+	[]byte(`{"metadata":{"annotations":{"`+fleeetv1.OrphanAnnotation+`":"true"}}}`))
+
 // uninstall deletes the release's Upstreams, so the agent stops mirroring
 // plans into Assemblages, then every Assemblage in tenants, and passes once
 // they are gone: the agent, still running, removes their Flux objects, and
-// Flux's controllers, still running, remove what those applied. Once the
-// agent and Flux are deleted nothing would, and the namespaces would wait
-// on the Assemblages' and Flux objects' finalizers for ever.
-func uninstall(ctx context.Context, c client.Client, namespace string, tenants []string) error {
+// Flux's controllers, still running, remove what those applied, or with
+// keep, only let the Flux objects go (each Assemblage is marked
+// fleeetv1.OrphanAnnotation first). Once the agent and Flux are deleted
+// nothing would, and the Assemblages and Flux objects would keep their
+// finalizers for ever, a namespace deleted later with them.
+func uninstall(ctx context.Context, c client.Client, namespace string, tenants []string, keep bool) error {
 	if err := c.DeleteAllOf(ctx, &fleeetv1.Upstream{}, client.InNamespace(namespace)); err != nil {
 		return fmt.Errorf("deleting the Upstreams: %w", err)
 	}
@@ -179,6 +189,11 @@ func uninstall(ctx context.Context, c client.Client, namespace string, tenants [
 			return err
 		}
 		for _, asm := range list.Items {
+			if keep && asm.Annotations[fleeetv1.OrphanAnnotation] != "true" {
+				if err := c.Patch(ctx, &asm, orphan); client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("marking Assemblage %s/%s to leave its workloads: %w", ns, asm.Name, err)
+				}
+			}
 			if asm.DeletionTimestamp.IsZero() {
 				if err := c.Delete(ctx, &asm); client.IgnoreNotFound(err) != nil {
 					return err

@@ -50,7 +50,7 @@ func TestHooksFailSayingWhatIsWrong(t *testing.T) {
 		asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "team-a",
 			Finalizers: []string{fleeetv1.AssemblageFinalizer}}}
 		g.Expect(c.Client.Create(ctx, asm)).To(Succeed())
-		g.Expect(uninstall(ctx, c.Client, release, []string{tenant})).To(MatchError(
+		g.Expect(uninstall(ctx, c.Client, release, []string{tenant}, false)).To(MatchError(
 			"waiting for the agent to remove the Flux objects of Assemblages " + tenant + "/team-a"))
 		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(up), up)).NotTo(Succeed(), "the Upstream is gone")
 		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(asm), asm)).To(Succeed())
@@ -59,6 +59,22 @@ func TestHooksFailSayingWhatIsWrong(t *testing.T) {
 		// The agent lets it go once its Flux objects are gone.
 		asm.Finalizers = nil
 		g.Expect(c.Client.Update(ctx, asm)).To(Succeed())
-		g.Expect(uninstall(ctx, c.Client, release, []string{tenant})).To(Succeed())
+		g.Expect(uninstall(ctx, c.Client, release, []string{tenant}, false)).To(Succeed())
+	})
+
+	t.Run("uninstall keeping workloads marks each Assemblage to leave them before deleting it", func(t *testing.T) {
+		g := NewWithT(t)
+		tenant := c.Namespace(t, "kept", nil)
+		asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "team-a",
+			Finalizers: []string{fleeetv1.AssemblageFinalizer}}}
+		g.Expect(c.Client.Create(ctx, asm)).To(Succeed())
+		g.Expect(uninstall(ctx, c.Client, release, []string{tenant}, true)).To(MatchError(
+			ContainSubstring("waiting for the agent to remove the Flux objects of Assemblages " + tenant + "/team-a")))
+		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(asm), asm)).To(Succeed())
+		g.Expect(asm.DeletionTimestamp).NotTo(BeNil(), "the Assemblage is being deleted")
+		g.Expect(asm.Annotations).To(HaveKeyWithValue(fleeetv1.OrphanAnnotation, "true"))
+		asm.Finalizers = nil
+		g.Expect(c.Client.Update(ctx, asm)).To(Succeed())
+		g.Expect(uninstall(ctx, c.Client, release, []string{tenant}, true)).To(Succeed())
 	})
 }

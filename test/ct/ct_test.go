@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -55,6 +56,7 @@ func TestCTInstallsTheAgentChartWithEachCIValuesFile(t *testing.T) {
 	// Each tenant of each values file registers into a fresh tenant
 	// namespace with a token of its own, so no two installs name the same
 	// Remote.
+	var existing []string // downstream namespaces created here, not by the chart
 	chart := copyChart(t, "fleet-agent", func(file string, values map[string]any) {
 		if values["mode"] == "push" {
 			return // no token: the manager would push to it
@@ -74,6 +76,7 @@ func TestCTInstallsTheAgentChartWithEachCIValuesFile(t *testing.T) {
 					downstream = ns
 				}
 				g.Expect(down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: downstream}})).To(Succeed(), "%s tenant %d", file, i)
+				existing = append(existing, downstream)
 			}
 		}
 	})
@@ -91,6 +94,15 @@ func TestCTInstallsTheAgentChartWithEachCIValuesFile(t *testing.T) {
 			g.Expect(ns.Status.Phase).NotTo(Equal(corev1.NamespaceTerminating), "namespace %s: %+v", ns.Name, ns.Status.Conditions)
 		}
 	}, time.Minute, time.Second).Should(Succeed())
+	// In the namespaces it did not create, the hook let the Assemblages go
+	// (keeping their workloads): none is left holding a finalizer that
+	// nobody will release.
+	g.Expect(existing).NotTo(BeEmpty(), "a ci values file installs into existing namespaces")
+	for _, ns := range existing {
+		list := &fleeetv1.AssemblageList{}
+		g.Expect(down.Client.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		g.Expect(list.Items).To(BeEmpty(), "namespace %s", ns)
+	}
 }
 
 // TestCTInstallsTheManagerChartWithEachCIValuesFile installs the manager

@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -154,11 +155,18 @@ func (r *Reconciler) reconcilePlan(ctx context.Context, asm *fleeetv1.Assemblage
 }
 
 // reconcileDelete removes every sync in reverse dependency order and lets the
-// Assemblage go once nothing is left.
+// Assemblage go once nothing is left. An Assemblage marked
+// fleeetv1.OrphanAnnotation has its syncs' appliers suspended first, so
+// their removal leaves what they applied running.
 func (r *Reconciler) reconcileDelete(ctx context.Context, asm *fleeetv1.Assemblage) error {
 	objs, err := r.observe(ctx, asm)
 	if err != nil {
 		return err
+	}
+	if asm.Annotations[fleeetv1.OrphanAnnotation] == "true" {
+		if err := r.suspendAll(ctx, objs); err != nil {
+			return err
+		}
 	}
 	removing, err := r.reconcileRemovals(ctx, asm, objs, nil) // keep nothing
 	if err != nil {
@@ -170,6 +178,24 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, asm *fleeetv1.Assembla
 	}
 	fleetmetrics.SetSyncs(asm.Namespace, asm.Name, nil)
 	return finalizer.Release(ctx, r.Client, asm, fleeetv1.AssemblageFinalizer)
+}
+
+// suspendAll suspends every applier not being deleted yet, so that Flux's
+// finalizer, once it is deleted, neither prunes what a Kustomization applied
+// nor uninstalls a HelmRelease's release.
+func (r *Reconciler) suspendAll(ctx context.Context, objs map[string]flux.Objects) error {
+	suspend := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(objs)) {
+		a := objs[name].Applier
+		if a == nil || !a.GetDeletionTimestamp().IsZero() || flux.Suspended(a) {
+			continue
+		}
+		if err := r.Client.Patch(ctx, a, suspend); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("suspending sync %s to leave what it applied: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // reconcileConfinement refuses an Assemblage that names no ServiceAccount,

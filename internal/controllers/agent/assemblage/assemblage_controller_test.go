@@ -88,6 +88,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("HealthChecksHoldASyncUntilTheObjectsTheyNameAreReady", e.testHealthChecks)
 	t.Run("HealthCheckExprsSayWhenACustomResourceIsReady", e.testHealthCheckExprs)
 	t.Run("ASyncFluxReChecksStaysReadyThroughout", e.testRecheck)
+	t.Run("AnAssemblageMarkedOrphanGoesAndLeavesWhatItAppliedRunning", e.testOrphan)
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
