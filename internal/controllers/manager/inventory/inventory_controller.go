@@ -85,6 +85,9 @@ type Reconciler struct {
 	// credential plugin reads it; the Secret must be labelled
 	// fleeet.dev/cluster-profile=<profile>.
 	AccessProvider string
+	// Poll is how often the manager asks whether an inventory kind it does
+	// not serve yet is served; inventoryPoll when zero.
+	Poll time.Duration
 
 	// live reads the Secrets that hold clusters' credentials, which the
 	// manager's cache holds by their metadata alone (package secrets): the
@@ -96,19 +99,20 @@ type Reconciler struct {
 	clusterAPISecrets secrets.Verdicts
 }
 
-// inventoryPoll is how often the manager asks whether an inventory kind it
-// does not serve yet is served. Most management clusters never install
-// one, so the manager asks for good: each ask costs the apiserver a
-// discovery request or two (the REST mapper reloading the group list), a
-// few a minute.
+// inventoryPoll is how often the manager asks, by default, whether an
+// inventory kind it does not serve yet is served. Most management clusters
+// never install one, so the manager asks for good: each ask costs the
+// apiserver a discovery request or two (the REST mapper reloading the
+// group list), a few a minute.
 const inventoryPoll = time.Minute
 
 // SetupWithManager starts a controller for each inventory kind the
 // apiserver serves, and for one whose CRD is absent once it is installed
-// (asked every inventoryPoll): the manager runs without them and needs no
-// restart to see them come.
+// (asked every Poll): the manager runs without them and needs no restart
+// to see them come.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.live = mgr.GetAPIReader()
+	poll := cmp.Or(r.Poll, inventoryPoll)
 	for _, k := range kinds {
 		// An inventory installed after the manager started is enrolled
 		// from once it is served, without a restart (package served).
@@ -122,7 +126,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}
 			return nil, nil
 		}
-		if err := served.When(mgr, "inventory "+k.gk.String(), inventoryPoll, missing, func() error { return r.setupKind(mgr, k) }); err != nil {
+		if err := served.When(mgr, "inventory "+k.gk.String(), poll, missing, func() error { return r.setupKind(mgr, k) }); err != nil {
 			return err
 		}
 	}

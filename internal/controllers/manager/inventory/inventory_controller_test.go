@@ -384,5 +384,5 @@ func TestAnInventoryInstalledAfterTheManagerStartedIsEnrolledFrom(t *testing.T) 
 		remote := &fleeetv1.Remote{}
 		g.Expect(late.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, remote)).To(Succeed())
 		g.Expect(remote.Labels).To(HaveKeyWithValue(fleeetv1.InventoryLabel, inventory.ClusterAPI))
-	}, 2*timeout, poll).Should(Succeed(), "the manager asks for the kind once a minute")
+	}, timeout, poll).Should(Succeed(), "the manager asks for the kind every 2 s here (a minute by default)")
 }

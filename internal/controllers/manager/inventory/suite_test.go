@@ -49,7 +49,10 @@ func setupInventory(ctx context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	return (&inventory.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(manager.Name), Concurrent: 2,
-		ServiceAccountName: deployer, AccessProvider: "secretreader"}).SetupWithManager(mgr)
+		ServiceAccountName: deployer, AccessProvider: "secretreader",
+		// An inventory installed later is seen within seconds, not the
+		// production minute.
+		Poll: 2 * time.Second}).SetupWithManager(mgr)
 }
 
 // tenant returns a fresh tenant namespace.
