@@ -118,6 +118,13 @@ DEMO_FLAGS ?=
 demo: setup ## The whole fleet on this machine, shown converging; Ctrl-C stops it (DEMO_FLAGS=--exit-when-ready).
 	go run ./hack/demo $(DEMO_FLAGS)
 
+SOAK_FOR ?= 2h
+SOAK_EVERY ?= 2m
+SOAK_SEED ?= 0
+.PHONY: soak
+soak: setup ## The demo fleet under faults at random for SOAK_FOR (one every SOAK_EVERY on average; SOAK_SEED=0 picks one), then its report.
+	go test ./test/e2e -run '^TestSoak$$' -count=1 -v -timeout 0 -args -soak.for=$(SOAK_FOR) -soak.every=$(SOAK_EVERY) -soak.seed=$(SOAK_SEED)
+
 BENCH_FLAGS ?= -run '^$$' -bench . -benchtime 1x -timeout 60m
 .PHONY: bench
 bench: setup ## Benchmarks on real components; copy the figures into BENCHMARKS.md.

@@ -89,6 +89,16 @@ type Fleet struct {
 	AgentMetrics       map[string]string
 	AgentMetricsTokens map[string]string
 
+	// The processes, for a test to stop, kill or restart: the manager (its
+	// binary, and the flags it runs with besides testenv's), each
+	// downstream cluster's node, Flux controllers and agent.
+	ManagerBin   string
+	ManagerFlags []string
+	Manager      *testenv.Process
+	Nodes        map[string]*testenv.Node
+	Flux         map[string]map[testenv.FluxController]*testenv.Process
+	Agents       map[string]*testenv.Process
+
 	out   io.Writer
 	start time.Time
 }
@@ -100,11 +110,13 @@ var Names = []string{"edge-1", "edge-2", "edge-3"}
 // does; component logs go to files under t's directories. On a machine that
 // cannot run containers it stops t, saying why.
 func Start(t testenv.TB, out io.Writer) *Fleet {
-	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, AgentMetrics: map[string]string{}, AgentMetricsTokens: map[string]string{}, out: out, start: time.Now()}
+	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, AgentMetrics: map[string]string{}, AgentMetricsTokens: map[string]string{},
+		Nodes: map[string]*testenv.Node{}, Flux: map[string]map[testenv.FluxController]*testenv.Process{}, Agents: map[string]*testenv.Process{},
+		out: out, start: time.Now()}
 	f.say("building fleet-manager, fleet-agent, podinfo and the pinned tools (cached after the first run)")
 	// One after the other: a failed build stops t, which only the calling
 	// goroutine may do.
-	managerBin := testenv.BuildCommand(t, "fleet-manager", "demo")
+	f.ManagerBin = testenv.BuildCommand(t, "fleet-manager", "demo")
 	agentBin := testenv.BuildCommand(t, "fleet-agent", "demo")
 	f.Podinfo = testenv.GetPodinfo(t)
 
@@ -115,16 +127,17 @@ func Start(t testenv.TB, out io.Writer) *Fleet {
 	}
 	for _, name := range Names {
 		down := f.Downstream[name]
-		down.StartNode(t, name).ImportImage(t, f.Podinfo.Archive)
-		testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController, testenv.HelmController)
+		f.Nodes[name] = down.StartNode(t, name)
+		f.Nodes[name].ImportImage(t, f.Podinfo.Archive)
+		f.Flux[name] = testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController, testenv.HelmController)
 	}
 	f.say("each downstream cluster has a Ready node (containerd, kubelet, kube-proxy) holding podinfo's image, and Flux source-, kustomize- and helm-controller")
 	if err := f.Management.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleeet-system"}}); err != nil {
 		t.Fatal(err)
 	}
 	f.ManagerMetrics = testenv.FreeAddr(t)
-	testenv.StartManagerProcess(t, managerBin, f.Management, "--namespace=fleeet-system", "--offline-grace=20s",
-		"--metrics-bind-address="+f.ManagerMetrics)
+	f.ManagerFlags = []string{"--namespace=fleeet-system", "--offline-grace=20s"}
+	f.Manager = testenv.StartManagerProcess(t, f.ManagerBin, f.Management, append(f.ManagerFlags, "--metrics-bind-address="+f.ManagerMetrics)...)
 	f.ManagerMetricsToken = testenv.MetricsReaderToken(t, f.Management, "")
 	f.say("fleet-manager running, its admission webhooks registered")
 
@@ -296,7 +309,7 @@ func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	rel := testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, AgentNamespace), "fleet-agent", AgentNamespace, values)
 	f.sourceSecrets(t, down)
 	f.AgentMetrics[name] = testenv.FreeAddr(t)
-	testenv.RunRelease(t, down, rel, agentBin, map[string]string{"metrics-bind-address": f.AgentMetrics[name]})
+	f.Agents[name] = testenv.RunRelease(t, down, rel, agentBin, map[string]string{"metrics-bind-address": f.AgentMetrics[name]})
 	f.AgentMetricsTokens[name] = testenv.MetricsReaderToken(t, down, rel.Name+"-metrics-reader")
 	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)
 }

@@ -473,25 +473,58 @@ func WatchUntil(t TB, c *Cluster, list client.ObjectList, namespace string, time
 	}
 	resume := ""
 	for ctx.Err() == nil {
-		w, err := wc.Watch(ctx, list, client.InNamespace(namespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: resume}})
-		if err != nil {
+		var done bool
+		if resume, done, err = watchFrom(ctx, wc, list, namespace, resume, handle); err != nil {
 			t.Fatal(err)
 		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
-				if err := apierrors.FromObject(ev.Object); apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
-					resume = ""
-				}
-				continue
-			}
-			if o, ok := ev.Object.(client.Object); ok {
-				resume = o.GetResourceVersion()
-			}
-			if handle(ev) {
-				w.Stop()
-				return
-			}
+		if done {
+			return
 		}
 	}
 	t.Fatalf("waiting for %s: %v", what, ctx.Err())
+}
+
+// Follow hands every event of the objects of list's kind in namespace of c
+// to handle until ctx ends, as WatchUntil does, and goes on trying every
+// second while the apiserver cannot be reached (a test stopped it).
+func Follow(ctx context.Context, c *Cluster, list client.ObjectList, namespace string, handle func(watch.Event)) {
+	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: Scheme})
+	if err != nil {
+		return
+	}
+	resume := ""
+	for ctx.Err() == nil {
+		if resume, _, err = watchFrom(ctx, wc, list, namespace, resume, func(ev watch.Event) bool { handle(ev); return false }); err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+// watchFrom watches from resume until the watch ends or handle returns
+// true (done), and returns the resource version to resume from: the last
+// event's, or "" when the apiserver no longer has it.
+func watchFrom(ctx context.Context, wc client.WithWatch, list client.ObjectList, namespace, resume string, handle func(watch.Event) bool) (string, bool, error) {
+	w, err := wc.Watch(ctx, list, client.InNamespace(namespace), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: resume}})
+	if err != nil {
+		return resume, false, err
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Error {
+			if err := apierrors.FromObject(ev.Object); apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+				resume = ""
+			}
+			continue
+		}
+		if o, ok := ev.Object.(client.Object); ok {
+			resume = o.GetResourceVersion()
+		}
+		if handle(ev) {
+			return resume, true, nil
+		}
+	}
+	return resume, false, nil
 }

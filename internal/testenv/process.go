@@ -67,17 +67,45 @@ func startLogged(name, logPath string, cmd *exec.Cmd) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	p := &Process{Name: name, LogPath: logPath}
+	if err := p.run(cmd, logFile); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// run starts cmd as the process, its output going to logFile, which is
+// closed once it exits.
+func (p *Process) run(cmd *exec.Cmd, logFile *os.File) error {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return fmt.Errorf("starting %s: %w", p.Name, err)
 	}
-	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan error, 1)}
+	done := make(chan error, 1)
 	go func() {
-		p.done <- cmd.Wait()
+		done <- cmd.Wait()
 		logFile.Close()
 	}()
-	return p, nil
+	p.cmd, p.done = cmd, done
+	return nil
+}
+
+// Restart starts a process that has exited (stopped, killed or crashed)
+// again, with the same command, its output appended to the same log, as a
+// kubelet restarts a container. It is not safe beside Stop or Kill.
+func (p *Process) Restart() error {
+	if exited, _ := p.Exited(); !exited {
+		return fmt.Errorf("%s is still running", p.Name)
+	}
+	cmd := exec.Command(p.cmd.Path, p.cmd.Args[1:]...)
+	cmd.Env, cmd.Dir, cmd.SysProcAttr = p.cmd.Env, p.cmd.Dir, p.cmd.SysProcAttr
+	logFile, err := os.OpenFile(p.LogPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logFile, "--- restarted at %s ---\n", time.Now().UTC().Format(time.RFC3339))
+	return p.run(cmd, logFile)
 }
 
 // Stop sends SIGTERM and waits up to grace for the process to exit, then
@@ -90,10 +118,11 @@ func (p *Process) Stop(grace time.Duration) error {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-p.done:
+		p.done <- err // for Exited
 		return err
 	case <-time.After(grace):
 		_ = p.cmd.Process.Kill()
-		<-p.done
+		p.done <- <-p.done
 		return fmt.Errorf("did not exit within %s of SIGTERM; killed", grace)
 	}
 }

@@ -195,6 +195,10 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		t.Fatalf("after the outage: %v", err)
 	}
 
+	// make soak's soak, short: faults land at random while the backend is
+	// changed, and the fleet ends where it was.
+	runSoak(t, fleet, soakConfig{duration: 2 * time.Minute, every: 20 * time.Second, seed: 1})
+
 	edge3 := fleet.Downstream["edge-3"]
 	driftIsSeenAndCorrected(t, fleet, edge3)
 	sopsSecretReachesAPod(t, fleet, edge3)

@@ -1,0 +1,723 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/credential"
+	"github.com/fleeet-dev/fleeet/internal/demo"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
+)
+
+var (
+	soakFor   = flag.Duration("soak.for", 0, "TestSoak: how long faults are injected into the demo fleet (make soak sets it); 0 skips TestSoak")
+	soakEvery = flag.Duration("soak.every", 2*time.Minute, "TestSoak: the mean time between faults")
+	soakSeed  = flag.Uint64("soak.seed", 0, "TestSoak: the seed of the faults and changes; 0 takes one from the clock (printed, to run again)")
+)
+
+// TestSoak runs the demo fleet under faults landing at random for
+// -soak.for (make soak): see soak.
+func TestSoak(t *testing.T) {
+	if *soakFor == 0 {
+		t.Skip("make soak runs it, with -soak.for")
+	}
+	seed := *soakSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	var progress bytes.Buffer
+	fleet := demo.Start(t, &progress)
+	if err := fleet.WaitConverged(t.Context(), 10*time.Minute); err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	runSoak(t, fleet, soakConfig{duration: *soakFor, every: *soakEvery, seed: seed})
+}
+
+// soakConfig says how long a soak injects faults, how often, and from
+// which seed.
+type soakConfig struct {
+	duration, every time.Duration
+	seed            uint64
+}
+
+// soakConverges bounds how long the fleet takes, once the last fault is
+// over, to run every Module Ready at its current version on every cluster:
+// an agent's reconnect backoff (up to a minute), a rollout of the last
+// change one cluster at a time, and Flux's retry after a failure (a
+// minute).
+const soakConverges = 6 * time.Minute
+
+// runSoak runs the demo fleet, with its manager replaced by two replicas
+// under leader election, while a seeded fault injector kills and restarts
+// manager replicas (the leader among them), agents and Flux controllers,
+// stops the management apiserver and nodes' kubelets, and a driver rolls
+// the backend Module forward and back and pauses and resumes its rollout.
+// A supervisor restarts what dies, as a kubelet restarts a container. It
+// checks all along that nothing a plan holds is deleted downstream, that
+// no cluster runs a backend version its plan never held, that no more
+// than maxUnavailable (1) online clusters are made unavailable by the
+// rollout at once, and, at the end, that no source credential or cluster
+// token appears in a log, event or status and that the fleet converges
+// within soakConverges once the faults stop. It reports what it injected
+// and every violation with the seed that reproduces the run.
+func runSoak(t *testing.T, fleet *demo.Fleet, cfg soakConfig) {
+	s := &soak{t: t, fleet: fleet, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, 0)), start: time.Now(),
+		faults: map[string]int{}, held: map[string]map[string]bool{}, unknown: map[string]time.Time{}, remotes: map[string]*remoteState{}}
+	t.Logf("soak: seed %d, faults for %s, one every %s on average", cfg.seed, cfg.duration, cfg.every)
+	initial := s.backendTag()
+	tags := s.commitTags(6)
+	s.replaceManager()
+	rss := s.rss()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer s.restoreManager()
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { s.supervise(ctx) })
+	s.watch(ctx, &wg)
+
+	deadline := time.Now().Add(cfg.duration)
+	var drive sync.WaitGroup
+	drive.Go(func() { s.change(ctx, deadline, tags) })
+	s.inject(ctx, deadline)
+	drive.Wait()
+
+	// The faults are over: everything runs again, the rollout is not
+	// paused, and the backend goes back to where it started.
+	s.recoverAll()
+	s.fleetctl(ctx, time.Minute, "rollout", "resume", demo.Backend)
+	s.setBackend(ctx, time.Minute, initial)
+	stopped := time.Now()
+	s.waitObserved(ctx)
+	if err := fleet.WaitConverged(t.Context(), soakConverges); err != nil {
+		s.violate("the fleet did not converge within %s of the last fault: %v", soakConverges, err)
+	}
+	converged := time.Since(stopped)
+	s.checkVersions()
+	s.scanSecrets()
+	s.report(converged, rss, s.rss())
+}
+
+// soak is one soak run's state.
+type soak struct {
+	t     *testing.T
+	fleet *demo.Fleet
+	cfg   soakConfig
+	start time.Time
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	// procs are the processes the supervisor restarts; managers are the
+	// manager replicas among them.
+	procs    []*supervised
+	managers []*supervised
+
+	mu         sync.Mutex
+	faults     map[string]int // injected, by kind
+	restarts   int
+	changes    []string
+	violations []string
+	// held is, per Remote, every backend tag its plan has held; unknown,
+	// since when a cluster has been seen running a tag not among them.
+	held    map[string]map[string]bool
+	unknown map[string]time.Time
+	remotes map[string]*remoteState
+	// plansSeen and versionsChecked count what the checks looked at, so
+	// the report shows they ran.
+	plansSeen, versionsChecked int
+}
+
+// supervised is a process the supervisor keeps running, except while a
+// fault holds it down.
+type supervised struct {
+	name string
+	p    *testenv.Process
+
+	mu        sync.Mutex
+	downUntil time.Time
+}
+
+// remoteState is what the availability check knows of one Remote.
+type remoteState struct {
+	tag string
+	// ready: the cluster reports the backend Ready with every pod ready at
+	// the plan's current generation.
+	ready bool
+	// costs: the Remote was available when its plan took the tag, so
+	// moving it costs the rollout availability (a Remote already
+	// unavailable on its old version moves at no cost).
+	costs bool
+	// arrived: the Remote has been ready at the tag since its plan took
+	// it; what makes it unavailable later is a fault, not the rollout.
+	arrived bool
+	offline bool
+}
+
+func (s *soak) intn(n int) int {
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return s.rng.IntN(n)
+}
+
+// between is a random duration in [lo, hi).
+func (s *soak) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(s.intn(int(hi-lo)/int(time.Millisecond)))*time.Millisecond
+}
+
+func (s *soak) logf(format string, args ...any) {
+	s.t.Logf("soak +%4.0fs: %s", time.Since(s.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (s *soak) violate(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	s.mu.Lock()
+	s.violations = append(s.violations, fmt.Sprintf("+%.0fs %s", time.Since(s.start).Seconds(), msg))
+	s.mu.Unlock()
+	s.logf("VIOLATION (seed %d): %s", s.cfg.seed, msg)
+}
+
+// commitTags commits n good backend versions to roll between.
+func (s *soak) commitTags(n int) []string {
+	tags := make([]string, n)
+	for i := range tags {
+		tags[i] = fmt.Sprintf("v9.%d.0", i)
+		s.fleet.CommitBackend(s.t, tags[i], nil)
+	}
+	return tags
+}
+
+func (s *soak) backendTag() string {
+	m := &fleeetv1.Module{}
+	if err := s.fleet.Management.Client.Get(s.t.Context(), client.ObjectKey{Namespace: demo.Tenant, Name: demo.Backend}, m); err != nil {
+		s.t.Fatal(err)
+	}
+	return m.Spec.Sync.Source.Git.Tag
+}
+
+// replaceManager stops the demo's manager and runs two replicas under
+// leader election with short leases: the first serves the admission
+// webhooks where the apiserver calls them, the second on a port of its own.
+func (s *soak) replaceManager() {
+	if err := s.fleet.Manager.Stop(30 * time.Second); err != nil {
+		s.t.Fatal(err)
+	}
+	flags := append(slices.Clone(s.fleet.ManagerFlags), "--leader-elect", "--leader-election-namespace=fleeet-system",
+		"--leader-election-lease-duration=8s", "--leader-election-renew-deadline=6s", "--leader-election-retry-period=1s")
+	for i := range 2 {
+		extra := []string{}
+		if i == 1 {
+			extra = append(extra, "--webhook-port="+portOf(s.t, testenv.FreeAddr(s.t)))
+		}
+		p := testenv.StartManagerProcess(s.t, s.fleet.ManagerBin, s.fleet.Management, append(slices.Clone(flags), extra...)...)
+		s.managers = append(s.managers, &supervised{name: fmt.Sprintf("manager-%d", i), p: p})
+	}
+	s.procs = append(s.procs, s.managers...)
+	for _, name := range demo.Names {
+		s.procs = append(s.procs, &supervised{name: name + "/agent", p: s.fleet.Agents[name]},
+			&supervised{name: name + "/kubelet", p: s.fleet.Nodes[name].Kubelet})
+		for _, c := range []testenv.FluxController{testenv.SourceController, testenv.KustomizeController, testenv.HelmController} {
+			s.procs = append(s.procs, &supervised{name: name + "/" + string(c), p: s.fleet.Flux[name][c]})
+		}
+	}
+	s.logf("manager replaced by two replicas under leader election")
+}
+
+// restoreManager stops the replicas, once nothing restarts them, and runs
+// the demo's own manager again, as the fleet was before the soak.
+func (s *soak) restoreManager() {
+	for _, m := range s.managers {
+		if err := m.p.Stop(30 * time.Second); err != nil {
+			s.t.Errorf("stopping %s: %v", m.name, err)
+		}
+	}
+	if err := s.fleet.Manager.Restart(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func portOf(t *testing.T, addr string) string {
+	_, port, ok := strings.Cut(addr, ":")
+	if !ok {
+		t.Fatalf("no port in %s", addr)
+	}
+	return port
+}
+
+// restartBackoff is the least time between two restarts of a process.
+const restartBackoff = 2 * time.Second
+
+// supervise restarts every process that exited once no fault holds it
+// down, at most once per restartBackoff.
+func (s *soak) supervise(ctx context.Context) {
+	for sleep(ctx, 500*time.Millisecond) {
+		for _, p := range s.procs {
+			p.mu.Lock()
+			if exited, _ := p.p.Exited(); exited && time.Now().After(p.downUntil) {
+				p.downUntil = time.Now().Add(restartBackoff)
+				if err := p.p.Restart(); err != nil {
+					s.logf("restarting %s: %v", p.name, err)
+				} else {
+					s.mu.Lock()
+					s.restarts++
+					s.mu.Unlock()
+				}
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+// down kills p (SIGKILL, or SIGTERM with a grace when stop) and holds it
+// down for hold.
+func (p *supervised) down(stop bool, hold time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.downUntil = time.Now().Add(hold)
+	if stop {
+		_ = p.p.Stop(10 * time.Second)
+		return
+	}
+	p.p.Kill()
+}
+
+// recoverAll releases every hold so the supervisor restarts what is down,
+// and waits until it has.
+func (s *soak) recoverAll() {
+	for _, p := range s.procs {
+		p.mu.Lock()
+		p.downUntil = time.Time{}
+		p.mu.Unlock()
+	}
+	for _, p := range s.procs {
+		for range 60 {
+			p.mu.Lock()
+			exited, _ := p.p.Exited()
+			p.mu.Unlock()
+			if !exited {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+	}
+}
+
+// inject injects a fault at random intervals until deadline.
+func (s *soak) inject(ctx context.Context, deadline time.Time) {
+	for {
+		wait := s.between(s.cfg.every/2, s.cfg.every*3/2)
+		if time.Now().Add(wait).After(deadline) || !sleep(ctx, wait) {
+			return
+		}
+		kind, what := s.fault(ctx)
+		s.mu.Lock()
+		s.faults[kind]++
+		s.mu.Unlock()
+		s.logf("fault: %s", what)
+	}
+}
+
+// fault injects one fault, chosen at random, and says which.
+func (s *soak) fault(ctx context.Context) (kind, what string) {
+	cluster := demo.Names[s.intn(len(demo.Names))]
+	switch s.intn(5) {
+	case 0:
+		replica := s.managers[s.intn(len(s.managers))]
+		before := s.leader(ctx)
+		replica.down(false, s.between(0, 10*time.Second))
+		sleep(ctx, 12*time.Second) // past a lease's duration
+		kind = "kill a manager standby"
+		if after := s.leader(ctx); before != "" && after != before {
+			kind = "kill the manager leader"
+		}
+		return kind, kind + " (" + replica.name + ")"
+	case 1:
+		s.proc(cluster+"/agent").down(false, s.between(0, 40*time.Second))
+		return "kill an agent", "kill the agent of " + cluster
+	case 2:
+		c := []string{"source-controller", "kustomize-controller", "helm-controller"}[s.intn(3)]
+		s.proc(cluster+"/"+c).down(false, s.between(0, 15*time.Second))
+		return "kill a Flux controller", "kill " + c + " of " + cluster
+	case 3:
+		outage := s.between(10*time.Second, 40*time.Second)
+		if err := s.fleet.Management.StopAPIServer(); err != nil {
+			s.logf("stopping the management apiserver: %v", err)
+		}
+		sleep(ctx, outage)
+		if err := s.fleet.Management.StartAPIServer(); err != nil {
+			s.violate("the management apiserver did not start again: %v", err)
+		}
+		return "stop the management apiserver", fmt.Sprintf("stop the management apiserver for %s", outage.Round(time.Second))
+	default:
+		hold := s.between(20*time.Second, 60*time.Second)
+		s.proc(cluster+"/kubelet").down(true, hold)
+		return "stop a kubelet", fmt.Sprintf("stop the kubelet of %s for %s", cluster, hold.Round(time.Second))
+	}
+}
+
+func (s *soak) proc(name string) *supervised {
+	for _, p := range s.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	s.t.Fatalf("no process %s", name)
+	return nil
+}
+
+// leader is the identity holding the manager's leader Lease, or "".
+func (s *soak) leader(ctx context.Context) string {
+	lease := &coordinationv1.Lease{}
+	if err := s.fleet.Management.Client.Get(ctx, client.ObjectKey{Namespace: "fleeet-system", Name: "fleet-manager.fleeet.dev"}, lease); err != nil || lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *lease.Spec.HolderIdentity
+}
+
+// change changes the backend Module at random intervals until deadline:
+// the next version mostly, sometimes the one before (a rollback by hand),
+// sometimes a pause of its rollout, resumed a little later.
+func (s *soak) change(ctx context.Context, deadline time.Time, tags []string) {
+	next := 0
+	for {
+		wait := s.between(20*time.Second, 60*time.Second)
+		if time.Now().Add(wait).After(deadline) || !sleep(ctx, wait) {
+			return
+		}
+		switch n := s.intn(10); {
+		case n < 7:
+			s.setBackend(ctx, time.Minute, tags[next%len(tags)])
+			next++
+		case n < 9 && next > 1:
+			s.setBackend(ctx, time.Minute, tags[(next-2)%len(tags)])
+		default:
+			s.fleetctl(ctx, time.Minute, "rollout", "pause", demo.Backend, "--reason", "soak")
+			sleep(ctx, s.between(10*time.Second, 30*time.Second))
+			s.fleetctl(ctx, time.Minute, "rollout", "resume", demo.Backend)
+		}
+	}
+}
+
+// waitObserved waits until the backend Module's status is of its current
+// spec, so that `fleetctl status` shows where its last change goes.
+func (s *soak) waitObserved(ctx context.Context) {
+	s.retry(ctx, time.Minute, "backend observed", func() error {
+		m := &fleeetv1.Module{}
+		if err := s.fleet.Management.Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: demo.Backend}, m); err != nil {
+			return err
+		}
+		if m.Status.ObservedGeneration != m.Generation {
+			return fmt.Errorf("status of generation %d, spec at %d", m.Status.ObservedGeneration, m.Generation)
+		}
+		return nil
+	})
+}
+
+// setBackend sets the backend's tag, trying again while the management
+// apiserver or the webhook is down.
+func (s *soak) setBackend(ctx context.Context, within time.Duration, tag string) {
+	s.changeWith(ctx, within, "backend → "+tag, func() error {
+		m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: demo.Backend}}
+		return testenv.Change(ctx, s.fleet.Management.Client, m, func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = tag })
+	})
+}
+
+func (s *soak) fleetctl(ctx context.Context, within time.Duration, args ...string) {
+	s.changeWith(ctx, within, "fleetctl "+strings.Join(args, " "), func() error {
+		out, err := s.fleet.Fleetctl(ctx, args...)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	})
+}
+
+// changeWith makes a change to the fleet, trying again while it fails
+// (retry), and records it.
+func (s *soak) changeWith(ctx context.Context, within time.Duration, what string, do func() error) {
+	if s.retry(ctx, within, what, do) {
+		s.mu.Lock()
+		s.changes = append(s.changes, what)
+		s.mu.Unlock()
+		s.logf("change: %s", what)
+	}
+}
+
+// retry calls do until it succeeds, every 2 s for within, and reports
+// whether it did; failing for that long is a violation.
+func (s *soak) retry(ctx context.Context, within time.Duration, what string, do func() error) bool {
+	end := time.Now().Add(within)
+	for {
+		err := do()
+		if err == nil {
+			return true
+		}
+		if time.Now().After(end) || !sleep(ctx, 2*time.Second) {
+			s.violate("%s: not done within %s: %v", what, within, err)
+			return false
+		}
+	}
+}
+
+// watch starts the checks that run all along: plans on the management
+// cluster, Remotes' connectivity, and deletions downstream.
+func (s *soak) watch(ctx context.Context, wg *sync.WaitGroup) {
+	contents := &fleettest.Contents{Reader: s.fleet.Management.Client}
+	wg.Go(func() {
+		testenv.Follow(ctx, s.fleet.Management, &fleeetv1.ProxyAssemblageList{}, demo.Tenant, func(ev watch.Event) {
+			if pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage); ok && ev.Type != watch.Deleted {
+				s.seePlan(pa, contents)
+			}
+		})
+	})
+	wg.Go(func() {
+		testenv.Follow(ctx, s.fleet.Management, &fleeetv1.RemoteList{}, demo.Tenant, func(ev watch.Event) {
+			if r, ok := ev.Object.(*fleeetv1.Remote); ok {
+				s.mu.Lock()
+				s.remote(r.Name).offline = apimeta.IsStatusConditionFalse(r.Status.Conditions, fleeetv1.ConnectedCondition)
+				s.mu.Unlock()
+			}
+		})
+	})
+	for _, name := range demo.Names {
+		for _, list := range []client.ObjectList{&kustomizev1.KustomizationList{}, &helmv2.HelmReleaseList{}, &appsv1.DeploymentList{}} {
+			wg.Go(func() {
+				testenv.Follow(ctx, s.fleet.Downstream[name], list, demo.Tenant, func(ev watch.Event) {
+					if o, ok := ev.Object.(client.Object); ok && ev.Type == watch.Deleted {
+						s.violate("%s: %T %s deleted, which a plan holds", name, o, o.GetName())
+					}
+				})
+			})
+		}
+	}
+	wg.Go(func() {
+		for sleep(ctx, 2*time.Second) {
+			s.checkVersions()
+		}
+	})
+}
+
+func (s *soak) remote(name string) *remoteState {
+	r := s.remotes[name]
+	if r == nil {
+		r = &remoteState{}
+		s.remotes[name] = r
+	}
+	return r
+}
+
+// seePlan records the backend tag a plan holds and checks that the
+// rollout has no more than one online cluster unavailable by its doing.
+func (s *soak) seePlan(pa *fleeetv1.ProxyAssemblage, contents *fleettest.Contents) {
+	held := compile.Find(contents.Syncs(pa), demo.Backend)
+	if held == nil || held.Source.Git == nil || held.Source.Git.Tag == "" {
+		return // not resolved (the apiserver was away): the next event is
+	}
+	tag := held.Source.Git.Tag
+	st := pa.ReportedSync(demo.Backend)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[pa.Name] == nil {
+		s.held[pa.Name] = map[string]bool{}
+	}
+	s.held[pa.Name][tag] = true
+	s.plansSeen++
+	r := s.remote(pa.Name)
+	if r.tag != tag {
+		r.costs, r.arrived = r.tag != "" && r.ready, false
+		r.tag = tag
+	}
+	r.ready = st != nil && st.State == fleeetv1.SyncReady && (st.Health == nil || st.Health.ReadyPods >= st.Health.DesiredPods)
+	r.arrived = r.arrived || r.ready
+	var moving []string
+	for name, r := range s.remotes {
+		if r.costs && !r.arrived && !r.offline {
+			moving = append(moving, name)
+		}
+	}
+	if len(moving) > 1 {
+		slices.Sort(moving)
+		s.violations = append(s.violations, fmt.Sprintf("+%.0fs %d online clusters made unavailable by the rollout at once (maxUnavailable 1): %s",
+			time.Since(s.start).Seconds(), len(moving), strings.Join(moving, ", ")))
+	}
+}
+
+// versionGrace is how long a cluster may run a backend tag before the
+// watch of its plan has seen the plan hold it: the agent may read the plan
+// before the watch's event arrives.
+const versionGrace = 15 * time.Second
+
+// checkVersions checks that every cluster runs a backend tag its plan has
+// held at some point.
+func (s *soak) checkVersions() {
+	for _, name := range demo.Names {
+		asm := &fleeetv1.Assemblage{}
+		if err := s.fleet.Downstream[name].Client.Get(s.t.Context(), client.ObjectKey{Namespace: demo.Tenant, Name: demo.Tenant}, asm); err != nil {
+			continue
+		}
+		sync := compile.Find(asm.Spec.Syncs, demo.Backend)
+		if sync == nil || sync.Source.Git == nil {
+			continue
+		}
+		tag := sync.Source.Git.Tag
+		s.mu.Lock()
+		s.versionsChecked++
+		known := len(s.held[name]) == 0 || s.held[name][tag]
+		key := name + "@" + tag
+		since, seen := s.unknown[key]
+		switch {
+		case known:
+			delete(s.unknown, key)
+		case !seen:
+			s.unknown[key] = time.Now()
+		}
+		s.mu.Unlock()
+		if !known && seen && time.Since(since) > versionGrace {
+			s.violate("%s runs backend %s, which its plan never held", name, tag)
+			s.mu.Lock()
+			s.unknown[key] = time.Now().Add(time.Hour) // once
+			s.mu.Unlock()
+		}
+	}
+}
+
+// scanSecrets looks for the fleet's secret material — the registry's
+// password, the SSH key's body, each cluster's management token — in every
+// supervised process's log, every event and the status of every fleeet
+// object, upstream and downstream.
+func (s *soak) scanSecrets() {
+	ctx := s.t.Context()
+	secrets := map[string]string{"the registry password": s.fleet.Registry.Password}
+	for line := range strings.Lines(string(s.fleet.SSH.Identity)) {
+		if line = strings.TrimSpace(line); len(line) > 40 && !strings.HasPrefix(line, "-----") {
+			secrets["the SSH key"] = line
+			break
+		}
+	}
+	for _, name := range demo.Names {
+		stored := &corev1.Secret{}
+		if err := s.fleet.Downstream[name].Client.Get(ctx, client.ObjectKey{Namespace: demo.AgentNamespace, Name: demo.Tenant + "-credential"}, stored); err == nil {
+			secrets[name+"'s token"] = string(stored.Data[credential.TokenKey])
+		}
+	}
+	var texts []struct{ where, text string }
+	add := func(where string, v any) {
+		raw, _ := json.Marshal(v)
+		texts = append(texts, struct{ where, text string }{where, string(raw)})
+	}
+	for _, p := range append(s.procs, &supervised{name: "the demo's manager", p: s.fleet.Manager}) {
+		if data, err := os.ReadFile(p.p.LogPath); err == nil {
+			texts = append(texts, struct{ where, text string }{p.name + "'s log", string(data)})
+		}
+	}
+	clusters := map[string]*testenv.Cluster{"management": s.fleet.Management}
+	for _, name := range demo.Names {
+		clusters[name] = s.fleet.Downstream[name]
+	}
+	for where, c := range clusters {
+		for _, list := range []client.ObjectList{&corev1.EventList{}, &fleeetv1.ModuleList{}, &fleeetv1.RemoteList{},
+			&fleeetv1.ProxyAssemblageList{}, &fleeetv1.AssemblageList{}, &fleeetv1.UpstreamList{}} {
+			if err := c.Client.List(ctx, list); err == nil {
+				add(fmt.Sprintf("%s %T", where, list), list)
+			}
+		}
+	}
+	for what, secret := range secrets {
+		if secret == "" {
+			continue
+		}
+		for _, t := range texts {
+			if strings.Contains(t.text, secret) {
+				s.violate("%s appears in %s", what, t.where)
+			}
+		}
+	}
+}
+
+// rss is the resident memory, in MiB, of each manager replica and agent.
+func (s *soak) rss() map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range s.procs {
+		if strings.HasPrefix(p.name, "manager") || strings.HasSuffix(p.name, "/agent") {
+			out[p.name] = residentMiB(p.p.Pid())
+		}
+	}
+	return out
+}
+
+// residentMiB reads a process's VmRSS; 0 when it cannot.
+func residentMiB(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		var kb float64
+		if _, err := fmt.Sscanf(line, "VmRSS: %f kB", &kb); err == nil {
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// report prints what the soak did and found, and fails the test on any
+// violation.
+func (s *soak) report(converged time.Duration, before, after map[string]float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "soak report (seed %d, rerun with -soak.seed=%d -soak.for=%s -soak.every=%s)\n", s.cfg.seed, s.cfg.seed, s.cfg.duration, s.cfg.every)
+	total := 0
+	for _, kind := range slices.Sorted(maps.Keys(s.faults)) {
+		fmt.Fprintf(&b, "  fault %-32s %d\n", kind, s.faults[kind])
+		total += s.faults[kind]
+	}
+	fmt.Fprintf(&b, "  faults in all %d, processes restarted %d, changes %d\n", total, s.restarts, len(s.changes))
+	fmt.Fprintf(&b, "  checked %d plan versions and %d cluster versions\n", s.plansSeen, s.versionsChecked)
+	fmt.Fprintf(&b, "  converged %.0fs after the last fault (bound %s)\n", converged.Seconds(), soakConverges)
+	for _, name := range slices.Sorted(maps.Keys(after)) {
+		fmt.Fprintf(&b, "  RSS %-20s %.0f → %.0f MiB\n", name, before[name], after[name])
+	}
+	fmt.Fprintf(&b, "  violations %d\n", len(s.violations))
+	for _, v := range s.violations {
+		fmt.Fprintf(&b, "    %s\n", v)
+	}
+	s.t.Log(b.String())
+	if len(s.violations) > 0 {
+		s.t.Errorf("the soak found %d violations (seed %d)", len(s.violations), s.cfg.seed)
+	}
+}
+
+// sleep waits d, or less if ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
