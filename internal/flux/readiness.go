@@ -10,6 +10,7 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -156,20 +157,23 @@ func KeepReadyThroughRecheck(v Verdict, o Objects, last fleeetv1.SyncStatus) Ver
 // rechecking reports whether Flux is re-running an applier at the
 // generation it last observed, as a plain reconcile rather than a retry.
 func rechecking(applier client.Object) bool {
-	var observed int64
-	var conds []metav1.Condition
-	switch a := applier.(type) {
-	case *kustomizev1.Kustomization:
-		observed, conds = a.Status.ObservedGeneration, a.Status.Conditions
-	case *helmv2.HelmRelease:
-		observed, conds = a.Status.ObservedGeneration, a.Status.Conditions
-	default:
-		return false
-	}
+	observed, conds, ok := ApplierStatus(applier)
 	reconciling := apimeta.FindStatusCondition(conds, fleeetv1.ReconcilingCondition)
-	return observed == applier.GetGeneration() &&
+	return ok && observed == applier.GetGeneration() &&
 		reconciling != nil && reconciling.Status == metav1.ConditionTrue && reconciling.Reason == meta.ProgressingReason &&
 		!apimeta.IsStatusConditionFalse(conds, fleeetv1.ReadyCondition)
+}
+
+// ApplierStatus is the observed generation and conditions of a
+// Kustomization or HelmRelease; ok is false for any other object.
+func ApplierStatus(applier runtime.Object) (observed int64, conds []metav1.Condition, ok bool) {
+	switch a := applier.(type) {
+	case *kustomizev1.Kustomization:
+		return a.Status.ObservedGeneration, a.Status.Conditions, true
+	case *helmv2.HelmRelease:
+		return a.Status.ObservedGeneration, a.Status.Conditions, true
+	}
+	return 0, nil, false
 }
 
 // withFailedAttempt adds to a HelmRelease's message why its last release

@@ -44,12 +44,19 @@ func TestHooksFailSayingWhatIsWrong(t *testing.T) {
 			"Upstream team-a is not Ready; Registered=False RegistrationRefused: the token is used up"))
 	})
 
-	t.Run("uninstall deletes the Upstreams, then waits for the Assemblages to go", func(t *testing.T) {
-		g := NewWithT(t)
-		tenant := c.Namespace(t, "tenant", nil)
+	// held creates, in a fresh namespace, an Assemblage the agent's
+	// finalizer holds.
+	held := func(g Gomega, t *testing.T, prefix string) (string, *fleeetv1.Assemblage) {
+		tenant := c.Namespace(t, prefix, nil)
 		asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "team-a",
 			Finalizers: []string{fleeetv1.AssemblageFinalizer}}}
 		g.Expect(c.Client.Create(ctx, asm)).To(Succeed())
+		return tenant, asm
+	}
+
+	t.Run("uninstall deletes the Upstreams, then waits for the Assemblages to go", func(t *testing.T) {
+		g := NewWithT(t)
+		tenant, asm := held(g, t, "tenant")
 		g.Expect(uninstall(ctx, c.Client, release, []string{tenant}, false)).To(MatchError(
 			"waiting for the agent to remove the Flux objects of Assemblages " + tenant + "/team-a"))
 		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(up), up)).NotTo(Succeed(), "the Upstream is gone")
@@ -64,10 +71,7 @@ func TestHooksFailSayingWhatIsWrong(t *testing.T) {
 
 	t.Run("uninstall keeping workloads marks each Assemblage to leave them before deleting it", func(t *testing.T) {
 		g := NewWithT(t)
-		tenant := c.Namespace(t, "kept", nil)
-		asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: tenant, Name: "team-a",
-			Finalizers: []string{fleeetv1.AssemblageFinalizer}}}
-		g.Expect(c.Client.Create(ctx, asm)).To(Succeed())
+		tenant, asm := held(g, t, "kept")
 		g.Expect(uninstall(ctx, c.Client, release, []string{tenant}, true)).To(MatchError(
 			ContainSubstring("waiting for the agent to remove the Flux objects of Assemblages " + tenant + "/team-a")))
 		g.Expect(c.Client.Get(ctx, client.ObjectKeyFromObject(asm), asm)).To(Succeed())

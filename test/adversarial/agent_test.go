@@ -52,7 +52,6 @@ func agentAttacks(t *testing.T, f *fleet) []attack {
 		g.Expect(down.Get(ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
 		return s
 	}
-	// untouched checks the tenant's Secret still holds what it held.
 	// keptFrom asserts the apiserver refused a write to the tenant's own
 	// Secret s, naming want, and that s is as the tenant left it.
 	keptFrom := func(g Gomega, s *corev1.Secret, err error, want string) string {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -140,7 +141,7 @@ type soak struct {
 	mu         sync.Mutex
 	faults     map[string]int // injected, by kind
 	restarts   int
-	changes    []string
+	changes    int
 	violations []string
 	// held is, per Remote, every backend tag its plan has held; unknown,
 	// since when a cluster has been seen running a tag not among them.
@@ -231,7 +232,11 @@ func (s *soak) replaceManager() {
 	for i := range 2 {
 		extra := []string{}
 		if i == 1 {
-			extra = append(extra, "--webhook-port="+portOf(s.t, testenv.FreeAddr(s.t)))
+			_, port, err := net.SplitHostPort(testenv.FreeAddr(s.t))
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			extra = append(extra, "--webhook-port="+port)
 		}
 		p := testenv.StartManagerProcess(s.t, s.fleet.ManagerBin, s.fleet.Management, append(slices.Clone(flags), extra...)...)
 		s.managers = append(s.managers, &supervised{name: fmt.Sprintf("manager-%d", i), p: p})
@@ -258,14 +263,6 @@ func (s *soak) restoreManager() {
 	if err := s.fleet.Manager.Restart(); err != nil {
 		s.t.Fatal(err)
 	}
-}
-
-func portOf(t *testing.T, addr string) string {
-	_, port, ok := strings.Cut(addr, ":")
-	if !ok {
-		t.Fatalf("no port in %s", addr)
-	}
-	return port
 }
 
 // restartBackoff is the least time between two restarts of a process.
@@ -349,10 +346,14 @@ func (s *soak) fault(ctx context.Context) (kind, what string) {
 		replica := s.managers[s.intn(len(s.managers))]
 		before := s.leader(ctx)
 		replica.down(false, s.between(0, 10*time.Second))
-		sleep(ctx, 12*time.Second) // past a lease's duration
 		kind = "kill a manager standby"
-		if after := s.leader(ctx); before != "" && after != before {
-			kind = "kill the manager leader"
+		// The Lease changes hands within its duration (8 s) when the
+		// leader died.
+		for end := time.Now().Add(12 * time.Second); time.Now().Before(end) && sleep(ctx, 500*time.Millisecond); {
+			if after := s.leader(ctx); before != "" && after != before {
+				kind = "kill the manager leader"
+				break
+			}
 		}
 		return kind, kind + " (" + replica.name + ")"
 	case 1:
@@ -461,7 +462,7 @@ func (s *soak) fleetctl(ctx context.Context, within time.Duration, args ...strin
 func (s *soak) changeWith(ctx context.Context, within time.Duration, what string, do func() error) {
 	if s.retry(ctx, within, what, do) {
 		s.mu.Lock()
-		s.changes = append(s.changes, what)
+		s.changes++
 		s.mu.Unlock()
 		s.logf("change: %s", what)
 	}
@@ -696,7 +697,7 @@ func (s *soak) report(converged time.Duration, before, after map[string]float64)
 		fmt.Fprintf(&b, "  fault %-32s %d\n", kind, s.faults[kind])
 		total += s.faults[kind]
 	}
-	fmt.Fprintf(&b, "  faults in all %d, processes restarted %d, changes %d\n", total, s.restarts, len(s.changes))
+	fmt.Fprintf(&b, "  faults in all %d, processes restarted %d, changes %d\n", total, s.restarts, s.changes)
 	fmt.Fprintf(&b, "  checked %d plan versions and %d cluster versions\n", s.plansSeen, s.versionsChecked)
 	fmt.Fprintf(&b, "  converged %.0fs after the last fault (bound %s)\n", converged.Seconds(), soakConverges)
 	for _, name := range slices.Sorted(maps.Keys(after)) {

@@ -20,6 +20,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/agent"
+	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
@@ -219,14 +220,8 @@ func recordChain(b *testing.B, c *testenv.Cluster, ns string) *chainRecorder {
 
 // observe records what one watch event says of its object.
 func (r *chainRecorder) observe(obj runtime.Object) {
-	var conds []metav1.Condition
-	var observed int64
-	switch o := obj.(type) {
-	case *kustomizev1.Kustomization:
-		conds, observed = o.Status.Conditions, o.Status.ObservedGeneration
-	case *helmv2.HelmRelease:
-		conds, observed = o.Status.Conditions, o.Status.ObservedGeneration
-	default:
+	observed, conds, ok := flux.ApplierStatus(obj)
+	if !ok {
 		return
 	}
 	meta := obj.(client.Object)
