@@ -181,10 +181,12 @@ func TestABundleTooLargeForASecretIsNotWrittenPartially(t *testing.T) {
 	newSecret(t, ns, "big-1", half, offered, nil)
 	newSecret(t, ns, "big-2", half, offered, nil)
 	patch(t, m, `{"spec":{"sync":{"secrets":[{"name":"small"},{"name":"big-1"},{"name":"big-2"}]}}}`)
-	g.Eventually(func(g Gomega) []string {
-		return warnings(g, cluster.Client, ns, "Remote", "edge", fleeetv1.ReasonDeliveryTooLarge)
-	}, timeout, poll).ShouldNot(BeEmpty())
-	g.Expect(warnings(g, cluster.Client, ns, "Module", "app", fleeetv1.ReasonDeliveryTooLarge)).NotTo(BeEmpty())
+	// The recorder writes each Event on its own, after the reconcile that
+	// made them: the Module's may land after the Remote's.
+	g.Eventually(func(g Gomega) {
+		g.Expect(warnings(g, cluster.Client, ns, "Remote", "edge", fleeetv1.ReasonDeliveryTooLarge)).NotTo(BeEmpty())
+		g.Expect(warnings(g, cluster.Client, ns, "Module", "app", fleeetv1.ReasonDeliveryTooLarge)).NotTo(BeEmpty())
+	}, timeout, poll).Should(Succeed())
 	g.Expect(bundleOf(g, ns, "edge")).To(HaveLen(1), "the last bundle stays as it was")
 }
 
