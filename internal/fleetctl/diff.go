@@ -53,7 +53,8 @@ type RemoteDiff struct {
 	// overrides, the overrides that pick this Remote, as "module: names".
 	Overrides []string `json:"overrides,omitempty"`
 	// LeftOut lists the Modules whose new sync the plan would leave out,
-	// since with it the plan would pass --max-plan-bytes, and why.
+	// since with it the plan would pass --max-plan-bytes, and why: those
+	// newly left out, and those left out again at a new generation.
 	LeftOut []string `json:"leftOut,omitempty"`
 }
 
@@ -102,18 +103,20 @@ out: the Remotes a Module comes to select or no longer selects, and for each Rem
 changes the syncs added, removed and changed (field by field) and the syncs that would wait for a
 changed dependency. The changed object goes through a server-side dry run, so defaults and the
 admission policies' verdict are the apiserver's. A plan is split over up to 8 parts of at most
---max-plan-bytes and leaves out the Modules that fit in none, as the manager does: give the manager's own --max-plan-bytes
-when it is not the default. Exit status as kubectl diff: 0 no differences,
-1 differences (a refused change included), 2 an error.
+--max-plan-bytes and leaves out the Module changes that fit in none, as the manager does ("left
+out:", naming the Remote, the limit and why, a new version of a Module left out already
+included): give the manager's own --max-plan-bytes when it is not the default. Exit status as
+kubectl diff: 0 no differences, 1 differences (a refused change included), 2 an error.
 
 With --offline no cluster is read: -f names a checkout (a file or directory) of the fleet's
 Modules, Remotes and the ConfigMaps control-plane bindings read, --base another (say the pull
-request's base). Each checkout's plans are compiled by the manager's compiler and each sync is
-rendered as Flux would apply it on that cluster (kustomize build with post-build substitution,
-helm template), its sources fetched at their pinned versions; the output is a unified diff per
-cluster and sync. What only the cluster knows (downstream bindings, substituteFrom, valuesFrom)
-is named in a comment and left unresolved. Private sources: --credentials-file. A sync of -f
-that cannot be rendered exits 2.`,
+request's base). Each checkout's plans are compiled by the manager's compiler, the head's from the
+base's as the manager's from what each Remote holds (a change that fits in no part is the one
+left out, in a "(plan)" note), and each sync is rendered as Flux would apply it on that cluster
+(kustomize build with post-build substitution, helm template), its sources fetched at their
+pinned versions; the output is a unified diff per cluster and sync. What only the cluster knows
+(downstream bindings, substituteFrom, valuesFrom) is named in a comment and left unresolved.
+Private sources: --credentials-file. A sync of -f that cannot be rendered exits 2.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			differs, err := func() (bool, error) {
@@ -214,11 +217,13 @@ func (p *preview) run(ctx context.Context, change func(context.Context, *preview
 		p.selection(before, after)
 		d := diffPlans(after.Name, old, next)
 		for _, name := range slices.Sorted(maps.Keys(leftOut)) {
+			// Newly left out, or left out again at a new generation (the
+			// stamp differs): the manager warns of either.
 			if wasLeftOut[name] != leftOut[name] {
 				if d == nil {
 					d = &RemoteDiff{Remote: after.Name}
 				}
-				d.LeftOut = append(d.LeftOut, name+": "+leftOut[name])
+				d.LeftOut = append(d.LeftOut, name+": "+leftOut[name].TooLarge)
 			}
 		}
 		if d != nil {
@@ -251,17 +256,12 @@ func (p *preview) remoteBefore(name string) *fleeetv1.Remote {
 
 // eventual is the plan a Remote holds once every rollout of modules is
 // through (compile.Eventual) from the parts it holds now, within the
-// manager's size limit, as the union of its parts, and the Modules it
-// leaves out for size, each with why.
-func (p *preview) eventual(ctx context.Context, modules []fleeetv1.Module, r *fleeetv1.Remote) ([]fleeetv1.NamedSync, map[string]string, error) {
+// manager's size limit, as the union of its parts, and the stamps of the
+// Modules it leaves out for size, each saying why (TooLarge).
+func (p *preview) eventual(ctx context.Context, modules []fleeetv1.Module, r *fleeetv1.Remote) ([]fleeetv1.NamedSync, map[string]fleeetv1.Compiled, error) {
 	parts, stamps, err := compile.Eventual(ctx, p.c, modules, r, compile.Held(p.plans[r.Name]), p.maxPlanBytes)
-	leftOut := map[string]string{}
-	for name, stamp := range stamps {
-		if stamp.TooLarge != "" {
-			leftOut[name] = stamp.TooLarge
-		}
-	}
-	return parts.Union(), leftOut, err
+	maps.DeleteFunc(stamps, func(_ string, stamp fleeetv1.Compiled) bool { return stamp.TooLarge == "" })
+	return parts.Union(), stamps, err
 }
 
 // selection records a Remote the changed Module, or the relabelled Remote's

@@ -79,31 +79,30 @@ func (o *offlineDiff) run(ctx context.Context, namespace string, maxPlanBytes in
 		return nil, err
 	}
 	defer os.RemoveAll(work)
-	// One renderer for both: what the change leaves alone renders once.
-	r := &offline.Renderer{Sources: offline.NewSources(work, creds, o.plainHTTP), Namespace: cmp.Or(o.downstreamNS, namespace), KubeVersion: o.kubeVersion}
-	render := func(path string) (*offline.Rendered, error) {
+	plans := func(path string, held []offline.Plan) ([]offline.Plan, error) {
 		if path == "" {
-			return &offline.Rendered{}, nil // no base: everything is added
+			return nil, nil // no base: everything is added
 		}
 		fleet, err := offline.Load(namespace, path)
 		if err != nil {
 			return nil, err
 		}
-		plans, err := fleet.Plans(ctx, maxPlanBytes)
-		if err != nil {
-			return nil, err
-		}
-		return offline.RenderPlans(ctx, r, plans), nil
+		return fleet.Plans(ctx, maxPlanBytes, held)
 	}
-	base, err := render(o.base)
+	base, err := plans(o.base, nil)
 	if err != nil {
 		return nil, fmt.Errorf("--base: %w", err)
 	}
-	head, err := render(o.head)
+	// The head's plans start from the base's, as the manager's from what
+	// each Remote holds: a change that does not fit is the one left out.
+	head, err := plans(o.head, base)
 	if err != nil {
 		return nil, fmt.Errorf("-f: %w", err)
 	}
-	return &OfflineView{Diffs: offline.Compare(base, head), Failed: head.Failed}, nil
+	// One renderer for both: what the change leaves alone renders once.
+	r := &offline.Renderer{Sources: offline.NewSources(work, creds, o.plainHTTP), Namespace: cmp.Or(o.downstreamNS, namespace), KubeVersion: o.kubeVersion}
+	before, after := offline.RenderPlans(ctx, r, base), offline.RenderPlans(ctx, r, head)
+	return &OfflineView{Diffs: offline.Compare(before, after), Failed: after.Failed}, nil
 }
 
 // print writes the view as unified diffs, then what failed.

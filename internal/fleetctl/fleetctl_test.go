@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -422,6 +423,13 @@ func manifest(t testing.TB, ns, name string, edit func(*fleeetv1.Module)) string
 	return file
 }
 
+// differs checks that fleetctl diff, printing out, ended with err saying it
+// found differences (exit status 1): ExitCode(nil) is 1 too.
+func differs(g Gomega, err error, out string) {
+	g.ExpectWithOffset(1, err).To(HaveOccurred(), "no differences found:\n%s", out)
+	g.ExpectWithOffset(1, fleetctl.ExitCode(err)).To(Equal(1), "%v\n%s", err, out)
+}
+
 func TestDiffPreviewsAChangeOnEveryPlanAndWritesNothing(t *testing.T) {
 	g := NewWithT(t)
 	ns := fleetviewtest.Fleet(t, cluster)
@@ -436,18 +444,17 @@ func TestDiffPreviewsAChangeOnEveryPlanAndWritesNothing(t *testing.T) {
 		g.Expect(specs(g, ns)).To(Equal(settled))
 	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
 	before := specs(g, ns)
-	differs := func(err error) { g.ExpectWithOffset(1, fleetctl.ExitCode(err)).To(Equal(1), "%v", err) }
 
 	// A version bump: both edge Remotes change crds, and app waits for it.
 	out, err := run(t, ns, "diff", "-f", manifest(t, ns, "crds", func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = "v1.1.0" }))
-	differs(err)
+	differs(g, err, out)
 	g.Expect(out).To(Equal("update Module " + ns + "/crds\n  admitted (server-side dry run)\n" +
 		"Remote edge-1:\n  ~ crds\n      source.git.tag: \"v1.0.0\" → \"v1.1.0\"\n  held: app (waits for crds)\n" +
 		"Remote edge-2:\n  ~ crds\n      source.git.tag: \"v1.0.0\" → \"v1.1.0\"\n  held: app (waits for crds)\n"))
 
 	// A selector change: lab comes to hold crds.
 	out, err = run(t, ns, "diff", "-o", "json", "-f", manifest(t, ns, "crds", func(m *fleeetv1.Module) { m.Spec.Selector = &metav1.LabelSelector{} }))
-	differs(err)
+	differs(g, err, out)
 	var view fleetctl.DiffView
 	g.Expect(json.Unmarshal([]byte(out), &view)).To(Succeed(), out)
 	g.Expect(view.Selected).To(Equal([]string{"lab"}))
@@ -459,7 +466,7 @@ func TestDiffPreviewsAChangeOnEveryPlanAndWritesNothing(t *testing.T) {
 			ObjectFieldRef: &fleeetv1.ControlPlaneFieldRef{Kind: "Remote", FieldPath: "/metadata/labels/env"}}}
 		m.Spec.Sync.Package.Kustomize.Substitute = map[string]string{"env": "$(ENV)"}
 	}))
-	differs(err)
+	differs(g, err, out)
 	g.Expect(out).To(ContainSubstring("Remote edge-2:\n  ~ crds\n      package.kustomize.substitute.env: (none) → \"edge\"\n"))
 
 	// Overrides: each Remote's resolved sync, and which overrides picked it.
@@ -471,23 +478,23 @@ func TestDiffPreviewsAChangeOnEveryPlanAndWritesNothing(t *testing.T) {
 				Kustomize: &fleeetv1.KustomizeOverride{Substitute: map[string]string{"size": "xl"}}},
 		}
 	}))
-	differs(err)
+	differs(g, err, out)
 	g.Expect(out).To(ContainSubstring("Remote edge-1:\n  ~ crds\n      package.kustomize.substitute.size: (none) → \"l\"\n  overrides crds: edge\n"))
 
 	// A change admission refuses: nothing would change.
 	out, err = run(t, ns, "diff", "-f", manifest(t, ns, "crds", func(m *fleeetv1.Module) {
 		m.Spec.Sync.Source.Git.URL = "http://git.example.com/crds.git"
 	}))
-	differs(err)
+	differs(g, err, out)
 	g.Expect(out).To(And(ContainSubstring("refused by the apiserver: "), ContainSubstring(`scheme "http" is not allowed`),
 		HaveSuffix("nothing would change\n")))
 
 	// A deletion, and a Remote's new labels.
 	out, err = run(t, ns, "diff", "--delete", "crds")
-	differs(err)
+	differs(g, err, out)
 	g.Expect(out).To(ContainSubstring("Remote edge-1:\n  - crds\n"))
 	out, err = run(t, ns, "diff", "--remote", "lab", "--labels", "env=edge")
-	differs(err)
+	differs(g, err, out)
 	g.Expect(out).To(And(ContainSubstring("  selects crds → lab\n"), ContainSubstring("Remote lab:\n  + crds v1.0.0\n")))
 
 	// No change, no difference; bad input is an error (exit status 2).
@@ -499,4 +506,53 @@ func TestDiffPreviewsAChangeOnEveryPlanAndWritesNothing(t *testing.T) {
 	g.Expect(err).To(MatchError(ContainSubstring(`--labels "env": want k=v to set or k- to remove`)))
 
 	g.Expect(specs(g, ns)).To(Equal(before), "a preview writes nothing")
+}
+
+// A Module change that would take a Remote's plan past the manager's
+// --max-plan-bytes is previewed as the manager handles it: left out of
+// that Remote's plan, naming the Remote, the limit and why, never added or
+// changed; and so is a new version of a Module the plans leave out already.
+func TestDiffPreviewsAModuleTooLargeForAPlanAsLeftOut(t *testing.T) {
+	g := NewWithT(t)
+	ns := fleetviewtest.Fleet(t, cluster)
+	// hog is crds renamed, at tag, with values whose sync alone passes the
+	// default limit.
+	hog := func(tag string) func(*fleeetv1.Module) {
+		return func(m *fleeetv1.Module) {
+			m.Name, m.Spec.Sync.Source.Git.Tag = "hog", tag
+			m.Spec.Sync.Package.Kustomize.Substitute = map[string]string{}
+			for i := range 600 {
+				m.Spec.Sync.Package.Kustomize.Substitute[fmt.Sprintf("FILLER_%03d", i)] = strings.Repeat("x", 1000)
+			}
+		}
+	}
+	leftOut := func(remote string) string {
+		return `Remote ` + remote + `:\n  left out: hog: (left out of the plan of Remote ` + remote +
+			`: its sync alone makes a part of \d+ bytes, over the 524288-byte limit \(--max-plan-bytes\))\n`
+	}
+
+	out, err := run(t, ns, "diff", "-f", manifest(t, ns, "crds", hog("v1.0.0")))
+	differs(g, err, out)
+	g.Expect(out).To(MatchRegexp(`^create Module %s/hog\n  admitted \(server-side dry run\)\n  selects edge-1\n  selects edge-2\n%s%s$`,
+		ns, leftOut("edge-1"), leftOut("edge-2")))
+
+	// The manager leaves it out alike, and says so on the Module, for both
+	// Remotes (then it is done writing its status, which a dry-run update
+	// of it would conflict with).
+	said := func(remote string) string { return regexp.MustCompile(leftOut(remote)).FindStringSubmatch(out)[1] }
+	m := &fleeetv1.Module{}
+	g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "crds"}, m)).To(Succeed())
+	m.ObjectMeta = metav1.ObjectMeta{Namespace: ns}
+	hog("v1.0.0")(m)
+	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
+	g.Eventually(func(g Gomega) *metav1.Condition {
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKeyFromObject(m), m)).To(Succeed())
+		return apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.ReadyCondition)
+	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(And(HaveField("Reason", fleeetv1.ReasonPlanTooLarge),
+		HaveField("Message", And(ContainSubstring(said("edge-1")), ContainSubstring(said("edge-2"))))))
+
+	// A new version of it is left out again.
+	out, err = run(t, ns, "diff", "-f", manifest(t, ns, "hog", hog("v1.1.0")))
+	differs(g, err, out)
+	g.Expect(out).To(MatchRegexp(`^update Module %s/hog\n  admitted \(server-side dry run\)\n%s%s$`, ns, leftOut("edge-1"), leftOut("edge-2")))
 }

@@ -171,6 +171,9 @@ type Plan struct {
 	// if the files hold its status.
 	KubeVersion string
 	Syncs       []fleeetv1.NamedSync
+	// Parts are Syncs split over parts as the manager splits them: what
+	// the plan compiled after it starts from (Plans).
+	Parts compile.Parts
 	// Notes say what the compiler left out of the plan and why: Modules
 	// whose control-plane bindings do not resolve for this Remote, or that
 	// would take the plan past the size limit.
@@ -180,9 +183,12 @@ type Plan struct {
 // Plans compiles every Remote's plan as the manager would once every
 // rollout is through (compile.Eventual), control-plane bindings reading the
 // Remote and the namespace's ConfigMaps from the files, within maxPlanBytes
-// (zero: no limit). Plans come sorted by namespace and Remote. A Module
-// whose selector is invalid is an error.
-func (f *Fleet) Plans(ctx context.Context, maxPlanBytes int) ([]Plan, error) {
+// (zero: no limit). Each plan starts from the Remote's plan in held (say,
+// the base checkout's), as the manager's starts from what the Remote holds:
+// a change that does not fit is left out, never a sync held, which the
+// compiler keeps. Plans come sorted by namespace and Remote. A Module whose
+// selector is invalid is an error.
+func (f *Fleet) Plans(ctx context.Context, maxPlanBytes int, held []Plan) ([]Plan, error) {
 	var plans []Plan
 	for _, name := range slices.Sorted(maps.Keys(f.Namespaces)) {
 		ns := f.Namespaces[name]
@@ -196,11 +202,15 @@ func (f *Fleet) Plans(ctx context.Context, maxPlanBytes int) ([]Plan, error) {
 		remotes := slices.Clone(ns.Remotes)
 		slices.SortFunc(remotes, func(a, b fleeetv1.Remote) int { return strings.Compare(a.Name, b.Name) })
 		for i := range remotes {
-			parts, stamps, err := compile.Eventual(ctx, configMapReader{ns}, ns.Modules, &remotes[i], nil, maxPlanBytes)
+			var current compile.Parts
+			if k := slices.IndexFunc(held, func(p Plan) bool { return p.Namespace == name && p.Remote == remotes[i].Name }); k >= 0 {
+				current = held[k].Parts
+			}
+			parts, stamps, err := compile.Eventual(ctx, configMapReader{ns}, ns.Modules, &remotes[i], current, maxPlanBytes)
 			if err != nil {
 				return nil, fmt.Errorf("compiling the plan of Remote %s/%s: %w", name, remotes[i].Name, err)
 			}
-			p := Plan{Namespace: name, Remote: remotes[i].Name, KubeVersion: remotes[i].Status.KubernetesVersion, Syncs: parts.Union()}
+			p := Plan{Namespace: name, Remote: remotes[i].Name, KubeVersion: remotes[i].Status.KubernetesVersion, Syncs: parts.Union(), Parts: parts}
 			for _, module := range slices.Sorted(maps.Keys(stamps)) {
 				switch s := stamps[module]; {
 				case s.BindingError != "":

@@ -111,7 +111,7 @@ items:
 	g.Expect(a.ConfigMaps).To(HaveKey("colours"))
 	g.Expect(f.Namespaces["team-b"].Remotes[0].Labels).To(Equal(map[string]string{"region": "eu"}))
 
-	plans, err := f.Plans(t.Context(), 0)
+	plans, err := f.Plans(t.Context(), 0, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	var names []string
 	for _, p := range plans {
@@ -121,7 +121,7 @@ items:
 	g.Expect(plans[0].Notes).To(BeEmpty())
 	edge3 := &f.Namespaces["team-a"].Remotes[0]
 	edge3.Labels = map[string]string{"region": "eu"}
-	plans, err = f.Plans(t.Context(), 0)
+	plans, err = f.Plans(t.Context(), 0, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(plans[1].Notes).To(Equal([]string{`Module needs left out: spec.controlPlaneBindings[X]: reading ConfigMap absent: configmaps "absent" not found`}))
 }
@@ -147,7 +147,7 @@ func TestLoadRefusesWhatItCannotReadUnambiguously(t *testing.T) {
 		"spec: {selector: {matchExpressions: [{key: env, operator: Near}]}}\n"), 0o644)).To(Succeed())
 	f, err := Load("team-a", file)
 	g.Expect(err).NotTo(HaveOccurred())
-	_, err = f.Plans(t.Context(), 0)
+	_, err = f.Plans(t.Context(), 0, nil)
 	g.Expect(err).To(MatchError(`module team-a/app: spec.selector: "Near" is not a valid label selector operator`))
 }
 

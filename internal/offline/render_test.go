@@ -120,7 +120,7 @@ func TestOfflineRenderingComparesWhatEachClusterAppliesFromRealSources(t *testin
 	plansOf := func(checkout string) []offline.Plan {
 		f, err := offline.Load("team-a", filepath.Join(dir, checkout))
 		g.Expect(err).NotTo(HaveOccurred())
-		plans, err := f.Plans(t.Context(), 0)
+		plans, err := f.Plans(t.Context(), 0, nil)
 		g.Expect(err).NotTo(HaveOccurred())
 		return plans
 	}

@@ -74,7 +74,7 @@ func TestSyncsFromOCIArtifactsAndGitChartsRenderOffline(t *testing.T) {
 		"oci://"+chartHost+"/manifests", "v1", gitURL, "oci://"+chartHost+"/charts/hello")), 0o600)).To(Succeed())
 	f, err := offline.Load("team-a", dir)
 	g.Expect(err).NotTo(HaveOccurred())
-	plans, err := f.Plans(t.Context(), 0)
+	plans, err := f.Plans(t.Context(), 0, nil)
 	g.Expect(err).NotTo(HaveOccurred())
 	sources := offline.NewSources(t.TempDir(), credentialsFile(t, "oci://robot:t0ken@"+chartHost+"\n"), true)
 	rendered := offline.RenderPlans(t.Context(), &offline.Renderer{Sources: sources, Namespace: "tenant-a"}, plans)
