@@ -17,6 +17,13 @@ const (
 	// the spec changes.
 	StalledCondition = "Stalled"
 
+	// VersionResolvedCondition is True on a Module with a version policy
+	// while the manager can read its source's versions and the sync holds
+	// the one the policy picks; False says why not (the source unreadable,
+	// no version satisfying the policy, the write refused). It never changes
+	// what the Remotes run.
+	VersionResolvedCondition = "VersionResolved"
+
 	// ConnectedCondition is True on a Remote while its cluster is reachable
 	// (push) or its agent's heartbeat is fresh (pull), and on an Upstream while
 	// the management cluster answers.

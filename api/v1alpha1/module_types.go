@@ -15,6 +15,33 @@ type ModuleSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Rollout Rollout `json:"rollout,omitempty"`
+
+	// VersionPolicy lets the manager choose the sync's version: it reads the
+	// versions the source offers (git tags, Helm chart versions or OCI
+	// tags), picks the highest the policy allows and writes it into the
+	// sync as an exact version, which then rolls out like any other change.
+	// Plans only ever hold exact versions.
+	// +optional
+	VersionPolicy *VersionPolicy `json:"versionPolicy,omitempty"`
+}
+
+// VersionPolicy says which versions of a Module's source the manager may pick.
+type VersionPolicy struct {
+	// Semver is a semantic version constraint, such as ">=1.2.0 <2.0.0",
+	// "~1.4" or "^2", that a picked version satisfies: git tags and OCI tags
+	// are read as versions with or without a leading v, and those that are
+	// not versions are ignored. Pre-releases are picked only when the
+	// constraint names one, as in ">=1.5.0-rc.0".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Semver string `json:"semver"`
+
+	// Interval between two looks at the source.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="must be at least 1m: each look reads the whole list of the source's versions"
+	Interval *metav1.Duration `json:"interval,omitempty"`
 }
 
 // SyncPlacement is what Module and BootstrapModule share: a sync, the Remotes
@@ -371,7 +398,8 @@ type ModuleStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration"`
 
-	// Conditions: Ready, Reconciling, Stalled, RolloutPaused, RolledBack.
+	// Conditions: Ready, Reconciling, Stalled, RolloutPaused, RolledBack,
+	// and VersionResolved for a Module with a version policy.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -396,6 +424,35 @@ type ModuleStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=10
 	History []RolloutRecord `json:"history,omitempty"`
+
+	// VersionPolicy is what the manager last found and picked under
+	// spec.versionPolicy.
+	// +optional
+	VersionPolicy *VersionPolicyStatus `json:"versionPolicy,omitempty"`
+}
+
+// VersionPolicyStatus is what the source offered under a Module's version
+// policy and what the manager picked from it.
+type VersionPolicyStatus struct {
+	// Available is the highest version the source offered that satisfies
+	// the policy, at the last look that could read it.
+	// +optional
+	Available string `json:"available,omitempty"`
+
+	// Picked is the version the manager last wrote into the sync.
+	// +optional
+	Picked string `json:"picked,omitempty"`
+
+	// PickedAt is when it wrote it.
+	// +optional
+	PickedAt *metav1.Time `json:"pickedAt,omitempty"`
+
+	// Skipped are versions the policy allows that the manager does not
+	// pick because their rollout was rolled back; a newer version is picked
+	// instead once the source offers one.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // RolloutStatus records where the rollout of the Module's current revision

@@ -56,6 +56,19 @@ const (
 	ReasonPlanTooLarge = "PlanTooLarge"
 	// ReasonRolledBack: the Module's revision was rolled back.
 	ReasonRolledBack = "RolledBack"
+
+	// ReasonVersionPicked: the manager wrote the version its policy picks
+	// into the Module's sync (VersionResolved=True, and an event).
+	ReasonVersionPicked = "VersionPicked"
+	// ReasonInvalidVersionPolicy: the Module's version policy does not
+	// parse, or its source is one the manager does not read.
+	ReasonInvalidVersionPolicy = "InvalidVersionPolicy"
+	// ReasonSourceUnreadable: the manager could not read the versions the
+	// Module's source offers; the sync keeps its version.
+	ReasonSourceUnreadable = "SourceUnreadable"
+	// ReasonNoVersionInRange: the source offers no version the policy
+	// allows that was not rolled back; the sync keeps its version.
+	ReasonNoVersionInRange = "NoVersionInRange"
 	// ReasonNothingToRollBackTo: a rollback was due, but no earlier version
 	// was Ready across the fleet; the rollout pauses instead.
 	ReasonNothingToRollBackTo = "NothingToRollBackTo"

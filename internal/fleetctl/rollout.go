@@ -71,6 +71,9 @@ func printRollout(out io.Writer, v fleetview.RolloutView) error {
 	if v.Holding != "" {
 		fmt.Fprintf(w, "  holding: %s\n", v.Holding)
 	}
+	if v.VersionPolicy != "" {
+		fmt.Fprintf(w, "  policy:  %s\n", v.VersionPolicy)
+	}
 	fmt.Fprintln(w, "STAGE\tREMOTES\tUPDATED\tREADY\tOFFLINE\tAPPROVAL\t")
 	for _, st := range v.Stages {
 		name := st.Name

@@ -29,6 +29,10 @@ type RolloutView struct {
 	// fleeet.dev/pause annotation, or both) and how to lift it, as the
 	// Module's RolloutPaused condition says.
 	Paused string `json:"paused,omitempty"`
+	// VersionPolicy says, for a Module whose version a policy picks, the
+	// constraint, the newest version the source offers under it when the
+	// sync does not hold that one yet, and the VersionResolved condition.
+	VersionPolicy string `json:"versionPolicy,omitempty"`
 }
 
 // StageView is one stage's progress.
@@ -51,6 +55,7 @@ func (f *Fleet) Rollout(m *fleeetv1.Module) RolloutView {
 		v.State = fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
 	}
 	v.Paused, _ = status.PausedByHand(m.Status.Conditions)
+	v.VersionPolicy = versionPolicy(m, v.Version)
 	ro := m.Status.Rollout
 	if ro != nil && ro.Revision == v.Revision {
 		v.Holding = ro.Holding
@@ -92,4 +97,24 @@ func (f *Fleet) Rollout(m *fleeetv1.Module) RolloutView {
 	}
 	v.Stages = slices.DeleteFunc(stages, func(st StageView) bool { return st.Remotes == 0 })
 	return v
+}
+
+// versionPolicy describes m's version policy for RolloutView, or "" when it
+// has none.
+func versionPolicy(m *fleeetv1.Module, current string) string {
+	p := m.Spec.VersionPolicy
+	if p == nil {
+		return ""
+	}
+	out := fmt.Sprintf("%q", p.Semver)
+	if st := m.Status.VersionPolicy; st != nil && st.Available != "" && st.Available != current {
+		out += ", pending " + st.Available
+		if slices.Contains(st.Skipped, st.Available) {
+			out += " (rolled back, not picked again)"
+		}
+	}
+	if c := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.VersionResolvedCondition); c != nil {
+		return fmt.Sprintf("%s; %s %s: %s", out, c.Status, c.Reason, c.Message)
+	}
+	return out + "; not resolved yet"
 }

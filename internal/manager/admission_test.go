@@ -170,6 +170,16 @@ func TestAdmissionPoliciesRefuseHostileRequests(t *testing.T) {
 					Source:  fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "http://charts.example.com", Chart: "a", Version: "1.0.0"}},
 					Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{TargetNamespace: ns}}}}}})
 		}, []string{`spec.sync.source.helm.url: scheme "http"`}},
+		{"a version policy that does not parse", func() error {
+			return alice.Create(ctx, moduleIn(ns, "x", func(m *fleeetv1.Module) { m.Spec.VersionPolicy = &fleeetv1.VersionPolicy{Semver: "~~1"} }))
+		}, []string{`spec.versionPolicy.semver: "~~1" is not a semantic version constraint`}},
+		{"a version policy over ssh", func() error {
+			return alice.Create(ctx, moduleIn(ns, "x", func(m *fleeetv1.Module) {
+				m.Spec.VersionPolicy = &fleeetv1.VersionPolicy{Semver: "^1"}
+				m.Spec.Sync.Source.Git.URL = "ssh://git@git.example.com/a.git"
+				m.Spec.Sync.Source.SecretRef = &fleeetv1.LocalObjectReference{Name: "git-ssh"} // the schema wants one for ssh
+			}))
+		}, []string{"spec.sync.source.git.url: the manager reads a repository's tags over https:// or http:// only (spec.versionPolicy is set)"}},
 		{"every violation at once", func() error {
 			return alice.Create(ctx, moduleIn(ns, "x", func(m *fleeetv1.Module) {
 				m.Spec.Sync.Source.Git.URL = "http://git.example.com/a.git"
@@ -272,6 +282,11 @@ func TestAdmissionPoliciesRefuseHostileRequests(t *testing.T) {
 	}
 	t.Run("allows a well-formed Module from a tenant", func(t *testing.T) {
 		NewWithT(t).Expect(alice.Create(ctx, moduleIn(ns, "fine", nil))).To(Succeed())
+	})
+	t.Run("allows a Module whose version a policy picks", func(t *testing.T) {
+		NewWithT(t).Expect(alice.Create(ctx, moduleIn(ns, "following", func(m *fleeetv1.Module) {
+			m.Spec.VersionPolicy = &fleeetv1.VersionPolicy{Semver: ">=1.0.0 <2"}
+		}))).To(Succeed())
 	})
 	t.Run("allows a cluster to report its own status", func(t *testing.T) {
 		NewWithT(t).Eventually(func() error { return edge.Status().Update(ctx, plan("edge")) }, timeout, poll).Should(Succeed())

@@ -5,6 +5,7 @@ package manager
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/policyconfig"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/registration"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/remote"
+	"github.com/fleeet-dev/fleeet/internal/controllers/manager/versions"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
@@ -195,7 +197,28 @@ func setupModules(ctx context.Context, mgr ctrl.Manager, o Options, members *sha
 		ManagerVersion: version.Version}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&versions.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), Concurrent: o.Concurrent,
+		HTTP: sourceClient(o.SourceNetworks)}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	return (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}).SetupWithManager(mgr)
+}
+
+// sourceClient reads the versions sources offer for version policies: never
+// through a proxy from the environment, never to an address the source
+// network policy refuses (checked on each connection, redirects included),
+// at most three redirects.
+func sourceClient(p network.Policy) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{DialContext: p.Dialer(), TLSHandshakeTimeout: 10 * time.Second,
+			ResponseHeaderTimeout: 20 * time.Second, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute},
+		CheckRedirect: func(_ *http.Request, via []*http.Request) error {
+			if len(via) >= 3 {
+				return errors.New("more than three redirects")
+			}
+			return nil
+		},
+	}
 }
 
 // ownWrites is how the compiler judges the manager's own plan writes in

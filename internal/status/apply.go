@@ -23,6 +23,9 @@ const (
 	PushManager = "fleet-manager-push"
 	// RegistrationManager owns a Remote's Registered condition.
 	RegistrationManager = "fleet-manager-registration"
+	// VersionsManager owns a Module's status.versionPolicy and its
+	// VersionResolved condition.
+	VersionsManager = "fleet-manager-versions"
 	// AgentManager owns a pull Remote's agent and Kubernetes versions, flux
 	// and FluxCompatible condition, and its ProxyAssemblage status.
 	AgentManager = "fleet-agent"
@@ -33,14 +36,26 @@ const (
 // fields owner applied before and leaves out now are removed. Conditions
 // are merged by type. An object deleted meanwhile is not an error.
 func Apply(ctx context.Context, c client.Client, obj client.Object, owner string, status any) error {
+	return apply(ctx, c, obj, owner, status, map[string]any{})
+}
+
+// ApplyOver is Apply on the version of obj as read: when the object
+// changed since, it fails with a conflict, so a status worked out from a
+// stale read never replaces a newer one.
+func ApplyOver(ctx context.Context, c client.Client, obj client.Object, owner string, status any) error {
+	return apply(ctx, c, obj, owner, status, map[string]any{"resourceVersion": obj.GetResourceVersion()})
+}
+
+func apply(ctx context.Context, c client.Client, obj client.Object, owner string, status any, meta map[string]any) error {
 	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
 	if err != nil {
 		return err
 	}
+	meta["name"], meta["namespace"] = obj.GetName(), obj.GetNamespace()
 	patch, err := json.Marshal(map[string]any{
 		"apiVersion": gvk.GroupVersion().String(),
 		"kind":       gvk.Kind,
-		"metadata":   map[string]any{"name": obj.GetName(), "namespace": obj.GetNamespace()},
+		"metadata":   meta,
 		"status":     status,
 	})
 	if err != nil {

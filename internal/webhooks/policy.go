@@ -26,6 +26,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/network"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/rollout/window"
+	"github.com/fleeet-dev/fleeet/internal/versions"
 )
 
 // Path is where the policy webhook is served.
@@ -301,6 +302,7 @@ func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[s
 		}
 		into["modules"] = modules
 		into["windows"] = windowProblems(m)
+		into["versionPolicy"] = versionPolicyProblems(m)
 	}
 	return nil
 }
@@ -336,6 +338,25 @@ func (p *Policies) sourceHostProblems(src fleeetv1.Source) []map[string]string {
 func windowProblems(m *fleeetv1.Module) []window.Problem {
 	parsed, problems := window.Parse(m.Spec.Rollout.Windows)
 	return append(append([]window.Problem{}, problems...), window.NeverOpen(parsed, time.Now())...)
+}
+
+// versionPolicyProblems lists, for policies/versions, each field of the
+// Module's version policy the manager could not act on: a constraint that
+// does not parse (Rego has no semver constraints), a source whose versions
+// it does not read.
+func versionPolicyProblems(m *fleeetv1.Module) []map[string]string {
+	problems := []map[string]string{}
+	p := m.Spec.VersionPolicy
+	if p == nil {
+		return problems
+	}
+	if _, err := versions.Constraint(p); err != nil {
+		problems = append(problems, map[string]string{"error": err.Error()})
+	}
+	if why := versions.Unsupported(m.Spec.Sync.Source); why != "" {
+		problems = append(problems, map[string]string{"error": why + " (spec.versionPolicy is set)"})
+	}
+	return problems
 }
 
 // dependencyGraph returns, for a Module that depends on others, the other

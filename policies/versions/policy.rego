@@ -56,3 +56,25 @@ deny contains "spec.sync.source.oci: name a tag or a digest; a sync never follow
 	not sync.source.oci.tag
 	not sync.source.oci.digest
 }
+
+# A version policy lets the manager pick the sync's version among those the
+# source offers; the version it writes is exact, so the rules above still
+# hold for it. Rego has no semver constraints, so the webhook parses the
+# policy and lists what the manager could not act on in
+# context.versionPolicy ({error}); a policy that was not worked out is
+# refused (fail closed).
+version_policy_judged if {
+	lib.kind == "Module"
+	input.request.subResource == ""
+	input.object.spec.versionPolicy
+}
+
+deny contains p.error if {
+	version_policy_judged
+	some p in input.context.versionPolicy
+}
+
+deny contains "spec.versionPolicy: the webhook did not check the version policy; refusing rather than admitting one the manager cannot act on" if {
+	version_policy_judged
+	not input.context.versionPolicy
+}

@@ -45,3 +45,30 @@ test_bad_oci_digest_denied if {
 test_unpinned_oci_denied if {
 	versions.deny == {"spec.sync.source.oci: name a tag or a digest; a sync never follows latest"} with input as module({"oci": {"url": "oci://r/app"}})
 }
+
+with_policy(source, problems) := {
+	"request": {"kind": {"kind": "Module"}, "subResource": ""},
+	"object": {"spec": {"sync": {"source": source}, "versionPolicy": {"semver": "~1.4"}}},
+	"context": {"versionPolicy": problems},
+}
+
+test_a_version_policy_the_webhook_found_sound_passes if {
+	count(versions.deny) == 0 with input as with_policy({"helm": {"version": "1.4.2"}}, [])
+}
+
+test_a_version_policy_problem_is_refused_as_the_webhook_words_it if {
+	msg := `spec.versionPolicy.semver: "~~1" is not a semantic version constraint: improper constraint: ~~1`
+	versions.deny == {msg} with input as with_policy({"git": {"tag": "v1.4.2"}}, [{"error": msg}])
+}
+
+test_an_unchecked_version_policy_is_refused if {
+	some msg in versions.deny with input as object.remove(with_policy({"git": {"tag": "v1.4.2"}}, []), ["context"])
+	startswith(msg, "spec.versionPolicy: the webhook did not check")
+}
+
+test_status_writes_are_not_judged_for_the_version_policy if {
+	count(versions.deny) == 0 with input as object.union(
+		object.remove(with_policy({"git": {"tag": "v1.4.2"}}, []), ["context"]),
+		{"request": {"subResource": "status"}},
+	)
+}

@@ -1,0 +1,229 @@
+// Package versions reads the versions a Module's source offers — a git
+// repository's tags, a Helm repository's chart versions — and picks the one
+// a version policy allows, so the manager can write it into the sync as an
+// exact version.
+package versions
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	"sigs.k8s.io/yaml"
+
+	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+)
+
+// maxBody bounds what one look reads from a source: a git ref advertisement
+// or a Helm repository index. Large public Helm indexes run to tens of MB.
+const maxBody = 64 << 20
+
+// Constraint parses a version policy's semver constraint, naming the field
+// in its error.
+func Constraint(p *fleeetv1.VersionPolicy) (*semver.Constraints, error) {
+	c, err := semver.NewConstraint(p.Semver)
+	if err != nil {
+		return nil, fmt.Errorf("spec.versionPolicy.semver: %q is not a semantic version constraint: %w", p.Semver, err)
+	}
+	return c, nil
+}
+
+// Unsupported says why the manager cannot read the versions src offers, or
+// "" when it can: git over http(s) and Helm repositories over http(s).
+func Unsupported(src fleeetv1.Source) string {
+	switch {
+	case src.Git != nil && src.Git.Revision != "":
+		return "spec.sync.source.git.revision: a version policy picks among tags; the sync pins a commit"
+	case src.Git != nil && !httpURL(src.Git.URL):
+		return "spec.sync.source.git.url: the manager reads a repository's tags over https:// or http:// only"
+	case src.Helm != nil && !httpURL(src.Helm.URL):
+		return "spec.sync.source.helm.url: the manager reads chart versions from https:// or http:// repositories only, not oci://"
+	case src.OCI != nil:
+		return "spec.sync.source.oci: the manager does not read OCI tags yet; pin a tag or a digest"
+	case src.SecretRef != nil:
+		return "spec.sync.source.secretRef: the manager reads public sources only; a private one's credentials are downstream"
+	}
+	return ""
+}
+
+func httpURL(raw string) bool {
+	return strings.HasPrefix(raw, "https://") || strings.HasPrefix(raw, "http://")
+}
+
+// Current is the version the sync names now: its git tag or chart version.
+func Current(src fleeetv1.Source) string {
+	switch {
+	case src.Git != nil:
+		return strings.TrimPrefix(src.Git.Tag, "refs/tags/")
+	case src.Helm != nil:
+		return src.Helm.Version
+	}
+	return ""
+}
+
+// List returns the versions src offers, as the source names them (a git
+// tag's name, a chart version), reading it through c.
+func List(ctx context.Context, c *http.Client, src fleeetv1.Source) ([]string, error) {
+	if why := Unsupported(src); why != "" {
+		return nil, errors.New(why)
+	}
+	if src.Git != nil {
+		return gitTags(ctx, c, src.Git.URL)
+	}
+	return chartVersions(ctx, c, src.Helm.URL, src.Helm.Chart)
+}
+
+// gitTags reads the tags a repository advertises over git's smart HTTP
+// protocol (the ref advertisement of git-upload-pack), without cloning.
+func gitTags(ctx context.Context, c *http.Client, repo string) ([]string, error) {
+	body, err := get(ctx, c, strings.TrimSuffix(repo, "/")+"/info/refs?service=git-upload-pack")
+	if err != nil {
+		return nil, err
+	}
+	var tags []string
+	r := bufio.NewReader(bytes.NewReader(body))
+	for {
+		line, err := pktLine(r)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the tags of %s: %w", repo, err)
+		}
+		// "<sha> <ref>" with capabilities after a NUL on the first ref.
+		line, _, _ = strings.Cut(strings.TrimSuffix(line, "\n"), "\x00")
+		_, ref, ok := strings.Cut(line, " ")
+		if !ok || strings.HasSuffix(ref, "^{}") {
+			continue
+		}
+		if tag, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
+			tags = append(tags, tag)
+		}
+	}
+	return tags, nil
+}
+
+// pktLine reads one pkt-line's payload; a flush packet ("0000") gives "".
+func pktLine(r *bufio.Reader) (string, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return "", errors.New("truncated pkt-line")
+		}
+		return "", err
+	}
+	n, err := strconv.ParseUint(string(size[:]), 16, 16)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("not a git smart HTTP answer (pkt-line length %q)", size[:])
+	case n == 0:
+		return "", nil
+	case n < 4:
+		return "", fmt.Errorf("pkt-line length %d", n)
+	}
+	payload := make([]byte, n-4)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return "", errors.New("truncated pkt-line")
+	}
+	return string(payload), nil
+}
+
+// chartVersions reads the versions of chart from a Helm repository's
+// index.yaml.
+func chartVersions(ctx context.Context, c *http.Client, repo, chart string) ([]string, error) {
+	body, err := get(ctx, c, strings.TrimSuffix(repo, "/")+"/index.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var index struct {
+		Entries map[string][]struct {
+			Version string `json:"version"`
+		} `json:"entries"`
+	}
+	if err := yaml.Unmarshal(body, &index); err != nil {
+		return nil, fmt.Errorf("reading the index of %s: %w", repo, err)
+	}
+	entries, ok := index.Entries[chart]
+	if !ok {
+		return nil, fmt.Errorf("the index of %s has no chart %q", repo, chart)
+	}
+	versions := make([]string, 0, len(entries))
+	for _, e := range entries {
+		versions = append(versions, e.Version)
+	}
+	return versions, nil
+}
+
+// get reads u whole, up to maxBody, and fails on any status but 200.
+func get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", redacted(u), resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %w", redacted(u), err)
+	}
+	if len(body) > maxBody {
+		return nil, fmt.Errorf("GET %s: the answer is over %d MiB", redacted(u), maxBody>>20)
+	}
+	return body, nil
+}
+
+// redacted is u without its query, which a look never needs to show.
+func redacted(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "the source"
+	}
+	p.RawQuery, p.User = "", nil
+	return p.String()
+}
+
+// Pick returns, among offered, the highest version that satisfies c and is
+// not in skip, as the source names it, and whether there is one. Names
+// that are not semantic versions (with or without a leading v) are
+// ignored.
+func Pick(offered []string, c *semver.Constraints, skip []string) (string, bool) {
+	var best *semver.Version
+	name := ""
+	for _, o := range offered {
+		v, err := semver.NewVersion(o)
+		if err != nil || !c.Check(v) || slices.Contains(skip, o) {
+			continue
+		}
+		if best == nil || v.GreaterThan(best) {
+			best, name = v, o
+		}
+	}
+	return name, best != nil
+}
+
+// RolledBack lists the versions whose rollout was rolled back, from a
+// Module's history, newest first, at most max.
+func RolledBack(history []fleeetv1.RolloutRecord, max int) []string {
+	var out []string
+	for _, h := range history {
+		if h.Outcome == fleeetv1.RolloutRolledBack && !slices.Contains(out, h.Version) && len(out) < max {
+			out = append(out, h.Version)
+		}
+	}
+	return out
+}
