@@ -53,6 +53,14 @@ type SyncSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	DependsOn []Dependency `json:"dependsOn,omitempty"`
 
+	// RequiredBy declares the dependency from its own side: every other
+	// sync of the same plan whose labels it selects waits for this one, as
+	// if it listed it in dependsOn ({} selects all, so everything waits
+	// for a CNI). Where this sync is not placed, nothing waits for it.
+	// Agents older than the manager that introduced it ignore it.
+	// +optional
+	RequiredBy *metav1.LabelSelector `json:"requiredBy,omitempty"`
+
 	// Interval is how often Flux checks the source and re-applies the sync
 	// without any change, which repairs drift. 10m unless set; at least 1m.
 	// +optional

@@ -1750,6 +1750,11 @@ func (in *SyncSpec) DeepCopyInto(out *SyncSpec) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.RequiredBy != nil {
+		in, out := &in.RequiredBy, &out.RequiredBy
+		*out = new(v1.LabelSelector)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Interval != nil {
 		in, out := &in.Interval, &out.Interval
 		*out = new(v1.Duration)

@@ -263,6 +263,12 @@ func TestAdmissionPoliciesRefuseHostileRequests(t *testing.T) {
 				m.Spec.Sync.DependsOn = []fleeetv1.Dependency{{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "app"}}}}
 			}))
 		}, []string{"creates the dependency cycle crds → app → crds"}},
+		{"a Module required by everything that depends on one of them", func() error {
+			return alice.Create(ctx, moduleIn(ns, "cni", func(m *fleeetv1.Module) {
+				m.Spec.Sync.RequiredBy = &metav1.LabelSelector{}
+				m.Spec.Sync.DependsOn = []fleeetv1.Dependency{{Name: "app"}}
+			}))
+		}, []string{"spec.sync.dependsOn: creates the dependency cycle cni → app → cni"}},
 		{"a plan over the size limit", func() error {
 			pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "huge"}}
 			sync := moduleIn(ns, "x", nil).Spec.Sync

@@ -29,7 +29,8 @@ type Graph struct {
 }
 
 // Build resolves every sync's dependsOn, by name or by label selector
-// over the other syncs, and finds dependency cycles.
+// over the other syncs, and every sync's requiredBy, which makes the syncs
+// it selects depend on it, and finds dependency cycles.
 func Build(syncs []fleeetv1.NamedSync) *Graph {
 	g := &Graph{
 		Deps:    map[string][]string{},
@@ -63,6 +64,16 @@ func Build(syncs []fleeetv1.NamedSync) *Graph {
 				}
 			}
 		}
+		for _, other := range syncs {
+			if other.Name != s.Name && requires(other, s) {
+				set[other.Name] = true
+			}
+		}
+		if s.RequiredBy != nil {
+			if _, err := metav1.LabelSelectorAsSelector(s.RequiredBy); err != nil {
+				g.Invalid[s.Name] = fmt.Sprintf("requiredBy: %v", err)
+			}
+		}
 		for name := range set {
 			g.Deps[s.Name] = append(g.Deps[s.Name], name)
 		}
@@ -70,6 +81,17 @@ func Build(syncs []fleeetv1.NamedSync) *Graph {
 	}
 	g.findCycles(syncs)
 	return g
+}
+
+// requires says whether prerequisite's requiredBy selects dependent. A
+// selector that does not parse selects nothing; Build says why on the
+// prerequisite.
+func requires(prerequisite, dependent fleeetv1.NamedSync) bool {
+	if prerequisite.RequiredBy == nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(prerequisite.RequiredBy)
+	return err == nil && sel.Matches(labels.Set(dependent.Labels))
 }
 
 // findCycles marks every sync that lies on a cycle (Tarjan's strongly

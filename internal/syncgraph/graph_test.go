@@ -75,3 +75,44 @@ func TestBuildGraphReportsAnInvalidSelector(t *testing.T) {
 	gr := Build([]fleeetv1.NamedSync{sync("a", nil, bad)})
 	g.Expect(gr.Invalid["a"]).To(HavePrefix("dependsOn[0].selector: "))
 }
+
+func requiredBy(s fleeetv1.NamedSync, sel *metav1.LabelSelector) fleeetv1.NamedSync {
+	s.RequiredBy = sel
+	return s
+}
+
+func TestRequiredByMakesTheSyncsItSelectsWaitForIt(t *testing.T) {
+	g := NewWithT(t)
+	app := map[string]string{"tier": "app"}
+	gr := Build([]fleeetv1.NamedSync{
+		requiredBy(sync("cni", nil), &metav1.LabelSelector{}),
+		requiredBy(sync("db", nil), &metav1.LabelSelector{MatchLabels: app}),
+		sync("web", app, on("cache")),
+		sync("cache", nil),
+	})
+	g.Expect(gr.Deps["web"]).To(Equal([]string{"cache", "cni", "db"}))
+	g.Expect(gr.Deps["cache"]).To(Equal([]string{"cni"}))
+	g.Expect(gr.Deps["db"]).To(Equal([]string{"cni"}), "everything waits for the CNI, another prerequisite too")
+	g.Expect(gr.Deps["cni"]).To(BeEmpty(), "requiredBy never selects its own sync")
+	g.Expect(gr.Cycles).To(BeEmpty())
+	g.Expect(gr.Missing).To(BeEmpty(), "a prerequisite not in the plan holds nothing")
+}
+
+func TestTwoSyncsRequiredByEachOtherAreACycle(t *testing.T) {
+	g := NewWithT(t)
+	gr := Build([]fleeetv1.NamedSync{
+		requiredBy(sync("a", nil), &metav1.LabelSelector{}),
+		requiredBy(sync("b", nil), &metav1.LabelSelector{}),
+	})
+	g.Expect(CycleString(gr.Cycles["a"])).To(Equal("a → b → a"))
+}
+
+func TestAnInvalidRequiredBySelectorIsReportedAndSelectsNothing(t *testing.T) {
+	g := NewWithT(t)
+	gr := Build([]fleeetv1.NamedSync{
+		requiredBy(sync("a", nil), &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: "Near"}}}),
+		sync("b", nil),
+	})
+	g.Expect(gr.Invalid["a"]).To(HavePrefix("requiredBy: "))
+	g.Expect(gr.Deps["b"]).To(BeEmpty())
+}

@@ -359,12 +359,14 @@ func versionPolicyProblems(m *fleeetv1.Module) []map[string]string {
 	return problems
 }
 
-// dependencyGraph returns, for a Module that depends on others, the other
-// Modules of its namespace reduced to what a cycle check reads: name,
-// labels and dependsOn. A Module without dependencies cannot close a cycle,
-// so it gets none, and admission cost does not grow with the namespace.
+// dependencyGraph returns, for a Module that depends on others or is
+// required by others, the other Modules of its namespace reduced to what a
+// cycle check reads: name, labels, dependsOn and requiredBy. A Module with
+// neither gets none, so admission cost does not grow with the namespace;
+// such a Module can still close a cycle through its labels when another's
+// requiredBy selects them, which the agent reports on the sync instead.
 func (p *Policies) dependencyGraph(ctx context.Context, req admission.Request, m *fleeetv1.Module) ([]fleeetv1.Module, error) {
-	if len(m.Spec.Sync.DependsOn) == 0 {
+	if len(m.Spec.Sync.DependsOn) == 0 && m.Spec.Sync.RequiredBy == nil {
 		return nil, nil
 	}
 	modules := &fleeetv1.ModuleList{}
@@ -376,7 +378,7 @@ func (p *Policies) dependencyGraph(ctx context.Context, req admission.Request, m
 	graph := make([]fleeetv1.Module, 0, len(modules.Items))
 	for _, o := range modules.Items {
 		n := fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Labels: o.Labels}}
-		n.Spec.Sync.DependsOn = o.Spec.Sync.DependsOn
+		n.Spec.Sync.DependsOn, n.Spec.Sync.RequiredBy = o.Spec.Sync.DependsOn, o.Spec.Sync.RequiredBy
 		graph = append(graph, n)
 	}
 	return graph, nil

@@ -1,6 +1,7 @@
 # dependsOn across a namespace's Modules stays acyclic. A Module's sync is
 # named after the Module; a dependency names a sync or selects syncs by the
-# Modules' labels. input.context.modules holds the namespace's other Modules.
+# Modules' labels, and a Module's requiredBy makes the Modules it selects
+# depend on it. input.context.modules holds the namespace's other Modules.
 package fleeet.dependencies
 
 import data.fleeet.lib
@@ -18,6 +19,10 @@ modules[self] := input.object if lib.kind == "Module"
 edges[name] := {d |
 	some dep in object.get(m, ["spec", "sync", "dependsOn"], [])
 	some d in targets(dep)
+} | {p |
+	some p, prerequisite in modules
+	p != name
+	lib.selects(prerequisite.spec.sync.requiredBy, object.get(m, ["metadata", "labels"], {}))
 } if {
 	some name, m in modules
 }
@@ -39,5 +44,13 @@ deny contains msg if {
 	node == self
 	not self in array.slice(path, 0, i)
 	cycle := array.concat([self], array.slice(path, 0, i + 1))
-	msg := sprintf("spec.sync.dependsOn: creates the dependency cycle %s", [concat(" → ", cycle)])
+	msg := sprintf("%s: creates the dependency cycle %s", [field, concat(" → ", cycle)])
 }
+
+# The field that closes the cycle: the Module's own dependsOn, else its
+# requiredBy, else its labels, which another Module's requiredBy selects.
+field := "spec.sync.dependsOn" if {
+	count(object.get(input.object, ["spec", "sync", "dependsOn"], [])) > 0
+} else := "spec.sync.requiredBy" if {
+	input.object.spec.sync.requiredBy
+} else := "metadata.labels"

@@ -29,3 +29,26 @@ test_status_write_of_a_module_in_a_cycle_allowed if {
 	others := [module("a", {}, [{"name": "c"}])]
 	count(dependencies.deny) == 0 with input as {"request": {"kind": {"kind": "Module"}, "subResource": "status"}, "object": module("c", {}, [{"name": "a"}]), "context": {"modules": others}}
 }
+
+prerequisite(name, labels, selector) := {"metadata": {"name": name, "labels": labels}, "spec": {"sync": {"requiredBy": selector}}}
+
+test_required_by_everything_allowed_once if {
+	others := [module("web", {"tier": "app"}, []), module("db", {}, [])]
+	count(dependencies.deny) == 0 with input as req(prerequisite("cni", {}, {}), others)
+}
+
+test_two_modules_required_by_everything_are_a_cycle if {
+	others := [prerequisite("cni", {}, {})]
+	dependencies.deny == {"spec.sync.requiredBy: creates the dependency cycle csi → cni → csi"} with input as req(prerequisite("csi", {}, {}), others)
+}
+
+test_labels_a_requirement_selects_can_close_a_cycle if {
+	cni := {"metadata": {"name": "cni", "labels": {}}, "spec": {"sync": {"requiredBy": {"matchLabels": {"tier": "app"}}, "dependsOn": [{"name": "db"}]}}}
+	object := {"metadata": {"name": "db", "labels": {"tier": "app"}}, "spec": {"sync": {}}}
+	dependencies.deny == {"metadata.labels: creates the dependency cycle db → cni → db"} with input as req(object, [cni])
+}
+
+test_a_module_a_requirement_selects_may_depend_on_it_too if {
+	others := [prerequisite("cni", {}, {"matchLabels": {"tier": "app"}})]
+	count(dependencies.deny) == 0 with input as req(module("web", {"tier": "app"}, [{"name": "cni"}]), others)
+}

@@ -66,6 +66,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("KustomizationWaitsForHelmReleaseInstallingItsCRD", e.testKustomizationWaitsForHelm)
 	t.Run("ChainOfFiveAlternatingKindsBecomesReady", e.testChain)
 	t.Run("SelectorDependencyWaitsForEveryMatchingSync", e.testSelectorDependency)
+	t.Run("RequiredByHoldsEverySyncItSelectsUntilItIsReady", e.testRequiredBy)
 	t.Run("FailingDependencyBlocksDependentsUntilFixed", e.testFailingDependency)
 	t.Run("DependentUpdateWaitsForDependencyVersionBump", e.testVersionBump)
 	t.Run("DroppedSyncsAreRemovedInReverseDependencyOrder", e.testRemovalOrder)
@@ -389,6 +390,31 @@ func (e *env) testSelectorDependency(t *testing.T) {
 
 	broken.Package.Kustomize.Path = "./configmap"
 	e.update(t, asm, platform1, broken, platform2, app)
+	e.waitReady(t, asm)
+}
+
+// A prerequisite declared from its own side (requiredBy {}, as a CNI
+// would be) holds every other sync of both kinds until it is Ready.
+func (e *env) testRequiredBy(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "required", nil)
+	cni := e.ks(ns, "cni", "v1.0.0", "./missing")
+	cni.RequiredBy = &metav1.LabelSelector{}
+	app, chart := e.ks(ns, "app", "v1.0.0", "./configmap"), e.hr("chart", "hello", "1.2.3")
+	asm := e.create(t, ns, cni, app, chart)
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "cni").State).To(Equal(fleeetv1.SyncFailed))
+		for _, name := range []string{"app", "chart"} {
+			st := e.syncStatus(g, asm, name)
+			g.Expect(st.State).To(Equal(fleeetv1.SyncBlocked), name)
+			g.Expect(st.BlockedBy).To(Equal([]string{"cni"}), name)
+		}
+	}, timeout, poll).Should(Succeed())
+	g.Expect(e.appliers(g, ns)).To(HaveLen(1), "only the prerequisite is applied")
+
+	cni.Package.Kustomize.Path = "./configmap"
+	e.update(t, asm, cni, app, chart)
 	e.waitReady(t, asm)
 }
 
