@@ -840,7 +840,28 @@ type Dependency struct {
 	// Selector selects syncs by their labels, such as every platform module.
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// ReadyAt says at which version the dependency must be Ready: Desired
+	// (the default), the version its plan asks for, so a dependent waits
+	// through the dependency's upgrade; or Any, whatever version it runs,
+	// as Flux's own dependsOn does, so a dependent need not wait for the
+	// dependency's upgrade. A sync several entries select waits as the
+	// strictest says. Agents older than the manager that introduced it
+	// ignore it and wait for the desired version.
+	// +optional
+	// +kubebuilder:validation:Enum=Desired;Any
+	ReadyAt DependencyReadiness `json:"readyAt,omitempty"`
 }
+
+// DependencyReadiness is the version at which a dependency counts as Ready.
+type DependencyReadiness string
+
+const (
+	// ReadyAtDesired: Ready at the version the dependency's plan asks for.
+	ReadyAtDesired DependencyReadiness = "Desired"
+	// ReadyAtAny: Ready at whatever version it runs.
+	ReadyAtAny DependencyReadiness = "Any"
+)
 
 // LocalObjectReference names an object in the same namespace.
 type LocalObjectReference struct {

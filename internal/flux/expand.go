@@ -75,6 +75,9 @@ type Revision struct {
 	// Flux versions such a chart after the source's artifact, so the
 	// release is matched against what the source fetched.
 	Chart bool
+	// Any matches every revision: what a dependency gated at any version
+	// (readyAt: Any) is judged against.
+	Any bool
 }
 
 // String renders the revision for messages.
@@ -90,6 +93,8 @@ func (r Revision) String() string {
 // through.
 func (r Revision) Matches(applied, fetched string) bool {
 	switch {
+	case r.Any:
+		return true
 	case r.Chart && (r.GitTag != "" || r.GitCommit != ""):
 		// Source-controller versions a chart built from git
 		// <version>+<first 12 hex of the commit> (reconcileStrategy

@@ -26,6 +26,9 @@ type Graph struct {
 	// Cycles maps each sync on a dependency cycle to that cycle, as a path
 	// that starts and ends at the same sync.
 	Cycles map[string][]string
+	// AnyVersion maps a sync to the dependencies it waits for at any
+	// version (readyAt: Any in every entry that selects them).
+	AnyVersion map[string]map[string]bool
 }
 
 // Build resolves every sync's dependsOn, by name or by label selector
@@ -33,21 +36,29 @@ type Graph struct {
 // it selects depend on it, and finds dependency cycles.
 func Build(syncs []fleeetv1.NamedSync) *Graph {
 	g := &Graph{
-		Deps:    map[string][]string{},
-		Missing: map[string][]string{},
-		Invalid: map[string]string{},
-		Cycles:  map[string][]string{},
+		Deps:       map[string][]string{},
+		Missing:    map[string][]string{},
+		Invalid:    map[string]string{},
+		Cycles:     map[string][]string{},
+		AnyVersion: map[string]map[string]bool{},
 	}
 	names := map[string]bool{}
 	for _, s := range syncs {
 		names[s.Name] = true
 	}
 	for _, s := range syncs {
+		// set maps each dependency to whether every entry so far asks for
+		// it at any version.
 		set := map[string]bool{}
+		add := func(name string, anyVersion bool) {
+			was, seen := set[name]
+			set[name] = anyVersion && (!seen || was)
+		}
 		for i, d := range s.DependsOn {
+			anyVersion := d.ReadyAt == fleeetv1.ReadyAtAny
 			if d.Name != "" {
 				if names[d.Name] {
-					set[d.Name] = true
+					add(d.Name, anyVersion)
 				} else {
 					g.Missing[s.Name] = append(g.Missing[s.Name], d.Name)
 				}
@@ -60,13 +71,13 @@ func Build(syncs []fleeetv1.NamedSync) *Graph {
 			}
 			for _, other := range syncs {
 				if other.Name != s.Name && sel.Matches(labels.Set(other.Labels)) {
-					set[other.Name] = true
+					add(other.Name, anyVersion)
 				}
 			}
 		}
 		for _, other := range syncs {
 			if other.Name != s.Name && requires(other, s) {
-				set[other.Name] = true
+				add(other.Name, false)
 			}
 		}
 		if s.RequiredBy != nil {
@@ -74,8 +85,14 @@ func Build(syncs []fleeetv1.NamedSync) *Graph {
 				g.Invalid[s.Name] = fmt.Sprintf("requiredBy: %v", err)
 			}
 		}
-		for name := range set {
+		for name, anyVersion := range set {
 			g.Deps[s.Name] = append(g.Deps[s.Name], name)
+			if anyVersion {
+				if g.AnyVersion[s.Name] == nil {
+					g.AnyVersion[s.Name] = map[string]bool{}
+				}
+				g.AnyVersion[s.Name][name] = true
+			}
 		}
 		slices.Sort(g.Deps[s.Name])
 	}

@@ -116,3 +116,18 @@ func TestAnInvalidRequiredBySelectorIsReportedAndSelectsNothing(t *testing.T) {
 	g.Expect(gr.Invalid["a"]).To(HavePrefix("requiredBy: "))
 	g.Expect(gr.Deps["b"]).To(BeEmpty())
 }
+
+func TestTheStrictestEntryDecidesAtWhichVersionADependencyCounts(t *testing.T) {
+	g := NewWithT(t)
+	platform := map[string]string{"tier": "platform"}
+	anyOf := func(d fleeetv1.Dependency) fleeetv1.Dependency { d.ReadyAt = fleeetv1.ReadyAtAny; return d }
+	gr := Build([]fleeetv1.NamedSync{
+		sync("crds", platform),
+		sync("cni", platform),
+		requiredBy(sync("mesh", nil), &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}),
+		sync("web", map[string]string{"app": "web"}, anyOf(onLabels(platform)), on("cni"), anyOf(on("mesh"))),
+	})
+	g.Expect(gr.Deps["web"]).To(Equal([]string{"cni", "crds", "mesh"}))
+	g.Expect(gr.AnyVersion["web"]).To(Equal(map[string]bool{"crds": true}),
+		"cni is also named at its desired version, mesh requires web at its desired version")
+}

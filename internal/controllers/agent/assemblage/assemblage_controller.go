@@ -427,7 +427,7 @@ func blockers(name string, g *syncgraph.Graph, plans map[string]planned, objs ma
 		reasons = append(reasons, fmt.Sprintf("%s is not in this assemblage", m))
 	}
 	for _, d := range g.Deps[name] {
-		if ok, why := depReady(plans[d], objs[d]); !ok {
+		if ok, why := depReady(plans[d], objs[d], g.AnyVersion[name][d]); !ok {
 			blockedBy = append(blockedBy, d)
 			reasons = append(reasons, fmt.Sprintf("%s is %s", d, why))
 		}
@@ -436,15 +436,22 @@ func blockers(name string, g *syncgraph.Graph, plans map[string]planned, objs ma
 }
 
 // depReady says whether a dependency, planned as p and holding o, is Ready
-// at its desired revision, and if not, why. A dependency still running an
-// older spec is not ready even if Flux reports it Ready: its dependents
-// wait for the version the Assemblage asks for.
-func depReady(p planned, o flux.Objects) (bool, string) {
-	if p.err != nil {
-		return false, "cannot be expanded: " + p.err.Error()
-	}
+// at its desired revision, or at any revision when anyVersion, and if not,
+// why. A dependency still running an older spec is not ready even if Flux
+// reports it Ready: its dependents wait for the version the Assemblage asks
+// for, unless they wait for it at any version.
+func depReady(p planned, o flux.Objects, anyVersion bool) (bool, string) {
 	if !o.Exists() {
 		return false, "not applied yet"
+	}
+	if anyVersion {
+		if v := flux.Judge(o, flux.Revision{Any: true}); !v.Ready() {
+			return false, fmt.Sprintf("%s: %s", v.State, v.Message)
+		}
+		return true, ""
+	}
+	if p.err != nil {
+		return false, "cannot be expanded: " + p.err.Error()
 	}
 	if !p.upToDate(o) {
 		return false, "not updated to its desired version yet"

@@ -69,6 +69,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("RequiredByHoldsEverySyncItSelectsUntilItIsReady", e.testRequiredBy)
 	t.Run("FailingDependencyBlocksDependentsUntilFixed", e.testFailingDependency)
 	t.Run("DependentUpdateWaitsForDependencyVersionBump", e.testVersionBump)
+	t.Run("ADependencyReadyAtAnyVersionLetsTheDependentMoveFirst", e.testReadyAtAny)
 	t.Run("DroppedSyncsAreRemovedInReverseDependencyOrder", e.testRemovalOrder)
 	t.Run("DeletingAssemblageTearsDownInReverseDependencyOrder", e.testDeleteOrder)
 	t.Run("PlanSplitOverPartsRunsAsOneAndReportsEachPartsSyncs", e.testSplitPlan)
@@ -474,6 +475,39 @@ func (e *env) testVersionBump(t *testing.T) {
 	}
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "app"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("version", "v3"))
+}
+
+// A dependency held back on its old version (its own dependency's new
+// version does not build) is Ready at any version, not at its desired
+// one: a dependent waiting for it at any version moves on, one waiting
+// for the desired version does not.
+func (e *env) testReadyAtAny(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "any", nil)
+	anyVersion := func(s fleeetv1.NamedSync) fleeetv1.NamedSync {
+		s.DependsOn[0].ReadyAt = fleeetv1.ReadyAtAny
+		return s
+	}
+	syncs := func(base, rest string) []fleeetv1.NamedSync {
+		return []fleeetv1.NamedSync{e.ks(ns, "base", "v1.0.0", base), e.ks(ns, "dep", rest, "./configmap", "base"),
+			anyVersion(e.ks(ns, "loose", rest, "./configmap", "dep")), e.ks(ns, "strict", rest, "./configmap", "dep")}
+	}
+	asm := e.create(t, ns, syncs("./configmap", "v1.0.0")...)
+	e.waitReady(t, asm)
+	strict := e.appliers(g, ns)["strict"].GetAnnotations()[fleeetv1.SpecHashAnnotation]
+
+	e.update(t, asm, syncs("./missing", "v3.0.0")...)
+	g.Eventually(func(g Gomega) {
+		dep := e.syncStatus(g, asm, "dep")
+		g.Expect(dep.State).To(Equal(fleeetv1.SyncBlocked))
+		loose := e.syncStatus(g, asm, "loose")
+		g.Expect(loose.State).To(Equal(fleeetv1.SyncReady), loose.Message)
+		g.Expect(loose.Revision).To(HavePrefix("v3.0.0@sha1:"))
+		st := e.syncStatus(g, asm, "strict")
+		g.Expect(st.State).To(Equal(fleeetv1.SyncBlocked))
+		g.Expect(st.Message).To(ContainSubstring("dep is not updated to its desired version yet"))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(e.appliers(g, ns)["strict"].GetAnnotations()[fleeetv1.SpecHashAnnotation]).To(Equal(strict))
 }
 
 // watchDeletions records the order in which Kustomizations and HelmReleases
