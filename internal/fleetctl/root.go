@@ -1,8 +1,9 @@
 // Package fleetctl is the fleetctl command line: registration tokens, the
 // fleet at a glance, why one Module is where it is on one Remote, retries,
 // revocation, rollouts (status, history, pause, resume, approve, undo), a
-// preview of a change (diff), backup and restore of the state no git holds
-// and the web dashboard (internal/dashboard). It
+// preview of a change (diff), Modules imported from Flux objects (import),
+// backup and restore of the state no git holds and the web dashboard
+// (internal/dashboard). It
 // talks to the management cluster like kubectl does (the same kubeconfig,
 // context and namespace flags), and reads the fleet through
 // internal/fleetview, as the dashboard does.
@@ -49,7 +50,7 @@ func NewCommand() *cobra.Command {
 			},
 		},
 		newTokenCommand(s), newStatusCommand(s), newWhyCommand(s), newRetryCommand(s), newRevokeCommand(s), newReenrolCommand(s),
-		newRolloutCommand(s), newDiffCommand(s), newBackupCommand(s), newRestoreCommand(s), dashboard.NewCommand(kube),
+		newRolloutCommand(s), newDiffCommand(s), newImportCommand(s), newBackupCommand(s), newRestoreCommand(s), dashboard.NewCommand(kube),
 	)
 	return root
 }

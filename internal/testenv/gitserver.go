@@ -129,15 +129,7 @@ func (s *GitServer) Commit(t TB, repo string, files map[string]string, tag strin
 		git(t, s.root, "init", "--quiet", "--initial-branch=main", work)
 		git(t, work, "remote", "add", "origin", bare)
 	}
-	for name, content := range files {
-		p := filepath.Join(work, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	WriteFiles(t, work, files)
 	git(t, work, "add", "--all")
 	git(t, work, "commit", "--quiet", "--allow-empty", "-m", "test commit")
 	if tag != "" {
@@ -146,6 +138,21 @@ func (s *GitServer) Commit(t TB, repo string, files map[string]string, tag strin
 	git(t, work, "push", "--quiet", "--tags", "origin", "main")
 	commit = strings.TrimSpace(git(t, work, "rev-parse", "HEAD"))
 	return s.URL + "/" + repo + ".git", commit
+}
+
+// WriteFiles writes files (path → content) under dir, making the
+// directories they need.
+func WriteFiles(t TB, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func git(t TB, dir string, args ...string) string {

@@ -1,7 +1,8 @@
 // Package versions reads the versions a Module's source offers — a git
 // repository's tags, a Helm repository's chart versions — and picks the one
 // a version policy allows, so the manager can write it into the sync as an
-// exact version.
+// exact version. It also reads the commit a git branch holds (GitRef), for
+// fleetctl import to pin a branch.
 package versions
 
 import (
@@ -85,11 +86,46 @@ func List(ctx context.Context, c *http.Client, src fleeetv1.Source) ([]string, e
 // gitTags reads the tags a repository advertises over git's smart HTTP
 // protocol (the ref advertisement of git-upload-pack), without cloning.
 func gitTags(ctx context.Context, c *http.Client, repo string) ([]string, error) {
-	body, err := get(ctx, c, strings.TrimSuffix(repo, "/")+"/info/refs?service=git-upload-pack")
+	refs, err := gitRefs(ctx, c, repo)
 	if err != nil {
 		return nil, err
 	}
 	var tags []string
+	for _, r := range refs {
+		if tag, ok := strings.CutPrefix(r.name, "refs/tags/"); ok {
+			tags = append(tags, tag)
+		}
+	}
+	return tags, nil
+}
+
+// GitRef returns the commit a repository's ref (such as refs/heads/main)
+// points at now, read from its ref advertisement over smart HTTP, so a
+// branch can be pinned to the commit it holds.
+func GitRef(ctx context.Context, c *http.Client, repo, ref string) (string, error) {
+	refs, err := gitRefs(ctx, c, repo)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range refs {
+		if r.name == ref {
+			return r.commit, nil
+		}
+	}
+	return "", fmt.Errorf("%s has no ref %s", redacted(repo), ref)
+}
+
+// advertisedRef is one line of a ref advertisement.
+type advertisedRef struct{ commit, name string }
+
+// gitRefs reads the refs a repository advertises, in order, leaving out the
+// peeled (^{}) lines of annotated tags.
+func gitRefs(ctx context.Context, c *http.Client, repo string) ([]advertisedRef, error) {
+	body, err := get(ctx, c, strings.TrimSuffix(repo, "/")+"/info/refs?service=git-upload-pack")
+	if err != nil {
+		return nil, err
+	}
+	var refs []advertisedRef
 	r := bufio.NewReader(bytes.NewReader(body))
 	for {
 		line, err := pktLine(r)
@@ -97,19 +133,17 @@ func gitTags(ctx context.Context, c *http.Client, repo string) ([]string, error)
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading the tags of %s: %w", repo, err)
+			return nil, fmt.Errorf("reading the refs of %s: %w", redacted(repo), err)
 		}
 		// "<sha> <ref>" with capabilities after a NUL on the first ref.
 		line, _, _ = strings.Cut(strings.TrimSuffix(line, "\n"), "\x00")
-		_, ref, ok := strings.Cut(line, " ")
-		if !ok || strings.HasSuffix(ref, "^{}") {
-			continue
+		commit, name, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") || strings.HasSuffix(name, "^{}") {
+			continue // the service line, or a peeled tag
 		}
-		if tag, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
-			tags = append(tags, tag)
-		}
+		refs = append(refs, advertisedRef{commit: commit, name: name})
 	}
-	return tags, nil
+	return refs, nil
 }
 
 // pktLine reads one pkt-line's payload; a flush packet ("0000") gives "".

@@ -138,3 +138,17 @@ func TestUnsupportedSourcesAreNamedByField(t *testing.T) {
 		g.Expect(Unsupported(*src)).To(HavePrefix(want + ": "))
 	}
 }
+
+func TestGitRefReadsTheCommitOfANamedRef(t *testing.T) {
+	g := NewWithT(t)
+	body := advertisement("HEAD", "refs/heads/main", "refs/tags/v1.0.0")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	commit, err := GitRef(context.Background(), srv.Client(), srv.URL+"/app.git", "refs/heads/main")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(commit).To(Equal(strings.Repeat("a", 40)))
+	_, err = GitRef(context.Background(), srv.Client(), srv.URL+"/app.git", "refs/heads/gone")
+	g.Expect(err).To(MatchError(ContainSubstring("has no ref refs/heads/gone")))
+}
