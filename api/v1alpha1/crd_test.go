@@ -111,7 +111,7 @@ func TestPerClusterOptionsAreStoredAsWritten(t *testing.T) {
 	k.Components = []string{"../ha"}
 	k.SubstituteFrom = []fleeetv1.SubstituteReference{{Kind: "Secret", Name: "db", Optional: true}}
 	kustomize.Spec.Overrides = []fleeetv1.Override{{Name: "eu", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"region": "eu"}},
-		Kustomize: &fleeetv1.KustomizeOverride{Patches: k.Patches, Images: k.Images, Substitute: map[string]string{"A": "b"}}}}
+		Kustomize: &fleeetv1.KustomizeOverride{Path: "./overlays/eu", Patches: k.Patches, Images: k.Images, Substitute: map[string]string{"A": "b"}}}}
 	helm := minimalModule(ns)
 	helm.Name = "chart"
 	helm.Spec.Sync = helmSync()
@@ -183,6 +183,8 @@ func TestFluxOptionsAreAccepted(t *testing.T) {
 		CRDs: fleeetv1.CRDsCreateReplace, CreateNamespace: true,
 		PostRenderers: []fleeetv1.KustomizePatch{{Patch: "[{\"op\": \"add\", \"path\": \"/metadata/labels/team\", \"value\": \"a\"}]",
 			Target: &fleeetv1.PatchTarget{Kind: "Deployment"}}},
+		Remediation: &fleeetv1.HelmRemediation{InstallRetries: ptr.To(int32(1)), UpgradeStrategy: &fleeetv1.HelmUpgradeStrategy{
+			Name: fleeetv1.RetryOnFailure, RetryInterval: &metav1.Duration{Duration: time.Minute}}},
 	}
 	g.Expect(cluster.Client.Create(t.Context(), helm)).To(Succeed())
 }
@@ -321,6 +323,43 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 			m.Spec.Sync.Package.Helm.Remediation = &fleeetv1.HelmRemediation{Strategy: "Ignore"}
 		}),
 		want: []string{"spec.sync.package.helm.remediation.strategy", `Unsupported value: "Ignore"`},
+	}, {
+		name: "unknown helm upgrade strategy",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.Remediation = &fleeetv1.HelmRemediation{UpgradeStrategy: &fleeetv1.HelmUpgradeStrategy{Name: "Ignore"}}
+		}),
+		want: []string{"spec.sync.package.helm.remediation.upgradeStrategy.name", `Unsupported value: "Ignore"`},
+	}, {
+		name: "helm retry interval without RetryOnFailure",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.Remediation = &fleeetv1.HelmRemediation{UpgradeStrategy: &fleeetv1.HelmUpgradeStrategy{
+				Name: fleeetv1.RemediateOnFailure, RetryInterval: &metav1.Duration{Duration: time.Minute}}}
+		}),
+		want: []string{"spec.sync.package.helm.remediation.upgradeStrategy", "retryInterval needs name: RetryOnFailure"},
+	}, {
+		name: "helm retry interval under 10s",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.Remediation = &fleeetv1.HelmRemediation{UpgradeStrategy: &fleeetv1.HelmUpgradeStrategy{
+				Name: fleeetv1.RetryOnFailure, RetryInterval: &metav1.Duration{Duration: time.Second}}}
+		}),
+		want: []string{"spec.sync.package.helm.remediation.upgradeStrategy.retryInterval", "must be at least 10s"},
+	}, {
+		name: "upgrade remediation under RetryOnFailure",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Sync = helmSync()
+			m.Spec.Sync.Package.Helm.Remediation = &fleeetv1.HelmRemediation{UpgradeRetries: ptr.To(int32(5)),
+				UpgradeStrategy: &fleeetv1.HelmUpgradeStrategy{Name: fleeetv1.RetryOnFailure}}
+		}),
+		want: []string{"spec.sync.package.helm.remediation.upgradeStrategy", "which RetryOnFailure never does"},
+	}, {
+		name: "override path past its bound",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Overrides = []fleeetv1.Override{{Name: "eu", Kustomize: &fleeetv1.KustomizeOverride{Path: strings.Repeat("a", 1025)}}}
+		}),
+		want: []string{"spec.overrides[0].kustomize.path"},
 	}, {
 		name: "unknown helm drift detection mode",
 		obj: module(func(m *fleeetv1.Module) {

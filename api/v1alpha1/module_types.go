@@ -71,8 +71,9 @@ type SyncPlacement struct {
 	// later one wins: helm values are deep-merged (objects merge key by key,
 	// anything else is replaced, null deletes the key), kustomize patches
 	// are appended after the sync's own, images replace the sync's entry of
-	// the same name, substitute keys replace the sync's. A change to an
-	// override rolls out like a version change.
+	// the same name, substitute keys replace the sync's, and a path
+	// replaces the sync's path. A change to an override rolls out like a
+	// version change.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -132,9 +133,9 @@ type ControlPlaneFieldRef struct {
 }
 
 // Override changes a sync for the Remotes its selector picks: helm values
-// for a helm package, or kustomize patches, images and substitute values for
-// a kustomize package. Strings may mention bindings as $(NAME) wherever the
-// sync's own may.
+// for a helm package, or the path, kustomize patches, images and substitute
+// values for a kustomize package. Strings may mention bindings as $(NAME)
+// wherever the sync's own may.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.helm) != has(self.kustomize)",message="exactly one of helm or kustomize must be set"
 type Override struct {
@@ -167,6 +168,13 @@ type HelmOverride struct {
 
 // KustomizeOverride is what an override changes in a kustomize package.
 type KustomizeOverride struct {
+	// Path replaces the sync's path inside the repository, such as an
+	// environment's overlay (deploy/overlays/prod); the same source and
+	// version, another kustomization.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Path string `json:"path,omitempty"`
+
 	// Patches are applied after the sync's own.
 	// +optional
 	// +kubebuilder:validation:MaxItems=64

@@ -748,6 +748,8 @@ const (
 // Once the retries are used up the sync is Failed until its version or
 // values change, which Flux tries afresh, or `fleetctl retry` resets the
 // count.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.upgradeStrategy) || self.upgradeStrategy.name != 'RetryOnFailure' || !(has(self.upgradeRetries) || has(self.strategy) || has(self.remediateLastFailure))",message="upgradeRetries, strategy and remediateLastFailure undo a failed upgrade, which RetryOnFailure never does",fieldPath=".upgradeStrategy"
 type HelmRemediation struct {
 	// InstallRetries is how many more times a failed install is tried, the
 	// failed release uninstalled before each try. 3 unless set; 0 gives up
@@ -775,6 +777,43 @@ type HelmRemediation struct {
 	// false, which leaves the failed upgrade in place for inspection.
 	// +optional
 	RemediateLastFailure *bool `json:"remediateLastFailure,omitempty"`
+
+	// UpgradeStrategy is what follows a failed upgrade: RemediateOnFailure
+	// (the default) undoes it by strategy and tries again, upgradeRetries
+	// times; RetryOnFailure leaves the failed upgrade in place and tries it
+	// again every retryInterval, undoing nothing, for a release whose
+	// rollback would do harm (its upgrade migrated a database).
+	// +optional
+	UpgradeStrategy *HelmUpgradeStrategy `json:"upgradeStrategy,omitempty"`
+}
+
+// HelmUpgradeStrategyName names Flux's strategy for a failed Helm upgrade.
+// +kubebuilder:validation:Enum=RemediateOnFailure;RetryOnFailure
+type HelmUpgradeStrategyName string
+
+const (
+	// RemediateOnFailure undoes a failed upgrade as the remediation says.
+	RemediateOnFailure HelmUpgradeStrategyName = "RemediateOnFailure"
+	// RetryOnFailure tries a failed upgrade again without undoing it.
+	RetryOnFailure HelmUpgradeStrategyName = "RetryOnFailure"
+)
+
+// HelmUpgradeStrategy is Flux's upgrade strategy (spec.upgrade.strategy of
+// a HelmRelease).
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.retryInterval) || self.name == 'RetryOnFailure'",message="retryInterval needs name: RetryOnFailure"
+type HelmUpgradeStrategy struct {
+	// Name is RemediateOnFailure or RetryOnFailure.
+	// +required
+	Name HelmUpgradeStrategyName `json:"name"`
+
+	// RetryInterval is how long after a failed upgrade RetryOnFailure tries
+	// it again. 5m unless set; at least 10s.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="must be at least 10s"
+	RetryInterval *metav1.Duration `json:"retryInterval,omitempty"`
 }
 
 // Binding is a named value for $(NAME) mentions: a literal, or a field of an

@@ -51,10 +51,11 @@ func picks(selector *metav1.LabelSelector, lbls map[string]string) (bool, error)
 }
 
 // override applies the overrides that pick Remote r to spec, which the
-// caller owns, in list order so that a later one wins: kustomize patches
-// are appended, images and substitute values replaced by name or key, and
-// helm values deep-merged into the document it returns (nil when no helm
-// override applied), which the caller encodes once bindings are expanded.
+// caller owns, in list order so that a later one wins: a kustomize path
+// replaced, patches appended, images and substitute values replaced by name
+// or key, and helm values deep-merged into the document it returns (nil
+// when no helm override applied), which the caller encodes once bindings
+// are expanded.
 func override(spec *fleeetv1.SyncSpec, overrides []fleeetv1.Override, r *fleeetv1.Remote) (map[string]any, error) {
 	picked, err := Matching(overrides, r)
 	if err != nil {
@@ -118,6 +119,9 @@ func merge(base, over map[string]any) {
 
 // overrideKustomize applies one kustomize override to a package.
 func overrideKustomize(k *fleeetv1.KustomizePackage, o *fleeetv1.KustomizeOverride) {
+	if o.Path != "" {
+		k.Path = o.Path
+	}
 	for _, p := range o.Patches {
 		k.Patches = append(k.Patches, *p.DeepCopy()) // the sync shares nothing with its Module
 	}

@@ -129,3 +129,41 @@ func TestRevisionCoversOverrides(t *testing.T) {
 	g.Expect(first).NotTo(Equal(plain))
 	g.Expect(compile.ModuleRevision(m)).NotTo(Equal(first))
 }
+
+// A kustomize override's path replaces the sync's for the Remotes it picks
+// only, a later override's path winning and an override without one
+// keeping the path chosen so far; a path change moves the revision, so it
+// rolls out like a version.
+func TestKustomizeOverridePathAppliesToPickedRemotesLaterWins(t *testing.T) {
+	m := module("app", "v1", nil)
+	m.Spec.Overrides = []fleeetv1.Override{
+		{Name: "eu", Selector: region("eu"), Kustomize: &fleeetv1.KustomizeOverride{Path: "./deploy/overlays/eu"}},
+		{Name: "prod", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}},
+			Kustomize: &fleeetv1.KustomizeOverride{Path: "./deploy/overlays/prod"}},
+		{Name: "tag", Selector: metav1.LabelSelector{}, Kustomize: &fleeetv1.KustomizeOverride{Substitute: map[string]string{"A": "b"}}},
+	}
+	cases := []struct {
+		labels map[string]string
+		path   string
+	}{
+		{nil, "./deploy"},
+		{map[string]string{"region": "us"}, "./deploy"},
+		{map[string]string{"region": "eu"}, "./deploy/overlays/eu"},
+		{map[string]string{"env": "prod"}, "./deploy/overlays/prod"},
+		{map[string]string{"region": "eu", "env": "prod"}, "./deploy/overlays/prod"},
+	}
+	for _, tc := range cases {
+		g := NewWithT(t)
+		before := m.DeepCopy()
+		sync, err := compile.Sync(t.Context(), nil, m, &m.Spec.SyncPlacement, edge("edge-1", tc.labels))
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(sync.Package.Kustomize.Path).To(Equal(tc.path), "labels %v", tc.labels)
+		g.Expect(sync.Source).To(Equal(m.Spec.Sync.Source), "the same source and version")
+		g.Expect(m).To(Equal(before), "the Module is unchanged")
+	}
+
+	g := NewWithT(t)
+	first := compile.ModuleRevision(m)
+	m.Spec.Overrides[0].Kustomize.Path = "./deploy/overlays/eu-west"
+	g.Expect(compile.ModuleRevision(m)).NotTo(Equal(first), "a path change rolls out")
+}

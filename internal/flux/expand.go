@@ -428,9 +428,11 @@ func timeout(d *metav1.Duration) *metav1.Duration {
 // before it. A failed upgrade is rolled back before each retry and after the
 // last, so the release keeps running its last good version.
 //
-// Both name Flux's RemediateOnFailure strategy, Flux's default: a
-// helm-controller started with the DefaultToRetryOnFailure feature gate
-// would otherwise retry without ever remediating.
+// Both name Flux's RemediateOnFailure strategy, Flux's default, unless the
+// sync's upgradeStrategy asks for RetryOnFailure: a helm-controller started
+// with the DefaultToRetryOnFailure feature gate would otherwise retry
+// without ever remediating. Under RetryOnFailure the upgrade carries no
+// remediation, which Flux would ignore (admission refuses one).
 func remediation(r *fleeetv1.HelmRemediation) (*helmv2.Install, *helmv2.Upgrade) {
 	if r == nil {
 		r = &fleeetv1.HelmRemediation{}
@@ -449,6 +451,11 @@ func remediation(r *fleeetv1.HelmRemediation) (*helmv2.Install, *helmv2.Upgrade)
 	install := &helmv2.Install{
 		Strategy:    &helmv2.InstallStrategy{Name: string(helmv2.ActionStrategyRemediateOnFailure)},
 		Remediation: &helmv2.InstallRemediation{Retries: retries(r.InstallRetries)},
+	}
+	if u := r.UpgradeStrategy; u != nil && u.Name == fleeetv1.RetryOnFailure {
+		return install, &helmv2.Upgrade{Strategy: &helmv2.UpgradeStrategy{
+			Name: string(helmv2.ActionStrategyRetryOnFailure), RetryInterval: u.RetryInterval.DeepCopy(),
+		}}
 	}
 	upgrade := &helmv2.Upgrade{
 		Strategy: &helmv2.UpgradeStrategy{Name: string(helmv2.ActionStrategyRemediateOnFailure)},

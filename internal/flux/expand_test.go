@@ -148,6 +148,10 @@ func TestHelmReleasesRemediateByDefault(t *testing.T) {
 			UpgradeRetries: ptr.To(int32(1)), Strategy: fleeetv1.RollbackRemediation}}, 5 * time.Minute,
 			helmv2.InstallRemediation{Retries: 3},
 			helmv2.UpgradeRemediation{Retries: 1, RemediateLastFailure: ptr.To(true), Strategy: &rollback}},
+		{"explicit RemediateOnFailure", fleeetv1.HelmPackage{Remediation: &fleeetv1.HelmRemediation{
+			UpgradeStrategy: &fleeetv1.HelmUpgradeStrategy{Name: fleeetv1.RemediateOnFailure}}}, 5 * time.Minute,
+			helmv2.InstallRemediation{Retries: 3},
+			helmv2.UpgradeRemediation{Retries: 3, RemediateLastFailure: ptr.To(true), Strategy: &rollback}},
 	}
 	for _, tc := range cases {
 		g := NewWithT(t)
@@ -158,6 +162,32 @@ func TestHelmReleasesRemediateByDefault(t *testing.T) {
 		g.Expect(*hr.Spec.Install.Remediation).To(Equal(tc.install), tc.name)
 		g.Expect(*hr.Spec.Upgrade.Remediation).To(Equal(tc.upgrade), tc.name)
 		g.Expect(hr.Spec.Install.Remediation.MustRemediateLastFailure()).To(BeFalse(), "%s: a failed install stays to be looked at", tc.name)
+	}
+}
+
+// RetryOnFailure reaches the HelmRelease's upgrade strategy with its
+// interval (Flux's 5m when unset) and no upgrade remediation, which Flux
+// would ignore; installs keep remediating, and the CRDs policy still
+// reaches the upgrade.
+func TestHelmRetryOnFailureReachesTheUpgradeStrategy(t *testing.T) {
+	retry := string(helmv2.ActionStrategyRetryOnFailure)
+	for _, interval := range []*metav1.Duration{nil, {Duration: 2 * time.Minute}} {
+		g := NewWithT(t)
+		hr := helmRelease(g, &fleeetv1.HelmPackage{CRDs: fleeetv1.CRDsCreateReplace, Remediation: &fleeetv1.HelmRemediation{
+			InstallRetries:  ptr.To(int32(2)),
+			UpgradeStrategy: &fleeetv1.HelmUpgradeStrategy{Name: fleeetv1.RetryOnFailure, RetryInterval: interval},
+		}})
+		g.Expect(hr.Spec.Upgrade.Strategy).To(Equal(&helmv2.UpgradeStrategy{Name: retry, RetryInterval: interval}))
+		g.Expect(hr.Spec.Upgrade.Remediation).To(BeNil())
+		g.Expect(hr.Spec.Upgrade.GetRetry(false)).NotTo(BeNil(), "helm-controller retries")
+		want := 5 * time.Minute
+		if interval != nil {
+			want = interval.Duration
+		}
+		g.Expect(hr.Spec.Upgrade.GetRetry(false).GetRetryInterval()).To(Equal(want))
+		g.Expect(hr.Spec.Upgrade.CRDs).To(Equal(helmv2.CreateReplace))
+		g.Expect(hr.Spec.Install.Strategy.Name).To(Equal(string(helmv2.ActionStrategyRemediateOnFailure)))
+		g.Expect(*hr.Spec.Install.Remediation).To(Equal(helmv2.InstallRemediation{Retries: 2}))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -80,6 +81,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("AssemblageWithoutServiceAccountIsStalledAndAppliesNothing", e.testNoServiceAccount)
 	t.Run("UnhealthyDeploymentFailsItsSyncAndHoldsDependentsUnlessWaitIsOff", e.testUnhealthyWorkload)
 	t.Run("FailedHelmUpgradeRollsBackAndANewVersionRecoversWithoutRetry", e.testHelmRemediation)
+	t.Run("FailedHelmUpgradeUnderRetryOnFailureStaysInPlaceAndIsTriedAgain", e.testHelmRetryOnFailure)
 	t.Run("PrivateGitOverHTTPSyncsWithCredentialsAndFailsWithoutLeakingThem", e.testPrivateGitOverHTTP)
 	t.Run("PrivateGitOverSSHSyncsWithThePinnedHostKeyOnly", e.testPrivateGitOverSSH)
 	t.Run("PrivateOCIRegistrySyncsArtifactsAndChartsAtTagOrDigest", e.testPrivateOCIRegistry)
@@ -907,15 +909,7 @@ func (e *env) testUnhealthyWorkload(t *testing.T) {
 // without anyone running fleetctl retry.
 func (e *env) testHelmRemediation(t *testing.T) {
 	g := NewWithT(t)
-	ns := e.c.Namespace(t, "remediation", nil)
-	web := e.hr("web", "web", "1.0.0")
-	asm := e.create(t, ns, web)
-	e.waitReady(t, asm)
-
-	web.Source.Helm.Version = "2.0.0"
-	web.Package.Helm.Timeout = &metav1.Duration{Duration: 5 * time.Second}
-	web.Package.Helm.Remediation = &fleeetv1.HelmRemediation{UpgradeRetries: ptr.To(int32(1))}
-	e.update(t, asm, web)
+	ns, asm, web := e.failHelmUpgrade(t, "remediation", &fleeetv1.HelmRemediation{UpgradeRetries: ptr.To(int32(1))})
 	g.Eventually(func(g Gomega) {
 		st := e.syncStatus(g, asm, "web")
 		g.Expect(st.State).To(Equal(fleeetv1.SyncFailed), "%+v", st)
@@ -934,6 +928,69 @@ func (e *env) testHelmRemediation(t *testing.T) {
 	e.update(t, asm, web)
 	done := e.waitReady(t, asm)
 	g.Expect(done.Spec.RetryRequestedAt).To(BeEmpty())
+	g.Expect(done.Status.Syncs[0].Revision).To(Equal("3.0.0"))
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("chartVersion", "3.0.0"))
+}
+
+// failHelmUpgrade installs chart web 1.0.0 in a fresh namespace, waits for
+// it, then asks for 2.0.0, whose Deployment is never ready (the test
+// cluster runs no pods) within a 5s timeout, with remediation r.
+func (e *env) failHelmUpgrade(t *testing.T, prefix string, r *fleeetv1.HelmRemediation) (string, *fleeetv1.Assemblage, fleeetv1.NamedSync) {
+	t.Helper()
+	ns := e.c.Namespace(t, prefix, nil)
+	web := e.hr("web", "web", "1.0.0")
+	asm := e.create(t, ns, web)
+	e.waitReady(t, asm)
+	web.Source.Helm.Version = "2.0.0"
+	web.Package.Helm.Timeout = &metav1.Duration{Duration: 5 * time.Second}
+	web.Package.Helm.Remediation = r
+	e.update(t, asm, web)
+	return ns, asm, web
+}
+
+// testHelmRetryOnFailure: a sync asking for RetryOnFailure gets Flux's
+// strategy on its HelmRelease; its failed upgrade is not rolled back (2.0.0
+// stays installed, its Deployment too), helm-controller tries it again on
+// its own every retryInterval, and a new version recovers.
+func (e *env) testHelmRetryOnFailure(t *testing.T) {
+	g := NewWithT(t)
+	ns, asm, web := e.failHelmUpgrade(t, "retry-on-failure", &fleeetv1.HelmRemediation{UpgradeStrategy: &fleeetv1.HelmUpgradeStrategy{
+		Name: fleeetv1.RetryOnFailure, RetryInterval: &metav1.Duration{Duration: 10 * time.Second}}})
+	var failedAt int
+	g.Eventually(func(g Gomega) {
+		var list helmv2.HelmReleaseList
+		g.Expect(e.c.Client.List(t.Context(), &list, client.InNamespace(ns))).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(1))
+		hr := &list.Items[0]
+		g.Expect(hr.Spec.Upgrade.Strategy).To(Equal(&helmv2.UpgradeStrategy{
+			Name: string(helmv2.ActionStrategyRetryOnFailure), RetryInterval: &metav1.Duration{Duration: 10 * time.Second}}))
+		g.Expect(hr.Spec.Upgrade.Remediation).To(BeNil())
+		latest := hr.Status.History.Latest()
+		g.Expect(latest).NotTo(BeNil())
+		g.Expect(latest.ChartVersion).To(Equal("2.0.0"))
+		g.Expect(latest.Status).To(Equal("failed"), "%+v", latest)
+		failedAt = latest.Version
+		g.Expect(e.syncStatus(g, asm, "web").State).NotTo(Equal(fleeetv1.SyncReady))
+	}, timeout, poll).Should(Succeed())
+	var cm corev1.ConfigMap
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKeyWithValue("chartVersion", "2.0.0"), "not rolled back")
+	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &appsv1.Deployment{})).To(Succeed(),
+		"2.0.0's Deployment stays to be looked at")
+	g.Eventually(func(g Gomega) {
+		var list helmv2.HelmReleaseList
+		g.Expect(e.c.Client.List(t.Context(), &list, client.InNamespace(ns))).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(1))
+		latest := list.Items[0].Status.History.Latest()
+		g.Expect(latest).NotTo(BeNil())
+		g.Expect(latest.Version).To(BeNumerically(">", failedAt), "helm-controller tried the upgrade again")
+		g.Expect(latest.ChartVersion).To(Equal("2.0.0"))
+	}, timeout, poll).Should(Succeed())
+
+	web.Source.Helm.Version = "3.0.0"
+	e.update(t, asm, web)
+	done := e.waitReady(t, asm)
 	g.Expect(done.Status.Syncs[0].Revision).To(Equal("3.0.0"))
 	g.Expect(e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "web-web"}, &cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKeyWithValue("chartVersion", "3.0.0"))
