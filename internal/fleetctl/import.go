@@ -26,12 +26,18 @@ func newImportCommand(s *session) *cobra.Command {
 	var apply bool
 	cmd := &cobra.Command{
 		Use:   "import DIR --namespace TENANT [--selector k=v] [--out DIR] [-o json] [--apply]",
-		Short: "Turn a checkout of Flux objects into Modules, reporting what does not convert",
+		Short: "Turn a checkout of Flux objects or Rancher Fleet bundles into Modules, reporting what does not convert",
 		Long: `Reads every *.yaml and *.yml under DIR and turns each Flux Kustomization and HelmRelease into a
 Module of the tenant namespace --namespace, its source (GitRepository, HelmRepository,
 OCIRepository) pinned to one version: a branch to the commit it holds now, a semver range to the
 highest version the source offers now, the range kept as the Module's versionPolicy. Every Module
 selects the Remotes --selector selects, every Remote unless set.
+
+Rancher Fleet input is read in the same walk, DIR taken for the root of the GitRepo's repository:
+each bundle (a directory with a fleet.yaml under a GitRepo's paths, or a path of plain manifests)
+becomes a Module of the GitRepo's repository pinned as above, a chart of a Helm repository or by
+path, or a kustomize path; the GitRepo's one target's clusterSelector is its selector, and
+targetCustomizations of helm values its overrides.
 
 The Modules are written to stdout as one YAML stream, or with --out one file per Module. The
 report goes to stderr, as text or with -o json as JSON: per object "converted", "converted with

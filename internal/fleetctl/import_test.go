@@ -126,24 +126,28 @@ func runImport(t *testing.T, args ...string) (stdout, stderr string, err error) 
 	return out.String(), errOut.String(), err
 }
 
-func TestImportTurnsAFluxRepositoryIntoModulesAdmissionAdmits(t *testing.T) {
-	g := NewWithT(t)
-	dir, branchHead := fluxCheckout(t)
+// importTenant is a tenant namespace whose Modules may deploy to namespace
+// web and read the test's git and Helm servers, plain http on loopback.
+func importTenant(t *testing.T, g Gomega) string {
+	t.Helper()
 	ns := cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
-	// The test's git and Helm servers are plain http on loopback.
 	patch := []byte(`{"metadata":{"annotations":{"fleeet.dev/allow-insecure-http":"true","fleeet.dev/target-namespaces":"web"}}}`)
 	g.Expect(cluster.Client.Patch(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+	return ns
+}
+
+func TestImportTurnsAFluxRepositoryIntoModulesAdmissionAdmits(t *testing.T) {
+	g := NewWithT(t)
+	dir, branchHead := fluxCheckout(t)
+	ns := importTenant(t, g)
 
 	stdout, stderr, err := runImport(t, dir, "--namespace", ns)
 	g.Expect(err).NotTo(HaveOccurred(), stderr)
-	modules := map[string]*fleeetv1.Module{}
-	for _, doc := range strings.Split(stdout, "---\n")[1:] {
-		m := &fleeetv1.Module{}
-		g.Expect(yaml.UnmarshalStrict([]byte(doc), m)).To(Succeed(), doc)
+	modules := importedModules(g, stdout)
+	for _, m := range modules {
 		g.Expect(m.Namespace).To(Equal(ns))
 		g.Expect(m.Spec.Selector).To(Equal(&metav1.LabelSelector{}), "{} selects every Remote")
-		modules[m.Name] = m
 	}
 	g.Expect(modules).To(HaveLen(5), stdout)
 	g.Expect(stdout).NotTo(ContainSubstring("status"))
@@ -242,9 +246,108 @@ func TestImportTurnsAFluxRepositoryIntoModulesAdmissionAdmits(t *testing.T) {
 	g.Expect(importReport(g, stderr).Applied).To(HaveEach(HaveField("Refusal", ContainSubstring("fleeet.dev/allow-insecure-http"))))
 }
 
+// importedModules decodes fleetctl import's stdout, a Module a document,
+// by name.
+func importedModules(g Gomega, stdout string) map[string]*fleeetv1.Module {
+	modules := map[string]*fleeetv1.Module{}
+	for _, doc := range strings.Split(stdout, "---\n")[1:] {
+		m := &fleeetv1.Module{}
+		g.Expect(yaml.UnmarshalStrict([]byte(doc), m)).To(Succeed(), doc)
+		modules[m.Name] = m
+	}
+	return modules
+}
+
 // importReport decodes fleetctl import -o json's report.
 func importReport(g Gomega, stderr string) fluximport.Report {
 	var report fluximport.Report
 	g.Expect(json.Unmarshal([]byte(stderr), &report)).To(Succeed(), stderr)
 	return report
+}
+
+// fleetCheckout writes a Rancher Fleet repository: a GitRepo following
+// branch main of a real git server, whose path fleet holds a bundle of a
+// chart of a real Helm repository with values per environment and a
+// bundle of a kustomize overlay depending on it. It returns the checkout
+// and the commit the branch holds.
+func fleetCheckout(t *testing.T) (dir, branchHead string) {
+	t.Helper()
+	charts := testenv.NewChartRepo(t, testenv.ChartDir("hello"))
+	bundles := map[string]string{
+		"fleet/hello/fleet.yaml": `defaultNamespace: web
+helm:
+  repo: ` + charts.URL + `
+  chart: hello
+  version: 1.2.3
+  releaseName: hello
+  values: {message: hi}
+targetCustomizations:
+  - {name: dev, clusterSelector: {matchLabels: {env: dev}}, helm: {values: {message: hi dev}}}
+  - {name: prod, clusterSelector: {matchLabels: {env: prod}}, helm: {values: {message: hi prod}}}
+`,
+		"fleet/web/fleet.yaml":                       "namespace: web\nkustomize: {dir: overlays/prod}\ndependsOn: [{name: apps-fleet-hello}]\n",
+		"fleet/web/base/kustomization.yaml":          "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [configmap.yaml]\n",
+		"fleet/web/base/configmap.yaml":              "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: greeting}\n",
+		"fleet/web/overlays/prod/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../../base]\n",
+	}
+	url, branchHead := testenv.NewGitServer(t).Commit(t, "apps", bundles, "")
+	bundles["gitrepo.yaml"] = `apiVersion: fleet.cattle.io/v1alpha1
+kind: GitRepo
+metadata: {name: apps, namespace: fleet-default}
+spec:
+  repo: ` + url + `
+  branch: main
+  paths: [fleet]
+  targets: [{name: edge, clusterSelector: {matchLabels: {tier: edge}}}]
+`
+	dir = t.TempDir()
+	testenv.WriteFiles(t, dir, bundles)
+	return dir, branchHead
+}
+
+func TestImportTurnsARancherFleetRepositoryIntoModulesAdmissionAdmits(t *testing.T) {
+	g := NewWithT(t)
+	dir, branchHead := fleetCheckout(t)
+	ns := importTenant(t, g)
+
+	stdout, stderr, err := runImport(t, "--kubeconfig", cluster.Kubeconfig, dir, "--namespace", ns, "--apply")
+	g.Expect(err).NotTo(HaveOccurred(), stderr)
+	g.Expect(strings.Split(strings.TrimSpace(stderr), "\n")).To(Equal([]string{
+		"ConfigMap greeting (fleet/web/base/configmap.yaml): not converted: v1 ConfigMap is not a Flux object the import converts",
+		"Kustomization (fleet/web/base/kustomization.yaml): not converted: kustomize.config.k8s.io/v1beta1 Kustomization is not a Flux object the import converts",
+		"Kustomization (fleet/web/overlays/prod/kustomization.yaml): not converted: kustomize.config.k8s.io/v1beta1 Kustomization is not a Flux object the import converts",
+		"Bundle fleet-default/apps-fleet-hello (fleet/hello/fleet.yaml): converted → Module apps-fleet-hello",
+		"Bundle fleet-default/apps-fleet-web (fleet/web/fleet.yaml): converted with rewrites → Module apps-fleet-web: branch main pinned to " + branchHead + " at import",
+		"GitRepo fleet-default/apps (gitrepo.yaml): converted → Module apps-fleet-hello, apps-fleet-web",
+		"Module " + ns + "/apps-fleet-hello created",
+		"Module " + ns + "/apps-fleet-web created",
+		"2 Modules in namespace " + ns + ", selecting Remotes by {} (every Remote); 2 converted, 1 converted with rewrites, 3 not converted (3 of other kinds)",
+	}))
+	modules := map[string]*fleeetv1.Module{}
+	for _, m := range importedModules(g, stdout) {
+		g.Expect(m.Spec.Selector).To(Equal(&metav1.LabelSelector{MatchLabels: map[string]string{"tier": "edge"}}), "the GitRepo's target")
+		created := &fleeetv1.Module{}
+		g.Expect(cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: m.Name}, created)).To(Succeed())
+		g.Expect(created.Spec.Sync.Source).To(Equal(m.Spec.Sync.Source), m.Name)
+		g.Expect(created.Spec.Overrides).To(HaveLen(len(m.Spec.Overrides)), m.Name)
+		modules[m.Name] = created
+	}
+	g.Expect(modules).To(HaveLen(2), stdout)
+
+	hello := modules["apps-fleet-hello"].Spec
+	g.Expect(hello.Sync.Source.Helm.Chart).To(Equal("hello"))
+	g.Expect(hello.Sync.Source.Helm.Version).To(Equal("1.2.3"))
+	g.Expect(hello.Sync.Package.Helm.TargetNamespace).To(Equal("web"))
+	g.Expect(string(hello.Sync.Package.Helm.Values.Raw)).To(MatchJSON(`{"message": "hi"}`))
+	g.Expect(hello.Overrides).To(HaveLen(2))
+	g.Expect(hello.Overrides[1].Name).To(Equal("prod"))
+	g.Expect(hello.Overrides[1].Selector.MatchLabels).To(Equal(map[string]string{"env": "prod"}))
+	g.Expect(string(hello.Overrides[1].Helm.Values.Raw)).To(MatchJSON(`{"message": "hi prod"}`))
+
+	web := modules["apps-fleet-web"].Spec
+	g.Expect(web.Sync.Source.Git.URL).To(HaveSuffix("/apps.git"))
+	g.Expect(web.Sync.Source.Git.Revision).To(Equal(branchHead), "the branch's head, pinned")
+	g.Expect(web.Sync.Package.Kustomize.Path).To(Equal("./fleet/web/overlays/prod"))
+	g.Expect(web.Sync.Package.Kustomize.TargetNamespace).To(Equal("web"))
+	g.Expect(web.Sync.DependsOn).To(HaveExactElements(HaveField("Name", "apps-fleet-hello")))
 }

@@ -73,6 +73,15 @@ func fields(handled string, others ...map[string]verdict) map[string]verdict {
 	return t
 }
 
+// same gives each of names (space-separated) the verdict v.
+func same(v verdict, names string) map[string]verdict {
+	t := map[string]verdict{}
+	for _, f := range strings.Fields(names) {
+		t[f] = v
+	}
+	return t
+}
+
 // check judges every field of raw, a JSON object at path, by table; a
 // field the table does not know stops the conversion, since what it means
 // would be lost.
@@ -118,7 +127,7 @@ type dependency struct {
 // Modules, reporting on every object.
 func (i *importer) run(ctx context.Context, objects []*object) ([]fleeetv1.Module, *Report) {
 	for _, o := range objects {
-		if o.group() == sourceGroup {
+		if o.group() == sourceGroup || o.isGitRepo() {
 			i.sources[o.key()] = o
 		}
 	}
@@ -134,7 +143,9 @@ func (i *importer) run(ctx context.Context, objects []*object) ([]fleeetv1.Modul
 			spec = i.kustomization(ctx, o, c)
 		case o.group() == helmGroup && o.Kind == "HelmRelease":
 			spec = i.helmRelease(ctx, o, c)
-		case o.group() == sourceGroup:
+		case o.bundle != nil:
+			spec = i.fleetBundle(ctx, o, c)
+		case o.group() == sourceGroup || o.isGitRepo():
 			continue // reported once every sync is converted
 		default:
 			rep.Objects = append(rep.Objects, o.report(NotConverted, "",
@@ -172,7 +183,9 @@ func (i *importer) run(ctx context.Context, objects []*object) ([]fleeetv1.Modul
 
 // module makes the Module of o, delivering the Secrets its sync names.
 func (i *importer) module(o *object, spec *fleeetv1.ModuleSpec, c *conversion) fleeetv1.Module {
-	spec.Selector = i.opts.Selector.DeepCopy()
+	if spec.Selector == nil { // a Fleet bundle's comes from its GitRepo
+		spec.Selector = i.opts.Selector.DeepCopy()
+	}
 	for _, s := range c.secrets {
 		spec.Sync.Secrets = append(spec.Sync.Secrets, fleeetv1.SecretDelivery{Name: s})
 		i.secrets[s] = append(i.secrets[s], o.Metadata.Name)
@@ -195,7 +208,9 @@ func (i *importer) reportSources(rep *Report, objects []*object) {
 			continue
 		}
 		switch users := i.usedBy[o.key()]; {
-		case !slices.Contains([]string{"GitRepository", "HelmRepository", "OCIRepository"}, o.Kind):
+		case o.isGitRepo() && len(users) == 0:
+			rep.Objects = append(rep.Objects, o.report(NotConverted, "", []string{"no bundle of its paths is converted"}))
+		case !o.isGitRepo() && !slices.Contains([]string{"GitRepository", "HelmRepository", "OCIRepository"}, o.Kind):
 			rep.Objects = append(rep.Objects, o.report(NotConverted, "", []string{"the Module API has no " + o.Kind + " source"}))
 		case len(users) == 0:
 			rep.Objects = append(rep.Objects, o.report(NotConverted, "", []string{"no converted Kustomization or HelmRelease uses it"}))

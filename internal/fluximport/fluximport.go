@@ -3,8 +3,9 @@
 // (GitRepository, HelmRepository or OCIRepository) pinned to one exact
 // version, and a Report says, object by object, what was converted as it
 // is, what was rewritten on the way (a branch pinned to its commit, a range
-// resolved to a version) and what the Module API cannot say. fleetctl import
-// is its command line.
+// resolved to a version) and what the Module API cannot say. It reads
+// Rancher Fleet's GitRepos and fleet.yaml bundles too (fleet.go), reported
+// the same way. fleetctl import is its command line.
 package fluximport
 
 import (
@@ -119,6 +120,8 @@ type object struct {
 	} `json:"metadata"`
 	Spec json.RawMessage `json:"spec"`
 	file string
+	// bundle is set on a Rancher Fleet bundle, whose Spec is its fleet.yaml.
+	bundle *bundle
 }
 
 // group is the API group of the object's apiVersion.
@@ -139,19 +142,32 @@ func (o *object) report(outcome Outcome, module string, notes []string) ObjectRe
 // name starts with a dot skipped) and converts the Flux objects in them.
 // Files are named relative to dir in the report.
 func Import(ctx context.Context, dir string, o Options) ([]fleeetv1.Module, *Report, error) {
-	objects, err := read(dir)
+	chk, err := read(dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	i := &importer{opts: o, sources: map[string]*object{}, usedBy: map[string][]string{}, secrets: map[string][]string{}}
-	modules, report := i.run(ctx, objects)
+	modules, report := i.run(ctx, append(chk.objects, chk.bundles()...))
 	return modules, report, nil
+}
+
+// checkout is what the directory walk found: the Kubernetes objects, and
+// for Rancher Fleet input the directories holding a fleet.yaml, a Helm
+// chart or manifests, by slash-separated path relative to the root.
+type checkout struct {
+	root    string
+	objects []*object
+	// fleetFiles are the fleet.yaml files by their directory.
+	fleetFiles map[string][]byte
+	charts     map[string]bool
+	manifests  map[string]bool
 }
 
 // read decodes every Kubernetes object of the YAML files under dir, in
 // file order; documents without a kind are not objects and are skipped.
-func read(dir string) ([]*object, error) {
-	var objects []*object
+// A fleet.yaml makes its directory a Rancher Fleet bundle.
+func read(dir string) (*checkout, error) {
+	chk := &checkout{root: dir, fleetFiles: map[string][]byte{}, charts: map[string]bool{}, manifests: map[string]bool{}}
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			if err == nil && path != dir && strings.HasPrefix(d.Name(), ".") {
@@ -167,6 +183,15 @@ func read(dir string) ([]*object, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, path)
+		switch dir := filepath.ToSlash(filepath.Dir(rel)); d.Name() {
+		case fleetFile:
+			chk.fleetFiles[dir] = raw
+			return nil
+		case "Chart.yaml":
+			chk.charts[dir] = true
+		default:
+			chk.manifests[dir] = true
+		}
 		docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
 		for n := 1; ; n++ {
 			doc, err := docs.Read()
@@ -180,11 +205,11 @@ func read(dir string) ([]*object, error) {
 				return fmt.Errorf("%s: document %d: %w", rel, n, err)
 			}
 			if o.Kind != "" {
-				objects = append(objects, o)
+				chk.objects = append(chk.objects, o)
 			}
 		}
 	})
-	return objects, err
+	return chk, err
 }
 
 // Print writes the report as lines a person reads: one per object, then

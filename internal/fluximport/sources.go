@@ -98,6 +98,13 @@ func (i *importer) gitSource(ctx context.Context, src *object, c *conversion) (f
 	if ref == nil {
 		ref = &gitRef{Branch: "master"} // Flux's default
 	}
+	return i.pinGit(ctx, out, at, at+".ref.branch", ref, c)
+}
+
+// pinGit points a git source at what ref names, pinning what moves: a
+// branch (named by the field branchAt) to the commit it holds now, a
+// semver range to its highest tag now, kept as the version policy.
+func (i *importer) pinGit(ctx context.Context, out fleeetv1.Source, at, branchAt string, ref *gitRef, c *conversion) (fleeetv1.Source, *fleeetv1.VersionPolicy) {
 	// Flux's precedence: commit, name, semver, tag, branch.
 	branch := ref.Branch
 	switch name := ref.Name; {
@@ -122,12 +129,12 @@ func (i *importer) gitSource(ctx context.Context, src *object, c *conversion) (f
 		return out, nil
 	}
 	if why := versions.Unsupported(out); why != "" {
-		c.refuse("%s.ref.branch %s: the import cannot read the branch's commit: %s", at, branch, unsupported(why))
+		c.refuse("%s %s: the import cannot read the branch's commit: %s", branchAt, branch, unsupported(why))
 		return out, nil
 	}
-	commit, err := versions.GitRef(ctx, i.opts.HTTP, g.URL, "refs/heads/"+branch)
+	commit, err := versions.GitRef(ctx, i.opts.HTTP, out.Git.URL, "refs/heads/"+branch)
 	if err != nil {
-		c.refuse("%s.ref.branch %s: %v", at, branch, err)
+		c.refuse("%s %s: %v", branchAt, branch, err)
 		return out, nil
 	}
 	out.Git.Revision = commit
@@ -155,13 +162,21 @@ func (i *importer) helmSource(ctx context.Context, src *object, chart, version s
 	}
 	out := fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: h.URL, Chart: chart, Version: version},
 		SecretRef: c.deliver(h.SecretRef), CertSecretRef: c.deliver(h.CertSecretRef)}
+	return i.pinChart(ctx, out, "spec.chart.spec.version", c)
+}
+
+// pinChart keeps a helm source's exact version and resolves a range (or
+// no version: the latest) to its highest chart version now, kept as the
+// version policy; field names the version.
+func (i *importer) pinChart(ctx context.Context, out fleeetv1.Source, field string, c *conversion) (fleeetv1.Source, *fleeetv1.VersionPolicy) {
+	version := out.Helm.Version
 	if version == "" {
-		version = "*" // Flux's default: the latest
+		version = "*" // Flux's and Fleet's default: the latest
 	}
 	if _, err := semver.StrictNewVersion(strings.TrimPrefix(version, "v")); err == nil {
 		return out, nil
 	}
-	return i.resolve(ctx, out, "spec.chart.spec.version", version, c)
+	return i.resolve(ctx, out, field, version, c)
 }
 
 // resolve pins src to the highest version the semver constraint allows
