@@ -37,7 +37,7 @@ Rancher Fleet input is read in the same walk, DIR taken for the root of the GitR
 each bundle (a directory with a fleet.yaml under a GitRepo's paths, or a path of plain manifests)
 becomes a Module of the GitRepo's repository pinned as above, a chart of a Helm repository or by
 path, or a kustomize path; the GitRepo's one target's clusterSelector is its selector, and
-targetCustomizations of helm values its overrides.
+targetCustomizations of helm values or of the kustomize dir its overrides.
 
 The Modules are written to stdout as one YAML stream, or with --out one file per Module. The
 report goes to stderr, as text or with -o json as JSON: per object "converted", "converted with

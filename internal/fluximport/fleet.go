@@ -191,6 +191,9 @@ type customization struct {
 	Helm            *struct {
 		Values *apiextensionsv1.JSON `json:"values"`
 	} `json:"helm"`
+	Kustomize *struct {
+		Dir string `json:"dir"`
+	} `json:"kustomize"`
 }
 
 // Reasons the Fleet tables share.
@@ -232,10 +235,9 @@ var (
 		})
 	fleetHelmFields = fields("chart repo version releaseName values valuesFiles valuesFrom timeoutSeconds",
 		same(verdict{drop: whyNoField}, "takeOwnership force atomic waitForJobs disablePreProcess disableDNS skipSchemaValidation disableDependencyUpdate maxHistory"))
-	customizationFields = fields("name clusterSelector helm", clusterFields,
+	customizationFields = fields("name clusterSelector helm kustomize", clusterFields,
 		same(verdict{refuse: "the Module API has no override that changes the namespace"}, "namespace defaultNamespace"),
 		map[string]verdict{
-			"kustomize":   {refuse: "the Module API has no override that changes a kustomize path"},
 			"yaml":        {refuse: "the Module API has no override that applies YAML overlays"},
 			"doNotDeploy": {refuse: "the Module API has no override that deploys nothing; narrow the selector instead"},
 		})
@@ -339,21 +341,18 @@ func (i *importer) fleetBundle(ctx context.Context, o *object, c *conversion) *f
 		c.refuse("helm: values for manifests that are not a chart: Fleet templates them, a Module applies them as they are")
 	default:
 		gitSource()
-		dir := b.dir
+		dir := ""
 		if fy.Kustomize != nil {
-			dir = path.Join(dir, fy.Kustomize.Dir)
+			dir = fy.Kustomize.Dir
 		}
-		if dir == ".." || strings.HasPrefix(dir, "../") {
-			c.refuse("kustomize.dir %s: outside the repository", fy.Kustomize.Dir)
-		}
-		p := &fleeetv1.KustomizePackage{Path: "./" + strings.TrimPrefix(dir, "."), TargetNamespace: namespace}
+		p := &fleeetv1.KustomizePackage{Path: kustomizePath(b.dir, dir, "kustomize.dir", c), TargetNamespace: namespace}
 		if p.TargetNamespace == "" && fy.DefaultNamespace != "" {
 			p.TargetNamespace = fy.DefaultNamespace
 			c.rewrite("defaultNamespace %s: package.kustomize.targetNamespace sets every namespaced object's namespace, where Fleet sets only those without one", fy.DefaultNamespace)
 		}
 		spec.Sync.Package.Kustomize = p
 	}
-	spec.Overrides = customizations(fy.TargetCustomizations, spec.Sync.Package.Helm != nil, c)
+	spec.Overrides = customizations(fy.TargetCustomizations, spec.Sync.Package.Helm != nil, b.dir, c)
 	for n, d := range fy.DependsOn {
 		if len(d.Selector) > 0 {
 			c.refuse("dependsOn[%d].selector: a Module depends on Modules by name", n)
@@ -452,12 +451,13 @@ func mergeValues(base, over map[string]any) map[string]any {
 	return base
 }
 
-// customizations converts targetCustomizations that change helm values
-// for the clusters a label selector picks into overrides. Fleet applies
-// the first customization that matches a cluster, a Module every override
-// that matches, so the selectors must not overlap: each pair must ask one
-// label for different values.
-func customizations(raws []json.RawMessage, helm bool, c *conversion) []fleeetv1.Override {
+// customizations converts targetCustomizations that change helm values,
+// or the kustomize dir of a bundle in the repository's directory dir, for
+// the clusters a label selector picks into overrides. Fleet applies the
+// first customization that matches a cluster, a Module every override that
+// matches, so the selectors must not overlap: each pair must ask one label
+// for different values.
+func customizations(raws []json.RawMessage, helm bool, dir string, c *conversion) []fleeetv1.Override {
 	var out []fleeetv1.Override
 	for n, raw := range raws {
 		var tc customization
@@ -479,16 +479,22 @@ func customizations(raws []json.RawMessage, helm bool, c *conversion) []fleeetv1
 			c.refuse("%s: no clusterSelector; an override selects Remotes by their labels", at)
 		case tc.Helm != nil && !helm:
 			c.refuse("%s.helm: helm values for a bundle that is not a Helm chart", at)
+		case tc.Kustomize != nil && helm:
+			c.refuse("%s.kustomize: a kustomize dir for a bundle that is a Helm chart", at)
 		}
 		o := fleeetv1.Override{Name: tc.Name}
 		if tc.ClusterSelector != nil {
 			o.Selector = *tc.ClusterSelector
 		}
-		if tc.Helm == nil || tc.Helm.Values == nil {
+		switch {
+		case tc.Helm != nil && tc.Helm.Values != nil:
+			o.Helm = &fleeetv1.HelmOverride{Values: tc.Helm.Values}
+		case tc.Kustomize != nil && tc.Kustomize.Dir != "" && !helm:
+			o.Kustomize = &fleeetv1.KustomizeOverride{Path: kustomizePath(dir, tc.Kustomize.Dir, at+".kustomize.dir", c)}
+		default:
 			c.rewrite("%s: changes nothing a Module says; left out", at)
 			continue
 		}
-		o.Helm = &fleeetv1.HelmOverride{Values: tc.Helm.Values}
 		for _, prev := range out {
 			if !disjoint(prev.Selector, o.Selector) {
 				c.refuse("%s: its clusterSelector and %s's may pick the same cluster; Fleet applies only the first that matches, a Module every override that matches", at, prev.Name)
@@ -511,4 +517,15 @@ func disjoint(a, b metav1.LabelSelector) bool {
 		}
 	}
 	return false
+}
+
+// kustomizePath is the kustomize path of dir, relative to the bundle's
+// directory bundle in the repository, as a Module names it; a dir outside
+// the repository is refused, naming field.
+func kustomizePath(bundle, dir, field string, c *conversion) string {
+	p := path.Join(bundle, dir)
+	if p == ".." || strings.HasPrefix(p, "../") {
+		c.refuse("%s %s: outside the repository", field, dir)
+	}
+	return "./" + strings.TrimPrefix(p, ".")
 }

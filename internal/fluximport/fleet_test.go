@@ -125,6 +125,23 @@ func TestAFleetKustomizeBundleBecomesAKustomizePathOfItsRepository(t *testing.T)
 	g.Expect(outcome(rep, "GitRepo", "apps")).To(HaveField("Module", "apps-apps-db, apps-apps-web"))
 }
 
+func TestAFleetCustomizationOfTheKustomizeDirBecomesAPathOverride(t *testing.T) {
+	g := NewWithT(t)
+	modules, rep := importFleet(t, webBundle("  targets: [{clusterSelector: {}}]\n",
+		"kustomize: {dir: overlays/dev}\ntargetCustomizations:\n"+
+			"  - name: prod\n    clusterSelector: {matchLabels: {env: prod}}\n    kustomize: {dir: overlays/prod}\n"+
+			"  - name: staging\n    clusterSelector: {matchLabels: {env: staging}}\n    kustomize: {dir: overlays/staging}\n"))
+	g.Expect(modules).To(HaveLen(1))
+	g.Expect(modules[0].Spec.Sync.Package.Kustomize.Path).To(Equal("./web/overlays/dev"))
+	g.Expect(modules[0].Spec.Overrides).To(Equal([]fleeetv1.Override{
+		{Name: "prod", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}},
+			Kustomize: &fleeetv1.KustomizeOverride{Path: "./web/overlays/prod"}},
+		{Name: "staging", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "staging"}},
+			Kustomize: &fleeetv1.KustomizeOverride{Path: "./web/overlays/staging"}},
+	}))
+	g.Expect(outcome(rep, "Bundle", "apps-web").Outcome).NotTo(Equal(NotConverted))
+}
+
 func TestFleetInputTheModuleCannotSayIsReportedPerBundle(t *testing.T) {
 	linux := "  targets: [{clusterSelector: {matchLabels: {os: linux}}}]\n"
 	for name, tc := range map[string]struct {
@@ -133,10 +150,15 @@ func TestFleetInputTheModuleCannotSayIsReportedPerBundle(t *testing.T) {
 		outcome Outcome
 		note    string
 	}{
-		"a customization that changes the kustomize dir": {
-			files:  webBundle(linux, "kustomize: {dir: base}\ntargetCustomizations:\n  - name: prod\n    clusterSelector: {matchLabels: {env: prod}}\n    kustomize: {dir: overlays/prod}\n"),
+		"a customization that changes the kustomize dir of a chart": {
+			files:  webBundle(linux, "helm: {repo: https://charts.example.com, chart: hello, version: 1.2.3}\ntargetCustomizations:\n  - name: prod\n    clusterSelector: {matchLabels: {env: prod}}\n    kustomize: {dir: overlays/prod}\n"),
 			bundle: "apps-web", outcome: NotConverted,
-			note: "targetCustomizations[0] (prod).kustomize: the Module API has no override that changes a kustomize path",
+			note: "targetCustomizations[0] (prod).kustomize: a kustomize dir for a bundle that is a Helm chart",
+		},
+		"a customization's kustomize dir outside the repository": {
+			files:  webBundle(linux, "kustomize: {dir: base}\ntargetCustomizations:\n  - name: prod\n    clusterSelector: {matchLabels: {env: prod}}\n    kustomize: {dir: ../../../etc}\n"),
+			bundle: "apps-web", outcome: NotConverted,
+			note: "targetCustomizations[0] (prod).kustomize.dir ../../../etc: outside the repository",
 		},
 		"a customization that changes the chart's version": {
 			files:  webBundle(linux, "helm: {repo: https://charts.example.com, chart: hello, version: 1.2.3}\ntargetCustomizations:\n  - name: canary\n    clusterSelector: {matchLabels: {ring: canary}}\n    helm: {version: 1.3.0}\n"),
