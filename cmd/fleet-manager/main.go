@@ -82,6 +82,8 @@ func runManager() {
 		"The manager's namespace: ConfigMaps labelled fleeet.dev/policy=true there hold user Rego policies.")
 	pflag.IntVar(&o.MaxPlanBytes, "max-plan-bytes", manager.DefaultMaxPlanBytes,
 		"Largest compiled ProxyAssemblage spec, in bytes, the admission policy lets through.")
+	pflag.IntVar(&o.MaxObjectNodes, "max-object-nodes", manager.DefaultMaxObjectNodes,
+		"Most JSON nodes (objects, arrays, strings, numbers, booleans, nulls) an object written to a fleeet kind may hold outside metadata.managedFields, which get twice as many; the webhook refuses more before decoding the review. Plans and CompiledSyncs may hold --max-plan-bytes more.")
 	pflag.IntVar(&o.MaxMoving, "max-moving", 0,
 		"Most Remotes moving to a new version at once across every Module's RollingUpdate; 0 for no cap.")
 	pflag.BoolVar(&o.AdmissionOnly, "admission-only", false,
@@ -107,6 +109,9 @@ func runManager() {
 	runner.Main(manager.Name, func(mgr ctrl.Manager) error {
 		if o.MaxPlanBytes < 1024 {
 			return fmt.Errorf("--max-plan-bytes=%d: want at least 1024 bytes, or leave it at the default %d", o.MaxPlanBytes, manager.DefaultMaxPlanBytes)
+		}
+		if o.MaxObjectNodes < 1000 {
+			return fmt.Errorf("--max-object-nodes=%d: want at least 1000 nodes, or leave it at the default %d", o.MaxObjectNodes, manager.DefaultMaxObjectNodes)
 		}
 		if caFile != "" {
 			ca, err := os.ReadFile(caFile)

@@ -74,6 +74,10 @@ type Options struct {
 	// MaxPlanBytes bounds the size of a compiled ProxyAssemblage's spec;
 	// zero means DefaultMaxPlanBytes.
 	MaxPlanBytes int
+	// MaxObjectNodes bounds the JSON nodes an object written to a fleeet
+	// kind may hold outside metadata.managedFields, refused by the webhook
+	// before it decodes the review; zero means DefaultMaxObjectNodes.
+	MaxObjectNodes int
 	// MaxMoving caps the Remotes moving at once across every rollout; zero
 	// for no cap.
 	MaxMoving int
@@ -102,6 +106,10 @@ const FlagSourceNetworks = "source-networks"
 
 // DefaultMaxPlanBytes is the plan size limit when Options leaves it zero.
 const DefaultMaxPlanBytes = compile.DefaultMaxPlanBytes
+
+// DefaultMaxObjectNodes is the object node limit when Options leaves it
+// zero.
+const DefaultMaxObjectNodes = webhooks.DefaultMaxObjectNodes
 
 // Admission limits: how long one request may be judged, and how many are
 // judged at once.
@@ -248,6 +256,7 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) (ownWrites
 		SourceNetworks:  network.Policy{Denied: o.SourceNetworks.Denied, Flag: FlagSourceNetworks},
 		ManagerUsername: self.Username,
 		MaxPlanBytes:    cmp.Or(o.MaxPlanBytes, DefaultMaxPlanBytes),
+		MaxObjectNodes:  cmp.Or(o.MaxObjectNodes, DefaultMaxObjectNodes),
 		Timeout:         admissionTimeout,
 		Concurrency:     admissionConcurrency,
 	}
@@ -268,7 +277,7 @@ func setupAdmission(ctx context.Context, mgr ctrl.Manager, o Options) (ownWrites
 		handler = untilLoaded{loaded: policies.Loaded, Handler: handler}
 		own.judge = judgeUntilLoaded{loaded: policies.Loaded, Policies: judge}
 	}
-	mgr.GetWebhookServer().Register(webhooks.Path, webhooks.Guard(&admission.Webhook{Handler: handler}))
+	mgr.GetWebhookServer().Register(webhooks.Path, judge.Guard(&admission.Webhook{Handler: handler}))
 	return own, nil
 }
 

@@ -36,7 +36,7 @@ func BenchmarkDeepReview(b *testing.B) {
 			handler http.Handler
 		}{
 			{"webhook", &admission.Webhook{Handler: p}},
-			{"guarded", Guard(&admission.Webhook{Handler: p})},
+			{"guarded", p.Guard(&admission.Webhook{Handler: p})},
 		} {
 			b.Run(h.name+"/depth="+itoa(depth), func(b *testing.B) {
 				b.SetBytes(int64(len(body)))

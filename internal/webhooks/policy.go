@@ -5,6 +5,7 @@
 package webhooks
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -112,9 +113,35 @@ type Policies struct {
 	// Concurrency bounds the requests judged at once; others wait, within
 	// Timeout, for a slot.
 	Concurrency int
+	// MaxObjectNodes bounds the JSON nodes an object may hold outside
+	// metadata.managedFields (see nodeLimit); zero means
+	// DefaultMaxObjectNodes.
+	MaxObjectNodes int
+	// NamespaceConcurrency bounds the reviews of one namespace Guard passes
+	// on at once; zero means half of GOMAXPROCS, at least one and at most
+	// two (defaultNamespaceConcurrency).
+	NamespaceConcurrency int
+	// NamespaceWait is how long a review waits in Guard for a turn of its
+	// namespace before it is refused; zero means DefaultNamespaceWait.
+	NamespaceWait time.Duration
 
 	once  sync.Once
 	slots chan struct{}
+}
+
+// maxObjectNodes is MaxObjectNodes or its default.
+func (p *Policies) maxObjectNodes() int { return cmp.Or(p.MaxObjectNodes, DefaultMaxObjectNodes) }
+
+// nodeLimit is how many JSON nodes an object of kind may hold outside
+// metadata.managedFields: maxObjectNodes, and MaxPlanBytes more for the
+// kinds the manager compiles from Modules it judged, plans and their
+// CompiledSyncs. A node takes at least one byte, so no plan the size policy
+// admits is refused for its nodes, nor the content of one.
+func (p *Policies) nodeLimit(kind string) int {
+	if kind == "ProxyAssemblage" || kind == "CompiledSync" {
+		return p.maxObjectNodes() + p.MaxPlanBytes
+	}
+	return p.maxObjectNodes()
 }
 
 // Handle implements admission.Handler. It fails closed: a look-up or
@@ -155,13 +182,22 @@ func (p *Policies) judge(ctx context.Context, req admission.Request) (admission.
 	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
 	defer cancel()
 	// Serve the webhook through Guard: it refuses objects nested deeper
-	// than maxDepth before anything decodes them. This second look costs
-	// one byte scan and keeps Handle, and Judge in process, safe on their
-	// own.
-	if path, err := tooDeep(req.Object.Raw, maxDepth); err != nil {
-		return admission.Response{}, fmt.Errorf("reading the object: %w", err)
-	} else if path != "" {
-		return admission.Denied(depthRefusal(path, maxDepth)), nil
+	// than maxDepth or holding too many nodes before anything decodes
+	// them. This second look costs a byte scan of each object and keeps
+	// Handle, and Judge in process, safe on their own.
+	for _, o := range []struct {
+		name   string
+		raw    []byte
+		stored bool
+	}{{"object", req.Object.Raw, false}, {"old object", req.OldObject.Raw, true}} {
+		b, err := checkObject(o.raw, limits{depth: maxDepth, nodes: p.nodeLimit(req.Kind.Kind)})
+		if err != nil {
+			return admission.Response{}, fmt.Errorf("reading the %s: %w", o.name, err)
+		}
+		if b != nil {
+			b.stored = o.stored
+			return admission.Denied(b.refusal()), nil
+		}
 	}
 	p.once.Do(func() { p.slots = make(chan struct{}, max(1, p.Concurrency)) })
 	select {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/types"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,9 +21,10 @@ import (
 )
 
 // admissionAttacks are tenants' and network clients' attempts on what the
-// admission webhook judges: deeply nested reviews, rollout windows that can
-// never open, malformed rollout annotations, and push Remotes and sources
-// aimed at cloud metadata addresses.
+// admission webhook judges: deeply nested reviews and reviews holding too
+// many JSON nodes, rollout windows that can never open, malformed rollout
+// annotations, and push Remotes and sources aimed at cloud metadata
+// addresses.
 func admissionAttacks(ctx context.Context, f *fleet, alice client.Client, id string) []attack {
 	window := func(schedule, zone string, d time.Duration) func(*fleeetv1.Module) {
 		return func(m *fleeetv1.Module) {
@@ -90,21 +92,13 @@ func admissionAttacks(ctx context.Context, f *fleet, alice client.Client, id str
 			}},
 		{"deep-review-refused-before-decoding", "raw HTTPS client on the network, no Kubernetes credentials",
 			"POST a review whose object nests 9,000 deep and whose operation is not even a string", func(t *testing.T, g Gomega) string {
-				obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": fleeetv1.GroupVersion.String(), "kind": "Module",
-					"metadata": map[string]any{"name": "deep", "namespace": tenantA}}}
-				body := forged(g, "alice", "", obj, "Module")
-				body = bytes.Replace(body, []byte(`"metadata":`), []byte(`"spec":`+string(deep(9000).Raw)+`,"metadata":`), 1)
-				// A review the decoder would refuse: only a check that
-				// runs before decoding answers with the depth.
-				body = bytes.Replace(body, []byte(`"operation":"CREATE"`), []byte(`"operation":5`), 1)
-				code, rev, err := review(f, body)
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(rev.Response).NotTo(BeNil())
-				g.Expect(rev.Response.Allowed).To(BeFalse())
-				g.Expect(string(rev.Response.UID)).To(Equal("forged-1"))
-				g.Expect(rev.Response.Result.Message).To(HavePrefix("spec.a.a"))
-				g.Expect(rev.Response.Result.Message).To(ContainSubstring("nests deeper than 64 levels"))
-				return fmt.Sprintf("HTTP %d, denied undecoded: %.80s…", code, rev.Response.Result.Message)
+				return refusedUndecoded(g, f, "deep", string(deep(9000).Raw),
+					And(HavePrefix("spec.a.a"), ContainSubstring("nests deeper than 64 levels")))
+			}},
+		{"wide-review-refused-before-decoding", "raw HTTPS client on the network, no Kubernetes credentials",
+			"POST a review whose object holds 100,000 JSON nodes and whose operation is not even a string", func(t *testing.T, g Gomega) string {
+				return refusedUndecoded(g, f, "wide", `{"values":[0`+strings.Repeat(",0", 100_000-1)+`]}`,
+					HavePrefix("spec.values: the object holds more than 20000 JSON nodes"))
 			}},
 		{"window-never-opens", id, "Module with a rollout window on 30 February (0 0 30 2 *)", func(t *testing.T, g Gomega) string {
 			return refused(g, alice.Create(ctx, module(tenantA, "m", window("0 0 30 2 *", "", time.Hour))), "spec.rollout.windows[0].schedule", "never opens")
@@ -176,4 +170,23 @@ func admissionAttacks(ctx context.Context, f *fleet, alice client.Client, id str
 			})), "spec.sync.source.git.url: 169.254.169.254 lies in 169.254.0.0/16")
 		}},
 	}
+}
+
+// refusedUndecoded forges a review of a Module named name in tenant A
+// whose spec is the JSON spec and whose operation the decoder would refuse,
+// so only a check that runs before decoding can answer; it expects a
+// denial whose message matches want, and describes it.
+func refusedUndecoded(g Gomega, f *fleet, name, spec string, want types.GomegaMatcher) string {
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": fleeetv1.GroupVersion.String(), "kind": "Module",
+		"metadata": map[string]any{"name": name, "namespace": tenantA}}}
+	body := forged(g, "alice", "", obj, "Module")
+	body = bytes.Replace(body, []byte(`"metadata":`), []byte(`"spec":`+spec+`,"metadata":`), 1)
+	body = bytes.Replace(body, []byte(`"operation":"CREATE"`), []byte(`"operation":5`), 1)
+	code, rev, err := review(f, body)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rev.Response).NotTo(BeNil())
+	g.Expect(rev.Response.Allowed).To(BeFalse())
+	g.Expect(string(rev.Response.UID)).To(Equal("forged-1"))
+	g.Expect(rev.Response.Result.Message).To(want)
+	return fmt.Sprintf("HTTP %d, denied undecoded: %.80s…", code, rev.Response.Result.Message)
 }

@@ -244,6 +244,16 @@ func tenantAttacks(ctx context.Context, f *fleet, alice, cluster client.Client, 
 			}))
 			return refused(g, err, "spec.sync.package.helm.values", "nests deeper than") + fmt.Sprintf(" (answered in %s)", time.Since(start).Round(time.Millisecond))
 		}},
+		{"values-with-too-many-nodes", id, "Module with Helm values holding a list of 100,000 numbers (each node costs every tenant's admissions to judge)", func(t *testing.T, g Gomega) string {
+			start := time.Now()
+			err := alice.Create(ctx, module(tenantA, "m", func(m *fleeetv1.Module) {
+				m.Spec.Sync.Source = fleeetv1.Source{Helm: &fleeetv1.HelmSource{URL: "https://charts.example.com", Chart: "c", Version: "1.0.0"}}
+				m.Spec.Sync.Package = fleeetv1.Package{Helm: &fleeetv1.HelmPackage{ReleaseName: "c", TargetNamespace: tenantA,
+					Values: &apiextensionsv1.JSON{Raw: []byte(`{"data":[0` + strings.Repeat(",0", 100_000-1) + `]}`)}}}
+			}))
+			return refused(g, err, "spec.sync.package.helm.values.data: the object holds more than 20000 JSON nodes", "--max-object-nodes") +
+				fmt.Sprintf(" (answered in %s)", time.Since(start).Round(time.Millisecond))
+		}},
 		{"control-plane-binding-to-a-secret", id, "Module whose controlPlaneBinding reads a Secret in the management cluster", func(t *testing.T, g Gomega) string {
 			return refused(g, alice.Create(ctx, module(tenantA, "m", func(m *fleeetv1.Module) {
 				m.Spec.ControlPlaneBindings = []fleeetv1.ControlPlaneBinding{{Name: "X", ObjectFieldRef: &fleeetv1.ControlPlaneFieldRef{Kind: "Secret", Name: "fleeet-registration-spare", FieldPath: "/data/token"}}}
