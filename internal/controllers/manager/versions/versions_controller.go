@@ -54,8 +54,10 @@ type Reconciler struct {
 // look is what one read of a Module's source found, kept so that reconciles
 // between two looks (the Module's own writes wake it) read nothing.
 type look struct {
-	at     time.Time
-	source fleeetv1.Source // the source as looked at, version fields cleared
+	at time.Time
+	// source names the source looked at (sourceURL), which the versions
+	// this controller writes leave as it is.
+	source string
 	// requested is the Module's RequestedAtAnnotation when it was looked at.
 	requested string
 	offered   []string
@@ -177,11 +179,11 @@ func (r *Reconciler) look(ctx context.Context, m *fleeetv1.Module) (look, time.D
 		interval = p.Interval.Duration
 	}
 	interval = cmp.Or(interval, 5*time.Minute)
-	src, requested := unversioned(m.Spec.Sync.Source), m.Annotations[RequestedAtAnnotation]
+	src, requested := sourceURL(m.Spec.Sync.Source), m.Annotations[RequestedAtAnnotation]
 	r.mu.Lock()
 	l, ok := r.looks[m.UID]
 	r.mu.Unlock()
-	if ok && equalSource(l.source, src) && l.requested == requested {
+	if ok && l.source == src && l.requested == requested {
 		if due := time.Until(l.at.Add(interval)); due > 0 {
 			return l, due
 		}
@@ -203,23 +205,6 @@ func (r *Reconciler) forget(uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.looks, uid)
-}
-
-// unversioned is src without the version the policy writes, so a look
-// stays valid across the writes it causes.
-func unversioned(src fleeetv1.Source) fleeetv1.Source {
-	src = *src.DeepCopy()
-	if src.Git != nil {
-		src.Git.Tag = ""
-	}
-	if src.Helm != nil {
-		src.Helm.Version = ""
-	}
-	return src
-}
-
-func equalSource(a, b fleeetv1.Source) bool {
-	return sourceURL(a) == sourceURL(b) && (a.Helm == nil) == (b.Helm == nil) && (a.Helm == nil || a.Helm.Chart == b.Helm.Chart)
 }
 
 // write sets the sync's version to v, over the Module as read.
@@ -293,14 +278,14 @@ func skipping(skipped []string) string {
 	return ", skipping " + strings.Join(skipped, ", ") + " (rolled back)"
 }
 
+// sourceURL names the source a policy reads in messages and looks: a git
+// repository's URL, a Helm repository's with the chart.
 func sourceURL(src fleeetv1.Source) string {
 	switch {
 	case src.Git != nil:
 		return src.Git.URL
 	case src.Helm != nil:
 		return src.Helm.URL + " (chart " + src.Helm.Chart + ")"
-	case src.OCI != nil:
-		return src.OCI.URL
 	}
 	return "the source"
 }
