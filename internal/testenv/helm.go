@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -220,19 +221,73 @@ func deploymentCommandLine(t TB, rel *release.Release, name string, set map[stri
 	return args
 }
 
+// tokenLifetime is how long the tokens ServiceAccountToken and
+// serviceAccountKubeconfig request stay valid.
+const tokenLifetime = time.Hour
+
 // serviceAccountKubeconfig writes a kubeconfig that authenticates to c as
-// the ServiceAccount namespace/name only, with a token from the TokenRequest
-// API — what the kubelet would mount into the pod.
+// the ServiceAccount namespace/name only, as the kubelet's projected token
+// does in a pod: the kubeconfig names a token file (client-go reads it
+// again every minute), and a new token from the TokenRequest API replaces
+// it at 80 % of its lifetime until the test ends. A process run with it
+// outlives its first token, as a soak's agents and managers must.
 func serviceAccountKubeconfig(t TB, c *Cluster, namespace, name string) string {
 	t.Helper()
-	token := ServiceAccountToken(t, c, namespace, name)
-	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	return renewedKubeconfig(t, c, namespace, name, tokenLifetime*8/10)
+}
+
+// renewedKubeconfig is serviceAccountKubeconfig with the token replaced
+// every renew.
+func renewedKubeconfig(t TB, c *Cluster, namespace, name string, renew time.Duration) string {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile, path := filepath.Join(dir, name+".token"), filepath.Join(dir, name+".kubeconfig")
+	if err := writeToken(tokenFile, ServiceAccountToken(t, c, namespace, name)); err != nil {
+		t.Fatal(err)
+	}
 	data := Kubeconfig(t, clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData},
-		clientcmdapi.AuthInfo{Token: token})
+		clientcmdapi.AuthInfo{TokenFile: tokenFile})
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { stop(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(renew)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			// The test may have ended meanwhile: report on stderr, not t.
+			token, err := requestToken(ctx, cs, namespace, name)
+			if err == nil {
+				err = writeToken(tokenFile, token)
+			}
+			if err != nil && ctx.Err() == nil {
+				fmt.Fprintf(os.Stderr, "testenv: renewing the token of ServiceAccount %s/%s: %v\n", namespace, name, err)
+			}
+		}
+	}()
 	return path
+}
+
+// writeToken replaces the token file path whole, so that a reader never
+// sees half a token.
+func writeToken(path, token string) error {
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(token), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // ServiceAccountToken returns an hour's token of the ServiceAccount
@@ -243,13 +298,23 @@ func ServiceAccountToken(t TB, c *Cluster, namespace, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	token, err := requestToken(t.Context(), cs, namespace, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// requestToken asks the TokenRequest API for a token of the ServiceAccount
+// namespace/name valid for tokenLifetime.
+func requestToken(ctx context.Context, cs kubernetes.Interface, namespace, name string) (string, error) {
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(tokenLifetime.Seconds()))},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("token for ServiceAccount %s/%s: %v", namespace, name, err)
+		return "", fmt.Errorf("token for ServiceAccount %s/%s: %w", namespace, name, err)
 	}
-	return tr.Status.Token
+	return tr.Status.Token, nil
 }
 
 // HelmCLI runs the pinned helm command against c, as a user at a shell
