@@ -112,8 +112,12 @@ func New(ctx context.Context, mgr ctrl.Manager, binary, namespace string, o Opti
 		return nil, fmt.Errorf("watching membership Leases: %w", err)
 	}
 	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    m.leaseChanged,
-		UpdateFunc: func(_, o any) { m.leaseChanged(o) },
+		AddFunc: m.leaseChanged,
+		UpdateFunc: func(old, o any) {
+			if !renewedLive(old, o) {
+				m.leaseChanged(o)
+			}
+		},
 		DeleteFunc: m.leaseChanged,
 	}); err != nil {
 		return nil, fmt.Errorf("watching membership Leases: %w", err)
@@ -138,8 +142,18 @@ func leaseName(binary, identity string) string { return binary + "-shard-" + ide
 
 func (m *Members) leaseName() string { return leaseName(m.binary, m.identity) }
 
-// leaseChanged wakes the loop for a change of a membership Lease other
-// than a renewal of a member already seen, which changes nothing.
+// renewedLive reports whether a Lease update is a renewal of a member that
+// was live, its own included: the members stay as they are, so the loop
+// is not woken. Waking it for every renewal made each replica renew its
+// own Lease again at once, without end.
+func renewedLive(old, obj any) bool {
+	before, ok1 := old.(*coordinationv1.Lease)
+	after, ok2 := obj.(*coordinationv1.Lease)
+	return ok1 && ok2 && ptr.Deref(before.Spec.HolderIdentity, "") == ptr.Deref(after.Spec.HolderIdentity, "") &&
+		before.Labels[Label] == after.Labels[Label] && time.Now().Before(expiresAt(before))
+}
+
+// leaseChanged wakes the loop for a change of a membership Lease.
 func (m *Members) leaseChanged(obj any) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
@@ -158,17 +172,19 @@ func (m *Members) leaseChanged(obj any) {
 func (m *Members) NeedLeaderElection() bool { return false }
 
 // Start renews the replica's Lease every third of its duration and
-// recomputes the members then and whenever a membership Lease changes,
-// until ctx ends; then it deletes the Lease, so the others take over at
-// once instead of after its expiry.
+// recomputes the members then and whenever a membership Lease changes
+// other than by a live member's renewal, until ctx ends; then it deletes
+// the Lease, so the others take over at once instead of after its expiry.
 func (m *Members) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithValues("lease", m.namespace+"/"+m.leaseName())
 	renew := time.NewTicker(m.duration / 3)
 	defer renew.Stop()
 	m.started = time.Now()
-	for {
-		if err := m.renew(ctx); err != nil {
-			logger.Error(err, "Renewing membership Lease")
+	for due := true; ; {
+		if due {
+			if err := m.renew(ctx); err != nil {
+				logger.Error(err, "Renewing membership Lease")
+			}
 		}
 		if err := m.rebalance(ctx); err != nil {
 			logger.Error(err, "Reading shard members")
@@ -183,7 +199,9 @@ func (m *Members) Start(ctx context.Context) error {
 			}
 			return nil
 		case <-renew.C:
-		case <-m.changed:
+			due = true
+		case <-m.changed: // the members, not the time to renew
+			due = false
 		}
 	}
 }

@@ -1,0 +1,76 @@
+package shard_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleeet-dev/fleeet/internal/shard"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
+)
+
+// Members renew their Leases every third of the duration, not whenever one
+// of them renews (which woke each to renew again at once, without end),
+// and still see a member leave at once.
+func TestMembersRenewOnTimeAndSeeAMemberLeave(t *testing.T) {
+	g := NewWithT(t)
+	c := testenv.StartCluster(t, "management")
+	ns := "fleeet-system"
+	g.Expect(c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+
+	var members []*shard.Members
+	stop, err := testenv.StartManager(c, "shard", func(ctx context.Context, mgr ctrl.Manager) error {
+		for _, id := range []string{"r1", "r2"} {
+			m, err := shard.New(ctx, mgr, "fleet-manager", ns, shard.Options{Identity: id, LeaseDuration: 30 * time.Second})
+			if err != nil {
+				return err
+			}
+			members = append(members, m)
+		}
+		return nil
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { stop(t.Failed()) })
+
+	keys := make([]types.NamespacedName, 20)
+	for i := range keys {
+		keys[i] = types.NamespacedName{Namespace: "tenant", Name: fmt.Sprintf("edge-%02d", i)}
+	}
+	ownedBy := func(m *shard.Members) int {
+		n := 0
+		for _, k := range keys {
+			if m.Owns(k) {
+				n++
+			}
+		}
+		return n
+	}
+	g.Eventually(func() int { return ownedBy(members[0]) + ownedBy(members[1]) }).WithTimeout(30*time.Second).Should(Equal(len(keys)), "both members live, each Remote owned once")
+	g.Expect(ownedBy(members[0])).To(BeNumerically("<", len(keys)), "r2 owns some")
+
+	versions := func() map[string]string {
+		leases := &coordinationv1.LeaseList{}
+		g.Expect(c.Client.List(t.Context(), leases, client.InNamespace(ns))).To(Succeed())
+		rv := map[string]string{}
+		for _, l := range leases.Items {
+			rv[l.Name] = l.ResourceVersion
+		}
+		return rv
+	}
+	before := versions()
+	g.Expect(before).To(HaveLen(2))
+	g.Consistently(versions).WithTimeout(3*time.Second).Should(Equal(before), "no renewal within a third of the lease duration")
+
+	// r2's Lease gone: r1 takes every Remote without waiting for a renewal.
+	g.Expect(c.Client.Delete(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-manager-shard-r2"}})).To(Succeed())
+	g.Eventually(func() int { return ownedBy(members[0]) }).WithTimeout(5 * time.Second).Should(Equal(len(keys)))
+}
