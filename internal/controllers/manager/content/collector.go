@@ -104,8 +104,10 @@ func (c *Collector) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	if err := c.Client.Get(ctx, req.NamespacedName, cs); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// Whether any plan names it, not which: one is enough, and a fleet's
+	// thousand plans are not copied each time one of them drops it.
 	plans := &fleeetv1.ProxyAssemblageList{}
-	if err := c.Client.List(ctx, plans, client.InNamespace(cs.Namespace), client.MatchingFields{contentIndex: cs.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := c.Client.List(ctx, plans, client.InNamespace(cs.Namespace), client.MatchingFields{contentIndex: cs.Name}, client.Limit(1), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	mark, marked := cs.Annotations[fleeetv1.UnreferencedAnnotation]

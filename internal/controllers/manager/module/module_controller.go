@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/cacheview"
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 	"github.com/fleeet-dev/fleeet/internal/status"
@@ -54,6 +55,11 @@ type Reconciler struct {
 	durations durations
 	stamps    stamps
 	notices   notices
+
+	// remotes and plans read the cached Remotes and plan objects in place:
+	// every reconcile looks at every Remote of the namespace and its plan.
+	remotes cacheview.View[*fleeetv1.Remote]
+	plans   cacheview.View[*fleeetv1.ProxyAssemblage]
 }
 
 // SetupWithManager registers the controller. Remote changes that matter to
@@ -66,6 +72,13 @@ type Reconciler struct {
 // reaches the Modules whose syncs deliver it, whose status says whether it
 // may be delivered.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	var err error
+	if r.remotes, err = cacheview.For(context.Background(), mgr.GetCache(), &fleeetv1.Remote{}); err != nil {
+		return err
+	}
+	if r.plans, err = cacheview.For(context.Background(), mgr.GetCache(), &fleeetv1.ProxyAssemblage{}); err != nil {
+		return err
+	}
 	selectionChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		before, after := e.ObjectOld.(*fleeetv1.Remote), e.ObjectNew.(*fleeetv1.Remote)
 		return !equality.Semantic.DeepEqual(before.Labels, after.Labels) || before.Offline() != after.Offline() ||
@@ -243,23 +256,14 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 			return nil, notes, &invalidSelectorError{fmt.Errorf("spec.overrides[%s].selector: %w", o.Name, err)}
 		}
 	}
-	remotes := &fleeetv1.RemoteList{}
-	if err := r.Client.List(ctx, remotes, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, notes, err
-	}
+	remotes := r.remotes.InNamespace(m.Namespace)
 	var err error
-	if notes.undeliverable, err = r.undeliverable(ctx, m, remotes.Items); err != nil {
+	if notes.undeliverable, err = r.undeliverable(ctx, m, remotes); err != nil {
 		return nil, notes, err
 	}
-	pas := &fleeetv1.ProxyAssemblageList{}
-	if err := r.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, notes, err
-	}
-	plans := fleeetv1.GroupProxyPlans(pas.Items)
 	var targets []target
 	var selected []*fleeetv1.Remote
-	for i := range remotes.Items {
-		remote := &remotes.Items[i]
+	for _, remote := range remotes {
 		ok, err := compile.Selects(m.Spec.Selector, remote)
 		if err != nil {
 			return nil, notes, &invalidSelectorError{err}
@@ -272,7 +276,7 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 		if i := slices.IndexFunc(stages, func(sel labels.Selector) bool { return sel.Matches(labels.Set(remote.Labels)) }); i >= 0 {
 			t.stage = i
 		}
-		if plan := plans[remote.Name].Listed(); plan != nil {
+		if plan := r.planOf(m.Namespace, remote.Name); plan != nil {
 			// The sync is in at most one part, which carries its stamp and
 			// what the cluster reports for it; a Module whose sync is in no
 			// part is stamped on part 0.
@@ -301,7 +305,10 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 		}
 		targets = append(targets, t)
 	}
-	r.stamps.keep(m.Namespace, pas.Items)
+	r.stamps.keep(m.Namespace, func(name string) bool {
+		_, ok := r.plans.Get(client.ObjectKey{Namespace: m.Namespace, Name: name})
+		return ok
+	})
 	if len(indexDependsOn(m)) > 0 {
 		modules := &fleeetv1.ModuleList{}
 		if err := r.Client.List(ctx, modules, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err != nil {
@@ -316,6 +323,21 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 	slices.SortFunc(targets, func(a, b target) int { return strings.Compare(a.name, b.name) })
 	slices.Sort(notes.tooLarge)
 	return targets, notes, nil
+}
+
+// planOf returns the parts of the Remote's plan that its part 0 lists
+// (ProxyPlan.Listed), read from the cache in place; nil when it has none.
+func (r *Reconciler) planOf(namespace, remote string) fleeetv1.ProxyPlan {
+	first, ok := r.plans.Get(client.ObjectKey{Namespace: namespace, Name: remote})
+	if !ok {
+		return nil
+	}
+	plan := fleeetv1.ProxyPlan{first}
+	for k := 1; k <= len(first.Spec.Assemblage.Parts); k++ {
+		part, _ := r.plans.Get(client.ObjectKey{Namespace: namespace, Name: fleeetv1.PlanPartName(remote, k)})
+		plan = append(plan, part)
+	}
+	return plan.Listed()
 }
 
 // step runs one rollout step within the rollout's windows and the budget

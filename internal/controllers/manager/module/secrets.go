@@ -27,7 +27,7 @@ func indexDeliveredSecrets(o client.Object) []string {
 // namespace's, whose kubeconfig Secrets are never delivered. Secrets are
 // read from the cache (delivery.Read), which holds whole only those
 // offered, and the metadata of the others. The messages name Secrets only.
-func (r *Reconciler) undeliverable(ctx context.Context, m *fleeetv1.Module, remotes []fleeetv1.Remote) ([]string, error) {
+func (r *Reconciler) undeliverable(ctx context.Context, m *fleeetv1.Module, remotes []*fleeetv1.Remote) ([]string, error) {
 	if len(m.Spec.Sync.Secrets) == 0 {
 		return nil, nil
 	}

@@ -43,19 +43,12 @@ func (s *stamps) of(pa *fleeetv1.ProxyAssemblage) map[string]fleeetv1.Compiled {
 }
 
 // keep forgets the plan objects (each part of a plan split over several) of
-// namespace that are no longer among live.
-func (s *stamps) keep(namespace string, live []fleeetv1.ProxyAssemblage) {
+// namespace that are not live any more.
+func (s *stamps) keep(namespace string, live func(name string) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.plans[namespace]) <= len(live) {
-		return
-	}
-	names := make(map[string]bool, len(live))
-	for i := range live {
-		names[live[i].Name] = true
-	}
 	for name := range s.plans[namespace] {
-		if !names[name] {
+		if !live(name) {
 			delete(s.plans[namespace], name)
 		}
 	}

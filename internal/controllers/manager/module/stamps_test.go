@@ -28,7 +28,7 @@ func TestStampsAreParsedOncePerPlanVersionAndForgottenWithThePlan(t *testing.T) 
 
 	b := plan("edge-2", "3", `{}`)
 	s.of(b)
-	s.keep("team-a", []fleeetv1.ProxyAssemblage{*b})
+	s.keep("team-a", func(name string) bool { return name == b.Name })
 	g.Expect(s.plans["team-a"]).To(HaveLen(1))
 	g.Expect(s.plans["team-a"]).To(HaveKey("edge-2"))
 }
