@@ -112,6 +112,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
+// planBatch is how long a Module waits, once a plan change concerns it, for
+// more to come before it is reconciled: a version change rewrites every
+// plan of the fleet within seconds, and each reconcile reads every Remote
+// and plan of the namespace and may write the Module's status. A Module
+// already waiting does not wait longer for each further change.
+const planBatch = 250 * time.Millisecond
+
+// batched queues each request planBatch from now, or keeps the earlier
+// time of one already waiting.
+type batched struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+func (b batched) Add(req reconcile.Request) { b.AddAfter(req, planBatch) }
+
 // planChanged reconciles, when a plan comes or goes or its report as a
 // whole changes (the generation it describes, its conditions), every
 // Module of its namespace; when only some syncs' reports change, just
@@ -119,12 +134,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Modules whose stamp did: a version change of one Module rewrites every
 // plan of the fleet, and each rewrite, or each cluster's report of one
 // sync, would otherwise reconcile every Module, each of which reads every
-// plan.
+// plan. Each waits planBatch for the plan changes that follow.
 func (r *Reconciler) planChanged(modules handler.EventHandler) handler.EventHandler {
 	return handler.Funcs{
-		CreateFunc: modules.Create,
-		DeleteFunc: modules.Delete,
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			modules.Create(ctx, e, batched{q})
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			modules.Delete(ctx, e, batched{q})
+		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			q = batched{q}
 			before, after := e.ObjectOld.(*fleeetv1.ProxyAssemblage), e.ObjectNew.(*fleeetv1.ProxyAssemblage)
 			changed := func(name string) {
 				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: after.Namespace, Name: name}})
