@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -299,6 +300,29 @@ func (c *Cluster) StopAPIServer() error { return c.env.ControlPlane.APIServer.St
 
 // StartAPIServer restarts an apiserver stopped with StopAPIServer.
 func (c *Cluster) StartAPIServer() error { return c.env.ControlPlane.APIServer.Start() }
+
+// FreezeEtcd stops the cluster's etcd process (SIGSTOP) for d, then lets it
+// go on (SIGCONT): the apiserver stays up while every request that reaches
+// storage hangs and times out, as on a stalled disk or an etcd cut off,
+// and nothing stored is lost. It returns early, letting etcd go on, when
+// ctx ends.
+func (c *Cluster) FreezeEtcd(ctx context.Context, d time.Duration) error {
+	pids := processesMentioning("--listen-client-urls=" + c.env.ControlPlane.Etcd.URL.String() + "\x00")
+	if len(pids) != 1 {
+		return fmt.Errorf("finding %s etcd: %d processes listen at %s", c.Name, len(pids), c.env.ControlPlane.Etcd.URL)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("freezing %s etcd: %w", c.Name, err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGCONT); err != nil {
+		return fmt.Errorf("thawing %s etcd: %w", c.Name, err)
+	}
+	return nil
+}
 
 // EtcdMetricsURL is where the cluster's etcd serves its Prometheus metrics,
 // its database size among them.

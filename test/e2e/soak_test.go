@@ -75,7 +75,8 @@ const soakConverges = 6 * time.Minute
 // runSoak runs the demo fleet, with its manager replaced by two replicas
 // under leader election, while a seeded fault injector kills and restarts
 // manager replicas (the leader among them), agents and Flux controllers,
-// stops the management apiserver and nodes' kubelets, and a driver rolls
+// stops the management apiserver and nodes' kubelets, freezes the
+// management etcd (the apiserver up, its storage hanging), and a driver rolls
 // the backend Module forward and back and pauses and resumes its rollout.
 // A supervisor restarts what dies, as a kubelet restarts a container. It
 // checks all along that nothing a plan holds is deleted downstream, that
@@ -341,7 +342,7 @@ func (s *soak) inject(ctx context.Context, deadline time.Time) {
 // fault injects one fault, chosen at random, and says which.
 func (s *soak) fault(ctx context.Context) (kind, what string) {
 	cluster := demo.Names[s.intn(len(demo.Names))]
-	switch s.intn(5) {
+	switch s.intn(6) {
 	case 0:
 		replica := s.managers[s.intn(len(s.managers))]
 		before := s.leader(ctx)
@@ -373,6 +374,12 @@ func (s *soak) fault(ctx context.Context) (kind, what string) {
 			s.violate("the management apiserver did not start again: %v", err)
 		}
 		return "stop the management apiserver", fmt.Sprintf("stop the management apiserver for %s", outage.Round(time.Second))
+	case 4:
+		freeze := s.between(10*time.Second, 40*time.Second)
+		if err := s.fleet.Management.FreezeEtcd(ctx, freeze); err != nil {
+			s.violate("freezing the management etcd: %v", err)
+		}
+		return "freeze the management etcd", fmt.Sprintf("freeze the management etcd for %s", freeze.Round(time.Second))
 	default:
 		hold := s.between(20*time.Second, 60*time.Second)
 		s.proc(cluster+"/kubelet").down(true, hold)
