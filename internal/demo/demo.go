@@ -74,7 +74,7 @@ type Fleet struct {
 	SSH         *testenv.SSHGitServer
 	BackendRepo string
 	// Registry holds podinfo's chart, at FrontendChart.
-	Registry      *testenv.PrivateRegistry
+	Registry      *testenv.OCIRegistry
 	FrontendChart string
 	// FrontendChartVersion is the version of podinfo's chart the frontend
 	// Module installs.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/testenv"
 )
 
 // gitRepo is a GitRepository at a tag, with a Secret for its credentials.
@@ -171,19 +172,19 @@ spec: {sourceRef: {kind: GitRepository, name: app, namespace: flux-system}}`},
 			docs: []string{strings.Replace(gitRepo, "{tag: v1.2.0}", "{branch: main}", 1), kustomization(`{sourceRef: {kind: GitRepository, name: app}}`)},
 			kind: "Kustomization", outcome: NotConverted, note: "spec.ref.branch main: the import cannot read the branch's commit: the manager reads public sources only",
 		},
-		"an OCI range": {
+		"a range of a private OCI repository": {
 			docs: []string{`apiVersion: source.toolkit.fluxcd.io/v1beta2
 kind: OCIRepository
 metadata: {name: manifests, namespace: flux-system}
-spec: {url: oci://ghcr.io/org/manifests, ref: {semver: ">=1.0.0"}}`, kustomization(`{sourceRef: {kind: OCIRepository, name: manifests}}`)},
-			kind: "Kustomization", outcome: NotConverted, note: "a range of OCI tags cannot be resolved",
+spec: {url: oci://ghcr.io/org/manifests, ref: {semver: ">=1.0.0"}, secretRef: {name: ghcr}}`, kustomization(`{sourceRef: {kind: OCIRepository, name: manifests}}`)},
+			kind: "Kustomization", outcome: NotConverted, note: `spec.ref.semver ">=1.0.0": the range cannot be resolved: the manager reads public sources only`,
 		},
-		"a range of an oci:// Helm repository": {
+		"a range of a private oci:// Helm repository": {
 			docs: []string{`apiVersion: source.toolkit.fluxcd.io/v1
 kind: HelmRepository
 metadata: {name: charts, namespace: flux-system}
-spec: {type: oci, url: oci://ghcr.io/org/charts}`, helmRelease(`{chart: {spec: {chart: web, version: "1.x", sourceRef: {kind: HelmRepository, name: charts}}}}`)},
-			kind: "HelmRelease", outcome: NotConverted, note: `spec.chart.spec.version "1.x": the range cannot be resolved: the manager reads chart versions from https:// or http:// repositories only`,
+spec: {type: oci, url: oci://ghcr.io/org/charts, secretRef: {name: ghcr}}`, helmRelease(`{chart: {spec: {chart: web, version: "1.x", sourceRef: {kind: HelmRepository, name: charts}}}}`)},
+			kind: "HelmRelease", outcome: NotConverted, note: `spec.chart.spec.version "1.x": the range cannot be resolved: the manager reads public sources only`,
 		},
 		"valuesFiles": {
 			docs: []string{helmRepo, helmRelease(`{chart: {spec: {chart: web, version: 1.0.0, valuesFiles: [prod.yaml], sourceRef: {kind: HelmRepository, name: charts}}}}`)},
@@ -265,4 +266,40 @@ spec: {sourceRef: {kind: GitRepository, name: app, namespace: flux-system}}
 	g.Expect(modules).To(HaveLen(1))
 	g.Expect(rep.Objects).To(ContainElement(And(HaveField("Namespace", "team-b"), HaveField("Outcome", NotConverted),
 		HaveField("Notes", ContainElement("metadata.name: Module apps is already imported from Kustomization flux-system/apps")))))
+}
+
+// An OCI range, of an artifact and of a chart in an oci:// Helm repository,
+// is resolved against a real public registry to its highest tag now and
+// kept as the Module's version policy.
+func TestAnOCIRangeIsResolvedToItsHighestTag(t *testing.T) {
+	g := NewWithT(t)
+	reg := testenv.NewPublicRegistry(t)
+	for _, tag := range []string{"1.0.0", "1.3.0", "2.0.0"} {
+		reg.PushKustomize(t, "org/manifests", tag, map[string]string{"cm.yaml": "kind: ConfigMap"})
+	}
+	charts, version, _ := reg.PushChart(t, "org/charts", testenv.ChartDir("hello"))
+	charts = strings.TrimSuffix(charts, "/hello")
+	dir := t.TempDir()
+	docs := []string{`apiVersion: source.toolkit.fluxcd.io/v1beta2
+kind: OCIRepository
+metadata: {name: manifests, namespace: flux-system}
+spec: {url: oci://` + reg.Host + `/org/manifests, ref: {semver: "^1.0.0"}}`, kustomization(`{sourceRef: {kind: OCIRepository, name: manifests}}`),
+		`apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {name: charts, namespace: flux-system}
+spec: {type: oci, url: ` + charts + `}`, helmRelease(`{chart: {spec: {chart: hello, version: "*", sourceRef: {kind: HelmRepository, name: charts}}}}`)}
+	g.Expect(os.WriteFile(filepath.Join(dir, "flux.yaml"), []byte(strings.Join(docs, "\n---\n")), 0o644)).To(Succeed())
+	modules, rep, err := Import(t.Context(), dir, Options{Namespace: "team-a", Selector: &metav1.LabelSelector{}, HTTP: &http.Client{Transport: reg.Transport()}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(modules).To(HaveLen(2))
+	byName := map[string]fleeetv1.Module{}
+	for _, m := range modules {
+		byName[m.Name] = m
+	}
+	apps, web := byName["apps"], byName["web"]
+	g.Expect(apps.Spec.Sync.Source.OCI.Tag).To(Equal("1.3.0"))
+	g.Expect(apps.Spec.VersionPolicy).To(Equal(&fleeetv1.VersionPolicy{Semver: "^1.0.0"}))
+	g.Expect(web.Spec.Sync.Source.Helm.Version).To(Equal(version))
+	g.Expect(web.Spec.VersionPolicy).To(Equal(&fleeetv1.VersionPolicy{Semver: "*"}))
+	g.Expect(outcome(rep, "Kustomization", "apps").Notes).To(ContainElement(ContainSubstring(`resolved to 1.3.0 at import`)))
 }

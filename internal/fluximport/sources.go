@@ -203,11 +203,7 @@ func (i *importer) resolve(ctx context.Context, src fleeetv1.Source, field, cons
 		c.refuse("%s %q: no version the source offers satisfies it", field, constraint)
 		return src, nil
 	}
-	if src.Git != nil {
-		src.Git.Tag = picked
-	} else {
-		src.Helm.Version = picked
-	}
+	versions.Set(&src, picked)
 	c.rewrite("%s %q resolved to %s at import; spec.versionPolicy.semver keeps the range", field, constraint, picked)
 	return src, policy
 }
@@ -230,20 +226,23 @@ type ociRepositorySpec struct {
 	} `json:"verify"`
 }
 
-// ociSource converts an OCIRepository at a tag or digest.
-func ociSource(src *object, c *conversion) fleeetv1.Source {
+// ociSource converts an OCIRepository at a tag or digest, or a semver
+// range of tags resolved to its highest tag now and kept as the version
+// policy.
+func (i *importer) ociSource(ctx context.Context, src *object, c *conversion) (fleeetv1.Source, *fleeetv1.VersionPolicy) {
 	at := src.Kind + " " + qualified(src.Metadata.Namespace, src.Metadata.Name) + " spec"
 	var o ociRepositorySpec
 	if !decode(src, at, &o, ociRepositoryFields, c) {
-		return fleeetv1.Source{}
+		return fleeetv1.Source{}, nil
 	}
 	out := fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: o.URL, Insecure: o.Insecure},
 		SecretRef: c.deliver(o.SecretRef), CertSecretRef: c.deliver(o.CertSecretRef)}
+	var policy *fleeetv1.VersionPolicy
 	switch ref := o.Ref; {
 	case ref != nil && ref.Digest != "":
 		out.OCI.Digest = ref.Digest
 	case ref != nil && ref.Semver != "":
-		c.refuse("%s.ref.semver %q: a range of OCI tags cannot be resolved; the manager does not read OCI tags yet", at, ref.Semver)
+		out, policy = i.resolve(ctx, out, at+".ref.semver", ref.Semver, c)
 	case ref == nil || ref.Tag == "" || ref.Tag == "latest":
 		c.refuse("%s.ref: latest moves; pin a tag or a digest", at)
 	default:
@@ -256,7 +255,7 @@ func ociSource(src *object, c *conversion) fleeetv1.Source {
 			out.OCI.Verify = &fleeetv1.OCIVerification{SecretRef: *c.deliver(v.SecretRef)}
 		}
 	}
-	return out
+	return out, policy
 }
 
 // decode judges a source's fields by table and decodes its spec into v.

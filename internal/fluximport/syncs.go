@@ -74,7 +74,7 @@ func (i *importer) kustomization(ctx context.Context, o *object, c *conversion) 
 	case src.Kind == "GitRepository":
 		spec.Sync.Source, spec.VersionPolicy = i.gitSource(ctx, src, c)
 	default:
-		spec.Sync.Source = ociSource(src, c)
+		spec.Sync.Source, spec.VersionPolicy = i.ociSource(ctx, src, c)
 	}
 	p := &fleeetv1.KustomizePackage{
 		Path: k.Path, TargetNamespace: k.TargetNamespace, Patches: k.Patches, Images: k.Images, Components: k.Components,
@@ -225,7 +225,7 @@ func (i *importer) helmRelease(ctx context.Context, o *object, c *conversion) *f
 		}
 	case h.ChartRef != nil:
 		if src := i.lookup(o, "spec.chartRef", *h.ChartRef, c, "OCIRepository"); src != nil {
-			spec.Sync.Source = ociSource(src, c)
+			spec.Sync.Source, spec.VersionPolicy = i.ociSource(ctx, src, c)
 		}
 	default:
 		c.refuse("spec: neither chart nor chartRef is set")

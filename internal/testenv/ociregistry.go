@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"maps"
@@ -50,10 +51,12 @@ const (
 	cosignSignatureAnnotation                 = "dev.cosignproject.cosign/signature"
 )
 
-// PrivateRegistry is an OCI registry (go-containerregistry's, in memory)
-// that answers only requests with its credentials, served over TLS with its
-// own CA on loopback, as a private registry is.
-type PrivateRegistry struct {
+// OCIRegistry is an OCI registry (go-containerregistry's, in memory) served
+// over TLS with its own CA on loopback. A private one (NewPrivateRegistry)
+// answers only requests with its credentials; a public one
+// (NewPublicRegistry) lets anyone pull, as ghcr.io and Docker Hub do for
+// public packages, and takes pushes only with its credentials.
+type OCIRegistry struct {
 	// Host is the registry's host:port; an artifact is at oci://Host/<repo>.
 	Host string
 	// Username and Password are the credentials it accepts.
@@ -66,15 +69,11 @@ type PrivateRegistry struct {
 
 // NewPrivateRegistry starts a registry with fresh credentials, stopped when
 // the test ends.
-func NewPrivateRegistry(t TB) *PrivateRegistry {
+func NewPrivateRegistry(t TB) *OCIRegistry {
 	t.Helper()
-	secret := make([]byte, 16)
-	if _, err := rand.Read(secret); err != nil {
-		t.Fatal(err)
-	}
-	creds := GitCredentials{Username: "fleeet", Password: hex.EncodeToString(secret)}
+	creds := newRegistryCredentials(t)
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return startRegistry(t, creds, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !creds.accept(r) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="registry"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
@@ -82,11 +81,60 @@ func NewPrivateRegistry(t TB) *PrivateRegistry {
 		}
 		reg.ServeHTTP(w, r)
 	}))
+}
+
+// NewPublicRegistry starts a registry anyone may pull from, stopped when
+// the test ends. As public registries do, it answers a request without a
+// token with a Bearer challenge naming its token service (/token), which
+// gives anyone a token to pull with and, for its credentials, one to push
+// with.
+func NewPublicRegistry(t TB) *OCIRegistry {
+	t.Helper()
+	creds := newRegistryCredentials(t)
+	pull, push := randomHex(t), randomHex(t)
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	return startRegistry(t, creds, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		reading := r.Method == http.MethodGet || r.Method == http.MethodHead
+		switch {
+		case r.URL.Path == "/token":
+			token := pull
+			if creds.accept(r) {
+				token = push
+			}
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"token":%q}`, token)
+		case equal(bearer, push), reading && equal(bearer, pull):
+			reg.ServeHTTP(w, r)
+		default:
+			w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm="https://%s/token",service="registry",scope="repository:any:pull"`, r.Host))
+			http.Error(w, "a token is required", http.StatusUnauthorized)
+		}
+	}))
+}
+
+// newRegistryCredentials makes a registry's fresh credentials.
+func newRegistryCredentials(t TB) GitCredentials {
+	return GitCredentials{Username: "fleeet", Password: randomHex(t)}
+}
+
+// randomHex is 16 random bytes in hex.
+func randomHex(t TB) string {
+	secret := make([]byte, 16)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(secret)
+}
+
+// startRegistry serves handler over TLS on loopback until the test ends.
+func startRegistry(t TB, creds GitCredentials, handler http.Handler) *OCIRegistry {
+	srv := httptest.NewUnstartedServer(handler)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
-	return &PrivateRegistry{
+	return &OCIRegistry{
 		Host:      strings.TrimPrefix(srv.URL, "https://"),
 		Username:  creds.Username,
 		Password:  creds.Password,
@@ -95,10 +143,13 @@ func NewPrivateRegistry(t TB) *PrivateRegistry {
 	}
 }
 
+// Transport is an HTTP transport that trusts the registry's CA.
+func (r *OCIRegistry) Transport() http.RoundTripper { return r.transport }
+
 // DockerConfigJSON is the .dockerconfigjson of a kubernetes.io/dockerconfigjson
 // Secret holding the registry's credentials, or, with password set, other
 // (wrong) ones.
-func (r *PrivateRegistry) DockerConfigJSON(t TB, password string) []byte {
+func (r *OCIRegistry) DockerConfigJSON(t TB, password string) []byte {
 	t.Helper()
 	auth := base64.StdEncoding.EncodeToString([]byte(r.Username + ":" + password))
 	b, err := json.Marshal(map[string]any{"auths": map[string]any{
@@ -113,7 +164,7 @@ func (r *PrivateRegistry) DockerConfigJSON(t TB, password string) []byte {
 // PushKustomize pushes files (path → content) as a Flux artifact, the
 // format `flux push artifact` writes, to repository repo at tag, and returns
 // the artifact's URL (oci://Host/repo) and manifest digest.
-func (r *PrivateRegistry) PushKustomize(t TB, repo, tag string, files map[string]string) (url, digest string) {
+func (r *OCIRegistry) PushKustomize(t TB, repo, tag string, files map[string]string) (url, digest string) {
 	t.Helper()
 	return r.push(t, repo, tag, fluxConfigMediaType, []byte("{}"), static.NewLayer(tarGz(t, files), fluxContentMediaType), nil)
 }
@@ -121,7 +172,7 @@ func (r *PrivateRegistry) PushKustomize(t TB, repo, tag string, files map[string
 // PushChart packages the chart in dir and pushes it as helm push does: to
 // repository repo/<chart name>, tagged with its version. It returns the
 // repository URL (oci://Host/repo/<name>), the version and the digest.
-func (r *PrivateRegistry) PushChart(t TB, repo, dir string) (url, version, digest string) {
+func (r *OCIRegistry) PushChart(t TB, repo, dir string) (url, version, digest string) {
 	t.Helper()
 	ch, err := loader.Load(dir)
 	if err != nil {
@@ -147,7 +198,7 @@ func (r *PrivateRegistry) PushChart(t TB, repo, dir string) (url, version, diges
 // push writes a one-layer OCI artifact with the given config blob, the
 // layer's descriptor carrying annotations, and returns its repository's URL
 // and its manifest's digest.
-func (r *PrivateRegistry) push(t TB, repo, tag string, configType types.MediaType, config []byte, layer v1.Layer, annotations map[string]string) (url, digest string) {
+func (r *OCIRegistry) push(t TB, repo, tag string, configType types.MediaType, config []byte, layer v1.Layer, annotations map[string]string) (url, digest string) {
 	t.Helper()
 	ref, err := name.ParseReference(r.Host + "/" + repo + ":" + tag)
 	if err != nil {
@@ -199,7 +250,7 @@ func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIMani
 // naming the digest, signed with a fresh ECDSA P-256 key, pushed as the
 // image tagged sha256-<hex>.sig. It returns the PEM public key, which
 // Flux's cosign verification takes from a Secret key ending in .pub.
-func (r *PrivateRegistry) SignCosign(t TB, repo, digest string) []byte {
+func (r *OCIRegistry) SignCosign(t TB, repo, digest string) []byte {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

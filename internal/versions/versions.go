@@ -1,5 +1,7 @@
 // Package versions reads the versions a Module's source offers — a git
-// repository's tags, a Helm repository's chart versions — and picks the one
+// repository's tags, a Helm repository's chart versions, an OCI
+// repository's tags (an OCI artifact's, or a chart's in an oci:// Helm
+// repository) — and picks the one
 // a version policy allows, so the manager can write it into the sync as an
 // exact version. It also reads the commit a git branch holds (GitRef), for
 // fleetctl import to pin a branch.
@@ -39,17 +41,18 @@ func Constraint(p *fleeetv1.VersionPolicy) (*semver.Constraints, error) {
 }
 
 // Unsupported says why the manager cannot read the versions src offers, or
-// "" when it can: git over http(s) and Helm repositories over http(s).
+// "" when it can: git over http(s), Helm repositories over http(s) or
+// oci://, and OCI artifacts by tag, all public.
 func Unsupported(src fleeetv1.Source) string {
 	switch {
 	case src.Git != nil && src.Git.Revision != "":
 		return "spec.sync.source.git.revision: a version policy picks among tags; the sync pins a commit"
 	case src.Git != nil && !httpURL(src.Git.URL):
 		return "spec.sync.source.git.url: the manager reads a repository's tags over https:// or http:// only"
-	case src.Helm != nil && !httpURL(src.Helm.URL):
-		return "spec.sync.source.helm.url: the manager reads chart versions from https:// or http:// repositories only, not oci://"
-	case src.OCI != nil:
-		return "spec.sync.source.oci: the manager does not read OCI tags yet; pin a tag or a digest"
+	case src.Helm != nil && !httpURL(src.Helm.URL) && !strings.HasPrefix(src.Helm.URL, "oci://"):
+		return "spec.sync.source.helm.url: the manager reads chart versions from https://, http:// or oci:// repositories only"
+	case src.OCI != nil && src.OCI.Digest != "":
+		return "spec.sync.source.oci.digest: a version policy picks among tags; the sync pins a digest"
 	case src.SecretRef != nil:
 		return "spec.sync.source.secretRef: the manager reads public sources only; a private one's credentials are downstream"
 	}
@@ -60,15 +63,31 @@ func httpURL(raw string) bool {
 	return strings.HasPrefix(raw, "https://") || strings.HasPrefix(raw, "http://")
 }
 
-// Current is the version the sync names now: its git tag or chart version.
+// Current is the version the sync names now: its git tag, chart version or
+// OCI tag.
 func Current(src fleeetv1.Source) string {
 	switch {
 	case src.Git != nil:
 		return strings.TrimPrefix(src.Git.Tag, "refs/tags/")
 	case src.Helm != nil:
 		return src.Helm.Version
+	case src.OCI != nil:
+		return src.OCI.Tag
 	}
 	return ""
+}
+
+// Set makes src name version v, as List named it: its git tag, chart
+// version or OCI tag.
+func Set(src *fleeetv1.Source, v string) {
+	switch {
+	case src.Git != nil:
+		src.Git.Tag = v
+	case src.Helm != nil:
+		src.Helm.Version = v
+	case src.OCI != nil:
+		src.OCI.Tag = v
+	}
 }
 
 // List returns the versions src offers, as the source names them (a git
@@ -77,8 +96,15 @@ func List(ctx context.Context, c *http.Client, src fleeetv1.Source) ([]string, e
 	if why := Unsupported(src); why != "" {
 		return nil, errors.New(why)
 	}
-	if src.Git != nil {
+	switch {
+	case src.Git != nil:
 		return gitTags(ctx, c, src.Git.URL)
+	case src.OCI != nil:
+		return ociTags(ctx, c, src.OCI.URL, src.OCI.Insecure)
+	case strings.HasPrefix(src.Helm.URL, "oci://"):
+		// helm push stores a chart at <repository>/<chart>, tagged with
+		// its version.
+		return ociTags(ctx, c, strings.TrimSuffix(src.Helm.URL, "/")+"/"+src.Helm.Chart, false)
 	}
 	return chartVersions(ctx, c, src.Helm.URL, src.Helm.Chart)
 }
@@ -199,14 +225,28 @@ func chartVersions(ctx context.Context, c *http.Client, repo, chart string) ([]s
 
 // get reads u whole, up to maxBody, and fails on any status but 200.
 func get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
+	resp, err := send(ctx, c, u, "")
+	if err != nil {
+		return nil, err
+	}
+	return read(resp, u)
+}
+
+// send GETs u, with bearer as its token unless it is "".
+func send(ctx context.Context, c *http.Client, u, bearer string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
+	return c.Do(req)
+}
+
+// read reads the answer to a GET of u whole, up to maxBody, and fails on
+// any status but 200; it closes the body.
+func read(resp *http.Response, u string) ([]byte, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: %s", redacted(u), resp.Status)

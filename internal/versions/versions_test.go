@@ -127,8 +127,10 @@ func TestUnsupportedSourcesAreNamedByField(t *testing.T) {
 		{Helm: &fleeetv1.HelmSource{URL: "https://x", Chart: "a", Version: "1.0.0"}}:                                        "",
 		{Git: &fleeetv1.GitSource{URL: "ssh://git@x/a.git", Tag: "v1"}}:                                                     "spec.sync.source.git.url",
 		{Git: &fleeetv1.GitSource{URL: "https://x/a.git", Revision: strings.Repeat("a", 40)}}:                               "spec.sync.source.git.revision",
-		{Helm: &fleeetv1.HelmSource{URL: "oci://x/charts", Chart: "a", Version: "1.0.0"}}:                                   "spec.sync.source.helm.url",
-		{OCI: &fleeetv1.OCISource{URL: "oci://x/a", Tag: "1.0.0"}}:                                                          "spec.sync.source.oci",
+		{Helm: &fleeetv1.HelmSource{URL: "oci://x/charts", Chart: "a", Version: "1.0.0"}}:                                   "",
+		{OCI: &fleeetv1.OCISource{URL: "oci://x/a", Tag: "1.0.0"}}:                                                          "",
+		{Helm: &fleeetv1.HelmSource{URL: "s3://x/charts", Chart: "a", Version: "1.0.0"}}:                                    "spec.sync.source.helm.url",
+		{OCI: &fleeetv1.OCISource{URL: "oci://x/a", Digest: "sha256:" + strings.Repeat("a", 64)}}:                           "spec.sync.source.oci.digest",
 		{Git: &fleeetv1.GitSource{URL: "https://x/a.git", Tag: "v1"}, SecretRef: &fleeetv1.LocalObjectReference{Name: "s"}}: "spec.sync.source.secretRef",
 	} {
 		if want == "" {

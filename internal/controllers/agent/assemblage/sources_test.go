@@ -30,7 +30,7 @@ type privateSources struct {
 	// breaks the build unless ignored; charts/hello the hello chart.
 	gitURL, gitCommit string
 	ssh               *testenv.SSHGitServer
-	registry          *testenv.PrivateRegistry
+	registry          *testenv.OCIRegistry
 	// ociURL holds podinfo's kustomize directory as a Flux artifact
 	// tagged 6.9.2 at ociDigest, signed with cosign by cosignKey's private
 	// key; otherKey signed something else.

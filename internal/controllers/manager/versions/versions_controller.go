@@ -210,12 +210,7 @@ func (r *Reconciler) forget(uid types.UID) {
 // write sets the sync's version to v, over the Module as read.
 func (r *Reconciler) write(ctx context.Context, m *fleeetv1.Module, v string) error {
 	base := m.DeepCopy()
-	switch src := m.Spec.Sync.Source; {
-	case src.Git != nil:
-		src.Git.Tag = v
-	case src.Helm != nil:
-		src.Helm.Version = v
-	}
+	versions.Set(&m.Spec.Sync.Source, v)
 	return r.Client.Patch(ctx, m, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}),
 		client.FieldOwner(status.VersionsManager))
 }
@@ -279,13 +274,16 @@ func skipping(skipped []string) string {
 }
 
 // sourceURL names the source a policy reads in messages and looks: a git
-// repository's URL, a Helm repository's with the chart.
+// repository's URL, a Helm repository's with the chart, an OCI
+// repository's.
 func sourceURL(src fleeetv1.Source) string {
 	switch {
 	case src.Git != nil:
 		return src.Git.URL
 	case src.Helm != nil:
 		return src.Helm.URL + " (chart " + src.Helm.Chart + ")"
+	case src.OCI != nil:
+		return src.OCI.URL
 	}
 	return "the source"
 }

@@ -2,6 +2,8 @@ package versions_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net/http"
 	"os"
 	"testing"
@@ -33,11 +35,16 @@ const (
 // version controller writes.
 var cluster *testenv.Cluster
 
+// registryCAs are the CAs of the OCI registries tests start, which the
+// controller's client trusts; a test adds its registry's before use.
+var registryCAs = x509.NewCertPool()
+
 func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithCluster(m, "management", &cluster, nil, func(c *testenv.Cluster) (func(bool), error) {
 		return testenv.StartManager(c, "versions", func(_ context.Context, mgr ctrl.Manager) error {
 			return (&versions.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fleet-manager"), Every: every,
-				HTTP: &http.Client{Transport: &http.Transport{DialContext: network.Policy{}.Dialer()}}}).SetupWithManager(mgr)
+				HTTP: &http.Client{Transport: &http.Transport{DialContext: network.Policy{}.Dialer(),
+					TLSClientConfig: &tls.Config{RootCAs: registryCAs, MinVersion: tls.VersionTLS12}}}}).SetupWithManager(mgr)
 		})
 	}))
 }
@@ -193,6 +200,26 @@ func TestAPolicyPicksAChartVersionFromARealHelmRepository(t *testing.T) {
 		c := resolved(g, m)
 		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
 		g.Expect(m.Spec.Sync.Source.Helm.Version).To(Equal("1.2.3"))
+	}, timeout, poll).Should(Succeed())
+}
+
+// TestAPolicyPicksATagFromAPublicOCIRegistry: the tags of an OCI artifact
+// in a registry anyone may pull from (read with its anonymous token) are
+// versions like git tags; the highest the constraint allows is written
+// into the sync.
+func TestAPolicyPicksATagFromAPublicOCIRegistry(t *testing.T) {
+	g := NewWithT(t)
+	reg := testenv.NewPublicRegistry(t)
+	g.Expect(registryCAs.AppendCertsFromPEM(reg.CA)).To(BeTrue())
+	var url string
+	for _, tag := range []string{"1.0.0", "1.4.0", "2.0.0", "stable"} {
+		url, _ = reg.PushKustomize(t, "team/manifests", tag, map[string]string{"cm.yaml": "kind: ConfigMap"})
+	}
+	m := newModule(t, fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: url, Tag: "1.0.0"}}, "^1.0.0")
+	g.Eventually(func(g Gomega) {
+		c := resolved(g, m)
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
+		g.Expect(m.Spec.Sync.Source.OCI.Tag).To(Equal("1.4.0"))
 	}, timeout, poll).Should(Succeed())
 }
 
