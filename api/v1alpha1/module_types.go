@@ -18,24 +18,38 @@ type ModuleSpec struct {
 
 	// VersionPolicy lets the manager choose the sync's version: it reads the
 	// versions the source offers (git tags, Helm chart versions or OCI
-	// tags), picks the highest the policy allows and writes it into the
-	// sync as an exact version, which then rolls out like any other change.
-	// Plans only ever hold exact versions.
+	// tags), picks the highest the policy allows (or the digest an OCI tag
+	// names now) and writes it into the sync as an exact version, which
+	// then rolls out like any other change. Plans only ever hold exact
+	// versions.
 	// +optional
 	VersionPolicy *VersionPolicy `json:"versionPolicy,omitempty"`
 }
 
-// VersionPolicy says which versions of a Module's source the manager may pick.
+// VersionPolicy says which versions of a Module's source the manager may
+// pick: the highest satisfying a semver constraint, or the digest an OCI
+// tag names.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.semver) != has(self.digestOf)",message="exactly one of semver or digestOf must be set"
 type VersionPolicy struct {
 	// Semver is a semantic version constraint, such as ">=1.2.0 <2.0.0",
 	// "~1.4" or "^2", that a picked version satisfies: git tags and OCI tags
 	// are read as versions with or without a leading v, and those that are
 	// not versions are ignored. Pre-releases are picked only when the
 	// constraint names one, as in ">=1.5.0-rc.0".
-	// +required
+	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
-	Semver string `json:"semver"`
+	Semver string `json:"semver,omitempty"`
+
+	// DigestOf is a tag of the sync's OCI artifact, such as stable or
+	// latest, whose digest the sync follows: the manager reads the digest
+	// the tag names now and writes it into spec.sync.source.oci.digest
+	// (replacing a tag the sync named), so clusters only ever get an exact
+	// digest, rolled out like any other change.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`
+	DigestOf string `json:"digestOf,omitempty"`
 
 	// Interval between two looks at the source.
 	// +optional

@@ -107,6 +107,9 @@ func versionPolicy(m *fleeetv1.Module, current string) string {
 		return ""
 	}
 	out := fmt.Sprintf("%q", p.Semver)
+	if p.DigestOf != "" {
+		out = fmt.Sprintf("digest of tag %q", p.DigestOf)
+	}
 	if st := m.Status.VersionPolicy; st != nil && st.Available != "" && st.Available != current {
 		out += ", pending " + st.Available
 		if slices.Contains(st.Skipped, st.Available) {

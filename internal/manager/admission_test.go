@@ -180,6 +180,9 @@ func TestAdmissionPoliciesRefuseHostileRequests(t *testing.T) {
 				m.Spec.Sync.Source.SecretRef = &fleeetv1.LocalObjectReference{Name: "git-ssh"} // the schema wants one for ssh
 			}))
 		}, []string{"spec.sync.source.git.url: the manager reads a repository's tags over https:// or http:// only (spec.versionPolicy is set)"}},
+		{"a digest-follow of a git source", func() error {
+			return alice.Create(ctx, moduleIn(ns, "x", func(m *fleeetv1.Module) { m.Spec.VersionPolicy = &fleeetv1.VersionPolicy{DigestOf: "stable"} }))
+		}, []string{"spec.versionPolicy.digestOf: follows an OCI artifact's tag; the sync's source is not spec.sync.source.oci (spec.versionPolicy is set)"}},
 		{"every violation at once", func() error {
 			return alice.Create(ctx, moduleIn(ns, "x", func(m *fleeetv1.Module) {
 				m.Spec.Sync.Source.Git.URL = "http://git.example.com/a.git"

@@ -7,21 +7,32 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 )
+
+// digestPattern is a manifest digest a sync can pin.
+var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
 // maxTagPages bounds how many pages of tags one look reads from an OCI
 // registry: a registry that keeps answering with a next page is not
 // followed for ever.
 const maxTagPages = 50
 
-// ociTags reads the tags of the OCI repository at ref (oci://host/path)
-// from the registry's tag list (the OCI distribution API's
-// /v2/<path>/tags/list), page by page. A registry that asks for a token,
-// as public ones do for anonymous pulls, gets an anonymous one from the
-// token service it names, over TLS unless insecure; no credentials are
-// ever sent. insecure reads the registry over plain HTTP.
-func ociTags(ctx context.Context, c *http.Client, ref string, insecure bool) ([]string, error) {
+// registry reads one OCI repository (oci://host/path) through the OCI
+// distribution API. A registry that asks for a token, as public ones do
+// for anonymous pulls, gets an anonymous one from the token service it
+// names, over TLS unless insecure; no credentials are ever sent. insecure
+// reads the registry over plain HTTP.
+type registry struct {
+	c        *http.Client
+	ref      string
+	base     *url.URL // https://host/v2/path
+	insecure bool
+	token    string
+}
+
+func newRegistry(c *http.Client, ref string, insecure bool) (*registry, error) {
 	host, path, ok := strings.Cut(strings.TrimPrefix(ref, "oci://"), "/")
 	if !ok || host == "" || path == "" {
 		return nil, fmt.Errorf("%s is not oci://<registry>/<repository>", ref)
@@ -30,27 +41,54 @@ func ociTags(ctx context.Context, c *http.Client, ref string, insecure bool) ([]
 	if insecure {
 		scheme = "http"
 	}
-	next := &url.URL{Scheme: scheme, Host: host, Path: "/v2/" + path + "/tags/list"}
-	token := ""
+	return &registry{c: c, ref: ref, base: &url.URL{Scheme: scheme, Host: host, Path: "/v2/" + path}, insecure: insecure}, nil
+}
+
+// do sends a request of u, taking an anonymous token first when the
+// registry answers the first one with a Bearer challenge.
+func (r *registry) do(ctx context.Context, method, u string, accept ...string) (*http.Response, error) {
+	send := func() (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, method, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		if r.token != "" {
+			req.Header.Set("Authorization", "Bearer "+r.token)
+		}
+		for _, a := range accept {
+			req.Header.Add("Accept", a)
+		}
+		return r.c.Do(req)
+	}
+	resp, err := send()
+	if err != nil || resp.StatusCode != http.StatusUnauthorized || r.token != "" {
+		return resp, err
+	}
+	challenge := resp.Header.Get("WWW-Authenticate")
+	resp.Body.Close()
+	if r.token, err = anonymousToken(ctx, r.c, challenge, r.insecure); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", r.ref, err)
+	}
+	return send()
+}
+
+// ociTags reads the tags of the OCI repository at ref from the registry's
+// tag list (/v2/<path>/tags/list), page by page.
+func ociTags(ctx context.Context, c *http.Client, ref string, insecure bool) ([]string, error) {
+	r, err := newRegistry(c, ref, insecure)
+	if err != nil {
+		return nil, err
+	}
+	next := r.base.JoinPath("tags", "list")
 	var tags []string
 	for page := 0; next != nil; page++ {
 		if page == maxTagPages {
 			return nil, fmt.Errorf("the tags of %s run past %d pages", ref, maxTagPages)
 		}
 		u := next.String()
-		resp, err := send(ctx, c, u, token)
+		resp, err := r.do(ctx, http.MethodGet, u)
 		if err != nil {
 			return nil, err
-		}
-		if resp.StatusCode == http.StatusUnauthorized && token == "" {
-			challenge := resp.Header.Get("WWW-Authenticate")
-			resp.Body.Close()
-			if token, err = anonymousToken(ctx, c, challenge, insecure); err != nil {
-				return nil, fmt.Errorf("reading the tags of %s: %w", ref, err)
-			}
-			if resp, err = send(ctx, c, u, token); err != nil {
-				return nil, err
-			}
 		}
 		link := resp.Header.Get("Link")
 		body, err := read(resp, u)
@@ -69,6 +107,38 @@ func ociTags(ctx context.Context, c *http.Client, ref string, insecure bool) ([]
 		}
 	}
 	return tags, nil
+}
+
+// manifestTypes are the manifests a tag may name, as Flux and Helm push
+// them and as multi-platform images are.
+var manifestTypes = []string{
+	"application/vnd.oci.image.manifest.v1+json",
+	"application/vnd.oci.image.index.v1+json",
+	"application/vnd.docker.distribution.manifest.v2+json",
+	"application/vnd.docker.distribution.manifest.list.v2+json",
+}
+
+// ociDigest reads the digest of the manifest tag names in the OCI
+// repository at ref, from the registry's answer to a HEAD of it.
+func ociDigest(ctx context.Context, c *http.Client, ref, tag string, insecure bool) (string, error) {
+	r, err := newRegistry(c, ref, insecure)
+	if err != nil {
+		return "", err
+	}
+	u := r.base.JoinPath("manifests", tag).String()
+	resp, err := r.do(ctx, http.MethodHead, u, manifestTypes...)
+	if err != nil {
+		return "", err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("HEAD %s: %s", redacted(u), resp.Status)
+	}
+	d := resp.Header.Get("Docker-Content-Digest")
+	if !digestPattern.MatchString(d) {
+		return "", fmt.Errorf("%s tag %s: the registry gave no sha256 digest", ref, tag)
+	}
+	return d, nil
 }
 
 // nextPage is the page a tag list's Link header (`<url>; rel="next"`)

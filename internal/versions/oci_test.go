@@ -70,3 +70,29 @@ func TestOCITagsFollowTheRegistrysPagesOnItsOwnServerOnly(t *testing.T) {
 	_, err := versions.List(t.Context(), away.Client(), src)
 	g.Expect(err).To(MatchError(ContainSubstring("the next page is on another server (other.example)")))
 }
+
+// A digest-follow reads the digest its tag names now, and the next one
+// once the tag moves.
+func TestADigestFollowReadsTheDigestItsTagNamesNow(t *testing.T) {
+	g := NewWithT(t)
+	reg := testenv.NewPublicRegistry(t)
+	url, first := reg.PushKustomize(t, "team/manifests", "stable", map[string]string{"cm.yaml": "kind: ConfigMap"})
+	c := &http.Client{Transport: reg.Transport()}
+	p := &fleeetv1.VersionPolicy{DigestOf: "stable"}
+	src := fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: url, Tag: "1.0.0"}}
+	g.Expect(versions.Check(p, src)).To(BeEmpty())
+	g.Expect(versions.Offered(t.Context(), c, p, src)).To(Equal([]string{first}))
+
+	_, second := reg.PushKustomize(t, "team/manifests", "stable", map[string]string{"cm.yaml": "kind: ConfigMap\nmetadata: {name: b}"})
+	g.Expect(second).NotTo(Equal(first))
+	g.Expect(versions.Offered(t.Context(), c, p, src)).To(Equal([]string{second}))
+
+	versions.Set(&src, second)
+	g.Expect(src.OCI).To(HaveField("Tag", BeEmpty()))
+	g.Expect(src.OCI).To(HaveField("Digest", second))
+	g.Expect(versions.Current(src)).To(Equal(second))
+
+	g.Expect(versions.Check(p, fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://x/a.git", Tag: "v1"}})).To(HavePrefix("spec.versionPolicy.digestOf: "))
+	_, err := versions.Offered(t.Context(), c, &fleeetv1.VersionPolicy{DigestOf: "missing"}, src)
+	g.Expect(err).To(MatchError(ContainSubstring("404")))
+}

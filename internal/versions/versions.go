@@ -10,6 +10,7 @@ package versions
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,38 @@ func Constraint(p *fleeetv1.VersionPolicy) (*semver.Constraints, error) {
 	return c, nil
 }
 
+// Check says why the manager cannot act on the version policy p of a sync
+// of src, naming the field, or "" when it can.
+func Check(p *fleeetv1.VersionPolicy, src fleeetv1.Source) string {
+	if p.DigestOf == "" {
+		if _, err := Constraint(p); err != nil {
+			return err.Error()
+		}
+		return Unsupported(src)
+	}
+	switch {
+	case src.OCI == nil:
+		return "spec.versionPolicy.digestOf: follows an OCI artifact's tag; the sync's source is not spec.sync.source.oci"
+	case src.SecretRef != nil:
+		return "spec.sync.source.secretRef: the manager reads public sources only; a private one's credentials are downstream"
+	}
+	return ""
+}
+
+// Offered returns what src offers under p, read through c: the versions
+// a semver policy picks among, or the one digest the tag a digest-follow
+// names holds now.
+func Offered(ctx context.Context, c *http.Client, p *fleeetv1.VersionPolicy, src fleeetv1.Source) ([]string, error) {
+	if p.DigestOf == "" {
+		return List(ctx, c, src)
+	}
+	d, err := ociDigest(ctx, c, src.OCI.URL, p.DigestOf, src.OCI.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	return []string{d}, nil
+}
+
 // Unsupported says why the manager cannot read the versions src offers, or
 // "" when it can: git over http(s), Helm repositories over http(s) or
 // oci://, and OCI artifacts by tag, all public.
@@ -63,8 +96,8 @@ func httpURL(raw string) bool {
 	return strings.HasPrefix(raw, "https://") || strings.HasPrefix(raw, "http://")
 }
 
-// Current is the version the sync names now: its git tag, chart version or
-// OCI tag.
+// Current is the version the sync names now: its git tag, chart version,
+// OCI tag or digest.
 func Current(src fleeetv1.Source) string {
 	switch {
 	case src.Git != nil:
@@ -72,21 +105,23 @@ func Current(src fleeetv1.Source) string {
 	case src.Helm != nil:
 		return src.Helm.Version
 	case src.OCI != nil:
-		return src.OCI.Tag
+		return cmp.Or(src.OCI.Tag, src.OCI.Digest)
 	}
 	return ""
 }
 
-// Set makes src name version v, as List named it: its git tag, chart
-// version or OCI tag.
+// Set makes src name version v, as Offered named it: its git tag, chart
+// version, OCI tag, or OCI digest (in place of a tag).
 func Set(src *fleeetv1.Source, v string) {
 	switch {
 	case src.Git != nil:
 		src.Git.Tag = v
 	case src.Helm != nil:
 		src.Helm.Version = v
+	case src.OCI != nil && digestPattern.MatchString(v):
+		src.OCI.Tag, src.OCI.Digest = "", v
 	case src.OCI != nil:
-		src.OCI.Tag = v
+		src.OCI.Tag, src.OCI.Digest = v, ""
 	}
 }
 
@@ -225,23 +260,15 @@ func chartVersions(ctx context.Context, c *http.Client, repo, chart string) ([]s
 
 // get reads u whole, up to maxBody, and fails on any status but 200.
 func get(ctx context.Context, c *http.Client, u string) ([]byte, error) {
-	resp, err := send(ctx, c, u, "")
-	if err != nil {
-		return nil, err
-	}
-	return read(resp, u)
-}
-
-// send GETs u, with bearer as its token unless it is "".
-func send(ctx context.Context, c *http.Client, u, bearer string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
 	}
-	return c.Do(req)
+	return read(resp, u)
 }
 
 // read reads the answer to a GET of u whole, up to maxBody, and fails on

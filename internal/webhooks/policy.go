@@ -377,19 +377,16 @@ func windowProblems(m *fleeetv1.Module) []window.Problem {
 }
 
 // versionPolicyProblems lists, for policies/versions, each field of the
-// Module's version policy the manager could not act on: a constraint that
-// does not parse (Rego has no semver constraints), a source whose versions
-// it does not read.
+// Module's version policy the manager could not act on (versions.Check): a
+// constraint that does not parse (Rego has no semver constraints), a
+// source whose versions it does not read.
 func versionPolicyProblems(m *fleeetv1.Module) []map[string]string {
 	problems := []map[string]string{}
 	p := m.Spec.VersionPolicy
 	if p == nil {
 		return problems
 	}
-	if _, err := versions.Constraint(p); err != nil {
-		problems = append(problems, map[string]string{"error": err.Error()})
-	}
-	if why := versions.Unsupported(m.Spec.Sync.Source); why != "" {
+	if why := versions.Check(p, m.Spec.Sync.Source); why != "" {
 		problems = append(problems, map[string]string{"error": why + " (spec.versionPolicy is set)"})
 	}
 	return problems

@@ -105,31 +105,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if st == nil {
 		st = &fleeetv1.VersionPolicyStatus{}
 	}
-	constraint, err := versions.Constraint(p)
-	if err == nil {
-		if why := versions.Unsupported(m.Spec.Sync.Source); why != "" {
-			err = fmt.Errorf("%s", why)
-		}
-	}
-	if err != nil {
-		return settled(ctrl.Result{}, r.report(ctx, m, st, metav1.ConditionFalse, fleeetv1.ReasonInvalidVersionPolicy, err.Error()))
+	if why := versions.Check(p, m.Spec.Sync.Source); why != "" {
+		return settled(ctrl.Result{}, r.report(ctx, m, st, metav1.ConditionFalse, fleeetv1.ReasonInvalidVersionPolicy, why))
 	}
 	l, wait := r.look(ctx, m)
 	requeue := ctrl.Result{RequeueAfter: wait}
-	where := sourceURL(m.Spec.Sync.Source)
+	ch := choose(p, sourceURL(m.Spec.Sync.Source))
 	if l.err != nil {
 		return settled(requeue, r.report(ctx, m, st, metav1.ConditionFalse, fleeetv1.ReasonSourceUnreadable,
-			fmt.Sprintf("reading the versions of %s: %v; the sync keeps %s", where, l.err, versions.Current(m.Spec.Sync.Source))))
+			fmt.Sprintf("reading the versions of %s: %v; the sync keeps %s", ch.where, l.err, versions.Current(m.Spec.Sync.Source))))
 	}
 	st.Skipped = skipped(st.Skipped, m.Status.History)
-	st.Available, _ = versions.Pick(l.offered, constraint, nil)
-	pick, ok := versions.Pick(l.offered, constraint, st.Skipped)
+	st.Available, _ = ch.pick(l.offered, nil)
+	pick, ok := ch.pick(l.offered, st.Skipped)
 	current := versions.Current(m.Spec.Sync.Source)
 	if !ok {
 		return settled(requeue, r.report(ctx, m, st, metav1.ConditionFalse, fleeetv1.ReasonNoVersionInRange,
-			fmt.Sprintf("%s offers no version satisfying %q%s; the sync keeps %s", where, p.Semver, skipping(st.Skipped), current)))
+			fmt.Sprintf("%s offers no %s%s; the sync keeps %s", ch.where, ch.rule, skipping(st.Skipped), current)))
 	}
-	if moves(current, pick, constraint, st.Skipped) {
+	if ch.moves(current, pick, st.Skipped) {
 		if err := r.write(ctx, m, pick); err != nil {
 			if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
 				return settled(requeue, r.report(ctx, m, st, metav1.ConditionFalse, fleeetv1.ReasonPolicyDenied,
@@ -140,34 +134,74 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		now := metav1.Now()
 		st.Picked, st.PickedAt = pick, &now
 		r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonVersionPicked, "PickVersion",
-			"Picked %s, the highest version of %s satisfying %q%s (was %s)", pick, where, p.Semver, skipping(st.Skipped), current)
+			"Picked %s, %s%s (was %s)", pick, ch.best, skipping(st.Skipped), current)
 		current = pick
 	}
 	msg := fmt.Sprintf("the sync holds %s", current)
 	switch {
 	case current == pick:
-		msg += fmt.Sprintf(", the highest version of %s satisfying %q%s", where, p.Semver, skipping(st.Skipped))
+		msg += fmt.Sprintf(", %s%s", ch.best, skipping(st.Skipped))
 	case slices.Contains(st.Skipped, current):
-		msg += fmt.Sprintf(", which was rolled back; %s, the highest version of %s satisfying %q, is older, and a newer one is picked once offered", pick, where, p.Semver)
+		msg += fmt.Sprintf(", which was rolled back; %s, %s, is older, and a newer one is picked once offered", pick, ch.best)
 	default:
-		msg += fmt.Sprintf(", which %s does not offer; the highest it offers satisfying %q is %s", where, p.Semver, pick)
+		msg += fmt.Sprintf(", which %s does not offer; %s is %s", ch.where, ch.best, pick)
 	}
 	return settled(requeue, r.report(ctx, m, st, metav1.ConditionTrue, fleeetv1.ReasonVersionPicked, msg))
 }
 
-// moves says whether the sync's version current gives way to pick: pick is
-// newer, or current no longer satisfies the policy (and was not rolled
-// back, which the rollout already holds the Remotes back from).
-func moves(current, pick string, c *semver.Constraints, rolledBack []string) bool {
+// choice is how a version policy chooses among what its source offers,
+// and the words its messages use.
+type choice struct {
+	// constraint is a semver policy's; nil for a digest-follow.
+	constraint *semver.Constraints
+	// where names the source, rule what the policy asks of a version, best
+	// what it picks.
+	where, rule, best string
+}
+
+// choose is p's choice among what the source where offers; p passed
+// versions.Check.
+func choose(p *fleeetv1.VersionPolicy, where string) choice {
+	if p.DigestOf != "" {
+		return choice{where: where, rule: fmt.Sprintf("digest under tag %q", p.DigestOf),
+			best: fmt.Sprintf("the digest tag %q of %s names", p.DigestOf, where)}
+	}
+	c, _ := versions.Constraint(p)
+	return choice{constraint: c, where: where, rule: fmt.Sprintf("version satisfying %q", p.Semver),
+		best: fmt.Sprintf("the highest version of %s satisfying %q", where, p.Semver)}
+}
+
+// pick returns the version the policy picks among offered, leaving out
+// skip, and whether there is one: the highest satisfying the constraint,
+// or the one digest the tag names.
+func (c choice) pick(offered, skip []string) (string, bool) {
+	if c.constraint != nil {
+		return versions.Pick(offered, c.constraint, skip)
+	}
+	if len(offered) != 1 || slices.Contains(skip, offered[0]) {
+		return "", false
+	}
+	return offered[0], true
+}
+
+// moves says whether the sync's version current gives way to pick: for a
+// digest-follow whenever they differ (a digest has no order); for a
+// semver policy when pick is newer, or current no longer satisfies the
+// policy (and was not rolled back, which the rollout already holds the
+// Remotes back from).
+func (c choice) moves(current, pick string, rolledBack []string) bool {
 	if current == pick {
 		return false
+	}
+	if c.constraint == nil {
+		return true
 	}
 	cur, err := semver.NewVersion(current)
 	if err != nil {
 		return true
 	}
 	next, _ := semver.NewVersion(pick)
-	return next.GreaterThan(cur) || !c.Check(cur) && !slices.Contains(rolledBack, current)
+	return next.GreaterThan(cur) || !c.constraint.Check(cur) && !slices.Contains(rolledBack, current)
 }
 
 // look returns the last look at m's source, reading it again when there
@@ -179,7 +213,9 @@ func (r *Reconciler) look(ctx context.Context, m *fleeetv1.Module) (look, time.D
 		interval = p.Interval.Duration
 	}
 	interval = cmp.Or(interval, 5*time.Minute)
-	src, requested := sourceURL(m.Spec.Sync.Source), m.Annotations[RequestedAtAnnotation]
+	// A look is of a source under a policy's way of reading it: a tag
+	// followed, or the list of versions.
+	src, requested := sourceURL(m.Spec.Sync.Source)+" "+m.Spec.VersionPolicy.DigestOf, m.Annotations[RequestedAtAnnotation]
 	r.mu.Lock()
 	l, ok := r.looks[m.UID]
 	r.mu.Unlock()
@@ -190,7 +226,7 @@ func (r *Reconciler) look(ctx context.Context, m *fleeetv1.Module) (look, time.D
 	}
 	ctx, cancel := context.WithTimeout(ctx, lookTimeout)
 	defer cancel()
-	offered, err := versions.List(ctx, r.HTTP, m.Spec.Sync.Source)
+	offered, err := versions.Offered(ctx, r.HTTP, m.Spec.VersionPolicy, m.Spec.Sync.Source)
 	l = look{at: time.Now(), source: src, requested: requested, offered: offered, err: err}
 	r.mu.Lock()
 	defer r.mu.Unlock()

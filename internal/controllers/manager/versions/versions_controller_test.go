@@ -223,6 +223,34 @@ func TestAPolicyPicksATagFromAPublicOCIRegistry(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 }
 
+// TestADigestFollowPinsTheDigestItsTagNamesAndFollowsIt: the sync names the
+// digest its tag holds, in place of the tag it named, and the next digest
+// once the tag moves.
+func TestADigestFollowPinsTheDigestItsTagNamesAndFollowsIt(t *testing.T) {
+	g := NewWithT(t)
+	reg := testenv.NewPublicRegistry(t)
+	g.Expect(registryCAs.AppendCertsFromPEM(reg.CA)).To(BeTrue())
+	url, first := reg.PushKustomize(t, "team/manifests", "stable", map[string]string{"cm.yaml": "kind: ConfigMap"})
+	ns := cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
+	m := fleettest.NewModule("v0.0.0", &metav1.LabelSelector{})
+	m.Name, m.Namespace = "app", ns
+	m.Spec.Sync.Source = fleeetv1.Source{OCI: &fleeetv1.OCISource{URL: url, Tag: "stable-at-start"}}
+	m.Spec.VersionPolicy = &fleeetv1.VersionPolicy{DigestOf: "stable"}
+	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
+	pinned := func(digest string) func(Gomega) {
+		return func(g Gomega) {
+			c := resolved(g, m)
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
+			g.Expect(m.Spec.Sync.Source.OCI).To(Equal(&fleeetv1.OCISource{URL: url, Digest: digest}))
+			g.Expect(m.Status.VersionPolicy.Picked).To(Equal(digest))
+		}
+	}
+	g.Eventually(pinned(first), timeout, poll).Should(Succeed())
+
+	_, second := reg.PushKustomize(t, "team/manifests", "stable", map[string]string{"cm.yaml": "kind: ConfigMap\nmetadata: {name: b}"})
+	g.Eventually(pinned(second), timeout, poll).Should(Succeed())
+}
+
 // TestTakingThePolicyAwayClearsWhatItReported: without spec.versionPolicy the
 // Module's status says nothing of one.
 func TestTakingThePolicyAwayClearsWhatItReported(t *testing.T) {
