@@ -303,3 +303,37 @@ spec: {type: oci, url: ` + charts + `}`, helmRelease(`{chart: {spec: {chart: hel
 	g.Expect(web.Spec.VersionPolicy).To(Equal(&fleeetv1.VersionPolicy{Semver: "*"}))
 	g.Expect(outcome(rep, "Kustomization", "apps").Notes).To(ContainElement(ContainSubstring(`resolved to 1.3.0 at import`)))
 }
+
+// A v1beta2 Kustomization's patchesStrategicMerge and patchesJson6902
+// become entries of patches, as Flux v1 reads them.
+func TestV1beta2PatchesBecomeEntriesOfPatches(t *testing.T) {
+	g := NewWithT(t)
+	modules, rep := importOne(t, gitRepo, `apiVersion: kustomize.toolkit.fluxcd.io/v1beta2
+kind: Kustomization
+metadata: {name: apps, namespace: flux-system}
+spec:
+  sourceRef: {kind: GitRepository, name: app}
+  path: ./deploy
+  patches:
+    - patch: '{"spec":{"replicas":1}}'
+      target: {kind: Deployment}
+  patchesStrategicMerge:
+    - {apiVersion: apps/v1, kind: Deployment, metadata: {name: web}, spec: {replicas: 3}}
+  patchesJson6902:
+    - target: {group: apps, version: v1, kind: Deployment, name: web}
+      patch: [{op: add, path: /metadata/labels/tier, value: front}]
+`)
+	g.Expect(modules).To(HaveLen(1))
+	patches := modules[0].Spec.Sync.Package.Kustomize.Patches
+	g.Expect(patches).To(HaveLen(3))
+	g.Expect(patches[0]).To(Equal(fleeetv1.KustomizePatch{Patch: `{"spec":{"replicas":1}}`, Target: &fleeetv1.PatchTarget{Kind: "Deployment"}}))
+	g.Expect(patches[1].Target).To(BeNil(), "a strategic merge patch names its object")
+	g.Expect(patches[1].Patch).To(MatchJSON(`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},"spec":{"replicas":3}}`))
+	g.Expect(patches[2].Target).To(Equal(&fleeetv1.PatchTarget{Group: "apps", Version: "v1", Kind: "Deployment", Name: "web"}))
+	g.Expect(patches[2].Patch).To(MatchJSON(`[{"op":"add","path":"/metadata/labels/tier","value":"front"}]`))
+	o := outcome(rep, "Kustomization", "apps")
+	g.Expect(o.Outcome).To(Equal(Rewritten))
+	g.Expect(o.Notes).To(ContainElements(
+		"spec.patchesStrategicMerge[0] is an entry of spec.patches, Flux v1's form",
+		"spec.patchesJson6902[0] is an entry of spec.patches, Flux v1's form"))
+}

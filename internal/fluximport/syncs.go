@@ -16,10 +16,17 @@ import (
 // kustomizationSpec holds the fields of a Kustomization's spec (v1 and
 // v1beta2) that a Module says; most have fleeet's shape already.
 type kustomizationSpec struct {
-	SourceRef        sourceRef                       `json:"sourceRef"`
-	Path             string                          `json:"path"`
-	TargetNamespace  string                          `json:"targetNamespace"`
-	Patches          []fleeetv1.KustomizePatch       `json:"patches"`
+	SourceRef       sourceRef                 `json:"sourceRef"`
+	Path            string                    `json:"path"`
+	TargetNamespace string                    `json:"targetNamespace"`
+	Patches         []fleeetv1.KustomizePatch `json:"patches"`
+	// PatchesStrategicMerge and PatchesJSON6902 are v1beta2's forms of
+	// patches, which Flux v1 folded into patches.
+	PatchesStrategicMerge []apiextensionsv1.JSON `json:"patchesStrategicMerge"`
+	PatchesJSON6902       []struct {
+		Target *fleeetv1.PatchTarget  `json:"target"`
+		Patch  []apiextensionsv1.JSON `json:"patch"`
+	} `json:"patchesJson6902"`
 	Images           []fleeetv1.KustomizeImage       `json:"images"`
 	Components       []string                        `json:"components"`
 	Prune            *bool                           `json:"prune"`
@@ -43,8 +50,8 @@ type kustomizationSpec struct {
 }
 
 var kustomizationFields = fields(
-	"sourceRef path targetNamespace patches images components prune wait force timeout interval retryInterval "+
-		"dependsOn healthChecks healthCheckExprs suspend postBuild decryption",
+	"sourceRef path targetNamespace patches patchesStrategicMerge patchesJson6902 images components prune wait force "+
+		"timeout interval retryInterval dependsOn healthChecks healthCheckExprs suspend postBuild decryption",
 	map[string]verdict{
 		"serviceAccountName":      {drop: whyServiceAccount},
 		"deletionPolicy":          {drop: "fleeet deletes what a removed sync applied as prune says"},
@@ -54,8 +61,6 @@ var kustomizationFields = fields(
 		"namePrefix":              {refuse: whyNoField},
 		"nameSuffix":              {refuse: whyNoField},
 		"ignoreMissingComponents": {refuse: whyNoField},
-		"patchesStrategicMerge":   {refuse: "a v1beta2 field: write each as an entry of spec.patches first"},
-		"patchesJson6902":         {refuse: "a v1beta2 field: write each as an entry of spec.patches first"},
 	})
 
 // kustomization converts a Kustomization into a kustomize sync of its
@@ -77,7 +82,7 @@ func (i *importer) kustomization(ctx context.Context, o *object, c *conversion) 
 		spec.Sync.Source, spec.VersionPolicy = i.ociSource(ctx, src, c)
 	}
 	p := &fleeetv1.KustomizePackage{
-		Path: k.Path, TargetNamespace: k.TargetNamespace, Patches: k.Patches, Images: k.Images, Components: k.Components,
+		Path: k.Path, TargetNamespace: k.TargetNamespace, Patches: v1Patches(&k, c), Images: k.Images, Components: k.Components,
 		Prune: k.Prune, Wait: k.Wait, Force: k.Force, Timeout: k.Timeout, HealthChecks: k.HealthChecks, HealthCheckExprs: k.HealthCheckExprs,
 	}
 	if len(k.HealthChecks) > 0 && k.Wait == nil {
@@ -103,6 +108,28 @@ func (i *importer) kustomization(ctx context.Context, o *object, c *conversion) 
 	spec.Sync.RetryInterval = atLeast("spec.retryInterval", k.RetryInterval, 10*time.Second, c)
 	spec.Suspend = k.Suspend
 	return spec
+}
+
+// v1Patches returns k's patches with its v1beta2 patchesStrategicMerge and
+// patchesJson6902 appended as entries of them, as Flux v1 reads them: a
+// strategic merge patch applies to the object it names, a JSON 6902 patch
+// to its target.
+func v1Patches(k *kustomizationSpec, c *conversion) []fleeetv1.KustomizePatch {
+	patches := k.Patches
+	for i, smp := range k.PatchesStrategicMerge {
+		patches = append(patches, fleeetv1.KustomizePatch{Patch: string(smp.Raw)})
+		c.rewrite("spec.patchesStrategicMerge[%d] is an entry of spec.patches, Flux v1's form", i)
+	}
+	for i, p := range k.PatchesJSON6902 {
+		ops, err := json.Marshal(p.Patch)
+		if err != nil || len(p.Patch) == 0 || p.Target == nil {
+			c.refuse("spec.patchesJson6902[%d]: a JSON 6902 patch needs operations and a target", i)
+			continue
+		}
+		patches = append(patches, fleeetv1.KustomizePatch{Patch: string(ops), Target: p.Target})
+		c.rewrite("spec.patchesJson6902[%d] is an entry of spec.patches, Flux v1's form", i)
+	}
+	return patches
 }
 
 // helmReleaseSpec holds the fields of a HelmRelease's spec (v2 and
