@@ -200,10 +200,22 @@ func (m *Members) Start(ctx context.Context) error {
 			return nil
 		case <-renew.C:
 			due = true
-		case <-m.changed: // the members, not the time to renew
-			due = false
+		case <-m.changed: // the members changed; renew only if its own Lease went stale meanwhile
+			due = m.ownStale(ctx)
 		}
 	}
+}
+
+// ownStale reports whether this replica's Lease, as cached, was last
+// renewed more than a third of its duration ago, or is missing: the
+// renewals the ticker made failed (the apiserver was away), and the
+// replica should not wait for the next tick to be a member again.
+func (m *Members) ownStale(ctx context.Context) bool {
+	own := &coordinationv1.Lease{}
+	if err := m.client.Get(ctx, client.ObjectKey{Namespace: m.namespace, Name: m.leaseName()}, own); err != nil {
+		return true
+	}
+	return own.Spec.RenewTime == nil || time.Since(own.Spec.RenewTime.Time) > m.duration/3
 }
 
 // renew writes this replica's Lease with the current time and this

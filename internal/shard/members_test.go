@@ -27,19 +27,19 @@ func TestMembersRenewOnTimeAndSeeAMemberLeave(t *testing.T) {
 	ns := "fleeet-system"
 	g.Expect(c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 
+	// Two replicas, each a manager of its own, as two pods are.
 	var members []*shard.Members
-	stop, err := testenv.StartManager(c, "shard", func(ctx context.Context, mgr ctrl.Manager) error {
-		for _, id := range []string{"r1", "r2"} {
+	var stops []func(bool)
+	for _, id := range []string{"r1", "r2"} {
+		stop, err := testenv.StartManager(c, "shard-"+id, func(ctx context.Context, mgr ctrl.Manager) error {
 			m, err := shard.New(ctx, mgr, "fleet-manager", ns, shard.Options{Identity: id, LeaseDuration: 30 * time.Second})
-			if err != nil {
-				return err
-			}
 			members = append(members, m)
-		}
-		return nil
-	})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { stop(t.Failed()) })
+			return err
+		})
+		g.Expect(err).NotTo(HaveOccurred())
+		stops = append(stops, stop)
+	}
+	t.Cleanup(func() { stops[0](t.Failed()) })
 
 	keys := make([]types.NamespacedName, 20)
 	for i := range keys {
@@ -70,7 +70,8 @@ func TestMembersRenewOnTimeAndSeeAMemberLeave(t *testing.T) {
 	g.Expect(before).To(HaveLen(2))
 	g.Consistently(versions).WithTimeout(3*time.Second).Should(Equal(before), "no renewal within a third of the lease duration")
 
-	// r2's Lease gone: r1 takes every Remote without waiting for a renewal.
-	g.Expect(c.Client.Delete(t.Context(), &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-manager-shard-r2"}})).To(Succeed())
+	// r2 stops and deletes its Lease: r1 takes every Remote without waiting
+	// for a renewal.
+	stops[1](t.Failed())
 	g.Eventually(func() int { return ownedBy(members[0]) }).WithTimeout(5 * time.Second).Should(Equal(len(keys)))
 }
