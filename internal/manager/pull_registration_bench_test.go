@@ -231,10 +231,13 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	// The management side of the latency: when each ProxyAssemblage was
 	// written; the agent's side is from then until its cluster's Assemblage
 	// was.
+	// Plans name CompiledSyncs: the tag is read from the content.
+	contents := &fleettest.Contents{Reader: mgmt.Client}
 	planned := make(chan map[string]time.Time, 1)
 	go func() {
 		planned <- waitPlans(b, mgmt, ns, agents, func(pa *fleeetv1.ProxyAssemblage) bool {
-			return len(pa.Spec.Assemblage.Syncs) == 1 && pa.Spec.Assemblage.Syncs[0].Source.Git.Tag == "v2.0.0"
+			syncs := contents.Syncs(pa)
+			return len(syncs) == 1 && syncs[0].Source.Git != nil && syncs[0].Source.Git.Tag == "v2.0.0"
 		})
 	}()
 	done := watchAssemblages(b, down, agents, tagged("v2.0.0"))
