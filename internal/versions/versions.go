@@ -41,6 +41,9 @@ func Constraint(p *fleeetv1.VersionPolicy) (*semver.Constraints, error) {
 	return c, nil
 }
 
+// privateSource is why a source with credentials is not read.
+const privateSource = "spec.sync.source.secretRef: the manager reads public sources only; a private one's credentials are downstream"
+
 // Check says why the manager cannot act on the version policy p of a sync
 // of src, naming the field, or "" when it can.
 func Check(p *fleeetv1.VersionPolicy, src fleeetv1.Source) string {
@@ -54,7 +57,7 @@ func Check(p *fleeetv1.VersionPolicy, src fleeetv1.Source) string {
 	case src.OCI == nil:
 		return "spec.versionPolicy.digestOf: follows an OCI artifact's tag; the sync's source is not spec.sync.source.oci"
 	case src.SecretRef != nil:
-		return "spec.sync.source.secretRef: the manager reads public sources only; a private one's credentials are downstream"
+		return privateSource
 	}
 	return ""
 }
@@ -87,7 +90,7 @@ func Unsupported(src fleeetv1.Source) string {
 	case src.OCI != nil && src.OCI.Digest != "":
 		return "spec.sync.source.oci.digest: a version policy picks among tags; the sync pins a digest"
 	case src.SecretRef != nil:
-		return "spec.sync.source.secretRef: the manager reads public sources only; a private one's credentials are downstream"
+		return privateSource
 	}
 	return ""
 }

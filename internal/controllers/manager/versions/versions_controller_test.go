@@ -203,14 +203,20 @@ func TestAPolicyPicksAChartVersionFromARealHelmRepository(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 }
 
+// publicRegistry starts a public OCI registry the controller trusts.
+func publicRegistry(t *testing.T) *testenv.OCIRegistry {
+	reg := testenv.NewPublicRegistry(t)
+	NewWithT(t).Expect(registryCAs.AppendCertsFromPEM(reg.CA)).To(BeTrue())
+	return reg
+}
+
 // TestAPolicyPicksATagFromAPublicOCIRegistry: the tags of an OCI artifact
 // in a registry anyone may pull from (read with its anonymous token) are
 // versions like git tags; the highest the constraint allows is written
 // into the sync.
 func TestAPolicyPicksATagFromAPublicOCIRegistry(t *testing.T) {
 	g := NewWithT(t)
-	reg := testenv.NewPublicRegistry(t)
-	g.Expect(registryCAs.AppendCertsFromPEM(reg.CA)).To(BeTrue())
+	reg := publicRegistry(t)
 	var url string
 	for _, tag := range []string{"1.0.0", "1.4.0", "2.0.0", "stable"} {
 		url, _ = reg.PushKustomize(t, "team/manifests", tag, map[string]string{"cm.yaml": "kind: ConfigMap"})
@@ -228,8 +234,7 @@ func TestAPolicyPicksATagFromAPublicOCIRegistry(t *testing.T) {
 // once the tag moves.
 func TestADigestFollowPinsTheDigestItsTagNamesAndFollowsIt(t *testing.T) {
 	g := NewWithT(t)
-	reg := testenv.NewPublicRegistry(t)
-	g.Expect(registryCAs.AppendCertsFromPEM(reg.CA)).To(BeTrue())
+	reg := publicRegistry(t)
 	url, first := reg.PushKustomize(t, "team/manifests", "stable", map[string]string{"cm.yaml": "kind: ConfigMap"})
 	ns := cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
 	m := fleettest.NewModule("v0.0.0", &metav1.LabelSelector{})
