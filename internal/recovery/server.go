@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -42,6 +43,12 @@ const (
 	// maxBody bounds a request; a real one is a few hundred bytes.
 	maxBody = 4 << 10
 
+	// maxDrain bounds what is read of a body refused as too large before
+	// the refusal is sent: a client still writing its body when the
+	// connection closes gets a reset, not the answer, so a body up to this
+	// size is read and dropped (as net/http does for a kept-alive
+	// connection), and one beyond it is cut off.
+	maxDrain = 256 << 10
 	// maxHeader bounds a request's headers; a real one has a handful.
 	maxHeader = 8 << 10
 )
@@ -130,15 +137,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many recovery requests from this address; retry later", http.StatusTooManyRequests)
 		return
 	}
-	const tooLarge = "recovery request too large"
 	if r.ContentLength > maxBody {
-		http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
+		refuseTooLarge(w, r)
 		return
 	}
 	var req Request
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&req); err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			http.Error(w, tooLarge, http.StatusRequestEntityTooLarge)
+			refuseTooLarge(w, r)
 			return
 		}
 		s.Log.Info("Recovery request unreadable", "from", from, "error", err.Error())
@@ -168,6 +174,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log.Info("Cluster recovered its credential")
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// refuseTooLarge answers a request whose body is beyond maxBody with 413,
+// once the body is read up to maxDrain, so that a client still sending it
+// gets the answer rather than a reset connection.
+func refuseTooLarge(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.CopyN(io.Discard, r.Body, maxDrain)
+	http.Error(w, "recovery request too large", http.StatusRequestEntityTooLarge)
 }
 
 // wellFormed checks what needs no lookup: the names, the timestamp, the
