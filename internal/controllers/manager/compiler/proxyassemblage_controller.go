@@ -29,7 +29,6 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
-	"github.com/fleeet-dev/fleeet/internal/diffpatch"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/shard"
@@ -314,7 +313,7 @@ func (c *Reconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, sto
 	}
 	err := c.judgeWrite(ctx, pa, stored[k])
 	if err == nil {
-		err = c.write(ctx, pa, stored[k])
+		err = c.write(ctx, pa, exists)
 	}
 	if !exists && apierrors.IsAlreadyExists(err) {
 		// The cache has not seen the part this compiler wrote a moment ago
@@ -334,15 +333,13 @@ func (c *Reconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, sto
 	return ctrl.Result{}, nil
 }
 
-// write creates pa, or when it exists (read, as read) patches what
-// changed, and observes how long the apiserver took to answer. A version
-// change alters a few dozen bytes of a plan: the patch sends those, not the
-// whole plan.
-func (c *Reconciler) write(ctx context.Context, pa, read *fleeetv1.ProxyAssemblage) error {
+// write creates pa, or updates it when it exists, and observes how long
+// the apiserver took to answer.
+func (c *Reconciler) write(ctx context.Context, pa *fleeetv1.ProxyAssemblage, exists bool) error {
 	started := time.Now()
 	var err error
-	if read != nil {
-		err = c.Client.Patch(ctx, pa, diffpatch.From(read))
+	if exists {
+		err = c.Client.Update(ctx, pa)
 	} else {
 		err = c.Client.Create(ctx, pa)
 	}
