@@ -224,6 +224,7 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	newTag := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sync":{"source":{"git":{"tag":"v2.0.0"}}}}}`))
 	cpuBefore, busyBefore := cpuByCommand(b), machineBusy(b)
 	mgmtBefore, downBefore := apiserverCPU(b, mgmt), apiserverCPU(b, down)
+	trafficBefore := apiserverTraffic(b, mgmt)
 	start := time.Now()
 	if err := mgmt.Client.Patch(ctx, m, newTag); err != nil {
 		b.Fatal(err)
@@ -262,6 +263,15 @@ func benchPullLatency(b *testing.B, managerBin, agentBin string, agents int) {
 	b.ReportMetric(float64(percentile(agent, 99).Milliseconds()), "agent-p99-ms")
 	b.ReportMetric(busy/window.Seconds(), "busy-cores")
 	reportLatencies(b, start, done)
+
+	// What the change cost the management apiserver in writes, the
+	// manager's plans and the agents' reports of them, once every cluster
+	// has reported the new plan.
+	waitPlans(b, mgmt, ns, agents, func(pa *fleeetv1.ProxyAssemblage) bool { return pa.Status.ObservedGeneration == pa.Generation })
+	traffic := apiserverTraffic(b, mgmt).since(trafficBefore)
+	b.ReportMetric(traffic.writes, "to-reported-writes")
+	b.ReportMetric(traffic.written/1e3, "to-reported-written-KB")
+	b.ReportMetric((apiserverCPU(b, mgmt)-mgmtBefore)*1000, "to-reported-management-apiserver-cpu-ms")
 }
 
 // reportLatencies reports the p50, p99 and largest of the times from start
