@@ -149,11 +149,11 @@ type limits struct {
 // Stages go in order, each starting once the one before is complete: every
 // online Remote of it updated and available (or failed within
 // maxFailures), its bake time over and its approval given. Within a stage
-// at most its maxUnavailable online Remotes are unavailable at once,
-// counting those already moving; Remotes already unavailable on an older
-// version move at once; offline and suspended Remotes are skipped, never
-// counted, and move within those bounds once back, a stage with such a
-// Remote to move not done until it has. Nothing moves once more than
+// at most its maxUnavailable Remotes are unavailable at once, counting
+// those already moving, offline or not; Remotes already unavailable on an
+// older version move at once; otherwise offline and suspended Remotes are
+// skipped, never counted, and move within those bounds once back, a stage
+// with such a Remote to move not done until it has. Nothing moves once more than
 // maxFailures Remotes failed, and nothing new starts while paused, outside
 // the deployment windows, or beyond the fleet-wide budget. previous is the
 // rollout status of the same revision from the last step, or empty.
@@ -316,6 +316,14 @@ func (p *decision) admit(st stage, previous []string, lim limits, now time.Time,
 	var candidates []string
 	for _, t := range st.targets {
 		switch {
+		case t.offline && t.updated:
+			// Gone offline while moving, perhaps mid-update, or only
+			// unseen (the management apiserver away past the grace): it
+			// comes back where it was, so it keeps its place until it is
+			// back and available, or others would move beside it.
+			if !t.available(now, minReady) {
+				unavailable++
+			}
 		case t.away():
 			// Nothing is admitted to a Remote that cannot take it now: once
 			// back, it moves like any other, within maxUnavailable.

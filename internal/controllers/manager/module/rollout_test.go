@@ -73,6 +73,17 @@ func TestStepAdmitsWithinMaxUnavailable(t *testing.T) {
 			ready("b", false)},
 		admitted: []string{"b"},
 	}, {
+		name:   "a Remote gone offline while moving keeps its place",
+		module: rolling(intstr.FromInt32(1), 0),
+		targets: []target{{name: "a", offline: true, holds: true, updated: true, state: fleeetv1.SyncProgressing},
+			ready("b", false)},
+		admitted: nil,
+	}, {
+		name:     "a Remote gone offline after it arrived frees its place",
+		module:   rolling(intstr.FromInt32(1), 0),
+		targets:  []target{{name: "a", offline: true, holds: true, updated: true, state: fleeetv1.SyncReady, since: long}, ready("b", false)},
+		admitted: []string{"b"},
+	}, {
 		name:     "offline Remotes are not admitted while offline",
 		module:   rolling(intstr.FromInt32(1), 0),
 		targets:  []target{ready("a", true), {name: "y", offline: true, holds: true}, {name: "z", offline: true, holds: true}},
