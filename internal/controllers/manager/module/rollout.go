@@ -318,7 +318,7 @@ func (p *decision) admit(st stage, previous []string, lim limits, now time.Time,
 		switch {
 		case t.offline && t.updated:
 			// Gone offline while moving, perhaps mid-update, or only
-			// unseen (the management apiserver away past the grace): it
+			// unseen (its agent cut off while the cluster runs on): it
 			// comes back where it was, so it keeps its place until it is
 			// back and available, or others would move beside it.
 			if !t.available(now, minReady) {

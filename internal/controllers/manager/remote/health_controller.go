@@ -3,12 +3,15 @@ package remote
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -37,7 +40,8 @@ const DefaultHeartbeatRefresh = 15 * time.Minute
 
 // HealthReconciler marks pull Remotes Connected while their agent renews the Lease
 // named after the Remote, in the Remote's namespace, and Offline once the
-// Lease is older than Grace; and AgentCompatible while the version the agent
+// Lease is older than Grace, and Grace has passed since the manager last
+// failed to reach the apiserver; and AgentCompatible while the version the agent
 // reports is within the skew window of ManagerVersion. It reads the Lease
 // from the cache and writes the Remote only when its verdict changes, or
 // to bring status.lastHeartbeatTime within HeartbeatRefresh of the Lease.
@@ -62,6 +66,10 @@ type HealthReconciler struct {
 	ManagerVersion string
 	// Clock is what a Lease's age is judged by; nil is the real clock.
 	Clock clock.PassiveClock
+
+	// unreachableAt is when, by Clock, a status write last failed for want
+	// of the apiserver (UnixNano; 0 for never): see reconcileHeartbeat.
+	unreachableAt atomic.Int64
 }
 
 // SetupWithManager registers the controller; each Lease renewal reaches the
@@ -105,6 +113,9 @@ func (h *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 		Conditions: status.Conditions(remote.Status.Conditions, fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition,
 			fleeetv1.AgentCompatibleCondition),
 	}); err != nil {
+		if unreachable(err) {
+			h.unreachableAt.Store(h.clock().Now().UnixNano())
+		}
 		return result, err
 	}
 	h.recordSkew(remote, apimeta.FindStatusCondition(before.Conditions, fleeetv1.AgentCompatibleCondition))
@@ -155,11 +166,17 @@ func (h *HealthReconciler) reconcileHeartbeat(ctx context.Context, remote *fleee
 		setConnected(remote, metav1.ConditionFalse, fleeetv1.ReasonAwaitingAgent, "no heartbeat yet: the cluster's agent has not connected")
 		return renewed, ctrl.Result{}, nil
 	}
-	clk := h.Clock
-	if clk == nil {
-		clk = clock.RealClock{}
+	// A heartbeat missed while the manager could not reach the apiserver
+	// itself says nothing of the cluster: renewals could not arrive. So
+	// the grace runs from the later of the last renewal and the manager's
+	// last failure to write (with the apiserver away past the grace, every
+	// Remote would go Offline the moment it is back, before its agent
+	// renews, and a rollout would see them all return at once).
+	since := renewed
+	if at := h.unreachableAt.Load(); at > since.UnixNano() {
+		since = time.Unix(0, at)
 	}
-	age := clk.Since(renewed)
+	age := h.clock().Since(since)
 	if age <= h.Grace {
 		setConnected(remote, metav1.ConditionTrue, fleeetv1.ReasonHeartbeatFresh,
 			fmt.Sprintf("agent heartbeat within the last %s", h.Grace))
@@ -170,6 +187,24 @@ func (h *HealthReconciler) reconcileHeartbeat(ctx context.Context, remote *fleee
 	setConnected(remote, metav1.ConditionFalse, fleeetv1.ReasonHeartbeatMissed,
 		fmt.Sprintf("offline: no agent heartbeat since %s (grace period %s)", renewed.UTC().Format(time.RFC3339), h.Grace))
 	return renewed, ctrl.Result{}, nil
+}
+
+func (h *HealthReconciler) clock() clock.PassiveClock {
+	if h.Clock == nil {
+		return clock.RealClock{}
+	}
+	return h.Clock
+}
+
+// unreachable reports whether err says the apiserver could not be reached
+// or did not answer in time, rather than that it refused the request.
+func unreachable(err error) bool {
+	var answer apierrors.APIStatus
+	if !errors.As(err, &answer) {
+		return !errors.Is(err, context.Canceled)
+	}
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsTooManyRequests(err)
 }
 
 // recordHeartbeat sets status.lastHeartbeatTime to the Lease's last renewal

@@ -3,6 +3,8 @@ package remote_test
 import (
 	"cmp"
 	"context"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -252,6 +254,8 @@ type healthFixture struct {
 	lease  *coordinationv1.Lease
 	// writes are the clock's times of the health controller's status writes.
 	writes []time.Time
+	// away makes every status write fail as with the apiserver stopped.
+	away bool
 }
 
 // newHealthFixture judges with grace and the manager version v0.4.0.
@@ -261,6 +265,9 @@ func newHealthFixture(t *testing.T, grace time.Duration) *healthFixture {
 		lease:  &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "edge-1"}}}
 	f.client = fake.NewClientBuilder().WithScheme(testenv.Scheme).WithObjects(f.remote, f.lease).WithStatusSubresource(f.remote).
 		WithInterceptorFuncs(interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if f.away {
+				return &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+			}
 			if o := (&client.SubResourcePatchOptions{}).ApplyOptions(opts); o.FieldManager == status.HealthManager {
 				f.writes = append(f.writes, f.clock.Now())
 			}
@@ -359,6 +366,37 @@ func TestARemoteGoesOfflineWhenItsLeaseIsNotRenewedWithinTheGrace(t *testing.T) 
 	f.clock.Step(time.Hour)
 	f.reconcile()
 	g.Expect(f.writes).To(HaveLen(2), "none while it stays offline")
+}
+
+// The management apiserver away for longer than the grace stops renewals
+// from arriving, not the cluster from running: the Remote stays Connected
+// until the grace has passed since the manager last failed to write, so the
+// agent's first renewal after the outage arrives in time; an agent that
+// does not renew then goes Offline.
+func TestARemoteIsNotJudgedOfflineForTheManagersOwnOutage(t *testing.T) {
+	g := NewWithT(t)
+	grace := time.Minute
+	f := newHealthFixture(t, grace)
+	f.renew()
+	f.reconcile()
+	last := f.lease.Spec.RenewTime.Time
+
+	f.away = true
+	f.clock.SetTime(last.Add(grace + time.Second)) // the requeue as the grace runs out
+	_, err := f.health.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(f.remote)})
+	g.Expect(err).To(MatchError(ContainSubstring("connection refused")))
+	failed := f.clock.Now()
+
+	f.away = false
+	f.clock.Step(30 * time.Second) // back, before the agent renews
+	g.Expect(f.reconcile().RequeueAfter).To(Equal(grace - 30*time.Second + time.Second))
+	g.Expect(f.connected().Status).To(Equal(metav1.ConditionTrue), "not offline for the manager's own outage")
+	g.Expect(f.writes).To(HaveLen(1), "nothing written")
+
+	f.clock.SetTime(failed.Add(grace + time.Second))
+	f.reconcile()
+	g.Expect(f.connected().Status).To(Equal(metav1.ConditionFalse), "offline once the grace has passed since the outage")
+	g.Expect(f.connected().Message).To(ContainSubstring("no agent heartbeat since " + last.UTC().Truncate(time.Second).Format(time.RFC3339)))
 }
 
 // Each change of what the health controller says about a Remote is written
