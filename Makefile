@@ -121,9 +121,10 @@ demo: setup ## The whole fleet on this machine, shown converging; Ctrl-C stops i
 SOAK_FOR ?= 2h
 SOAK_EVERY ?= 2m
 SOAK_SEED ?= 0
+SOAK_LOGS ?=
 .PHONY: soak
-soak: setup ## The demo fleet under faults at random for SOAK_FOR (one every SOAK_EVERY on average; SOAK_SEED=0 picks one), then its report.
-	go test ./test/e2e -run '^TestSoak$$' -count=1 -v -timeout 0 -args -soak.for=$(SOAK_FOR) -soak.every=$(SOAK_EVERY) -soak.seed=$(SOAK_SEED)
+soak: setup ## The demo fleet under faults at random for SOAK_FOR (one every SOAK_EVERY on average; SOAK_SEED=0 picks one), then its report; SOAK_LOGS=DIR keeps every process's log there.
+	go test ./test/e2e -run '^TestSoak$$' -count=1 -v -timeout 0 -args -soak.for=$(SOAK_FOR) -soak.every=$(SOAK_EVERY) -soak.seed=$(SOAK_SEED) -soak.logs=$(SOAK_LOGS)
 
 BENCH_FLAGS ?= -run '^$$' -bench . -benchtime 1x -timeout 60m
 .PHONY: bench

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,6 +99,10 @@ type Fleet struct {
 	Nodes        map[string]*testenv.Node
 	Flux         map[string]map[testenv.FluxController]*testenv.Process
 	Agents       map[string]*testenv.Process
+	// Links are each cluster's network to the management API: its agent
+	// reaches the management cluster through it, and a test cuts it to
+	// take the cluster off the network.
+	Links map[string]*testenv.Proxy
 
 	out   io.Writer
 	start time.Time
@@ -112,7 +117,7 @@ var Names = []string{"edge-1", "edge-2", "edge-3"}
 func Start(t testenv.TB, out io.Writer) *Fleet {
 	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, AgentMetrics: map[string]string{}, AgentMetricsTokens: map[string]string{},
 		Nodes: map[string]*testenv.Node{}, Flux: map[string]map[testenv.FluxController]*testenv.Process{}, Agents: map[string]*testenv.Process{},
-		out: out, start: time.Now()}
+		Links: map[string]*testenv.Proxy{}, out: out, start: time.Now()}
 	f.say("building fleet-manager, fleet-agent, podinfo and the pinned tools (cached after the first run)")
 	// One after the other: a failed build stops t, which only the calling
 	// goroutine may do.
@@ -282,8 +287,9 @@ func (f *Fleet) createTenant(t testenv.TB) {
 
 // register does what a platform engineer does for one cluster: give the
 // tenant a role there, create a RegistrationToken, take the values its
-// Secret holds, install the agent chart with them — and here, run the agent
-// as the chart's ServiceAccount.
+// Secret holds, install the agent chart with them — and here, reach the
+// management API through the cluster's Link and run the agent as the
+// chart's ServiceAccount.
 func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	ctx := t.Context()
 	down := f.Downstream[name]
@@ -303,6 +309,12 @@ func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 		t.Fatal(err)
 	}
 	values["clusterName"] = name
+	api, err := url.Parse(f.Management.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Links[name] = testenv.NewProxy(t, api.Host)
+	values["management"] = map[string]any{"url": "https://" + f.Links[name].Addr}
 	values["heartbeatInterval"] = "5s"
 	values["tenantServiceAccount"] = map[string]any{"clusterRole": tenantRole}
 

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +39,7 @@ var (
 	soakFor   = flag.Duration("soak.for", 0, "TestSoak: how long faults are injected into the demo fleet (make soak sets it); 0 skips TestSoak")
 	soakEvery = flag.Duration("soak.every", 2*time.Minute, "TestSoak: the mean time between faults")
 	soakSeed  = flag.Uint64("soak.seed", 0, "TestSoak: the seed of the faults and changes; 0 takes one from the clock (printed, to run again)")
+	soakLogs  = flag.String("soak.logs", "", "TestSoak: a directory to copy every process's log into at the end, to read after the test's own are gone")
 )
 
 // TestSoak runs the demo fleet under faults landing at random for
@@ -55,7 +57,7 @@ func TestSoak(t *testing.T) {
 	if err := fleet.WaitConverged(t.Context(), 10*time.Minute); err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
-	runSoak(t, fleet, soakConfig{duration: *soakFor, every: *soakEvery, seed: seed})
+	runSoak(t, fleet, soakConfig{duration: *soakFor, every: *soakEvery, seed: seed, logs: *soakLogs})
 }
 
 // soakConfig says how long a soak injects faults, how often, and from
@@ -63,6 +65,9 @@ func TestSoak(t *testing.T) {
 type soakConfig struct {
 	duration, every time.Duration
 	seed            uint64
+	// logs, when set, is a directory every process's log is copied into
+	// at the end.
+	logs string
 }
 
 // soakConverges bounds how long the fleet takes, once the last fault is
@@ -76,7 +81,8 @@ const soakConverges = 6 * time.Minute
 // under leader election, while a seeded fault injector kills and restarts
 // manager replicas (the leader among them), agents and Flux controllers,
 // stops the management apiserver and nodes' kubelets, freezes the
-// management etcd (the apiserver up, its storage hanging), and a driver rolls
+// management etcd (the apiserver up, its storage hanging), cuts clusters
+// off the management network (their Links), and a driver rolls
 // the backend Module forward and back and pauses and resumes its rollout.
 // A supervisor restarts what dies, as a kubelet restarts a container. It
 // checks all along that nothing a plan holds is deleted downstream, that
@@ -122,6 +128,29 @@ func runSoak(t *testing.T, fleet *demo.Fleet, cfg soakConfig) {
 	s.checkVersions()
 	s.scanSecrets()
 	s.report(converged, rss, s.rss())
+	s.keepLogs()
+}
+
+// keepLogs copies every process's log into cfg.logs, when set, named after
+// the process.
+func (s *soak) keepLogs() {
+	if s.cfg.logs == "" {
+		return
+	}
+	if err := os.MkdirAll(s.cfg.logs, 0o700); err != nil {
+		s.t.Errorf("keeping the logs: %v", err)
+		return
+	}
+	for _, p := range s.procs {
+		data, err := os.ReadFile(p.p.LogPath)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(s.cfg.logs, strings.ReplaceAll(p.name, "/", "_")+".log"), data, 0o600)
+		}
+		if err != nil {
+			s.t.Errorf("keeping the log of %s: %v", p.name, err)
+		}
+	}
+	s.t.Logf("soak: the processes' logs are in %s", s.cfg.logs)
 }
 
 // soak is one soak run's state.
@@ -342,7 +371,7 @@ func (s *soak) inject(ctx context.Context, deadline time.Time) {
 // fault injects one fault, chosen at random, and says which.
 func (s *soak) fault(ctx context.Context) (kind, what string) {
 	cluster := demo.Names[s.intn(len(demo.Names))]
-	switch s.intn(6) {
+	switch s.intn(7) {
 	case 0:
 		replica := s.managers[s.intn(len(s.managers))]
 		before := s.leader(ctx)
@@ -380,6 +409,16 @@ func (s *soak) fault(ctx context.Context) (kind, what string) {
 			s.violate("freezing the management etcd: %v", err)
 		}
 		return "freeze the management etcd", fmt.Sprintf("freeze the management etcd for %s", freeze.Round(time.Second))
+	case 5:
+		// Past --offline-grace (20 s) at times, so the manager sees the
+		// Remote offline; the agent must keep all it runs meanwhile.
+		cut := s.between(10*time.Second, 90*time.Second)
+		s.fleet.Links[cluster].Cut()
+		sleep(ctx, cut)
+		if err := s.fleet.Links[cluster].Restore(); err != nil {
+			s.violate("the network of %s did not come back: %v", cluster, err)
+		}
+		return "cut a cluster off the management network", fmt.Sprintf("cut %s off the management network for %s", cluster, cut.Round(time.Second))
 	default:
 		hold := s.between(20*time.Second, 60*time.Second)
 		s.proc(cluster+"/kubelet").down(true, hold)

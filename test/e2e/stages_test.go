@@ -98,6 +98,13 @@ func stagedRollout(t *testing.T, fleet *demo.Fleet) {
 	if err := fleet.WaitConverged(ctx, 5*time.Minute); err != nil {
 		t.Fatalf("after the approval: %v", err)
 	}
+	// Every cluster reports v1.4.0 Ready a moment before the Module
+	// controller records it Succeeded, the version undo returns to.
+	g.Eventually(func(g Gomega) {
+		h := backend(g).Status.History
+		g.Expect(h).NotTo(BeEmpty())
+		g.Expect(h[0]).To(And(HaveField("Version", "v1.4.0"), HaveField("Outcome", fleeetv1.RolloutSucceeded)))
+	}, time.Minute, time.Second).Should(Succeed())
 
 	// v1.5.0 reaches the canary and is undone from there.
 	fleet.CommitBackend(t, "v1.5.0", nil)
