@@ -58,7 +58,7 @@ func runManager() {
 	var caFile, recoveryCAFile string
 	var hook webhook.Options
 	pflag.DurationVar(&o.OfflineGrace, "offline-grace", 60*time.Second,
-		"How long after its last heartbeat a pull Remote is marked Offline.")
+		"How long after its last heartbeat (or the manager's own last failure to reach the API, when later) a pull Remote is marked Offline.")
 	pflag.DurationVar(&o.ContentGrace, "content-grace", content.DefaultGrace,
 		"How long a CompiledSync no plan names is kept before it is deleted.")
 	pflag.DurationVar(&o.PushTimeout, "push-timeout", 10*time.Second,

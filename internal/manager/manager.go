@@ -43,7 +43,8 @@ const Name = "fleet-manager"
 
 // Options configure the fleet-manager's controllers.
 type Options struct {
-	// OfflineGrace is how long after its last heartbeat a pull Remote is
+	// OfflineGrace is how long after its last heartbeat (or the manager's
+	// own last failure to reach the apiserver, when later) a pull Remote is
 	// marked Offline.
 	OfflineGrace time.Duration
 	// ContentGrace is how long a CompiledSync no plan names is kept; zero

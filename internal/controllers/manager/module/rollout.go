@@ -115,10 +115,11 @@ func (p *decision) after(d time.Duration) {
 }
 
 // away reports whether the Remote cannot take a new version now: it is
-// offline, or suspended. Such Remotes never hold a rollout up and are not
-// admitted while away: one that comes back moves within its stage's
-// maxUnavailable and the fleet-wide budget, so a fleet coming back at once
-// (after an outage, or a restore from an old backup) is paced too.
+// offline, or suspended. Such Remotes are not admitted while away and hold
+// a rollout up only when one went offline while moving (admit): one that
+// comes back moves within its stage's maxUnavailable and the fleet-wide
+// budget, so a fleet coming back at once (after an outage, or a restore
+// from an old backup) is paced too.
 func (t *target) away() bool { return t.offline || t.suspended }
 
 // available reports whether a Remote runs the sync Ready, its pods all
@@ -153,10 +154,11 @@ type limits struct {
 // those already moving, offline or not; Remotes already unavailable on an
 // older version move at once; otherwise offline and suspended Remotes are
 // skipped, never counted, and move within those bounds once back, a stage
-// with such a Remote to move not done until it has. Nothing moves once more than
-// maxFailures Remotes failed, and nothing new starts while paused, outside
-// the deployment windows, or beyond the fleet-wide budget. previous is the
-// rollout status of the same revision from the last step, or empty.
+// with such a Remote to move not done until it has. Nothing moves once
+// more than maxFailures Remotes failed, and nothing new starts while
+// paused, outside the deployment windows, or beyond the fleet-wide budget.
+// previous is the rollout status of the same revision from the last step,
+// or empty.
 func decide(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStatus, lim limits, now time.Time) decision {
 	ro := m.Spec.Rollout
 	minReady := time.Duration(ro.MinReadySeconds) * time.Second

@@ -55,7 +55,9 @@ type HealthReconciler struct {
 	Client client.Client
 	// Recorder records failed reconciles as events on the Remote.
 	Recorder events.EventRecorder
-	// Grace is how long after its last heartbeat a Remote counts as Offline.
+	// Grace is how long after its last heartbeat, or after this controller's
+	// last write that failed for want of the apiserver, a Remote counts as
+	// Offline.
 	Grace time.Duration
 	// HeartbeatRefresh is how far status.lastHeartbeatTime may fall behind
 	// the Lease while nothing else in the status changes; 0 is
