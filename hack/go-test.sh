@@ -9,7 +9,8 @@
 # instead of 305 and 280. Every other package runs in lane two, beside them,
 # so a new package is never left out; go test -p 2 would instead run
 # packages in path order and leave test/e2e alone at the end. Output streams
-# with each line marked by its lane.
+# with each line marked by its lane; when a lane fails, what failed is said
+# again at the very end, where a CI log's tail shows it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,11 +24,14 @@ for p in "${all[@]}"; do
 	[[ " ${first[*]} " == *" $p "* ]] || two+=("$p")
 done
 
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
 lane() {
 	local name=$1
 	shift
-	# pipefail keeps go test's status through sed.
-	go test "$@" 2>&1 | sed -u "s/^/[$name] /"
+	# pipefail keeps go test's status through sed and tee.
+	go test "$@" 2>&1 | sed -u "s/^/[$name] /" | tee "$logs/$name"
 }
 
 lane one "$@" "${first[@]}" &
@@ -37,4 +41,10 @@ two_pid=$!
 status=0
 wait "$one_pid" || status=1
 wait "$two_pid" || status=1
+if ((status != 0)); then
+	# A failed test's messages, panics and timeouts, then its FAIL lines last.
+	echo "=== what failed (repeated from above)"
+	grep -hE -- 'panic:|test timed out|_test\.go:[0-9]+:' "$logs"/* | tail -n 40 || true
+	grep -hE -- '--- FAIL|^\[[a-z]+\] FAIL' "$logs"/* | tail -n 20 || true
+fi
 exit "$status"
