@@ -160,6 +160,12 @@ const (
 	// fleet overwrites and deletes only Secrets it delivered.
 	DeliveredLabel = "fleeet.dev/delivered"
 
+	// DeliveredSecretsAnnotation on a downstream Assemblage (part 0 of a
+	// split plan) records, as JSON name → UID, the Secrets the fleet
+	// delivered for it: whoever delivers adds to it, and the agent deletes
+	// what no sync uses from it, so neither reads a tenant's Secrets.
+	DeliveredSecretsAnnotation = "fleeet.dev/delivered-secrets"
+
 	// SecretsAnnotation on a Flux applier lists, comma-separated, the
 	// delivered Secrets its sync named when applied; a delivered Secret is
 	// kept while any applier still lists it.

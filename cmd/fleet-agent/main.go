@@ -55,5 +55,5 @@ func main() {
 			"Empty means every namespace, which needs cluster-wide permissions.")
 	runner.Main(agent.Name, func(mgr ctrl.Manager) error {
 		return agent.Setup(context.Background(), mgr, o)
-	}, func(opts *ctrl.Options) { opts.Cache = agent.CacheOptions(*own, *tenants) })
+	}, func(opts *ctrl.Options) { agent.Confine(opts, *own, *tenants) })
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -63,18 +62,23 @@ type Options struct {
 	PushOnly bool
 }
 
-// CacheOptions confine what the agent reads to its own namespace, for
+// Confine confines what the agent reads to its own namespace, for
 // Upstreams, and to the tenants' namespaces, for everything else, so that
-// the chart can grant namespaced Roles only. Of Secrets it caches only those
-// the fleet delivered into the tenants' namespaces, whatever the mode: the
-// Secrets of its own namespace (each Upstream's credential and registration
-// token) it reads by name, uncached, so the chart grants it those names
-// alone there, and a tenant's other Secrets it never reads. An empty own or
-// tenants leaves that part cluster-wide. The workloads the agent reads for
-// their health are cached without their pod templates: it needs only their
-// pod counts and selectors, and keeps neither the memory nor whatever a
-// template's environment holds.
-func CacheOptions(own string, tenants []string) cache.Options {
+// the chart can grant namespaced Roles only. An empty own or tenants leaves
+// that part cluster-wide. Secrets are never cached: those of its own
+// namespace (each Upstream's credential and registration token) it reads
+// by name, so the chart grants it those names alone there, and in the
+// tenants' namespaces it reads none at all, delivering blind
+// (delivery.Writer), so the chart grants it no read there. The workloads
+// the agent reads for their health are cached without their pod
+// templates: it needs only their pod counts and selectors, and keeps
+// neither the memory nor whatever a template's environment holds.
+func Confine(o *ctrl.Options, own string, tenants []string) {
+	o.Cache = cacheOptions(own, tenants)
+	o.Client.Cache = &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}
+}
+
+func cacheOptions(own string, tenants []string) cache.Options {
 	var o cache.Options
 	if len(tenants) > 0 {
 		o.DefaultNamespaces = map[string]cache.Config{}
@@ -90,15 +94,6 @@ func CacheOptions(own string, tenants []string) cache.Options {
 	if own != "" {
 		o.ByObject[&fleeetv1.Upstream{}] = cache.ByObject{Namespaces: map[string]cache.Config{own: {}}}
 	}
-	delivered := cache.Config{LabelSelector: labels.SelectorFromSet(labels.Set{fleeetv1.DeliveredLabel: "true"})}
-	secrets := map[string]cache.Config{}
-	for _, ns := range tenants {
-		secrets[ns] = delivered
-	}
-	if len(tenants) == 0 {
-		secrets[cache.AllNamespaces] = delivered
-	}
-	o.ByObject[&corev1.Secret{}] = cache.ByObject{Namespaces: secrets}
 	return o
 }
 

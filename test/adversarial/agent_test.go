@@ -26,8 +26,9 @@ import (
 // agentAttacks are what a stolen token of the agent's own ServiceAccount
 // downstream would do with the chart's Roles, and what the push token a
 // tenant hands the manager (the push release's <release>-push) would: RBAC
-// lets both write every Secret of their tenant namespaces and the agent
-// every Flux object there, so the chart's ValidatingAdmissionPolicy
+// lets both create and patch every Secret of their tenant namespaces (and
+// read none) and the agent write every Flux object there, so the chart's
+// ValidatingAdmissionPolicy
 // <release>-bounds is what holds them to the Secrets the fleet delivered
 // and to Flux objects that run as the tenant's ServiceAccount. The cases
 // named …-as-the-agent-does and …-as-the-manager-does are their own work,
@@ -44,6 +45,7 @@ func agentAttacks(t *testing.T, f *fleet) []attack {
 			StringData: map[string]string{"password": "tenant-own-value"}}
 	}
 	delivered := map[string]string{fleeetv1.DeliveredLabel: "true"}
+	overwrite := client.RawPatch(types.MergePatchType, []byte(`{"data":{"password":"YXR0YWNrZXItdmFsdWU="}}`))
 	// tenantsOwn is a Secret of the tenant's, unlabelled, as the tenant's
 	// admin created it.
 	tenantsOwn := func(g Gomega, ns string) *corev1.Secret {
@@ -91,7 +93,7 @@ func agentAttacks(t *testing.T, f *fleet) []attack {
 		Labels: map[string]string{"owner": "helm", "name": "fleet-agent", "status": "deployed", "version": "99"}},
 		Type: "helm.sh/release.v1", StringData: map[string]string{"release": "forged"}}
 	return []attack{
-		{"delivers-a-secret-as-the-agent-does", agentID, "create, update and delete Secret team-a/adv-delivered labelled fleeet.dev/delivered=true (the agent's own work: allowed)", func(t *testing.T, g Gomega) string {
+		{"delivers-a-secret-as-the-agent-does", agentID, "create, patch and delete Secret team-a/adv-delivered labelled fleeet.dev/delivered=true (the agent's own work: allowed)", func(t *testing.T, g Gomega) string {
 			s := secret(tenantA, "adv-delivered", delivered)
 			remove(t, s.DeepCopy())
 			return deliverAs(ctx, g, agent, s)
@@ -107,31 +109,49 @@ func agentAttacks(t *testing.T, f *fleet) []attack {
 			g.Expect(agent.Create(ctx, kustomization("adv-tenant", tenantSA))).To(Succeed())
 			return "allowed: created"
 		}},
-		{"push-delivers-a-secret-as-the-manager-does", pushID, "create, update and delete Secret team-c/adv-pushed labelled fleeet.dev/delivered=true (the manager's push: allowed)", func(t *testing.T, g Gomega) string {
+		{"push-delivers-a-secret-as-the-manager-does", pushID, "create, patch and delete Secret team-c/adv-pushed labelled fleeet.dev/delivered=true (the manager's push: allowed)", func(t *testing.T, g Gomega) string {
 			s := secret(tenantC, "adv-pushed", delivered)
 			remove(t, s.DeepCopy())
 			return deliverAs(ctx, g, push, s)
 		}},
-		{"overwrite-a-tenants-secret", agentID, "update Secret team-a/db-password, the tenant's own (unlabelled)", func(t *testing.T, g Gomega) string {
+		{"overwrite-a-tenants-secret", agentID, "patch Secret team-a/db-password, the tenant's own (unlabelled)", func(t *testing.T, g Gomega) string {
 			s := tenantsOwn(g, tenantA)
-			s.Data["password"] = []byte("attacker-value")
-			return keptFrom(g, s, agent.Update(ctx, s), "is not labelled fleeet.dev/delivered=true")
+			return keptFrom(g, s, agent.Patch(ctx, s, overwrite), "is not labelled fleeet.dev/delivered=true")
 		}},
-		{"claim-a-tenants-secret", agentID, "update Secret team-a/db-password adding the label fleeet.dev/delivered=true, to make it the fleet's", func(t *testing.T, g Gomega) string {
+		{"claim-a-tenants-secret", agentID, "patch Secret team-a/db-password adding the label fleeet.dev/delivered=true, to make it the fleet's", func(t *testing.T, g Gomega) string {
 			s := tenantsOwn(g, tenantA)
-			s.Labels = delivered
-			return keptFrom(g, s, agent.Update(ctx, s), "is not labelled fleeet.dev/delivered=true")
+			return keptFrom(g, s, agent.Patch(ctx, s, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"fleeet.dev/delivered":"true"}}}`))),
+				"is not labelled fleeet.dev/delivered=true")
+		}},
+		{"read-a-tenants-secret", agentID, "get Secret team-a/db-password, the tenant's own, and list team-a's Secrets", func(t *testing.T, g Gomega) string {
+			s := tenantsOwn(g, tenantA)
+			refusedByRBAC(g, agent.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantA)))
+			return refusedByRBAC(g, agent.Get(ctx, client.ObjectKeyFromObject(s), &corev1.Secret{}))
+		}},
+		{"read-a-delivered-secret", agentID, "get Secret team-a/adv-read, one the fleet delivered", func(t *testing.T, g Gomega) string {
+			s := secret(tenantA, "adv-read", delivered)
+			remove(t, s.DeepCopy())
+			g.Expect(down.Create(ctx, s)).To(Succeed())
+			return refusedByRBAC(g, agent.Get(ctx, client.ObjectKeyFromObject(s), &corev1.Secret{}))
+		}},
+		{"read-a-tenants-secret-through-an-empty-patch", agentID, "patch Secret team-a/db-password with a JSON patch that changes nothing, to read it from the answer", func(t *testing.T, g Gomega) string {
+			s := tenantsOwn(g, tenantA)
+			got := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: s.Name}}
+			out := keptFrom(g, s, agent.Patch(ctx, got, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"test","path":"/metadata/name","value":"db-password"}]`))),
+				"is not labelled fleeet.dev/delivered=true")
+			g.Expect(got.Data).To(BeEmpty(), "nothing of the Secret came back")
+			return out
 		}},
 		{"delete-a-tenants-secret", agentID, "delete Secret team-a/db-password, the tenant's own", func(t *testing.T, g Gomega) string {
 			s := tenantsOwn(g, tenantA)
 			return keptFrom(g, s, agent.Delete(ctx, s), "deletes only the Secrets the fleet delivered")
 		}},
-		{"strip-the-delivered-label", agentID, "update a delivered Secret team-a/adv-strip, taking the label fleeet.dev/delivered off", func(t *testing.T, g Gomega) string {
+		{"strip-the-delivered-label", agentID, "patch a delivered Secret team-a/adv-strip, taking the label fleeet.dev/delivered off", func(t *testing.T, g Gomega) string {
 			s := secret(tenantA, "adv-strip", delivered)
 			remove(t, s.DeepCopy())
 			g.Expect(down.Create(ctx, s)).To(Succeed())
-			s.Labels = nil
-			return boundedByTheAPIServer(g, agent.Update(ctx, s), "never takes the label fleeet.dev/delivered=true off")
+			return boundedByTheAPIServer(g, agent.Patch(ctx, s, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"fleeet.dev/delivered":null}}}`))),
+				"never takes the label fleeet.dev/delivered=true off")
 		}},
 		{"plant-an-unlabelled-secret", agentID, "create Secret team-a/adv-planted without the label fleeet.dev/delivered", func(t *testing.T, g Gomega) string {
 			s := secret(tenantA, "adv-planted", nil)
@@ -211,10 +231,14 @@ func agentAttacks(t *testing.T, f *fleet) []attack {
 			return boundedByTheAPIServer(g, agent.SubResource("token").Create(ctx,
 				&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: tenantA, Name: tenantSA}}, req), "requests no ServiceAccount tokens")
 		}},
-		{"push-overwrites-a-tenants-secret", pushID, "update Secret team-c/db-password, the tenant's own (unlabelled)", func(t *testing.T, g Gomega) string {
+		{"push-overwrites-a-tenants-secret", pushID, "patch Secret team-c/db-password, the tenant's own (unlabelled)", func(t *testing.T, g Gomega) string {
 			s := tenantsOwn(g, tenantC)
-			s.Data["password"] = []byte("attacker-value")
-			return keptFrom(g, s, push.Update(ctx, s), "is not labelled fleeet.dev/delivered=true")
+			return keptFrom(g, s, push.Patch(ctx, s, overwrite), "is not labelled fleeet.dev/delivered=true")
+		}},
+		{"push-reads-a-tenants-secret", pushID, "get Secret team-c/db-password, the tenant's own, and list team-c's Secrets", func(t *testing.T, g Gomega) string {
+			s := tenantsOwn(g, tenantC)
+			refusedByRBAC(g, push.List(ctx, &corev1.SecretList{}, client.InNamespace(tenantC)))
+			return refusedByRBAC(g, push.Get(ctx, client.ObjectKeyFromObject(s), &corev1.Secret{}))
 		}},
 		{"push-deletes-a-tenants-secret", pushID, "delete Secret team-c/db-password, the tenant's own", func(t *testing.T, g Gomega) string {
 			s := tenantsOwn(g, tenantC)
@@ -258,12 +282,11 @@ func grantMore(ctx context.Context, t *testing.T, g Gomega, down client.Client) 
 	}
 }
 
-// deliverAs creates, rotates and deletes the delivered Secret s as c, as a
-// delivery does, and says it was allowed.
+// deliverAs creates, rotates (by a patch) and deletes the delivered Secret
+// s as c, as a delivery does, and says it was allowed.
 func deliverAs(ctx context.Context, g Gomega, c client.Client, s *corev1.Secret) string {
 	g.Expect(c.Create(ctx, s)).To(Succeed())
-	s.StringData = map[string]string{"password": "rotated"}
-	g.Expect(c.Update(ctx, s)).To(Succeed())
+	g.Expect(c.Patch(ctx, s, client.RawPatch(types.MergePatchType, []byte(`{"data":{"password":"cm90YXRlZA=="}}`)))).To(Succeed())
 	g.Expect(c.Delete(ctx, s)).To(Succeed())
-	return "allowed: created, updated and deleted"
+	return "allowed: created, patched and deleted"
 }

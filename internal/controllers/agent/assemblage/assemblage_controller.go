@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/delivery"
 	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 	"github.com/fleeet-dev/fleeet/internal/flux"
@@ -79,11 +80,11 @@ type Reconciler struct {
 // health arrive by watch, never by polling.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.jitter = newJitter(r.FetchJitter, rand.Uint64())
-	// Delivered Secrets arriving release the syncs waiting for them.
+	// Delivered Secrets arriving release the syncs waiting for them: whoever
+	// delivers records them on the Assemblage (delivery.Ledger).
 	// A further part of a plan split over several Assemblages reconciles
 	// its plan's part 0, which reads it.
 	b := flux.Owns(ctrl.NewControllerManagedBy(mgr).For(&fleeetv1.Assemblage{}, builder.WithPredicates(firstParts))).
-		Owns(&corev1.Secret{}).
 		Watches(&fleeetv1.Assemblage{}, handler.EnqueueRequestsFromMapFunc(firstPartOf), builder.WithPredicates(furtherParts))
 	for _, kind := range []string{"Deployment", "StatefulSet", "DaemonSet"} {
 		b = b.Watches(flux.NewWorkload(kind), handler.EnqueueRequestsFromMapFunc(r.assemblageOfWorkload),
@@ -120,6 +121,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil
 	}
 	result, err = r.reconcilePlan(ctx, plan)
+	if plan != asm {
+		// Pruning deliveries may have written part 0's ledger through
+		// the plan, a copy of it read whole.
+		asm.ResourceVersion, asm.Annotations = plan.ResourceVersion, plan.Annotations
+	}
 	if err == nil && plan != asm {
 		err = r.reportParts(ctx, asm, plan, parts)
 	}
@@ -318,10 +324,7 @@ func (r *Reconciler) expandSyncs(ctx context.Context, asm *fleeetv1.Assemblage, 
 	if err != nil {
 		return nil, err
 	}
-	delivered, err := r.deliveredSecrets(ctx, asm)
-	if err != nil {
-		return nil, err
-	}
+	delivered := delivery.LedgerOf(asm)
 	last := map[string]fleeetv1.SyncStatus{}
 	for _, st := range asm.Status.Syncs {
 		last[st.Name] = st
@@ -332,7 +335,7 @@ func (r *Reconciler) expandSyncs(ctx context.Context, asm *fleeetv1.Assemblage, 
 		p := expandSync(ctx, reader, asm, s, g.Deps[s.Name])
 		p.last = last[s.Name]
 		for _, secret := range s.Secrets {
-			if !delivered[secret.Name] {
+			if _, ok := delivered[secret.Name]; !ok {
 				p.undelivered = append(p.undelivered, secret.Name)
 			}
 		}

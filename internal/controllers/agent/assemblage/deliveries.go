@@ -5,29 +5,12 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/delivery"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 )
-
-// deliveredSecrets are the names of the Secrets delivered for asm that are
-// in its namespace now. The agent caches no other Secret of a tenant.
-func (r *Reconciler) deliveredSecrets(ctx context.Context, asm *fleeetv1.Assemblage) (map[string]bool, error) {
-	held := &corev1.SecretList{}
-	if err := r.Client.List(ctx, held, client.InNamespace(asm.Namespace), client.MatchingLabels{fleeetv1.DeliveredLabel: "true"}); err != nil {
-		return nil, err
-	}
-	names := map[string]bool{}
-	for i := range held.Items {
-		if delivery.Delivered(&held.Items[i], asm) && held.Items[i].DeletionTimestamp.IsZero() {
-			names[held.Items[i].Name] = true
-		}
-	}
-	return names, nil
-}
 
 // reconcileDeliveries deletes the Secrets delivered for asm that nothing
 // uses any more: no sync of the spec names one, and no Flux applier still

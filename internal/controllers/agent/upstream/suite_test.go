@@ -22,8 +22,8 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunWithClusters(m, []testenv.SharedCluster{{Name: "management", Cluster: &mgmt}, {Name: "downstream", Cluster: &down}}))
 }
 
-// confinedTo gives an agent the cache the chart gives it: its Upstreams and
-// their Secrets read in own only, the rest in tenants only.
+// confinedTo gives an agent the cache the chart gives it: its Upstreams read
+// in own only, the rest in tenants only, and no Secret cached.
 func confinedTo(own string, tenants ...string) func(*ctrl.Options) {
-	return func(o *ctrl.Options) { o.Cache = agent.CacheOptions(own, tenants) }
+	return func(o *ctrl.Options) { agent.Confine(o, own, tenants) }
 }

@@ -57,9 +57,7 @@ type Reconciler struct {
 	// Client reads and writes the downstream cluster.
 	Client client.Client
 	// APIReader reads the downstream cluster uncached: the Secrets of the
-	// Upstreams' namespace, by name (the cache holds none of them), and
-	// the metadata of a tenant's Secret a delivery names that the cache of
-	// delivered Secrets does not hold, to leave it alone.
+	// Upstreams' namespace, by name (the cache holds none of them).
 	APIReader client.Reader
 	// Recorder records registration and revocation on Upstreams.
 	Recorder events.EventRecorder
@@ -76,6 +74,9 @@ type Reconciler struct {
 	// and mirror its plan, leaving the ServiceAccount to the plan (by default
 	// none: Flux applies as itself). Off, such an Upstream is Stalled.
 	AllowUnconfined bool
+
+	// deliveries writes the Secrets plans deliver, without reading any.
+	deliveries delivery.Writer
 
 	mu    sync.Mutex
 	links map[client.ObjectKey]*link
@@ -632,7 +633,7 @@ func (r *Reconciler) deliver(ctx context.Context, up *fleeetv1.Upstream, asm *fl
 			items[name] = item
 		}
 	}
-	conflicts, err := delivery.Write(ctx, r.Client, r.Client, r.APIReader, asm, items)
+	conflicts, err := r.deliveries.Write(ctx, r.Client, asm, items)
 	if err != nil {
 		return err
 	}

@@ -74,6 +74,10 @@ type PushReconciler struct {
 	// operator accepts.
 	Kubeconfig kubeconfig.Options
 
+	// deliveries writes the Secrets plans deliver downstream, without
+	// reading any there.
+	deliveries delivery.Writer
+
 	mu      sync.Mutex
 	clients map[client.ObjectKey]pushClient
 }
@@ -235,7 +239,7 @@ func (p *PushReconciler) deliver(ctx context.Context, downstream client.Client, 
 	if err != nil || len(items) == 0 {
 		return err
 	}
-	conflicts, err := delivery.Write(ctx, downstream, nil, downstream, asm, items)
+	conflicts, err := p.deliveries.Write(ctx, downstream, asm, items)
 	if err != nil {
 		return &targetError{op: "delivering Secrets into namespace " + asm.Namespace, err: err}
 	}
