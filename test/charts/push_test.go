@@ -162,8 +162,8 @@ func TestAgentChartInPushModeGrantsTheManagerExactlyWhatItPushes(t *testing.T) {
 	g.Expect(refused).To(BeEmpty(), "requests refused to the push identity")
 	granted := grantedTo(t, agentRelease, agentNamespace, pusher)
 	g.Expect(granted).To(ConsistOf("get fleeet.dev/assemblages", "create fleeet.dev/assemblages", "update fleeet.dev/assemblages",
-		"delete fleeet.dev/assemblages", "get apiextensions.k8s.io/customresourcedefinitions",
-		"get secrets", "create secrets", "update secrets", "delete secrets"))
+		"patch fleeet.dev/assemblages", "delete fleeet.dev/assemblages", "get apiextensions.k8s.io/customresourcedefinitions",
+		"create secrets", "patch secrets", "delete secrets"))
 	// Deleting an Assemblage removes a further part of a split plan that
 	// the plan no longer lists; this fleet's one-Module plan never splits
 	// (internal/mirror's tests delete such a part).

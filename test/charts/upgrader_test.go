@@ -215,6 +215,7 @@ func TestUpgradingTenantMayUpgradeTheAgentAndNothingBeyond(t *testing.T) {
 		ready := apimeta.FindStatusCondition(hr.Status.Conditions, "Ready")
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "HelmRelease: %s", ready.Message)
+		g.Expect(hr.Status.History).NotTo(BeEmpty(), "HelmRelease: %s", ready.Message)
 		g.Expect(hr.Status.History.Latest().ChartVersion).To(Equal("0.3.0"))
 	}).WithTimeout(timeout).WithPolling(poll).Should(Succeed())
 	g.Expect(down.Client.Get(ctx, client.ObjectKeyFromObject(deployment), deployment)).To(Succeed())
