@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/shard"
@@ -121,7 +122,27 @@ func (h *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 		return result, err
 	}
 	h.recordSkew(remote, apimeta.FindStatusCondition(before.Conditions, fleeetv1.AgentCompatibleCondition))
+	h.recordConnection(ctx, remote, apimeta.FindStatusCondition(before.Conditions, fleeetv1.ConnectedCondition))
 	return result, nil
+}
+
+// recordConnection logs, and records as an event on the Remote, the written
+// Connected condition when it went offline (a Warning, HeartbeatMissed) or
+// came back (HeartbeatFresh) since was: once per change, after the write,
+// so a verdict the apiserver never stored is not announced.
+func (h *HealthReconciler) recordConnection(ctx context.Context, remote *fleeetv1.Remote, was *metav1.Condition) {
+	now := apimeta.FindStatusCondition(remote.Status.Conditions, fleeetv1.ConnectedCondition)
+	if was != nil && was.Reason == now.Reason {
+		return
+	}
+	switch now.Reason {
+	case fleeetv1.ReasonHeartbeatMissed:
+		log.FromContext(ctx).Info("Remote went offline", "reason", now.Message)
+		h.Recorder.Eventf(remote, nil, corev1.EventTypeWarning, now.Reason, "CheckHeartbeat", "%s", now.Message)
+	case fleeetv1.ReasonHeartbeatFresh:
+		log.FromContext(ctx).Info("Remote is online")
+		h.Recorder.Eventf(remote, nil, corev1.EventTypeNormal, now.Reason, "CheckHeartbeat", "online: %s", now.Message)
+	}
 }
 
 // reconcileAgentVersion sets AgentCompatible from the version the agent

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -256,6 +257,8 @@ type healthFixture struct {
 	writes []time.Time
 	// away makes every status write fail as with the apiserver stopped.
 	away bool
+	// events are what the health controller recorded.
+	events *events.FakeRecorder
 }
 
 // newHealthFixture judges with grace and the manager version v0.4.0.
@@ -273,8 +276,24 @@ func newHealthFixture(t *testing.T, grace time.Duration) *healthFixture {
 			}
 			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
 		}}).Build()
-	f.health = &remote.HealthReconciler{Client: f.client, Recorder: events.NewFakeRecorder(10), Grace: grace, ManagerVersion: "v0.4.0", Clock: f.clock}
+	f.events = events.NewFakeRecorder(100)
+	f.health = &remote.HealthReconciler{Client: f.client, Recorder: f.events, Grace: grace, ManagerVersion: "v0.4.0", Clock: f.clock}
 	return f
+}
+
+// heartbeatEvents drains the events recorded about the Remote's connection.
+func (f *healthFixture) heartbeatEvents() []string {
+	var got []string
+	for {
+		select {
+		case e := <-f.events.Events:
+			if strings.Contains(e, fleeetv1.ReasonHeartbeatMissed) || strings.Contains(e, fleeetv1.ReasonHeartbeatFresh) {
+				got = append(got, e)
+			}
+		default:
+			return got
+		}
+	}
 }
 
 // renew renews the Lease now, as the agent does.
@@ -331,10 +350,11 @@ func TestAnIdleRemoteIsWrittenOnlyToRefreshItsHeartbeat(t *testing.T) {
 	}
 }
 
-// A Remote whose agent stops renewing its Lease gets no event, only the
-// requeue its last reconcile asked for, at the moment the grace runs out:
-// then it goes Offline, in one write recording the Lease's last renewal,
-// which the renewals before it did not write.
+// A Remote whose agent stops renewing its Lease gets no watch event, only
+// the requeue its last reconcile asked for, at the moment the grace runs
+// out: then it goes Offline, in one write recording the Lease's last
+// renewal, which the renewals before it did not write, and says so once in
+// a Warning event; its next renewal brings it back, with a Normal one.
 func TestARemoteGoesOfflineWhenItsLeaseIsNotRenewedWithinTheGrace(t *testing.T) {
 	g := NewWithT(t)
 	grace := time.Minute
@@ -362,10 +382,19 @@ func TestARemoteGoesOfflineWhenItsLeaseIsNotRenewedWithinTheGrace(t *testing.T) 
 	g.Expect(f.remote.Offline()).To(BeTrue())
 	g.Expect(f.remote.Status.LastHeartbeatTime.Time).To(BeTemporally("==", last.Truncate(time.Second)))
 	g.Expect(f.writes).To(HaveLen(2), "one write going offline")
+	g.Expect(f.heartbeatEvents()).To(ConsistOf(
+		HavePrefix("Normal HeartbeatFresh online: agent heartbeat within the last 1m0s"),
+		"Warning HeartbeatMissed offline: no agent heartbeat since 2026-11-28T10:02:40Z (grace period 1m0s)"))
 
 	f.clock.Step(time.Hour)
 	f.reconcile()
 	g.Expect(f.writes).To(HaveLen(2), "none while it stays offline")
+	g.Expect(f.heartbeatEvents()).To(BeEmpty(), "said once")
+
+	f.renew()
+	f.reconcile()
+	g.Expect(f.connected().Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(f.heartbeatEvents()).To(ConsistOf(HavePrefix("Normal HeartbeatFresh online:")))
 }
 
 // The management apiserver away for longer than the grace stops renewals
@@ -392,6 +421,7 @@ func TestARemoteIsNotJudgedOfflineForTheManagersOwnOutage(t *testing.T) {
 	g.Expect(f.reconcile().RequeueAfter).To(Equal(grace - 30*time.Second + time.Second))
 	g.Expect(f.connected().Status).To(Equal(metav1.ConditionTrue), "not offline for the manager's own outage")
 	g.Expect(f.writes).To(HaveLen(1), "nothing written")
+	g.Expect(f.heartbeatEvents()).NotTo(ContainElement(ContainSubstring("Warning")), "nothing said")
 
 	f.clock.SetTime(failed.Add(grace + time.Second))
 	f.reconcile()
