@@ -1,15 +1,16 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
 )
 
 // Proxy forwards TCP connections to a target address until it is cut, which
 // makes the target unreachable for whoever dials the proxy exactly as a
-// network partition or a stopped server would: open connections break and
-// new ones are refused. Restore listens again on the same address.
+// stopped server or a partition that resets connections would: open
+// connections break and new ones are refused. Restore listens again on the
+// same address. Hold is the silent partition instead: nothing breaks and
+// nothing arrives, until Release.
 type Proxy struct {
 	// Addr is the host:port to dial instead of the target.
 	Addr string
@@ -18,6 +19,8 @@ type Proxy struct {
 	mu     sync.Mutex
 	ln     net.Listener
 	conns  map[net.Conn]struct{}
+	// held, while the proxy holds, closes on Release.
+	held chan struct{}
 }
 
 // NewProxy starts a proxy to target and stops it when the test ends.
@@ -58,12 +61,45 @@ func (p *Proxy) Cut() {
 	}
 }
 
+// Hold stops forwarding without closing anything, as a partition that
+// drops packets does: what is sent waits in flight, and new connections
+// are accepted but reach nothing, until Release. Whoever dials the proxy
+// learns of it only from its own timeouts.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = make(chan struct{})
+	}
+}
+
+// Release forwards again what Hold kept waiting, and what comes after.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held != nil {
+		close(p.held)
+		p.held = nil
+	}
+}
+
+// pass waits while the proxy holds.
+func (p *Proxy) pass() {
+	p.mu.Lock()
+	held := p.held
+	p.mu.Unlock()
+	if held != nil {
+		<-held
+	}
+}
+
 func (p *Proxy) accept(ln net.Listener) {
 	for {
 		in, err := ln.Accept()
 		if err != nil {
 			return
 		}
+		p.pass()
 		out, err := net.Dial("tcp", p.target)
 		if err != nil {
 			in.Close()
@@ -94,7 +130,19 @@ func (p *Proxy) track(ln net.Listener, conns ...net.Conn) bool {
 }
 
 func (p *Proxy) pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.pass()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()

@@ -82,7 +82,8 @@ const soakConverges = 6 * time.Minute
 // manager replicas (the leader among them), agents and Flux controllers,
 // stops the management apiserver and nodes' kubelets, freezes the
 // management etcd (the apiserver up, its storage hanging), cuts clusters
-// off the management network (their Links), and a driver rolls
+// off the management network or partitions them silently (their Links),
+// and a driver rolls
 // the backend Module forward and back and pauses and resumes its rollout.
 // A supervisor restarts what dies, as a kubelet restarts a container. It
 // checks all along that nothing a plan holds is deleted downstream, that
@@ -412,10 +413,18 @@ func (s *soak) fault(ctx context.Context) (kind, what string) {
 	case 5:
 		// Past --offline-grace (20 s) at times, so the manager sees the
 		// Remote offline; the agent must keep all it runs meanwhile.
-		cut := s.between(10*time.Second, 90*time.Second)
-		s.fleet.Links[cluster].Cut()
+		// A silent partition (Hold) breaks nothing: the agent finds out
+		// only from its own timeouts.
+		cut, link := s.between(10*time.Second, 90*time.Second), s.fleet.Links[cluster]
+		if s.intn(2) == 0 {
+			link.Hold()
+			sleep(ctx, cut)
+			link.Release()
+			return "partition a cluster silently", fmt.Sprintf("drop everything between %s and the management network for %s", cluster, cut.Round(time.Second))
+		}
+		link.Cut()
 		sleep(ctx, cut)
-		if err := s.fleet.Links[cluster].Restore(); err != nil {
+		if err := link.Restore(); err != nil {
 			s.violate("the network of %s did not come back: %v", cluster, err)
 		}
 		return "cut a cluster off the management network", fmt.Sprintf("cut %s off the management network for %s", cluster, cut.Round(time.Second))
