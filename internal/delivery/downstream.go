@@ -54,10 +54,14 @@ func (l Ledger) encode() string {
 }
 
 // record writes l to asm's annotation on the apiserver when it differs
-// from what asm holds, with asm's resourceVersion as a precondition so two
-// writers of the ledger never lose each other's change, and takes the new
-// resourceVersion and annotation into asm. Only the annotation is sent: asm
-// may be a plan assembled from several parts, which is not written back.
+// from what asm holds, and takes the new resourceVersion and annotation
+// into asm. Only the annotation is sent, with no resourceVersion: asm may
+// be a plan assembled from several parts, which is not written back, and
+// the Assemblage's status moves on under the writer all the time. Its two
+// writers may race, one adding and one removing: a Secret left out of the
+// ledger that way is written and recorded again by the next delivery (the
+// Writer trusts its memory only of what the ledger names), and one left in
+// it after its deletion is dropped by the next prune (not found).
 func (l Ledger) record(ctx context.Context, c client.Client, asm *fleeetv1.Assemblage) error {
 	value := l.encode()
 	if asm.Annotations[fleeetv1.DeliveredSecretsAnnotation] == value {
@@ -68,8 +72,7 @@ func (l Ledger) record(ctx context.Context, c client.Client, asm *fleeetv1.Assem
 		annotation = value
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": asm.ResourceVersion,
-		"annotations":     map[string]any{fleeetv1.DeliveredSecretsAnnotation: annotation},
+		"annotations": map[string]any{fleeetv1.DeliveredSecretsAnnotation: annotation},
 	}})
 	written := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: asm.Namespace, Name: asm.Name}}
 	err := c.Patch(ctx, written, client.RawPatch(types.MergePatchType, patch))
