@@ -77,6 +77,27 @@ func deliverer(t *testing.T, ns string, rules []rbacv1.PolicyRule, writes *atomi
 	})
 }
 
+// scene is a tenant namespace holding an Assemblage and the tenant's own
+// Secret theirs, and a deliverer there holding rules.
+type scene struct {
+	ns     string
+	as     client.Client
+	writes atomic.Int32
+	asm    *fleeetv1.Assemblage
+}
+
+func newScene(t *testing.T, rules []rbacv1.PolicyRule) *scene {
+	t.Helper()
+	g := NewWithT(t)
+	sc := &scene{ns: cluster.Namespace(t, "tenant", nil)}
+	sc.as = deliverer(t, sc.ns, rules, &sc.writes)
+	sc.asm = &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: sc.ns, Name: sc.ns}}
+	g.Expect(cluster.Client.Create(t.Context(), sc.asm)).To(Succeed())
+	g.Expect(cluster.Client.Create(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: sc.ns, Name: "theirs"},
+		Data: map[string][]byte{"password": []byte("tenants-own")}})).To(Succeed())
+	return sc
+}
+
 // An identity that may not read a single Secret of the namespace delivers
 // Secrets there: it creates them, rotates them in place, replaces one whose
 // type changed, puts back one changed behind its back once its memory is
@@ -87,15 +108,9 @@ func deliverer(t *testing.T, ns string, rules []rbacv1.PolicyRule, writes *atomi
 func TestSecretsAreDeliveredWithoutReadingAny(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	ns := cluster.Namespace(t, "tenant", nil)
-	admin := cluster.Client
-	var writes atomic.Int32
-	as := deliverer(t, ns, delivers, &writes)
-	asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns}}
-	g.Expect(admin.Create(ctx, asm)).To(Succeed())
-	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs"}, Data: map[string][]byte{"password": []byte("tenants-own")}}
-	g.Expect(admin.Create(ctx, theirs)).To(Succeed())
-	g.Expect(apierrors.IsForbidden(as.Get(ctx, client.ObjectKeyFromObject(theirs), &corev1.Secret{}))).To(BeTrue(), "the deliverer reads no Secret")
+	sc := newScene(t, delivers)
+	ns, as, asm, writes, admin := sc.ns, sc.as, sc.asm, &sc.writes, cluster.Client
+	g.Expect(apierrors.IsForbidden(as.Get(ctx, client.ObjectKey{Namespace: ns, Name: "theirs"}, &corev1.Secret{}))).To(BeTrue(), "the deliverer reads no Secret")
 
 	now := time.Now()
 	w := &delivery.Writer{Now: func() time.Time { return now }}
@@ -183,14 +198,8 @@ func TestSecretsAreDeliveredWithoutReadingAny(t *testing.T) {
 func TestAPushIdentityOfTheChartBeforeStillDelivers(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	ns := cluster.Namespace(t, "tenant", nil)
-	admin := cluster.Client
-	var writes atomic.Int32
-	as := deliverer(t, ns, pushedBefore, &writes)
-	asm := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns}}
-	g.Expect(admin.Create(ctx, asm)).To(Succeed())
-	g.Expect(admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs"},
-		Data: map[string][]byte{"password": []byte("tenants-own")}})).To(Succeed())
+	sc := newScene(t, pushedBefore)
+	ns, as, asm, admin := sc.ns, sc.as, sc.asm, cluster.Client
 	w := &delivery.Writer{}
 	for _, password := range []string{"one", "two"} {
 		conflicts, err := w.Write(ctx, as, asm, map[string]delivery.Item{
