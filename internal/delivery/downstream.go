@@ -94,10 +94,11 @@ func (l Ledger) record(ctx context.Context, c client.Client, asm *fleeetv1.Assem
 	return nil
 }
 
-// rewriteAfter is how long a Writer trusts its memory of a Secret it
+// RewriteAfter is how long a Writer trusts its memory of a Secret it
 // wrote: past it, the next delivery writes it again, which puts back a
-// delivered Secret someone changed or deleted in the meantime.
-const rewriteAfter = 10 * time.Minute
+// delivered Secret someone changed or deleted in the meantime. Whoever
+// delivers does so at least this often.
+const RewriteAfter = 10 * time.Minute
 
 // Writer writes delivered Secrets into tenant namespaces without reading
 // any. It remembers a digest of what it last wrote, in memory only, so
@@ -132,12 +133,12 @@ func (w *Writer) now() time.Time {
 }
 
 // fresh reports whether the Secret key was written holding item, as uid,
-// less than rewriteAfter ago.
+// less than RewriteAfter ago.
 func (w *Writer) fresh(key writtenKey, uid types.UID, item Item) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	m, ok := w.written[key]
-	return ok && m.uid == uid && m.digest == digest(item) && w.now().Sub(m.at) < rewriteAfter
+	return ok && m.uid == uid && m.digest == digest(item) && w.now().Sub(m.at) < RewriteAfter
 }
 
 // remember records that key was written holding item, as uid; an empty

@@ -290,6 +290,10 @@ func (r *Reconciler) reconcilePlan(ctx context.Context, up *fleeetv1.Upstream, l
 		return ctrl.Result{}, nil
 	}
 	status.MarkReady(up, fleeetv1.ReasonSynced, "the cluster's plan is mirrored into the local Assemblage")
+	if len(delivery.Names(mirror.Syncs(whole))) > 0 {
+		// Delivered Secrets changed or deleted downstream are put back.
+		return ctrl.Result{RequeueAfter: delivery.RewriteAfter}, nil
+	}
 	return ctrl.Result{}, nil
 }
 
