@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/reach"
 )
 
 // Label marks membership Leases; its value is the binary's name, so the
@@ -90,6 +91,8 @@ type Members struct {
 
 	// changed wakes the loop when a membership Lease changes.
 	changed chan struct{}
+	// outages are when a renewal last failed for want of the apiserver.
+	outages reach.Outages
 
 	mu      sync.RWMutex
 	members []string
@@ -168,6 +171,17 @@ func (m *Members) leaseChanged(obj any) {
 	}
 }
 
+// LastUnreachable is when this replica last failed to renew its Lease for
+// want of the apiserver (reach.Unreachable): every third of the lease
+// duration, so the manager learns of its apiserver's outages within
+// seconds. Zero for never, and for no sharding (nil).
+func (m *Members) LastUnreachable() time.Time {
+	if m == nil {
+		return time.Time{}
+	}
+	return m.outages.Last()
+}
+
 // NeedLeaderElection is false: every replica is a member.
 func (m *Members) NeedLeaderElection() bool { return false }
 
@@ -183,6 +197,7 @@ func (m *Members) Start(ctx context.Context) error {
 	for due := true; ; {
 		if due {
 			if err := m.renew(ctx); err != nil {
+				m.outages.Observe(err, time.Now())
 				logger.Error(err, "Renewing membership Lease")
 			}
 		}

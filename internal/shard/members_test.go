@@ -20,7 +20,8 @@ import (
 
 // Members renew their Leases every third of the duration, not whenever one
 // of them renews (which woke each to renew again at once, without end),
-// and still see a member leave at once.
+// still see a member leave at once, and remember a renewal the apiserver
+// was away for.
 func TestMembersRenewOnTimeAndSeeAMemberLeave(t *testing.T) {
 	g := NewWithT(t)
 	c := testenv.StartCluster(t, "management")
@@ -74,4 +75,16 @@ func TestMembersRenewOnTimeAndSeeAMemberLeave(t *testing.T) {
 	// for a renewal.
 	stops[1](t.Failed())
 	g.Eventually(func() int { return ownedBy(members[0]) }).WithTimeout(5 * time.Second).Should(Equal(len(keys)))
+
+	// The apiserver away for one renewal: the member remembers when it
+	// could not renew, which the health controller runs Remotes' grace
+	// from, and nothing before.
+	g.Expect(members[0].LastUnreachable().IsZero()).To(BeTrue(), "every renewal so far reached the apiserver")
+	stopped := time.Now()
+	g.Expect(c.StopAPIServer()).To(Succeed())
+	g.Eventually(members[0].LastUnreachable).WithTimeout(15*time.Second).WithPolling(200*time.Millisecond).
+		Should(BeTemporally(">", stopped), "a renewal failed while the apiserver was away")
+	g.Expect(c.StartAPIServer()).To(Succeed())
+	var nilMembers *shard.Members
+	g.Expect(nilMembers.LastUnreachable().IsZero()).To(BeTrue(), "no sharding, no renewals")
 }

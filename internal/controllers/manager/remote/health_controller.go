@@ -3,15 +3,12 @@ package remote
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -21,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/reach"
 	"github.com/fleeet-dev/fleeet/internal/shard"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/version"
@@ -70,9 +68,9 @@ type HealthReconciler struct {
 	// Clock is what a Lease's age is judged by; nil is the real clock.
 	Clock clock.PassiveClock
 
-	// unreachableAt is when, by Clock, a status write last failed for want
-	// of the apiserver (UnixNano; 0 for never): see reconcileHeartbeat.
-	unreachableAt atomic.Int64
+	// outages are when, by Clock, a status write of this controller last
+	// failed for want of the apiserver: see reconcileHeartbeat.
+	outages reach.Outages
 }
 
 // SetupWithManager registers the controller; each Lease renewal reaches the
@@ -116,9 +114,7 @@ func (h *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 		Conditions: status.Conditions(remote.Status.Conditions, fleeetv1.ConnectedCondition, fleeetv1.ReadyCondition,
 			fleeetv1.AgentCompatibleCondition),
 	}); err != nil {
-		if unreachable(err) {
-			h.unreachableAt.Store(h.clock().Now().UnixNano())
-		}
+		h.outages.Observe(err, h.clock().Now())
 		return result, err
 	}
 	h.recordSkew(remote, apimeta.FindStatusCondition(before.Conditions, fleeetv1.AgentCompatibleCondition))
@@ -191,13 +187,18 @@ func (h *HealthReconciler) reconcileHeartbeat(ctx context.Context, remote *fleee
 	}
 	// A heartbeat missed while the manager could not reach the apiserver
 	// itself says nothing of the cluster: renewals could not arrive. So
-	// the grace runs from the later of the last renewal and the manager's
-	// last failure to write (with the apiserver away past the grace, every
+	// the grace runs from the latest of the last renewal, this
+	// controller's last failure to write and the shard membership's last
+	// failure to renew (with the apiserver away past the grace, every
 	// Remote would go Offline the moment it is back, before its agent
-	// renews, and a rollout would see them all return at once).
+	// renews, and a rollout would see them all return at once; the
+	// membership renews every few seconds, so it also sees outages too
+	// short for any status write to run into).
 	since := renewed
-	if at := h.unreachableAt.Load(); at > since.UnixNano() {
-		since = time.Unix(0, at)
+	for _, at := range []time.Time{h.outages.Last(), h.Shard.LastUnreachable()} {
+		if at.After(since) {
+			since = at
+		}
 	}
 	age := h.clock().Since(since)
 	if age <= h.Grace {
@@ -217,17 +218,6 @@ func (h *HealthReconciler) clock() clock.PassiveClock {
 		return clock.RealClock{}
 	}
 	return h.Clock
-}
-
-// unreachable reports whether err says the apiserver could not be reached
-// or did not answer in time, rather than that it refused the request.
-func unreachable(err error) bool {
-	var answer apierrors.APIStatus
-	if !errors.As(err, &answer) {
-		return !errors.Is(err, context.Canceled)
-	}
-	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsServiceUnavailable(err) ||
-		apierrors.IsTooManyRequests(err)
 }
 
 // recordHeartbeat sets status.lastHeartbeatTime to the Lease's last renewal
