@@ -196,10 +196,14 @@ func (m *Members) Start(ctx context.Context) error {
 	m.started = time.Now()
 	for due := true; ; {
 		if due {
-			if err := m.renew(ctx); err != nil {
+			// A renewal hanging (etcd stalled) is an outage as much as one
+			// refused: it gives up after a third of the lease duration.
+			renewing, cancel := context.WithTimeout(ctx, m.duration/3)
+			if err := m.renew(renewing); err != nil {
 				m.outages.Observe(err, time.Now())
 				logger.Error(err, "Renewing membership Lease")
 			}
+			cancel()
 		}
 		if err := m.rebalance(ctx); err != nil {
 			logger.Error(err, "Reading shard members")

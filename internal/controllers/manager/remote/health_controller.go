@@ -37,6 +37,10 @@ import (
 // minute.
 const DefaultHeartbeatRefresh = 15 * time.Minute
 
+// DefaultWriteTimeout bounds a health status write: far above a healthy
+// apiserver's answer, and below the demo's and any sane offline grace.
+const DefaultWriteTimeout = 10 * time.Second
+
 // HealthReconciler marks pull Remotes Connected while their agent renews the Lease
 // named after the Remote, in the Remote's namespace, and Offline once the
 // Lease is older than Grace, and Grace has passed since the manager last
@@ -67,6 +71,10 @@ type HealthReconciler struct {
 	ManagerVersion string
 	// Clock is what a Lease's age is judged by; nil is the real clock.
 	Clock clock.PassiveClock
+	// WriteTimeout bounds a status write; 0 is DefaultWriteTimeout. A
+	// write that hangs (etcd stalled) fails and counts as an outage,
+	// rather than landing a verdict judged while nothing could arrive.
+	WriteTimeout time.Duration
 
 	// outages are when, by Clock, a status write of this controller last
 	// failed for want of the apiserver: see reconcileHeartbeat.
@@ -107,7 +115,9 @@ func (h *HealthReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	if equality.Semantic.DeepEqual(*before, remote.Status) {
 		return result, nil
 	}
-	if err := status.Apply(ctx, h.Client, remote, status.HealthManager, fleeetv1.RemoteStatus{
+	writing, cancel := context.WithTimeout(ctx, cmp.Or(h.WriteTimeout, DefaultWriteTimeout))
+	defer cancel()
+	if err := status.Apply(writing, h.Client, remote, status.HealthManager, fleeetv1.RemoteStatus{
 		ObservedGeneration: remote.Generation,
 		Mode:               fleeetv1.PullMode,
 		LastHeartbeatTime:  remote.Status.LastHeartbeatTime,
