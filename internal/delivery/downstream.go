@@ -74,23 +74,23 @@ func (l Ledger) record(ctx context.Context, c client.Client, asm *fleeetv1.Assem
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"annotations": map[string]any{fleeetv1.DeliveredSecretsAnnotation: annotation},
 	}})
-	written := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: asm.Namespace, Name: asm.Name}}
-	err := c.Patch(ctx, written, client.RawPatch(types.MergePatchType, patch))
+	stored := &fleeetv1.Assemblage{ObjectMeta: metav1.ObjectMeta{Namespace: asm.Namespace, Name: asm.Name}}
+	err := c.Patch(ctx, stored, client.RawPatch(types.MergePatchType, patch))
 	if apierrors.IsForbidden(err) {
 		// The push identity of a fleet-agent chart older than this
 		// manager may update Assemblages but not patch them; what it
 		// delivers into is the Assemblage it has just written whole.
-		written = asm.DeepCopy()
-		metav1.SetMetaDataAnnotation(&written.ObjectMeta, fleeetv1.DeliveredSecretsAnnotation, value)
+		stored = asm.DeepCopy()
+		metav1.SetMetaDataAnnotation(&stored.ObjectMeta, fleeetv1.DeliveredSecretsAnnotation, value)
 		if value == "" {
-			delete(written.Annotations, fleeetv1.DeliveredSecretsAnnotation)
+			delete(stored.Annotations, fleeetv1.DeliveredSecretsAnnotation)
 		}
-		err = c.Update(ctx, written)
+		err = c.Update(ctx, stored)
 	}
 	if err != nil {
 		return fmt.Errorf("recording the delivered Secrets on Assemblage %s/%s: %w", asm.Namespace, asm.Name, err)
 	}
-	asm.ResourceVersion, asm.Annotations = written.ResourceVersion, written.Annotations
+	asm.ResourceVersion, asm.Annotations = stored.ResourceVersion, stored.Annotations
 	return nil
 }
 
@@ -233,13 +233,21 @@ func put(ctx context.Context, c client.Client, asm *fleeetv1.Assemblage, name st
 	if held.Type == item.Type {
 		return "", fmt.Errorf("updating it was refused: %w", err)
 	}
+	return replace(ctx, c, asm, held, item)
+}
+
+// replace deletes held, a Secret the fleet delivered for asm whose type is
+// not item's, if it is still the one read (its UID), and creates it again
+// holding item; a Secret someone else created in between is theirs (no
+// UID).
+func replace(ctx context.Context, c client.Client, asm *fleeetv1.Assemblage, held *corev1.Secret, item Item) (types.UID, error) {
 	uid := held.UID
 	if err := c.Delete(ctx, held, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
 		return "", err
 	}
-	secret, err = create(ctx, c, asm, name, item)
+	secret, err := create(ctx, c, asm, held.Name, item)
 	if apierrors.IsAlreadyExists(err) {
-		return "", nil // created by someone else since: theirs
+		return "", nil
 	}
 	return secret.UID, err
 }
@@ -258,12 +266,7 @@ func putReading(ctx context.Context, c client.Client, asm *fleeetv1.Assemblage, 
 	case held.Labels[fleeetv1.DeliveredLabel] != "true" || !metav1.IsControlledBy(held, asm):
 		return "", nil
 	case held.Type != item.Type:
-		uid := held.UID
-		if err := c.Delete(ctx, held, client.Preconditions{UID: &uid}); client.IgnoreNotFound(err) != nil {
-			return "", err
-		}
-		secret, err := create(ctx, c, asm, name, item)
-		return secret.UID, err
+		return replace(ctx, c, asm, held, item)
 	}
 	held.Data = item.Data
 	return held.UID, c.Update(ctx, held)
