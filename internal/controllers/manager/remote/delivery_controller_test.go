@@ -177,10 +177,11 @@ func TestABundleTooLargeForASecretIsNotWrittenPartially(t *testing.T) {
 	m := fleettest.CreateModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, deliverSecrets("small"))
 	g.Eventually(func(g Gomega) map[string]delivery.Item { return bundleOf(g, ns, "edge") }, timeout, poll).Should(HaveKey("small"))
 
-	half := strings.Repeat("x", delivery.MaxBundleBytes/2)
-	newSecret(t, ns, "big-1", half, offered, nil)
-	newSecret(t, ns, "big-2", half, offered, nil)
-	patch(t, m, `{"spec":{"sync":{"secrets":[{"name":"small"},{"name":"big-1"},{"name":"big-2"}]}}}`)
+	// One Secret that no bundle can hold beside the others: two halves
+	// reached the manager's cache one after the other, and a bundle with
+	// the first alone fitted and was written before the second arrived.
+	newSecret(t, ns, "big", strings.Repeat("x", delivery.MaxBundleBytes-1024), offered, nil)
+	patch(t, m, `{"spec":{"sync":{"secrets":[{"name":"small"},{"name":"big"}]}}}`)
 	// The recorder writes each Event on its own, after the reconcile that
 	// made them: the Module's may land after the Remote's.
 	g.Eventually(func(g Gomega) {
