@@ -42,9 +42,11 @@ status=0
 wait "$one_pid" || status=1
 wait "$two_pid" || status=1
 if ((status != 0)); then
-	# A failed test's messages, panics and timeouts, then its FAIL lines last.
+	# The failed tests first, then the first failure's message with the
+	# lines that follow it (a Gomega failure says what it expected and what
+	# it got on those), cut short, so that the end of a CI log holds it.
 	echo "=== what failed (repeated from above)"
-	grep -hE -- 'panic:|test timed out|_test\.go:[0-9]+:' "$logs"/* | tail -n 40 || true
-	grep -hE -- '--- FAIL|^\[[a-z]+\] FAIL' "$logs"/* | tail -n 20 || true
+	grep -hE -- '--- FAIL|^\[[a-z]+\] FAIL[[:space:]]' "$logs"/* | tail -n 8 || true
+	grep -hE -A 10 -- 'panic:|test timed out|_test\.go:[0-9]+:' "$logs"/* | head -n 14 | cut -c 1-400 || true
 fi
 exit "$status"
