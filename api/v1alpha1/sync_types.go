@@ -890,6 +890,19 @@ type Dependency struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Desired;Any
 	ReadyAt DependencyReadiness `json:"readyAt,omitempty"`
+
+	// ReadyExpr, when set, decides instead of kstatus when the dependency
+	// is ready for this sync, as Flux's own dependsOn readyExpr does: a CEL
+	// expression over `dep`, the dependency's Kustomization or HelmRelease
+	// (metadata, spec, status), that must yield true, such as
+	// `dep.status.history[0].chartVersion == "2.1.0"`. readyAt still says
+	// whether the dependency must run its desired spec first. An expression
+	// that fails (a field not there yet) counts as not ready, and says why;
+	// each evaluation is bounded in cost. Agents older than the manager
+	// that introduced it ignore it and wait for kstatus readiness.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	ReadyExpr string `json:"readyExpr,omitempty"`
 }
 
 // DependencyReadiness is the version at which a dependency counts as Ready.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/readyexpr"
 )
 
 const (
@@ -121,6 +122,7 @@ type sourceRef struct {
 type dependency struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
+	ReadyExpr string `json:"readyExpr"`
 }
 
 // run converts the objects: the Kustomizations and HelmReleases into
@@ -235,14 +237,20 @@ func reportDependencies(rep *Report, modules []fleeetv1.Module, reported map[str
 }
 
 // dependsOn converts Flux's dependsOn to dependencies by name: Modules
-// depend on each other within the tenant namespace.
+// depend on each other within the tenant namespace. A readyExpr is kept
+// when it compiles as the agent compiles it, which declares dep only.
 func dependsOn(o *object, deps []dependency, c *conversion) []fleeetv1.Dependency {
 	var out []fleeetv1.Dependency
 	for _, d := range deps {
 		if d.Namespace != "" && d.Namespace != o.Metadata.Namespace {
 			c.rewrite("spec.dependsOn %s/%s: depends on Module %s of the same tenant namespace", d.Namespace, d.Name, d.Name)
 		}
-		out = append(out, fleeetv1.Dependency{Name: d.Name})
+		if d.ReadyExpr != "" {
+			if _, err := readyexpr.Compile(d.ReadyExpr); err != nil {
+				c.refuse("spec.dependsOn %s readyExpr: fleeet declares dep only, not Flux's self: %v", d.Name, err)
+			}
+		}
+		out = append(out, fleeetv1.Dependency{Name: d.Name, ReadyExpr: d.ReadyExpr})
 	}
 	return out
 }

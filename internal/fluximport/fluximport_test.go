@@ -81,7 +81,7 @@ spec:
   prune: true
   targetNamespace: web
   timeout: 3m
-  dependsOn: [{name: infrastructure}]
+  dependsOn: [{name: infrastructure, readyExpr: 'dep.status.lastAppliedRevision != ""'}]
   postBuild:
     substitute: {CLUSTER: prod}
   patches:
@@ -104,7 +104,7 @@ spec: {interval: 10m, sourceRef: {kind: GitRepository, name: app}, path: ./infra
 	g.Expect(s.Source).To(Equal(fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://git.example.com/app.git", Tag: "v1.2.0"},
 		SecretRef: &fleeetv1.LocalObjectReference{Name: "git-creds"}}))
 	g.Expect(s.Secrets).To(Equal([]fleeetv1.SecretDelivery{{Name: "git-creds"}}))
-	g.Expect(s.DependsOn).To(Equal([]fleeetv1.Dependency{{Name: "infrastructure"}}))
+	g.Expect(s.DependsOn).To(Equal([]fleeetv1.Dependency{{Name: "infrastructure", ReadyExpr: `dep.status.lastAppliedRevision != ""`}}))
 	g.Expect(s.Interval.Duration.String()).To(Equal("10m0s"))
 	g.Expect(s.RetryInterval.Duration.String()).To(Equal("2m0s"))
 	k := s.Package.Kustomize
@@ -193,6 +193,10 @@ spec: {type: oci, url: oci://ghcr.io/org/charts, secretRef: {name: ghcr}}`, helm
 		"a dependency that is not imported": {
 			docs: []string{helmRepo, helmRelease(`{dependsOn: [{name: cert-manager}], chart: {spec: {chart: web, version: 1.0.0, sourceRef: {kind: HelmRepository, name: charts}}}}`)},
 			kind: "HelmRelease", outcome: Rewritten, note: "spec.dependsOn cert-manager: no Module of that name is imported",
+		},
+		"a readyExpr reading the dependent": {
+			docs: []string{gitRepo, kustomization(`{sourceRef: {kind: GitRepository, name: app}, dependsOn: [{name: infra, readyExpr: "dep.status.ready && self.status.ready"}]}`)},
+			kind: "Kustomization", outcome: NotConverted, note: "spec.dependsOn infra readyExpr: fleeet declares dep only, not Flux's self: ERROR: <input>:1:21: undeclared reference to 'self'",
 		},
 		"an interval shorter than a Module takes": {
 			docs: []string{gitRepo, kustomization(`{sourceRef: {kind: GitRepository, name: app}, interval: 30s}`)},

@@ -183,6 +183,11 @@ func TestAdmissionPoliciesRefuseHostileRequests(t *testing.T) {
 		{"a digest-follow of a git source", func() error {
 			return alice.Create(ctx, moduleIn(ns, "x", func(m *fleeetv1.Module) { m.Spec.VersionPolicy = &fleeetv1.VersionPolicy{DigestOf: "stable"} }))
 		}, []string{"spec.versionPolicy.digestOf: follows an OCI artifact's tag; the sync's source is not spec.sync.source.oci (spec.versionPolicy is set)"}},
+		{"a readyExpr that no agent can evaluate", func() error {
+			return alice.Create(ctx, moduleIn(ns, "x", func(m *fleeetv1.Module) {
+				m.Spec.Sync.DependsOn = []fleeetv1.Dependency{{Name: "db", ReadyExpr: `dep.status.ready`}, {Name: "cni", ReadyExpr: `self.status.ready`}}
+			}))
+		}, []string{"spec.sync.dependsOn[1].readyExpr: ERROR: <input>:1:1: undeclared reference to 'self'"}},
 		{"every violation at once", func() error {
 			return alice.Create(ctx, moduleIn(ns, "x", func(m *fleeetv1.Module) {
 				m.Spec.Sync.Source.Git.URL = "http://git.example.com/a.git"

@@ -29,6 +29,10 @@ type Graph struct {
 	// AnyVersion maps a sync to the dependencies it waits for at any
 	// version (readyAt: Any in every entry that selects them).
 	AnyVersion map[string]map[string]bool
+	// ReadyExprs maps a sync to the dependencies whose readiness for it
+	// readyExprs decide, each with those of every entry that selects it:
+	// all must hold.
+	ReadyExprs map[string]map[string][]string
 }
 
 // Build resolves every sync's dependsOn, by name or by label selector
@@ -41,6 +45,7 @@ func Build(syncs []fleeetv1.NamedSync) *Graph {
 		Invalid:    map[string]string{},
 		Cycles:     map[string][]string{},
 		AnyVersion: map[string]map[string]bool{},
+		ReadyExprs: map[string]map[string][]string{},
 	}
 	names := map[string]bool{}
 	for _, s := range syncs {
@@ -50,15 +55,24 @@ func Build(syncs []fleeetv1.NamedSync) *Graph {
 		// set maps each dependency to whether every entry so far asks for
 		// it at any version.
 		set := map[string]bool{}
-		add := func(name string, anyVersion bool) {
+		add := func(name string, anyVersion bool, expr string) {
 			was, seen := set[name]
 			set[name] = anyVersion && (!seen || was)
+			if expr == "" {
+				return
+			}
+			if g.ReadyExprs[s.Name] == nil {
+				g.ReadyExprs[s.Name] = map[string][]string{}
+			}
+			if !slices.Contains(g.ReadyExprs[s.Name][name], expr) {
+				g.ReadyExprs[s.Name][name] = append(g.ReadyExprs[s.Name][name], expr)
+			}
 		}
 		for i, d := range s.DependsOn {
 			anyVersion := d.ReadyAt == fleeetv1.ReadyAtAny
 			if d.Name != "" {
 				if names[d.Name] {
-					add(d.Name, anyVersion)
+					add(d.Name, anyVersion, d.ReadyExpr)
 				} else {
 					g.Missing[s.Name] = append(g.Missing[s.Name], d.Name)
 				}
@@ -71,13 +85,13 @@ func Build(syncs []fleeetv1.NamedSync) *Graph {
 			}
 			for _, other := range syncs {
 				if other.Name != s.Name && sel.Matches(labels.Set(other.Labels)) {
-					add(other.Name, anyVersion)
+					add(other.Name, anyVersion, d.ReadyExpr)
 				}
 			}
 		}
 		for _, other := range syncs {
 			if other.Name != s.Name && requires(other, s) {
-				add(other.Name, false)
+				add(other.Name, false, "")
 			}
 		}
 		if s.RequiredBy != nil {

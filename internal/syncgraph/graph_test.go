@@ -131,3 +131,17 @@ func TestTheStrictestEntryDecidesAtWhichVersionADependencyCounts(t *testing.T) {
 	g.Expect(gr.AnyVersion["web"]).To(Equal(map[string]bool{"crds": true}),
 		"cni is also named at its desired version, mesh requires web at its desired version")
 }
+
+func TestEveryEntryThatSelectsADependencyAddsItsReadyExpr(t *testing.T) {
+	g := NewWithT(t)
+	platform := map[string]string{"tier": "platform"}
+	expr := func(d fleeetv1.Dependency, e string) fleeetv1.Dependency { d.ReadyExpr = e; return d }
+	gr := Build([]fleeetv1.NamedSync{
+		sync("crds", platform),
+		sync("cni", platform),
+		sync("web", nil, expr(onLabels(platform), "a"), expr(on("cni"), "b"), expr(on("cni"), "a")),
+	})
+	g.Expect(gr.ReadyExprs["web"]).To(Equal(map[string][]string{"crds": {"a"}, "cni": {"a", "b"}}),
+		"cni must pass both expressions that select it, each once")
+	g.Expect(gr.ReadyExprs).NotTo(HaveKey("cni"))
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/network"
 	"github.com/fleeet-dev/fleeet/internal/policy"
+	"github.com/fleeet-dev/fleeet/internal/readyexpr"
 	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 	"github.com/fleeet-dev/fleeet/internal/versions"
 )
@@ -326,6 +327,7 @@ func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[s
 			return fmt.Errorf("decoding the %s: %w", req.Kind.Kind, err)
 		}
 		into["sourceHosts"] = p.sourceHostProblems(placed.Spec.Sync.Source)
+		into["readyExprs"] = readyExprProblems(placed.Spec.Sync.DependsOn)
 	}
 	if req.Kind.Kind == "Module" && req.SubResource == "" && len(req.Object.Raw) > 0 {
 		m := &fleeetv1.Module{}
@@ -374,6 +376,23 @@ func (p *Policies) sourceHostProblems(src fleeetv1.Source) []map[string]string {
 func windowProblems(m *fleeetv1.Module) []window.Problem {
 	parsed, problems := window.Parse(m.Spec.Rollout.Windows)
 	return append(append([]window.Problem{}, problems...), window.NeverOpen(parsed, time.Now())...)
+}
+
+// readyExprProblems lists, for policies/dependencies, each readyExpr of
+// a sync's dependsOn that does not compile as the agent compiles it (Rego
+// has no CEL): a syntax error, a variable other than dep, a result that is
+// not a bool.
+func readyExprProblems(deps []fleeetv1.Dependency) []map[string]string {
+	problems := []map[string]string{}
+	for i, d := range deps {
+		if d.ReadyExpr == "" {
+			continue
+		}
+		if _, err := readyexpr.Compile(d.ReadyExpr); err != nil {
+			problems = append(problems, map[string]string{"field": fmt.Sprintf("spec.sync.dependsOn[%d].readyExpr", i), "error": err.Error()})
+		}
+	}
+	return problems
 }
 
 // versionPolicyProblems lists, for policies/versions, each field of the

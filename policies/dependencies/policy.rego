@@ -54,3 +54,24 @@ field := "spec.sync.dependsOn" if {
 } else := "spec.sync.requiredBy" if {
 	input.object.spec.sync.requiredBy
 } else := "metadata.labels"
+
+# A dependency's readyExpr is CEL, which Rego cannot parse: the webhook
+# compiles each as the agent will and lists in context.readyExprs those
+# that do not ({field, error}); expressions that were not worked out are
+# refused (fail closed).
+ready_exprs_judged if {
+	lib.kind in {"Module", "BootstrapModule"}
+	object.get(input.request, "subResource", "") == ""
+	some d in object.get(input.object, ["spec", "sync", "dependsOn"], [])
+	d.readyExpr
+}
+
+deny contains sprintf("%s: %s", [p.field, p.error]) if {
+	ready_exprs_judged
+	some p in input.context.readyExprs
+}
+
+deny contains "spec.sync.dependsOn: the webhook did not check the readyExprs; refusing rather than admitting one no agent can evaluate" if {
+	ready_exprs_judged
+	not input.context.readyExprs
+}

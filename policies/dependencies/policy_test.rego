@@ -52,3 +52,25 @@ test_a_module_a_requirement_selects_may_depend_on_it_too if {
 	others := [prerequisite("cni", {}, {"matchLabels": {"tier": "app"}})]
 	count(dependencies.deny) == 0 with input as req(module("web", {"tier": "app"}, [{"name": "cni"}]), others)
 }
+
+with_expr(expr) := {"metadata": {"name": "web"}, "spec": {"sync": {"dependsOn": [{"name": "db", "readyExpr": expr}]}}}
+
+test_a_ready_expr_that_does_not_compile_is_refused_naming_its_field if {
+	problems := [{"field": "spec.sync.dependsOn[0].readyExpr", "error": "undeclared reference to 'self'"}]
+	dependencies.deny == {"spec.sync.dependsOn[0].readyExpr: undeclared reference to 'self'"} with input as {
+		"request": {"kind": {"kind": "Module"}}, "object": with_expr("self.ready"),
+		"context": {"modules": [], "readyExprs": problems},
+	}
+}
+
+test_a_ready_expr_that_compiles_is_allowed if {
+	count(dependencies.deny) == 0 with input as {
+		"request": {"kind": {"kind": "BootstrapModule"}}, "object": with_expr("dep.status.ready"),
+		"context": {"readyExprs": []},
+	}
+}
+
+test_a_ready_expr_not_checked_by_the_webhook_is_refused if {
+	some msg in dependencies.deny with input as {"request": {"kind": {"kind": "Module"}}, "object": with_expr("dep.status.ready"), "context": {"modules": []}}
+	startswith(msg, "spec.sync.dependsOn: the webhook did not check the readyExprs")
+}

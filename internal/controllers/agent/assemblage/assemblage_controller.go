@@ -32,6 +32,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/finalizer"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 	"github.com/fleeet-dev/fleeet/internal/flux"
+	"github.com/fleeet-dev/fleeet/internal/readyexpr"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/syncgraph"
 )
@@ -430,7 +431,7 @@ func blockers(name string, g *syncgraph.Graph, plans map[string]planned, objs ma
 		reasons = append(reasons, fmt.Sprintf("%s is not in this assemblage", m))
 	}
 	for _, d := range g.Deps[name] {
-		if ok, why := depReady(plans[d], objs[d], g.AnyVersion[name][d]); !ok {
+		if ok, why := depReady(plans[d], objs[d], g.AnyVersion[name][d], g.ReadyExprs[name][d]); !ok {
 			blockedBy = append(blockedBy, d)
 			reasons = append(reasons, fmt.Sprintf("%s is %s", d, why))
 		}
@@ -442,28 +443,49 @@ func blockers(name string, g *syncgraph.Graph, plans map[string]planned, objs ma
 // at its desired revision, or at any revision when anyVersion, and if not,
 // why. A dependency still running an older spec is not ready even if Flux
 // reports it Ready: its dependents wait for the version the Assemblage asks
-// for, unless they wait for it at any version.
-func depReady(p planned, o flux.Objects, anyVersion bool) (bool, string) {
+// for, unless they wait for it at any version. exprs, the dependents'
+// readyExprs, decide instead of kstatus whether it is ready: each must hold
+// on its Kustomization or HelmRelease.
+func depReady(p planned, o flux.Objects, anyVersion bool, exprs []string) (bool, string) {
 	if !o.Exists() {
 		return false, "not applied yet"
 	}
-	if anyVersion {
-		if v := flux.Judge(o, flux.Revision{Any: true}); !v.Ready() {
-			return false, fmt.Sprintf("%s: %s", v.State, v.Message)
+	if !anyVersion {
+		if p.err != nil {
+			return false, "cannot be expanded: " + p.err.Error()
 		}
-		return true, ""
+		if !p.upToDate(o) {
+			return false, "not updated to its desired version yet"
+		}
 	}
-	if p.err != nil {
-		return false, "cannot be expanded: " + p.err.Error()
+	if len(exprs) > 0 {
+		return exprsHold(exprs, o)
 	}
-	if !p.upToDate(o) {
-		return false, "not updated to its desired version yet"
+	var v flux.Verdict
+	if anyVersion {
+		v = flux.Judge(o, flux.Revision{Any: true})
+	} else {
+		v = p.judge(o)
 	}
-	v := p.judge(o)
-	if v.Ready() {
-		return true, ""
+	if !v.Ready() {
+		return false, fmt.Sprintf("%s: %s", v.State, v.Message)
 	}
-	return false, fmt.Sprintf("%s: %s", v.State, v.Message)
+	return true, ""
+}
+
+// exprsHold says whether every readyExpr of exprs holds on the
+// dependency's applier in o, and if not, which does not and why.
+func exprsHold(exprs []string, o flux.Objects) (bool, string) {
+	for _, expr := range exprs {
+		holds, err := readyexpr.Holds(expr, o.Applier)
+		if err != nil {
+			return false, fmt.Sprintf("not ready by its readyExpr %q: %v", expr, err)
+		}
+		if !holds {
+			return false, fmt.Sprintf("not ready by its readyExpr %q", expr)
+		}
+	}
+	return true, ""
 }
 
 // applyWhenDue applies a sync that does not run its desired spec once its

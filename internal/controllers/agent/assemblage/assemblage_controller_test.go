@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -71,6 +72,7 @@ func TestAssemblage(t *testing.T) {
 	t.Run("FailingDependencyBlocksDependentsUntilFixed", e.testFailingDependency)
 	t.Run("DependentUpdateWaitsForDependencyVersionBump", e.testVersionBump)
 	t.Run("ADependencyReadyAtAnyVersionLetsTheDependentMoveFirst", e.testReadyAtAny)
+	t.Run("AReadyExprDecidesWhenADependencyIsReadyForItsDependent", e.testReadyExpr)
 	t.Run("DroppedSyncsAreRemovedInReverseDependencyOrder", e.testRemovalOrder)
 	t.Run("DeletingAssemblageTearsDownInReverseDependencyOrder", e.testDeleteOrder)
 	t.Run("PlanSplitOverPartsRunsAsOneAndReportsEachPartsSyncs", e.testSplitPlan)
@@ -510,6 +512,45 @@ func (e *env) testReadyAtAny(t *testing.T) {
 		g.Expect(st.Message).To(ContainSubstring("dep is not updated to its desired version yet"))
 	}, timeout, poll).Should(Succeed())
 	g.Expect(e.appliers(g, ns)["strict"].GetAnnotations()[fleeetv1.SpecHashAnnotation]).To(Equal(strict))
+}
+
+// A dependency Ready at v1.0.0 is ready for a dependent without a
+// readyExpr, and not for one whose readyExpr asks for v3 applied, which
+// waits, saying so, until the dependency applies v3.0.0; an expression
+// reading a field the dependency's status does not have holds its
+// dependent and says which.
+func (e *env) testReadyExpr(t *testing.T) {
+	g := NewWithT(t)
+	ns := e.c.Namespace(t, "expr", nil)
+	const v3 = `dep.status.lastAppliedRevision.startsWith("v3.")`
+	withExpr := func(s fleeetv1.NamedSync, expr string) fleeetv1.NamedSync {
+		s.DependsOn[0].ReadyExpr = expr
+		return s
+	}
+	syncs := func(tag string) []fleeetv1.NamedSync {
+		return []fleeetv1.NamedSync{e.ks(ns, "dep", tag, "./configmap"), e.ks(ns, "plain", "v1.0.0", "./configmap", "dep"),
+			withExpr(e.ks(ns, "gated", "v1.0.0", "./configmap", "dep"), v3),
+			withExpr(e.ks(ns, "unknowing", "v1.0.0", "./configmap", "dep"), `dep.status.rolloutStage == "done"`)}
+	}
+	asm := e.create(t, ns, syncs("v1.0.0")...)
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "plain").State).To(Equal(fleeetv1.SyncReady))
+		gated := e.syncStatus(g, asm, "gated")
+		g.Expect(gated.State).To(Equal(fleeetv1.SyncBlocked))
+		g.Expect(gated.Message).To(Equal(fmt.Sprintf("waiting for dependencies: dep is not ready by its readyExpr %q", v3)))
+		unknowing := e.syncStatus(g, asm, "unknowing")
+		g.Expect(unknowing.State).To(Equal(fleeetv1.SyncBlocked))
+		g.Expect(unknowing.Message).To(HaveSuffix("no such key: rolloutStage"))
+	}, timeout, poll).Should(Succeed())
+	g.Expect(e.appliers(g, ns)).NotTo(HaveKey("gated"), "a blocked sync is not applied")
+
+	e.update(t, asm, syncs("v3.0.0")...)
+	g.Eventually(func(g Gomega) {
+		g.Expect(e.syncStatus(g, asm, "dep").Revision).To(HavePrefix("v3.0.0@sha1:"))
+		gated := e.syncStatus(g, asm, "gated")
+		g.Expect(gated.State).To(Equal(fleeetv1.SyncReady), gated.Message)
+		g.Expect(e.syncStatus(g, asm, "unknowing").State).To(Equal(fleeetv1.SyncBlocked))
+	}, timeout, poll).Should(Succeed())
 }
 
 // watchDeletions records the order in which Kustomizations and HelmReleases
