@@ -34,6 +34,7 @@ func stagedRollout(t *testing.T, fleet *demo.Fleet) {
 	g := testenv.Assertions(t)
 	ctx := t.Context()
 	c := fleet.Management.Client
+	recordedSucceeded(t, fleet, "v1.2.0")
 	for name, ring := range map[string]string{"edge-1": "canary", "edge-2": "wave"} {
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"ring":%q}}}`, ring)
 		g.Expect(c.Patch(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: name}},
@@ -98,13 +99,7 @@ func stagedRollout(t *testing.T, fleet *demo.Fleet) {
 	if err := fleet.WaitConverged(ctx, 5*time.Minute); err != nil {
 		t.Fatalf("after the approval: %v", err)
 	}
-	// Every cluster reports v1.4.0 Ready a moment before the Module
-	// controller records it Succeeded, the version undo returns to.
-	g.Eventually(func(g Gomega) {
-		h := backend(g).Status.History
-		g.Expect(h).NotTo(BeEmpty())
-		g.Expect(h[0]).To(And(HaveField("Version", "v1.4.0"), HaveField("Outcome", fleeetv1.RolloutSucceeded)))
-	}, time.Minute, time.Second).Should(Succeed())
+	recordedSucceeded(t, fleet, "v1.4.0")
 
 	// v1.5.0 reaches the canary and is undone from there.
 	fleet.CommitBackend(t, "v1.5.0", nil)
@@ -197,4 +192,17 @@ func (h *backendHistory) of(name string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.tags[name])
+}
+
+// recordedSucceeded waits until the backend Module's history records
+// version Succeeded, as the version a rollback returns to. Every cluster
+// reports a version Ready a moment before the Module controller records
+// it: a version changed in that moment never becomes a rollback target.
+func recordedSucceeded(t *testing.T, fleet *demo.Fleet, version string) {
+	testenv.Assertions(t).Eventually(func(g Gomega) {
+		m := &fleeetv1.Module{}
+		g.Expect(fleet.Management.Client.Get(t.Context(), client.ObjectKey{Namespace: demo.Tenant, Name: demo.Backend}, m)).To(Succeed())
+		g.Expect(m.Status.History).NotTo(BeEmpty())
+		g.Expect(m.Status.History[0]).To(And(HaveField("Version", version), HaveField("Outcome", fleeetv1.RolloutSucceeded)))
+	}, time.Minute, time.Second).Should(Succeed(), "the rollback target %s recorded", version)
 }
