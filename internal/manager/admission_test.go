@@ -173,13 +173,15 @@ func TestAdmissionPoliciesRefuseHostileRequests(t *testing.T) {
 		{"a version policy that does not parse", func() error {
 			return alice.Create(ctx, moduleIn(ns, "x", func(m *fleeetv1.Module) { m.Spec.VersionPolicy = &fleeetv1.VersionPolicy{Semver: "~~1"} }))
 		}, []string{`spec.versionPolicy.semver: "~~1" is not a semantic version constraint`}},
-		{"a version policy over ssh", func() error {
+		{"a version policy over ssh that does not parse either: every problem is said", func() error {
 			return alice.Create(ctx, moduleIn(ns, "x", func(m *fleeetv1.Module) {
-				m.Spec.VersionPolicy = &fleeetv1.VersionPolicy{Semver: "^1"}
+				m.Spec.VersionPolicy = &fleeetv1.VersionPolicy{Semver: "~~1"}
 				m.Spec.Sync.Source.Git.URL = "ssh://git@git.example.com/a.git"
 				m.Spec.Sync.Source.SecretRef = &fleeetv1.LocalObjectReference{Name: "git-ssh"} // the schema wants one for ssh
 			}))
-		}, []string{"spec.sync.source.git.url: the manager reads a repository's tags over https:// or http:// only (spec.versionPolicy is set)"}},
+		}, []string{`spec.versionPolicy.semver: "~~1" is not a semantic version constraint`,
+			"spec.sync.source.git.url: the manager reads a repository's tags over https:// or http:// only (spec.versionPolicy is set)",
+			"spec.sync.source.secretRef: the manager reads public sources only"}},
 		{"a digest-follow of a git source", func() error {
 			return alice.Create(ctx, moduleIn(ns, "x", func(m *fleeetv1.Module) { m.Spec.VersionPolicy = &fleeetv1.VersionPolicy{DigestOf: "stable"} }))
 		}, []string{"spec.versionPolicy.digestOf: follows an OCI artifact's tag; the sync's source is not spec.sync.source.oci (spec.versionPolicy is set)"}},

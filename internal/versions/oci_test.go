@@ -92,7 +92,8 @@ func TestADigestFollowReadsTheDigestItsTagNamesNow(t *testing.T) {
 	g.Expect(src.OCI).To(HaveField("Digest", second))
 	g.Expect(versions.Current(src)).To(Equal(second))
 
-	g.Expect(versions.Check(p, fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://x/a.git", Tag: "v1"}})).To(HavePrefix("spec.versionPolicy.digestOf: "))
+	g.Expect(versions.Check(p, fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://x/a.git", Tag: "v1"}, SecretRef: &fleeetv1.LocalObjectReference{Name: "git"}})).To(
+		ConsistOf(HavePrefix("spec.versionPolicy.digestOf: "), HavePrefix("spec.sync.source.secretRef: ")), "every problem, not the first")
 	_, err := versions.Offered(t.Context(), c, &fleeetv1.VersionPolicy{DigestOf: "missing"}, src)
 	g.Expect(err).To(MatchError(ContainSubstring("404")))
 }

@@ -44,22 +44,23 @@ func Constraint(p *fleeetv1.VersionPolicy) (*semver.Constraints, error) {
 // privateSource is why a source with credentials is not read.
 const privateSource = "spec.sync.source.secretRef: the manager reads public sources only; a private one's credentials are downstream"
 
-// Check says why the manager cannot act on the version policy p of a sync
-// of src, naming the field, or "" when it can.
-func Check(p *fleeetv1.VersionPolicy, src fleeetv1.Source) string {
+// Check says each reason the manager cannot act on the version policy p
+// of a sync of src, naming the field, or none when it can.
+func Check(p *fleeetv1.VersionPolicy, src fleeetv1.Source) []string {
+	var problems []string
 	if p.DigestOf == "" {
 		if _, err := Constraint(p); err != nil {
-			return err.Error()
+			problems = append(problems, err.Error())
 		}
-		return Unsupported(src)
+		return append(problems, unsupported(src)...)
 	}
-	switch {
-	case src.OCI == nil:
-		return "spec.versionPolicy.digestOf: follows an OCI artifact's tag; the sync's source is not spec.sync.source.oci"
-	case src.SecretRef != nil:
-		return privateSource
+	if src.OCI == nil {
+		problems = append(problems, "spec.versionPolicy.digestOf: follows an OCI artifact's tag; the sync's source is not spec.sync.source.oci")
 	}
-	return ""
+	if src.SecretRef != nil {
+		problems = append(problems, privateSource)
+	}
+	return problems
 }
 
 // Offered returns what src offers under p, read through c: the versions
@@ -80,19 +81,29 @@ func Offered(ctx context.Context, c *http.Client, p *fleeetv1.VersionPolicy, src
 // "" when it can: git over http(s), Helm repositories over http(s) or
 // oci://, and OCI artifacts by tag, all public.
 func Unsupported(src fleeetv1.Source) string {
-	switch {
-	case src.Git != nil && src.Git.Revision != "":
-		return "spec.sync.source.git.revision: a version policy picks among tags; the sync pins a commit"
-	case src.Git != nil && !httpURL(src.Git.URL):
-		return "spec.sync.source.git.url: the manager reads a repository's tags over https:// or http:// only"
-	case src.Helm != nil && !httpURL(src.Helm.URL) && !strings.HasPrefix(src.Helm.URL, "oci://"):
-		return "spec.sync.source.helm.url: the manager reads chart versions from https://, http:// or oci:// repositories only"
-	case src.OCI != nil && src.OCI.Digest != "":
-		return "spec.sync.source.oci.digest: a version policy picks among tags; the sync pins a digest"
-	case src.SecretRef != nil:
-		return privateSource
+	return strings.Join(unsupported(src), "; ")
+}
+
+// unsupported lists each reason the manager cannot read the versions src
+// offers (Unsupported).
+func unsupported(src fleeetv1.Source) []string {
+	var problems []string
+	if src.Git != nil && src.Git.Revision != "" {
+		problems = append(problems, "spec.sync.source.git.revision: a version policy picks among tags; the sync pins a commit")
 	}
-	return ""
+	if src.Git != nil && !httpURL(src.Git.URL) {
+		problems = append(problems, "spec.sync.source.git.url: the manager reads a repository's tags over https:// or http:// only")
+	}
+	if src.Helm != nil && !httpURL(src.Helm.URL) && !strings.HasPrefix(src.Helm.URL, "oci://") {
+		problems = append(problems, "spec.sync.source.helm.url: the manager reads chart versions from https://, http:// or oci:// repositories only")
+	}
+	if src.OCI != nil && src.OCI.Digest != "" {
+		problems = append(problems, "spec.sync.source.oci.digest: a version policy picks among tags; the sync pins a digest")
+	}
+	if src.SecretRef != nil {
+		problems = append(problems, privateSource)
+	}
+	return problems
 }
 
 func httpURL(raw string) bool {

@@ -405,7 +405,7 @@ func versionPolicyProblems(m *fleeetv1.Module) []map[string]string {
 	if p == nil {
 		return problems
 	}
-	if why := versions.Check(p, m.Spec.Sync.Source); why != "" {
+	for _, why := range versions.Check(p, m.Spec.Sync.Source) {
 		problems = append(problems, map[string]string{"error": why + " (spec.versionPolicy is set)"})
 	}
 	return problems

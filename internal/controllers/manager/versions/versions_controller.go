@@ -105,8 +105,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if st == nil {
 		st = &fleeetv1.VersionPolicyStatus{}
 	}
-	if why := versions.Check(p, m.Spec.Sync.Source); why != "" {
-		return settled(ctrl.Result{}, r.report(ctx, m, st, metav1.ConditionFalse, fleeetv1.ReasonInvalidVersionPolicy, why))
+	if problems := versions.Check(p, m.Spec.Sync.Source); len(problems) > 0 {
+		return settled(ctrl.Result{}, r.report(ctx, m, st, metav1.ConditionFalse, fleeetv1.ReasonInvalidVersionPolicy, strings.Join(problems, "; ")))
 	}
 	l, wait := r.look(ctx, m)
 	requeue := ctrl.Result{RequeueAfter: wait}
