@@ -109,6 +109,8 @@ type Writer struct {
 
 	mu      sync.Mutex
 	written map[writtenKey]written
+	// swept is when written was last rid of what it no longer trusts.
+	swept time.Time
 }
 
 // writtenKey names a delivered Secret by its Assemblage's UID, which tells
@@ -142,10 +144,17 @@ func (w *Writer) fresh(key writtenKey, uid types.UID, item Item) bool {
 }
 
 // remember records that key was written holding item, as uid; an empty
-// uid forgets key.
+// uid forgets key. Once every RewriteAfter it forgets what is older than
+// that, which fresh no longer trusts: the Secrets of Assemblages since
+// deleted, or no longer delivered, are not kept for ever.
 func (w *Writer) remember(key writtenKey, uid types.UID, item Item) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := w.now()
+	if now.Sub(w.swept) >= RewriteAfter {
+		maps.DeleteFunc(w.written, func(_ writtenKey, m written) bool { return now.Sub(m.at) >= RewriteAfter })
+		w.swept = now
+	}
 	if uid == "" {
 		delete(w.written, key)
 		return
@@ -153,7 +162,7 @@ func (w *Writer) remember(key writtenKey, uid types.UID, item Item) {
 	if w.written == nil {
 		w.written = map[writtenKey]written{}
 	}
-	w.written[key] = written{uid: uid, digest: digest(item), at: w.now()}
+	w.written[key] = written{uid: uid, digest: digest(item), at: now}
 }
 
 // digest identifies what item holds. It is kept in memory only.
