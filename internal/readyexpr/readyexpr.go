@@ -1,8 +1,9 @@
 // Package readyexpr compiles and evaluates a dependency's readyExpr: a CEL
 // expression over the dependency's Flux object that decides whether it is
 // ready for the dependent naming it, as Flux's own dependsOn readyExpr does.
-// The expression is a tenant's text, so it runs within a cost limit and an
-// error says what went wrong without the object's content.
+// The expression is a tenant's text, so it runs within a cost limit. Its
+// errors are CEL's, which may quote values of the dependency's object: the
+// tenant's own Flux object, reported only in that tenant's sync status.
 package readyexpr
 
 import (
