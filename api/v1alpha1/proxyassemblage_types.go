@@ -33,6 +33,15 @@ type ProxyAssemblageSpec struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Assemblage AssemblageSpec `json:"assemblage,omitempty"`
+
+	// CompiledPlan names the CompiledPlan in the plan's namespace holding
+	// the rest of this part's entries: a reader takes the part's syncs to
+	// be Assemblage.Syncs and the CompiledPlan's entries together, sorted
+	// by name. Written only for a cluster whose agent reads CompiledPlans
+	// (RemoteStatus.ReadsCompiledPlans) and for push Remotes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CompiledPlan string `json:"compiledPlan,omitempty"`
 }
 
 // ProxyAssemblage is the whole plan for one Remote (same name), compiled by

@@ -60,7 +60,7 @@ type RemoteSpec struct {
 //     Connected, Ready and Stalled conditions, from delivering the plan;
 //   - fleet-manager-registration: the Registered condition;
 //   - fleet-agent (the cluster itself; fleet-manager-push for push Remotes):
-//     agentVersion, readsCompiledSyncs and kubernetesVersion (pull only), flux and the
+//     agentVersion, readsCompiledSyncs, readsCompiledPlans and kubernetesVersion (pull only), flux and the
 //     FluxCompatible condition.
 //
 // observedGeneration is applied by each manager writer with the generation
@@ -103,6 +103,14 @@ type RemoteStatus struct {
 	// keeps getting plans it understands.
 	// +optional
 	ReadsCompiledSyncs bool `json:"readsCompiledSyncs,omitempty"`
+
+	// ReadsCompiledPlans says the cluster's agent also reads the entries a
+	// plan part shares with other Remotes from the CompiledPlan it names
+	// (ProxyAssemblageSpec.CompiledPlan). The manager writes such parts for
+	// a pull Remote only when its agent says so, so an agent older than
+	// CompiledPlans keeps getting plans it understands.
+	// +optional
+	ReadsCompiledPlans bool `json:"readsCompiledPlans,omitempty"`
 
 	// KubernetesVersion is the cluster's Kubernetes version.
 	// +optional

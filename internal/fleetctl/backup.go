@@ -2,8 +2,10 @@ package fleetctl
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 
@@ -113,21 +115,20 @@ func TakeBackup(ctx context.Context, c client.Client, namespace string) (*Backup
 	for _, r := range remotes.Items {
 		b.Remotes = append(b.Remotes, fleeetv1.Remote{ObjectMeta: backupMeta(&r.ObjectMeta, true), Spec: r.Spec, Status: r.Status})
 	}
-	// Plans are kept with every sync whole: CompiledSyncs are named with a
-	// key the restored Modules do not have, and the compiler stores their
-	// content again under the new names.
+	// Plans are kept with every sync whole and their stamps in their own
+	// annotation: CompiledSyncs and CompiledPlans are named with keys and
+	// hashes the restored Modules do not share, and the compiler stores
+	// their content again under the new names.
 	contents := map[string]*plancontent.Cache{}
 	for _, pa := range plans.Items {
 		cache := contents[pa.Namespace]
 		if cache == nil {
-			cache = &plancontent.Cache{Get: plancontent.From(c, pa.Namespace)}
+			cache = &plancontent.Cache{From: plancontent.From(c, pa.Namespace)}
 			contents[pa.Namespace] = cache
 		}
-		syncs, err := plancontent.Resolve(ctx, pa.Spec.Assemblage.Syncs, cache.Getter())
-		if err != nil {
+		if err := wholePlan(ctx, &pa, cache); err != nil {
 			return nil, fmt.Errorf("ProxyAssemblage %s/%s: %w", pa.Namespace, pa.Name, err)
 		}
-		pa.Spec.Assemblage.Syncs = syncs
 		meta := backupMeta(&pa.ObjectMeta, true)
 		meta.Generation = pa.Generation // tells whether the report is about this plan
 		b.ProxyAssemblages = append(b.ProxyAssemblages, fleeetv1.ProxyAssemblage{ObjectMeta: meta, Spec: pa.Spec, Status: pa.Status})
@@ -138,6 +139,30 @@ func TakeBackup(ctx context.Context, c client.Client, namespace string) (*Backup
 // backupMeta keeps what identifies an object, and its labels, annotations
 // and finalizers when whole: what the new cluster assigns (uid, versions,
 // owners) is dropped.
+// wholePlan makes the plan part pa hold every sync whole and its stamps in
+// its CompiledAnnotation, naming no CompiledSync or CompiledPlan.
+func wholePlan(ctx context.Context, pa *fleeetv1.ProxyAssemblage, store plancontent.Store) error {
+	stamps, err := plancontent.Stamps(ctx, pa, store)
+	if err != nil {
+		return err
+	}
+	resolved, err := plancontent.ResolvePlan(ctx, fleeetv1.ProxyPlan{pa}, store)
+	if err != nil {
+		return err
+	}
+	pa.Spec = resolved[0].Spec
+	if name := pa.Annotations[fleeetv1.CompiledPlanAnnotation]; name != "" {
+		raw, err := json.Marshal(stamps)
+		if err != nil {
+			return err
+		}
+		pa.Annotations = maps.Clone(pa.Annotations)
+		delete(pa.Annotations, fleeetv1.CompiledPlanAnnotation)
+		pa.Annotations[fleeetv1.CompiledAnnotation] = string(raw)
+	}
+	return nil
+}
+
 func backupMeta(m *metav1.ObjectMeta, whole bool) metav1.ObjectMeta {
 	kept := metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name}
 	if whole {

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
@@ -92,8 +93,9 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 		if err := c.Client.Create(ctx, r); err != nil {
 			return err
 		}
-		// As an agent of this version says, so that plans name CompiledSyncs.
-		return c.Client.Status().Patch(ctx, r, client.RawPatch(types.MergePatchType, []byte(`{"status":{"readsCompiledSyncs":true}}`)))
+		// As an agent of this version says, so that plans name CompiledSyncs
+		// and CompiledPlans.
+		return c.Client.Status().Patch(ctx, r, client.RawPatch(types.MergePatchType, []byte(`{"status":{"readsCompiledSyncs":true,"readsCompiledPlans":true}}`)))
 	})
 	parallel(b, benchModules, func(i int) error {
 		m := fleettest.NewModule("v1.0.0", &metav1.LabelSelector{})
@@ -116,8 +118,17 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 		// The last replica serves admission where the apiserver sends it.
 		ps = append(ps, startShardReplica(b, bin, c, system, fmt.Sprintf("r%d", i+1), i == replicas-1, args...))
 	}
+	// What plans name, each read once.
+	store := &plancontent.Cache{From: plancontent.From(c.Client, ns)}
+	entries := func(pa *fleeetv1.ProxyAssemblage) []fleeetv1.NamedSync {
+		entries, err := plancontent.Entries(ctx, pa, store)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return entries
+	}
 	waitPlans(b, c, ns, remotes, func(pa *fleeetv1.ProxyAssemblage) bool {
-		return len(pa.Spec.Assemblage.Syncs) == benchModules
+		return len(entries(pa)) == benchModules
 	})
 	cold := time.Since(start)
 
@@ -133,25 +144,12 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	if err := c.Client.Patch(ctx, m, newTag); err != nil {
 		b.Fatal(err)
 	}
-	tags := map[string]string{} // CompiledSync name → tag
 	waitPlans(b, c, ns, remotes, func(pa *fleeetv1.ProxyAssemblage) bool {
-		if len(pa.Spec.Assemblage.Syncs) == 0 {
-			return false
+		syncs, err := plancontent.Resolve(ctx, entries(pa), store)
+		if err != nil {
+			b.Fatal(err)
 		}
-		s := pa.Spec.Assemblage.Syncs[0]
-		if s.Content == "" {
-			return s.Source.Git.Tag == "v2.0.0"
-		}
-		tag, read := tags[s.Content]
-		if !read {
-			cs := &fleeetv1.CompiledSync{}
-			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: s.Content}, cs); err != nil {
-				b.Fatal(err)
-			}
-			tag = cs.Sync.Source.Git.Tag
-			tags[s.Content] = tag
-		}
-		return tag == "v2.0.0"
+		return len(syncs) > 0 && syncs[0].Source.Git.Tag == "v2.0.0"
 	})
 	rollout := time.Since(start)
 	busy := machineBusy(b) - busyBefore
@@ -164,7 +162,7 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 		b.ReportMetric(cpu, r.id+"-cpu-s")
 	}
 	objects := 0
-	for _, list := range []client.ObjectList{&fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}, &fleeetv1.CompiledSyncList{}} {
+	for _, list := range []client.ObjectList{&fleeetv1.ModuleList{}, &fleeetv1.RemoteList{}, &fleeetv1.ProxyAssemblageList{}, &fleeetv1.CompiledSyncList{}, &fleeetv1.CompiledPlanList{}} {
 		if err := c.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			b.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package plancontent_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -43,16 +42,10 @@ func TestResolveGivesEntriesBackWhole(t *testing.T) {
 	entry := plancontent.Entry(&whole, "app-0123")
 	g.Expect(entry).To(Equal(fleeetv1.NamedSync{Name: "app", Content: "app-0123",
 		SyncSpec: fleeetv1.SyncSpec{Secrets: whole.Secrets}}))
-	stored := map[string]*fleeetv1.CompiledSync{
+	get := store{syncs: map[string]*fleeetv1.CompiledSync{
 		"app-0123":  {Sync: whole},
 		"other-987": {Sync: fleeetv1.NamedSync{Name: "other"}},
-	}
-	get := func(_ context.Context, name string) (*fleeetv1.CompiledSync, error) {
-		if cs, ok := stored[name]; ok {
-			return cs, nil
-		}
-		return nil, errors.New("not found")
-	}
+	}}
 	got, err := plancontent.Resolve(t.Context(), []fleeetv1.NamedSync{entry}, get)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(got).To(Equal([]fleeetv1.NamedSync{whole}))
@@ -72,20 +65,107 @@ func TestResolveGivesEntriesBackWhole(t *testing.T) {
 func TestCacheReadsEachNameOnce(t *testing.T) {
 	g := NewWithT(t)
 	reads := 0
-	c := &plancontent.Cache{Get: func(_ context.Context, name string) (*fleeetv1.CompiledSync, error) {
-		reads++
-		return &fleeetv1.CompiledSync{Sync: fleeetv1.NamedSync{Name: name}}, nil
-	}}
-	get := c.Getter()
+	c := &plancontent.Cache{From: countingStore{reads: &reads}}
 	for range 3 {
-		_, err := get(t.Context(), "a")
+		_, err := c.CompiledSync(t.Context(), "a")
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = c.CompiledPlan(t.Context(), "p")
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = c.CompiledSync(t.Context(), "b")
 		g.Expect(err).NotTo(HaveOccurred())
 	}
-	g.Expect(reads).To(Equal(1))
-	c.Keep([]fleeetv1.NamedSync{{Name: "b", Content: "b"}})
-	_, err := get(t.Context(), "a")
+	g.Expect(reads).To(Equal(3))
+	// The plan names p, which names b: a is forgotten, p and b kept.
+	pa := &fleeetv1.ProxyAssemblage{Spec: fleeetv1.ProxyAssemblageSpec{CompiledPlan: "p"}}
+	c.Keep(fleeetv1.ProxyPlan{pa})
+	for _, name := range []string{"a", "b"} {
+		_, err := c.CompiledSync(t.Context(), name)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	_, err := c.CompiledPlan(t.Context(), "p")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(reads).To(Equal(2))
+	g.Expect(reads).To(Equal(4), "a read again, p and b from the cache")
+}
+
+// countingStore counts its reads; CompiledPlan p names CompiledSync b.
+type countingStore struct{ reads *int }
+
+func (c countingStore) CompiledSync(_ context.Context, name string) (*fleeetv1.CompiledSync, error) {
+	*c.reads++
+	return &fleeetv1.CompiledSync{Sync: fleeetv1.NamedSync{Name: name}}, nil
+}
+
+func (c countingStore) CompiledPlan(_ context.Context, name string) (*fleeetv1.CompiledPlan, error) {
+	*c.reads++
+	return &fleeetv1.CompiledPlan{Spec: fleeetv1.CompiledPlanSpec{Entries: []fleeetv1.NamedSync{{Name: "b", Content: "b"}}}}, nil
+}
+
+// store holds CompiledSyncs and CompiledPlans in maps.
+type store struct {
+	syncs map[string]*fleeetv1.CompiledSync
+	plans map[string]*fleeetv1.CompiledPlan
+}
+
+func (s store) CompiledSync(_ context.Context, name string) (*fleeetv1.CompiledSync, error) {
+	if cs, ok := s.syncs[name]; ok {
+		return cs, nil
+	}
+	return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledsyncs").GroupResource(), name)
+}
+
+func (s store) CompiledPlan(_ context.Context, name string) (*fleeetv1.CompiledPlan, error) {
+	if cp, ok := s.plans[name]; ok {
+		return cp, nil
+	}
+	return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledplans").GroupResource(), name)
+}
+
+// A CompiledPlan's name is a hash of its entries and stamps: Remotes whose
+// parts hold the same share one, and a change of either is another.
+func TestCompiledPlansAreNamedByWhatTheyHold(t *testing.T) {
+	g := NewWithT(t)
+	entries := []fleeetv1.NamedSync{{Name: "a", Content: "a-0123"}, {Name: "b", Content: "b-4567"}}
+	stamps := map[string]fleeetv1.Compiled{"a": {Generation: 1, Revision: "v1"}, "b": {Generation: 3, Revision: "v2"}}
+	cp := plancontent.NewPlan("team", entries, stamps)
+	g.Expect(cp.Name).To(MatchRegexp(`^plan-[0-9a-f]{20}$`))
+	g.Expect(cp.Namespace).To(Equal("team"))
+	g.Expect(plancontent.NewPlan("team", entries, stamps).Name).To(Equal(cp.Name))
+	g.Expect(plancontent.NewPlan("team", entries[:1], stamps).Name).NotTo(Equal(cp.Name))
+	g.Expect(plancontent.NewPlan("team", entries, map[string]fleeetv1.Compiled{"a": {Generation: 2, Revision: "v1"}}).Name).NotTo(Equal(cp.Name))
+}
+
+// A part naming a CompiledPlan holds its own entries and the CompiledPlan's
+// together, sorted by name, and its stamps are the ones the annotation's
+// CompiledPlan holds. A CompiledPlan with anything but bare references, or
+// repeating one of the part's own, is refused: it is not the compiler's.
+func TestEntriesJoinThePartsOwnAndItsCompiledPlans(t *testing.T) {
+	g := NewWithT(t)
+	shared := plancontent.NewPlan("team", []fleeetv1.NamedSync{{Name: "a", Content: "a-1"}, {Name: "c", Content: "c-1"}},
+		map[string]fleeetv1.Compiled{"a": {Generation: 4}})
+	s := store{plans: map[string]*fleeetv1.CompiledPlan{shared.Name: shared}}
+	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: "edge",
+		Annotations: map[string]string{fleeetv1.CompiledPlanAnnotation: shared.Name}}}
+	pa.Spec.CompiledPlan = shared.Name
+	pa.Spec.Assemblage.Syncs = []fleeetv1.NamedSync{{Name: "b", Content: "b-1", SyncSpec: fleeetv1.SyncSpec{Secrets: []fleeetv1.SecretDelivery{{Name: "creds"}}}}}
+	entries, err := plancontent.Entries(t.Context(), pa, s)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(entries).To(Equal([]fleeetv1.NamedSync{shared.Spec.Entries[0], pa.Spec.Assemblage.Syncs[0], shared.Spec.Entries[1]}))
+	stamps, err := plancontent.Stamps(t.Context(), pa, s)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stamps).To(Equal(shared.Spec.Compiled))
+
+	forged := plancontent.NewPlan("team", []fleeetv1.NamedSync{{Name: "a", Content: "a-1", SyncSpec: fleeetv1.SyncSpec{Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://evil.example/x"}}}}}, nil)
+	repeats := plancontent.NewPlan("team", []fleeetv1.NamedSync{{Name: "b", Content: "b-2"}}, nil)
+	s.plans[forged.Name], s.plans[repeats.Name] = forged, repeats
+	pa.Spec.CompiledPlan = forged.Name
+	_, err = plancontent.Entries(t.Context(), pa, s)
+	g.Expect(err).To(MatchError(ContainSubstring(`entry "a" is not a reference to a CompiledSync`)))
+	pa.Spec.CompiledPlan = repeats.Name
+	_, err = plancontent.Entries(t.Context(), pa, s)
+	g.Expect(err).To(MatchError(ContainSubstring(`entry "b" is also in the plan`)))
+	pa.Spec.CompiledPlan = "plan-gone"
+	_, err = plancontent.ResolvePlan(t.Context(), fleeetv1.ProxyPlan{pa}, s)
+	g.Expect(err).To(MatchError(ContainSubstring(`ProxyAssemblage edge: reading CompiledPlan plan-gone: compiledplans.fleeet.dev "plan-gone" not found`)))
 }
 
 // ResolvePlan hands back the plan as it runs downstream: a part naming
@@ -96,12 +176,7 @@ func TestCacheReadsEachNameOnce(t *testing.T) {
 func TestResolvePlanReplacesEntriesNamingCompiledSyncsAndLeavesThePlanAsRead(t *testing.T) {
 	g := NewWithT(t)
 	held := map[string]*fleeetv1.CompiledSync{}
-	get := func(_ context.Context, name string) (*fleeetv1.CompiledSync, error) {
-		if cs, ok := held[name]; ok {
-			return cs, nil
-		}
-		return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledsyncs").GroupResource(), name)
-	}
+	get := store{syncs: held}
 	whole := sync("v1")
 	whole.Name = "b"
 	held["b-1234"] = &fleeetv1.CompiledSync{Sync: whole}

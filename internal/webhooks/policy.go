@@ -67,6 +67,7 @@ var (
 		{Group: fleeetv1.GroupVersion.Group, Kind: "Remote"}:            true,
 		{Group: fleeetv1.GroupVersion.Group, Kind: "ProxyAssemblage"}:   true,
 		{Group: fleeetv1.GroupVersion.Group, Kind: "CompiledSync"}:      true,
+		{Group: fleeetv1.GroupVersion.Group, Kind: "CompiledPlan"}:      true,
 		{Group: fleeetv1.GroupVersion.Group, Kind: "RegistrationToken"}: true,
 		{Group: "authentication.k8s.io", Kind: "TokenRequest"}:          true,
 	}
@@ -135,11 +136,12 @@ func (p *Policies) maxObjectNodes() int { return cmp.Or(p.MaxObjectNodes, Defaul
 
 // nodeLimit is how many JSON nodes an object of kind may hold outside
 // metadata.managedFields: maxObjectNodes, and MaxPlanBytes more for the
-// kinds the manager compiles from Modules it judged, plans and their
-// CompiledSyncs. A node takes at least one byte, so no plan the size policy
-// admits is refused for its nodes, nor the content of one.
+// kinds the manager compiles from Modules it judged, plans and the
+// CompiledSyncs and CompiledPlans they name. A node takes at least one
+// byte, so no plan the size policy admits is refused for its nodes, nor
+// what it names.
 func (p *Policies) nodeLimit(kind string) int {
-	if kind == "ProxyAssemblage" || kind == "CompiledSync" {
+	if kind == "ProxyAssemblage" || kind == "CompiledSync" || kind == "CompiledPlan" {
 		return p.maxObjectNodes() + p.MaxPlanBytes
 	}
 	return p.maxObjectNodes()

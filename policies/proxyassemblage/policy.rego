@@ -56,24 +56,34 @@ kube_cleanup if lib.user in {
 	"system:serviceaccount:kube-system:namespace-controller",
 }
 
-deny contains msg if {
-	lib.kind == "CompiledSync"
-	input.request.operation in {"CREATE", "UPDATE"}
-	not lib.manager
-	msg := sprintf("sync: CompiledSyncs are compiled by the fleet manager only, and clusters deploy what they hold; %s may not write %s", [lib.user, input.request.name])
+# What the manager alone compiles, writes and deletes, and the fields each
+# holds: a cluster whose plan names one reads what its plan holds from it.
+compiled := {
+	"CompiledSync": {"fields": ["sync"], "hash_of": "its sync"},
+	"CompiledPlan": {"fields": ["spec"], "hash_of": "what it holds"},
 }
 
 deny contains msg if {
-	lib.kind == "CompiledSync"
+	some kind, c in compiled
+	lib.kind == kind
+	input.request.operation in {"CREATE", "UPDATE"}
+	not lib.manager
+	msg := sprintf("%s: %ss are compiled by the fleet manager only, and clusters deploy what they hold; %s may not write %s", [c.fields[0], kind, lib.user, input.request.name])
+}
+
+deny contains msg if {
+	lib.kind in object.keys(compiled)
 	lib.deletes
 	not lib.manager
 	not kube_cleanup
-	msg := sprintf("metadata.name: CompiledSync %s is deleted by the fleet manager only, once no plan names it (a cluster whose plan names it could no longer read its plan); %s may not delete it", [input.request.name, lib.user])
+	msg := sprintf("metadata.name: %s %s is deleted by the fleet manager only, once no plan names it (a cluster whose plan names it could no longer read its plan); %s may not delete it", [lib.kind, input.request.name, lib.user])
 }
 
 deny contains msg if {
-	lib.kind == "CompiledSync"
+	some kind, c in compiled
+	lib.kind == kind
 	input.request.operation == "UPDATE"
-	object.get(input.object, "sync", null) != object.get(input.oldObject, "sync", null)
-	msg := sprintf("sync: CompiledSync %s is immutable: plans name it by a hash of its sync, and clusters keep what they read once; compile a new CompiledSync instead", [input.request.name])
+	some field in c.fields
+	object.get(input.object, field, null) != object.get(input.oldObject, field, null)
+	msg := sprintf("%s: %s %s is immutable: plans name it by a hash of %s, and clusters keep what they read once; compile a new %s instead", [field, kind, input.request.name, c.hash_of, kind])
 }

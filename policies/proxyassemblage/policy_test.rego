@@ -98,3 +98,27 @@ test_manager_changing_content_denied if {
 test_manager_update_keeping_the_sync_allowed if {
 	count(proxyassemblage.deny) == 0 with input as content("UPDATE", "manager", web, {"sync": web})
 }
+
+plan_request(op, user, obj, old) := {
+	"request": {"operation": op, "kind": {"kind": "CompiledPlan"}, "name": "plan-0123", "namespace": "t", "subResource": "", "userInfo": {"username": user}},
+	"object": obj,
+	"oldObject": old,
+	"context": {"manager": {"username": "manager"}},
+}
+
+shared := {"spec": {"entries": [{"name": "web", "content": "web-0123"}], "compiled": {"web": "1/v1.2.0"}}}
+
+test_manager_creates_and_deletes_compiled_plans if {
+	count(proxyassemblage.deny) == 0 with input as plan_request("CREATE", "manager", shared, null)
+	count(proxyassemblage.deny) == 0 with input as plan_request("DELETE", "manager", null, shared)
+	count(proxyassemblage.deny) == 0 with input as plan_request("UPDATE", "manager", object.union(shared, {"metadata": {"annotations": {"a": "b"}}}), shared)
+}
+
+test_others_writing_compiled_plans_denied if {
+	proxyassemblage.deny == {"spec: CompiledPlans are compiled by the fleet manager only, and clusters deploy what they hold; alice may not write plan-0123"} with input as plan_request("CREATE", "alice", shared, null)
+	proxyassemblage.deny == {"metadata.name: CompiledPlan plan-0123 is deleted by the fleet manager only, once no plan names it (a cluster whose plan names it could no longer read its plan); system:serviceaccount:t:fleeet-remote-edge may not delete it"} with input as plan_request("DELETE", "system:serviceaccount:t:fleeet-remote-edge", null, shared)
+}
+
+test_compiled_plans_are_immutable if {
+	proxyassemblage.deny == {"spec: CompiledPlan plan-0123 is immutable: plans name it by a hash of what it holds, and clusters keep what they read once; compile a new CompiledPlan instead"} with input as plan_request("UPDATE", "manager", {"spec": {"entries": []}}, shared)
+}

@@ -10,8 +10,9 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/plancontent"
 )
 
-// Contents reads the CompiledSyncs plans name, each once, so that a test
-// can see what a plan holds whole, whichever form its agent reads.
+// Contents reads the CompiledSyncs and CompiledPlans plans name, each once,
+// so that a test can see what a plan holds whole, whichever form its agent
+// reads.
 type Contents struct {
 	Reader client.Reader
 
@@ -19,8 +20,8 @@ type Contents struct {
 	caches map[string]*plancontent.Cache
 }
 
-// Syncs returns pa's syncs, each whole; when a CompiledSync cannot be
-// read, the entries as they are, which name no version.
+// Syncs returns pa's syncs, each whole; when a CompiledSync or CompiledPlan
+// cannot be read, the part's own entries as they are, which name no version.
 func (c *Contents) Syncs(pa *fleeetv1.ProxyAssemblage) []fleeetv1.NamedSync {
 	c.mu.Lock()
 	if c.caches == nil {
@@ -28,13 +29,13 @@ func (c *Contents) Syncs(pa *fleeetv1.ProxyAssemblage) []fleeetv1.NamedSync {
 	}
 	cache := c.caches[pa.Namespace]
 	if cache == nil {
-		cache = &plancontent.Cache{Get: plancontent.From(c.Reader, pa.Namespace)}
+		cache = &plancontent.Cache{From: plancontent.From(c.Reader, pa.Namespace)}
 		c.caches[pa.Namespace] = cache
 	}
 	c.mu.Unlock()
-	syncs, err := plancontent.Resolve(context.Background(), pa.Spec.Assemblage.Syncs, cache.Getter())
+	resolved, err := plancontent.ResolvePlan(context.Background(), fleeetv1.ProxyPlan{pa}, cache)
 	if err != nil {
 		return pa.Spec.Assemblage.Syncs
 	}
-	return syncs
+	return resolved[0].Spec.Assemblage.Syncs
 }

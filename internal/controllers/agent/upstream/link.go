@@ -391,11 +391,13 @@ func (l *link) reportVersions(ctx context.Context, fluxStatus fleeetv1.FluxStatu
 	if requested == nil {
 		requested = map[string]string{} // sent: none requested removes what was
 	}
-	// readsCompiledSyncs tells the manager it may name CompiledSyncs in
-	// the plan in place of the syncs they hold (see Reconciler.reconcilePlan).
+	// readsCompiledSyncs and readsCompiledPlans tell the manager it may
+	// name CompiledSyncs in the plan in place of the syncs they hold, and a
+	// CompiledPlan in place of the entries parts share (see
+	// Reconciler.reconcilePlan).
 	owned := map[string]any{
 		"agentVersion": l.versions.Agent, "kubernetesVersion": l.versions.Kubernetes, "flux": fluxStatus,
-		"requestedLabels": requested, "readsCompiledSyncs": true,
+		"requestedLabels": requested, "readsCompiledSyncs": true, "readsCompiledPlans": true,
 	}
 	if len(conditions) > 0 {
 		// Sent only with a condition to own: the list is shared with
@@ -458,19 +460,29 @@ func (l *link) readPlan(ctx context.Context, first *fleeetv1.ProxyAssemblage) (p
 	})
 }
 
-// readCompiledSync reads the named CompiledSync of the management namespace
-// with a GET of its own: the cluster's identity may get a CompiledSync by
-// name but never list or watch them, and l.client, built without a cache,
-// starts no informer. A CompiledSync not found or not granted is the
-// plan's trouble, not a failure to reach the management cluster.
-func (l *link) readCompiledSync(ctx context.Context, name string) (*fleeetv1.CompiledSync, error) {
+// linkStore reads the CompiledSyncs and CompiledPlans of the management
+// namespace with a GET of its own each: the cluster's identity may get them
+// by name but never list or watch them, and l.client, built without a
+// cache, starts no informer. One not found or not granted is the plan's
+// trouble, not a failure to reach the management cluster.
+type linkStore struct{ l *link }
+
+func (s linkStore) CompiledSync(ctx context.Context, name string) (*fleeetv1.CompiledSync, error) {
+	return linkGet(ctx, s.l, name, plancontent.From(s.l.client, s.l.ns).CompiledSync)
+}
+
+func (s linkStore) CompiledPlan(ctx context.Context, name string) (*fleeetv1.CompiledPlan, error) {
+	return linkGet(ctx, s.l, name, plancontent.From(s.l.client, s.l.ns).CompiledPlan)
+}
+
+func linkGet[T any](ctx context.Context, l *link, name string, get func(context.Context, string) (*T, error)) (*T, error) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	cs, err := plancontent.From(l.client, l.ns)(ctx, name)
+	o, err := get(ctx, name)
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
 		l.failed(err, 0)
 	}
-	return cs, err
+	return o, err
 }
 
 // writeStatus copies the downstream status into the ProxyAssemblage, a

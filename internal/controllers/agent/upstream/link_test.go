@@ -162,6 +162,7 @@ func TestALinkMirrorsThePlanAndReportsBack(t *testing.T) {
 		g.Expect(mc.Get(ctx, client.ObjectKey{Namespace: l.ns, Name: clusterName}, remote)).To(Succeed())
 		g.Expect(remote.Status.AgentVersion).To(Equal(version.Version))
 		g.Expect(remote.Status.ReadsCompiledSyncs).To(BeTrue(), "the manager may name CompiledSyncs in the plan")
+		g.Expect(remote.Status.ReadsCompiledPlans).To(BeTrue(), "the manager may name CompiledPlans in the plan")
 		g.Expect(remote.Status.KubernetesVersion).NotTo(BeEmpty())
 		pa := &fleeetv1.ProxyAssemblage{}
 		g.Expect(mc.Get(ctx, client.ObjectKeyFromObject(l.plan), pa)).To(Succeed())

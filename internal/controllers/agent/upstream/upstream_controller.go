@@ -262,7 +262,7 @@ func (r *Reconciler) reconcilePlan(ctx context.Context, up *fleeetv1.Upstream, l
 	}
 	var whole []*fleeetv1.ProxyAssemblage
 	if err == nil {
-		whole, err = plancontent.ResolvePlan(ctx, plan, l.content.Getter())
+		whole, err = plancontent.ResolvePlan(ctx, plan, &l.content)
 	}
 	if err != nil {
 		// Nothing is mirrored from a plan not read whole: the
@@ -347,7 +347,7 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 		},
 	}
 	l.token.Store(&token)
-	l.content.Get = l.readCompiledSync
+	l.content.From = linkStore{l: l}
 	if l.client, err = client.NewWithWatch(managementConfig(up, func() string { return l.token.Load().Value }),
 		client.Options{Scheme: r.Client.Scheme()}); err != nil {
 		return nil, err
@@ -594,7 +594,7 @@ func (r *Reconciler) mirror(ctx context.Context, up *fleeetv1.Upstream, l *link,
 	if err != nil {
 		return nil, err
 	}
-	l.content.Keep(mirror.Syncs(plan))
+	l.content.Keep(plan)
 	if changed {
 		up.Status.LastSyncTime = &metav1.Time{Time: time.Now()}
 	}

@@ -48,10 +48,10 @@ func (c *Reconciler) contentReader() client.Reader {
 // holds of it, as stored (an entry naming content, a whole sync, or
 // nothing), and is told so in a PolicyDenied event: the plan is compiled
 // again with those Modules held where they are (holding), and the other
-// Modules' changes go on. It returns the plan as finally compiled, its
-// wire form, and the refusals.
+// Modules' changes go on; before are the stamps stored holds. It returns
+// the plan as finally compiled, its wire form, and the refusals.
 func (c *Reconciler) reconcileContent(ctx context.Context, remote *fleeetv1.Remote, modules []fleeetv1.Module, stored, held fleeetv1.ProxyPlan,
-	p plan) (plan, plan, refusals, error) {
+	before map[string]fleeetv1.Compiled, p plan) (plan, plan, refusals, error) {
 	if !readsContent(remote) {
 		return p, p, nil, nil
 	}
@@ -67,7 +67,7 @@ func (c *Reconciler) reconcileContent(ctx context.Context, remote *fleeetv1.Remo
 				remote.Name, msg, keeps(syncs, name))
 		}
 	}
-	if p, err = c.reconcileCompile(ctx, remote, holding(modules, refused), held); err != nil {
+	if p, err = c.reconcileCompile(ctx, remote, holding(modules, refused), held, before); err != nil {
 		return plan{}, plan{}, nil, err
 	}
 	wire, again, err := c.storeContents(ctx, modules, stored, p, refused)
@@ -89,10 +89,19 @@ func (c *Reconciler) storeContents(ctx context.Context, modules []fleeetv1.Modul
 	}
 	var entries []fleeetv1.NamedSync
 	if len(held) > 0 {
-		entries = compile.Held(stored).Union()
+		for _, pa := range stored {
+			if pa == nil {
+				continue
+			}
+			own, err := plancontent.Entries(ctx, pa, plancontent.From(c.contentReader(), pa.Namespace))
+			if err != nil {
+				return plan{}, nil, err
+			}
+			entries = append(entries, own...)
+		}
 	}
 	refused := refusals{}
-	wire := plan{parts: make([]fleeetv1.AssemblageSpec, len(p.parts)), compiled: p.compiled, stamps: p.stamps}
+	wire := plan{parts: make([]fleeetv1.AssemblageSpec, len(p.parts)), own: p.own, compiled: p.compiled, stamps: p.stamps}
 	for k, part := range p.parts {
 		syncs := make([]fleeetv1.NamedSync, len(part.Syncs))
 		for i := range part.Syncs {
@@ -164,30 +173,38 @@ func find(modules []fleeetv1.Module, name string) *fleeetv1.Module {
 	return nil
 }
 
-// storeContent makes sure the CompiledSync name holding s, compiled from m,
-// exists and is not on its way out: one the collector marked unreferenced
-// loses the mark, so the collector's delete, made on the version it
-// marked, fails; one already gone is created again. A create admission
-// policy refused is taken as refused for contentLag, so that the Remotes
-// compiled next do not ask the webhook to judge the same content again.
+// storeContent makes sure the CompiledSync name holding s, compiled from
+// m, exists and is not on its way out (store).
 func (c *Reconciler) storeContent(ctx context.Context, m *fleeetv1.Module, name string, s *fleeetv1.NamedSync) error {
-	cs := &fleeetv1.CompiledSync{}
-	err := c.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, cs, client.UnsafeDisableDeepCopy)
+	return c.store(ctx, client.ObjectKey{Namespace: m.Namespace, Name: name}, &fleeetv1.CompiledSync{},
+		func() client.Object { return plancontent.New(m, name, s) })
+}
+
+// store makes sure the object key, a CompiledSync or CompiledPlan read into
+// have (a new object of its kind) and built by build when missing, exists
+// and is not on its way out: one the collector marked unreferenced loses
+// the mark, so the collector's delete, made on the version it marked,
+// fails; one already gone is created again. A create admission policy
+// refused is taken as refused for contentLag, so that the Remotes compiled
+// next do not ask the webhook to judge the same content again.
+func (c *Reconciler) store(ctx context.Context, key client.ObjectKey, have client.Object, build func() client.Object) error {
+	name := key.Name
+	err := c.Client.Get(ctx, key, have, client.UnsafeDisableDeepCopy)
 	switch {
 	case err == nil:
 		c.created.Delete(name) // the cache has it from now on
 		c.refused.Delete(name)
-		if cs.Annotations[fleeetv1.UnreferencedAnnotation] != "" {
-			err = plancontent.Mark(ctx, c.Client, cs.DeepCopy(), "")
+		if have.GetAnnotations()[fleeetv1.UnreferencedAnnotation] != "" {
+			err = plancontent.Mark(ctx, c.Client, have.DeepCopyObject().(client.Object), "")
 		}
 	case apierrors.IsNotFound(err):
 		if created, ok := c.created.Load(name); ok && time.Since(created.(time.Time)) < contentLag {
 			return nil
 		}
 		if r, ok := c.refused.Load(name); ok && time.Since(r.(refusedAt).at) < contentLag {
-			return fmt.Errorf("storing CompiledSync %s: %w", name, r.(refusedAt).refusal)
+			return fmt.Errorf("storing %s %s: %w", kindOf(have), name, r.(refusedAt).refusal)
 		}
-		err = c.Client.Create(ctx, plancontent.New(m, name, s))
+		err = c.Client.Create(ctx, build())
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			c.created.Store(name, time.Now())
 			err = nil
@@ -196,9 +213,17 @@ func (c *Reconciler) storeContent(ctx context.Context, m *fleeetv1.Module, name 
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("storing CompiledSync %s: %w", name, err)
+		return fmt.Errorf("storing %s %s: %w", kindOf(have), name, err)
 	}
 	return nil
+}
+
+// kindOf names the kind of o, a CompiledSync or CompiledPlan, for errors.
+func kindOf(o client.Object) string {
+	if _, ok := o.(*fleeetv1.CompiledPlan); ok {
+		return "CompiledPlan"
+	}
+	return "CompiledSync"
 }
 
 // refusedAt is a CompiledSync's refused create and when it was refused.

@@ -18,8 +18,15 @@ type plan struct {
 	// Remote's RetryAnnotation as retryRequestedAt, and the revisions of
 	// the further parts (listed by part 0, carried by each).
 	parts []fleeetv1.AssemblageSpec
-	// compiled is, per part, the JSON of its stamps, its CompiledAnnotation.
+	// own are, per part, the stamps of the syncs it holds, part 0's also
+	// those of the Modules whose sync is in no part.
+	own []map[string]fleeetv1.Compiled
+	// compiled is, per part, the JSON of own, its CompiledAnnotation; empty
+	// when a CompiledPlan holds the stamps (shared).
 	compiled []string
+	// shared is, per part of a plan whose parts name CompiledPlans (the
+	// Remote's wire form, share), the ones they name; nil otherwise.
+	shared []sharedRefs
 	// stamps are every selecting Module's stamp, parts' and left-out
 	// Modules' alike.
 	stamps map[string]fleeetv1.Compiled
@@ -32,7 +39,8 @@ func planOf(parts compile.Parts, stamps map[string]fleeetv1.Compiled, retry stri
 	if len(parts) == 0 {
 		parts = compile.Parts{nil}
 	}
-	p := plan{parts: make([]fleeetv1.AssemblageSpec, len(parts)), compiled: make([]string, len(parts)), stamps: stamps}
+	p := plan{parts: make([]fleeetv1.AssemblageSpec, len(parts)), own: make([]map[string]fleeetv1.Compiled, len(parts)),
+		compiled: make([]string, len(parts)), stamps: stamps}
 	rest := maps.Clone(stamps)
 	for k := len(parts) - 1; k >= 0; k-- {
 		own := rest // part 0's: what no further part stamps
@@ -49,7 +57,7 @@ func planOf(parts compile.Parts, stamps map[string]fleeetv1.Compiled, retry stri
 		if err != nil {
 			return plan{}, err
 		}
-		p.compiled[k] = string(compiled)
+		p.own[k], p.compiled[k] = own, string(compiled)
 		p.parts[k] = fleeetv1.AssemblageSpec{Syncs: parts[k], RetryRequestedAt: retry}
 		if k > 0 {
 			p.parts[k].PartRevision = compile.PartRevision(parts[k], retry)
@@ -69,7 +77,8 @@ func (p plan) heldBy(k int, pa *fleeetv1.ProxyAssemblage) bool {
 	}
 	have, want := &pa.Spec.Assemblage, &p.parts[k]
 	return have.RetryRequestedAt == want.RetryRequestedAt && have.PartRevision == want.PartRevision && slices.Equal(have.Parts, want.Parts) &&
-		equality.Semantic.DeepEqual(have.Syncs, want.Syncs) && pa.Annotations[fleeetv1.CompiledAnnotation] == p.compiled[k]
+		equality.Semantic.DeepEqual(have.Syncs, want.Syncs) && pa.Annotations[fleeetv1.CompiledAnnotation] == p.compiled[k] &&
+		pa.Spec.CompiledPlan == p.sharedRefs(k).entries && pa.Annotations[fleeetv1.CompiledPlanAnnotation] == p.sharedRefs(k).stamps
 }
 
 // union is every sync of the plan.
@@ -79,4 +88,18 @@ func (p plan) union() []fleeetv1.NamedSync {
 		syncs = append(syncs, part.Syncs...)
 	}
 	return syncs
+}
+
+// sharedRefs are the CompiledPlans a plan part names: the one holding its
+// shared entries (ProxyAssemblageSpec.CompiledPlan) and the one holding its
+// stamps (CompiledPlanAnnotation).
+type sharedRefs struct{ entries, stamps string }
+
+// sharedRefs returns the CompiledPlans part k names; none for a plan whose
+// parts name none.
+func (p plan) sharedRefs(k int) sharedRefs {
+	if p.shared == nil {
+		return sharedRefs{}
+	}
+	return p.shared[k]
 }

@@ -36,9 +36,11 @@ import (
 
 // Field indexes the compiler looks objects up by.
 const (
-	// syncNamesIndex indexes ProxyAssemblages by the names of their syncs,
-	// so a Module change finds the Remotes it was compiled into.
-	syncNamesIndex = "spec.assemblage.syncs.name"
+	// syncNamesIndex indexes ProxyAssemblages by the names of their own
+	// syncs, and compiledPlanIndex by the CompiledPlan holding their other
+	// entries, so a Module change finds the Remotes it was compiled into.
+	syncNamesIndex    = "spec.assemblage.syncs.name"
+	compiledPlanIndex = "spec.compiledPlan"
 	// configMapRefsIndex indexes Modules by the ConfigMaps their
 	// control-plane bindings read.
 	configMapRefsIndex = "spec.controlPlaneBindings.configMap"
@@ -82,12 +84,12 @@ type Reconciler struct {
 	// event does not compile the Remote again.
 	written sync.Map
 
-	// created holds, per CompiledSync the compiler created and its cache
-	// has not seen yet, when it did (storeContent).
+	// created holds, per CompiledSync or CompiledPlan the compiler created
+	// and its cache has not seen yet, when it did (store).
 	created sync.Map
 
-	// refused holds, per CompiledSync whose create admission policy
-	// refused, the refusal and when it came (storeContent), so that the
+	// refused holds, per CompiledSync or CompiledPlan whose create
+	// admission policy refused, the refusal and when it came (store), so that the
 	// Remotes compiled next take it as refused without asking again.
 	refused sync.Map
 
@@ -107,6 +109,14 @@ func (c *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			names = append(names, s.Name)
 		}
 		return names
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &fleeetv1.ProxyAssemblage{}, compiledPlanIndex, func(o client.Object) []string {
+		if name := o.(*fleeetv1.ProxyAssemblage).Spec.CompiledPlan; name != "" {
+			return []string{name}
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -172,7 +182,12 @@ func (c *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	held, err := plancontent.ResolvePlan(ctx, stored, plancontent.From(c.contentReader(), req.Namespace))
+	store := plancontent.From(c.contentReader(), req.Namespace)
+	held, err := plancontent.ResolvePlan(ctx, stored, store)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	before, err := heldStamps(ctx, stored, store)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -182,15 +197,18 @@ func (c *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := c.Client.List(ctx, modules, client.InNamespace(remote.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
-	p, err := c.reconcileCompile(ctx, remote, modules.Items, held)
+	p, err := c.reconcileCompile(ctx, remote, modules.Items, held, before)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	p, wire, refused, err := c.reconcileContent(ctx, remote, modules.Items, stored, held, p)
+	p, wire, refused, err := c.reconcileContent(ctx, remote, modules.Items, stored, held, before, p)
+	if err == nil {
+		wire, err = c.share(ctx, remote, stored, wire)
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	c.report(ctx, remote, modules.Items, held, p)
+	c.report(ctx, remote, modules.Items, before, p)
 	if res, err := c.reconcileWrite(ctx, remote, stored, held, p, wire); err != nil || !res.IsZero() || len(refused) == 0 {
 		return res, err
 	}
@@ -241,14 +259,15 @@ func planLeftAsIs(ctx context.Context, remote *fleeetv1.Remote) bool {
 // retry request, and observes how long compiling took. When compiling
 // fails it reports on the Modules (report) what it found; otherwise the
 // caller does, once the plan is final.
-func (c *Reconciler) reconcileCompile(ctx context.Context, remote *fleeetv1.Remote, modules []fleeetv1.Module, held fleeetv1.ProxyPlan) (plan, error) {
+func (c *Reconciler) reconcileCompile(ctx context.Context, remote *fleeetv1.Remote, modules []fleeetv1.Module, held fleeetv1.ProxyPlan,
+	before map[string]fleeetv1.Compiled) (plan, error) {
 	started := time.Now()
 	retry := remote.Annotations[fleeetv1.RetryAnnotation]
 	parts, stamps, err := compile.Plan(ctx, c.Client, modules, remote, compile.Held(held), compile.Limit{MaxBytes: c.MaxPlanBytes,
 		MaxSyncs: fleeetv1.MaxSyncs, MaxParts: fleeetv1.MaxPlanParts, RetryRequestedAt: retry}, &c.revisions)
 	fleetmetrics.CompileDuration.Observe(time.Since(started).Seconds())
 	if err != nil {
-		c.report(ctx, remote, modules, held, plan{parts: []fleeetv1.AssemblageSpec{{Syncs: parts.Union()}}, stamps: stamps})
+		c.report(ctx, remote, modules, before, plan{parts: []fleeetv1.AssemblageSpec{{Syncs: parts.Union()}}, stamps: stamps})
 		return plan{}, err
 	}
 	return planOf(parts, stamps, retry)
@@ -307,7 +326,10 @@ func (c *Reconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, sto
 	want := wire.parts[k]
 	a := &pa.Spec.Assemblage
 	a.Syncs, a.RetryRequestedAt, a.Parts, a.PartRevision = want.Syncs, want.RetryRequestedAt, want.Parts, want.PartRevision
-	metav1.SetMetaDataAnnotation(&pa.ObjectMeta, fleeetv1.CompiledAnnotation, wire.compiled[k])
+	refs := wire.sharedRefs(k)
+	pa.Spec.CompiledPlan = refs.entries
+	setAnnotation(&pa.ObjectMeta, fleeetv1.CompiledAnnotation, wire.compiled[k])
+	setAnnotation(&pa.ObjectMeta, fleeetv1.CompiledPlanAnnotation, refs.stamps)
 	if raw, err := json.Marshal(pa.Spec); err == nil {
 		fleetmetrics.PlanBytes.Observe(float64(len(raw)))
 	}
@@ -331,6 +353,16 @@ func (c *Reconciler) writePart(ctx context.Context, remote *fleeetv1.Remote, sto
 	c.written.Store(client.ObjectKeyFromObject(pa), pa.ResourceVersion)
 	log.FromContext(ctx).V(1).Info("Compiled ProxyAssemblage", "part", pa.Name, "syncs", len(want.Syncs))
 	return ctrl.Result{}, nil
+}
+
+// setAnnotation sets the annotation key of meta to value, or removes it
+// when value is empty.
+func setAnnotation(meta *metav1.ObjectMeta, key, value string) {
+	if value != "" {
+		metav1.SetMetaDataAnnotation(meta, key, value)
+	} else {
+		delete(meta.Annotations, key)
+	}
 }
 
 // write creates pa, or updates it when it exists, and observes how long
@@ -381,18 +413,29 @@ func (c *Reconciler) recordDenial(ctx context.Context, remote *fleeetv1.Remote, 
 	}
 }
 
-// report tells each Module of modules, compiled into p against held, of
-// its binding failure for the Remote, and of its being newly left out for
-// the plan's size (not on every compile: any Module's change compiles the
-// Remote again). modules are only read.
-func (c *Reconciler) report(ctx context.Context, remote *fleeetv1.Remote, modules []fleeetv1.Module, held fleeetv1.ProxyPlan, p plan) {
-	syncs := p.union()
+// heldStamps returns the stamps of every part of stored, read through
+// store.
+func heldStamps(ctx context.Context, stored fleeetv1.ProxyPlan, store plancontent.Store) (map[string]fleeetv1.Compiled, error) {
 	before := map[string]fleeetv1.Compiled{}
-	for _, pa := range held {
-		if pa != nil {
-			maps.Copy(before, pa.CompiledSyncs())
+	for _, pa := range stored {
+		if pa == nil {
+			continue
 		}
+		stamps, err := plancontent.Stamps(ctx, pa, store)
+		if err != nil {
+			return nil, fmt.Errorf("ProxyAssemblage %s: %w", pa.Name, err)
+		}
+		maps.Copy(before, stamps)
 	}
+	return before, nil
+}
+
+// report tells each Module of modules, compiled into p against the stamps
+// the plan held before, of its binding failure for the Remote, and of its
+// being newly left out for the plan's size (not on every compile: any
+// Module's change compiles the Remote again). modules are only read.
+func (c *Reconciler) report(ctx context.Context, remote *fleeetv1.Remote, modules []fleeetv1.Module, before map[string]fleeetv1.Compiled, p plan) {
+	syncs := p.union()
 	for i := range modules {
 		m := &modules[i]
 		stamp, ok := p.stamps[m.Name]
@@ -421,11 +464,22 @@ func keeps(syncs []fleeetv1.NamedSync, name string) string {
 func (c *Reconciler) remotesOfModule(ctx context.Context, o client.Object) []reconcile.Request {
 	m := o.(*fleeetv1.Module)
 	seen := map[string]bool{}
-	pas := &fleeetv1.ProxyAssemblageList{}
-	if err := c.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy, client.MatchingFields{syncNamesIndex: m.Name}); err == nil {
-		for _, pa := range pas.Items {
-			name, _ := fleeetv1.PlanOfPart(pa.Name)
-			seen[name] = true
+	holding := func(field, value string) {
+		pas := &fleeetv1.ProxyAssemblageList{}
+		if err := c.Client.List(ctx, pas, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy, client.MatchingFields{field: value}); err == nil {
+			for _, pa := range pas.Items {
+				name, _ := fleeetv1.PlanOfPart(pa.Name)
+				seen[name] = true
+			}
+		}
+	}
+	holding(syncNamesIndex, m.Name)
+	cplans := &fleeetv1.CompiledPlanList{}
+	if err := c.Client.List(ctx, cplans, client.InNamespace(m.Namespace), client.UnsafeDisableDeepCopy); err == nil {
+		for i := range cplans.Items {
+			if compile.Find(cplans.Items[i].Spec.Entries, m.Name) != nil {
+				holding(compiledPlanIndex, cplans.Items[i].Name)
+			}
 		}
 	}
 	remotes := &fleeetv1.RemoteList{}

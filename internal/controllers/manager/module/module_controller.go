@@ -32,6 +32,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/cacheview"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
@@ -79,6 +80,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.plans, err = cacheview.For(context.Background(), mgr.GetCache(), &fleeetv1.ProxyAssemblage{}); err != nil {
 		return err
 	}
+	r.stamps.reader = plancontent.Lagging{Cache: mgr.GetClient(), Live: mgr.GetAPIReader()}
 	selectionChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		before, after := e.ObjectOld.(*fleeetv1.Remote), e.ObjectNew.(*fleeetv1.Remote)
 		return !equality.Semantic.DeepEqual(before.Labels, after.Labels) || before.Offline() != after.Offline() ||
@@ -161,22 +163,22 @@ func (r *Reconciler) planChanged(modules handler.EventHandler) handler.EventHand
 				}
 				return
 			}
-			was, now := r.stamps.of(before), r.stamps.of(after)
-			for name, stamp := range now {
-				if old, ok := was[name]; !ok || old != stamp {
+			was, now := r.stamps.of(ctx, before), r.stamps.of(ctx, after)
+			for name, stamp := range now.stamps {
+				if old, ok := was.stamps[name]; !ok || old != stamp {
 					changed(name)
 				}
 			}
-			for name := range was {
-				if _, ok := now[name]; !ok {
+			for name := range was.stamps {
+				if _, ok := now.stamps[name]; !ok {
 					changed(name)
 				}
 			}
 			// A plan edited by hand: the Modules whose sync came or went.
-			for _, pair := range [][2]*fleeetv1.ProxyAssemblage{{before, after}, {after, before}} {
-				for _, s := range pair[0].Spec.Assemblage.Syncs {
-					if compile.Find(pair[1].Spec.Assemblage.Syncs, s.Name) == nil {
-						changed(s.Name)
+			for _, pair := range [][2]parsedStamps{{was, now}, {now, was}} {
+				for name := range pair[0].holds {
+					if !pair[1].holds[name] {
+						changed(name)
 					}
 				}
 			}
@@ -300,14 +302,14 @@ func (r *Reconciler) reconcileSelection(ctx context.Context, m *fleeetv1.Module,
 			// The sync is in at most one part, which carries its stamp and
 			// what the cluster reports for it; a Module whose sync is in no
 			// part is stamped on part 0.
-			pa := plan.Holding(m.Name)
+			pa := r.stamps.holding(ctx, plan, m.Name)
 			t.holds = pa != nil
 			if pa == nil {
 				pa = plan[0]
 			}
 			// The compiler's stamp says whether the plan holds what this
 			// generation compiles to; a stamp of an older one is out of date.
-			stamp, stamped := r.stamps.of(pa)[m.Name]
+			stamp, stamped := r.stamps.of(ctx, pa).stamps[m.Name]
 			current := stamped && stamp.Generation == m.Generation
 			t.updated = t.holds && current && stamp.Revision == want && !stamp.Pending
 			if current && stamp.BindingError != "" {

@@ -145,15 +145,17 @@ func (id identity) remove(ctx context.Context, c client.Client, live client.Read
 // RemoteRules are a pull cluster's rights: read its own Remote, the
 // ProxyAssemblages its plan may be split over and its delivery bundle, write
 // their status, renew its Lease, mint tokens for itself and get the
-// CompiledSyncs its plan names. Every rule but the last is limited by name;
+// CompiledSyncs and CompiledPlans its plan names. Every rule but the last is
+// limited by name;
 // list and watch by name work through a metadata.name field selector. The
 // bundle is the only Secret it may read: every other Secret of the
 // namespace, other clusters' bundles included, stays out of its reach.
 //
-// CompiledSyncs cannot be limited by name: the plan names new ones with
-// every version, and a Role rewritten for each would lag the plan. They
-// need not be: a CompiledSync's name is a hash keyed with its Module's UID,
-// which the cluster cannot read, so it can get only those its own plan
+// CompiledSyncs and CompiledPlans cannot be limited by name: the plan names
+// new ones with every version, and a Role rewritten for each would lag the
+// plan. They need not be: a CompiledSync's name is a hash keyed with its
+// Module's UID, which the cluster cannot read, and a CompiledPlan's a hash
+// of the CompiledSync names it holds, so it can get only those its own plan
 // names, and with get alone (never list or watch) it cannot learn any
 // other's name.
 func RemoteRules(remote string) []rbacv1.PolicyRule {
@@ -173,7 +175,7 @@ func RemoteRules(remote string) []rbacv1.PolicyRule {
 			ResourceNames: names, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"},
 			ResourceNames: []string{fleeetv1.RemoteIdentityName(remote)}, Verbs: []string{"create"}},
-		{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"compiledsyncs"},
+		{APIGroups: []string{fleeetv1.GroupVersion.Group}, Resources: []string{"compiledsyncs", "compiledplans"},
 			Verbs: []string{"get"}},
 	}
 }
