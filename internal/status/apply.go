@@ -3,7 +3,9 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,6 +39,24 @@ const (
 // are merged by type. An object deleted meanwhile is not an error.
 func Apply(ctx context.Context, c client.Client, obj client.Object, owner string, status any) error {
 	return apply(ctx, c, obj, owner, status, map[string]any{})
+}
+
+// ApplyNewer is Apply of status, with the fields optional left out of it
+// when the object's schema does not declare them: the fields a writer
+// newer than the CRDs installed (an agent upgraded before its manager)
+// announces, which server-side apply would refuse the whole status for.
+// What the schema declares is written either way.
+func ApplyNewer(ctx context.Context, c client.Client, obj client.Object, owner string, status map[string]any, optional ...string) error {
+	err := Apply(ctx, c, obj, owner, status)
+	for _, field := range optional {
+		if err == nil || !strings.Contains(err.Error(), ".status."+field+": field not declared in schema") {
+			continue
+		}
+		status = maps.Clone(status)
+		delete(status, field)
+		err = Apply(ctx, c, obj, owner, status)
+	}
+	return err
 }
 
 // ApplyOver is Apply on the version of obj as read: when the object

@@ -70,3 +70,21 @@ func TestConditionsKeepsTheOwnedTypesInOrder(t *testing.T) {
 	g.Expect(status.Conditions(conds, "Connected", "Ready")).To(Equal([]metav1.Condition{{Type: "Ready"}, {Type: "Connected"}}))
 	g.Expect(status.Conditions(conds, "Stalled")).To(BeEmpty())
 }
+
+// A field the CRD does not declare, which server-side apply refuses the
+// whole status for, is left out when it is optional, and the rest written.
+func TestApplyNewerLeavesOutWhatTheSchemaLacks(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := cluster.Namespace(t, "tenant", nil)
+	remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}}
+	g.Expect(cluster.Client.Create(ctx, remote)).To(Succeed())
+	newer := map[string]any{"agentVersion": "v9.9.9", "readsSomethingNew": true}
+	g.Expect(status.Apply(ctx, cluster.Client, remote.DeepCopy(), status.AgentManager, newer)).To(
+		MatchError(ContainSubstring(".status.readsSomethingNew: field not declared in schema")), "refused whole")
+	g.Expect(status.ApplyNewer(ctx, cluster.Client, remote.DeepCopy(), status.AgentManager, newer, "readsSomethingNew")).To(Succeed())
+	g.Expect(newer).To(HaveKey("readsSomethingNew"), "the caller's map is left alone")
+	got := &fleeetv1.Remote{}
+	g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(remote), got)).To(Succeed())
+	g.Expect(got.Status.AgentVersion).To(Equal("v9.9.9"))
+}

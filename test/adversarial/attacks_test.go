@@ -135,6 +135,7 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	run("dashboard", dashboardAttacks(t, f))
 	run("delivery", deliveryAttacks(ctx, f, alice, cluster, aliceID, clusterID))
 	run("content", contentAttacks(ctx, f, alice, cluster, manager, aliceID, clusterID, managerID))
+	run("shared-plan", sharedPlanAttacks(ctx, f, alice, cluster, manager, aliceID, clusterID))
 	run("manager", managerAttacks(ctx, f, manager, managerID))
 	run("agent", agentAttacks(t, f))
 	run("recovery", recoveryAttacks(ctx, f, f.registerLost(t)))

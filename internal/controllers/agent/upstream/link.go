@@ -404,7 +404,9 @@ func (l *link) reportVersions(ctx context.Context, fluxStatus fleeetv1.FluxStatu
 		// the manager's writers.
 		owned["conditions"] = conditions
 	}
-	return status.Apply(ctx, l.client, remote, status.AgentManager, owned)
+	// An older manager's Remote CRD lacks readsCompiledPlans: said
+	// without it, the manager writes plans the way it knows.
+	return status.ApplyNewer(ctx, l.client, remote, status.AgentManager, owned, "readsCompiledPlans")
 }
 
 // renew replaces the credential at 80% of its lifetime with a new token

@@ -65,8 +65,8 @@ func TestPlansShareCompiledPlans(t *testing.T) {
 		generation = pa.Generation
 		g.Expect(first.Spec.Entries).To(HaveLen(1))
 		g.Expect(first.Spec.Entries[0].Name).To(Equal("app"))
-		g.Expect(first.Spec.Compiled).To(HaveKey("app"))
-		g.Expect(first.Spec.Compiled).To(HaveKey("db"))
+		g.Expect(firstStamps.Spec.Compiled).To(HaveKey("app"))
+		g.Expect(firstStamps.Spec.Compiled).To(HaveKey("db"))
 		g.Expect(pa.Spec.Assemblage.Syncs).To(HaveLen(1), "the plan keeps the entry delivering a Secret")
 		g.Expect(pa.Spec.Assemblage.Syncs[0].Name).To(Equal("db"))
 		g.Expect(pa.Spec.Assemblage.Syncs[0].Secrets).To(HaveLen(1))

@@ -176,8 +176,8 @@ func (r *Reconciler) planChanged(modules handler.EventHandler) handler.EventHand
 			}
 			// A plan edited by hand: the Modules whose sync came or went.
 			for _, pair := range [][2]parsedStamps{{was, now}, {now, was}} {
-				for name := range pair[0].holds {
-					if !pair[1].holds[name] {
+				for _, name := range pair[0].names() {
+					if !pair[1].holds(name) {
 						changed(name)
 					}
 				}

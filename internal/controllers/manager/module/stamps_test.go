@@ -52,11 +52,22 @@ func TestStampsOfAPartNamingACompiledPlan(t *testing.T) {
 
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	s := stamps{reader: c}
-	g.Expect(s.of(t.Context(), pa).holds).To(BeEmpty(), "not readable yet")
+	g.Expect(s.of(t.Context(), pa).holds("app")).To(BeFalse(), "not readable yet")
 	g.Expect(c.Create(t.Context(), cp)).To(Succeed())
 	got := s.of(t.Context(), pa)
 	g.Expect(got.stamps).To(Equal(cp.Spec.Compiled))
-	g.Expect(got.holds).To(Equal(map[string]bool{"app": true, "db": true}))
+	g.Expect(got.holds("app")).To(BeTrue(), "shared")
+	g.Expect(got.holds("db")).To(BeTrue(), "its own")
+	g.Expect(got.holds("web")).To(BeFalse())
 	g.Expect(s.holding(t.Context(), fleeetv1.ProxyPlan{pa}, "app")).To(BeIdenticalTo(pa))
 	g.Expect(s.holding(t.Context(), fleeetv1.ProxyPlan{pa}, "web")).To(BeNil())
+
+	// Another plan naming the same CompiledPlan shares what was read of it;
+	// once no plan names it, it is forgotten.
+	other := pa.DeepCopy()
+	other.Name = "edge-2"
+	g.Expect(s.of(t.Context(), other).holds("app")).To(BeTrue())
+	g.Expect(s.shared["team-a"]).To(HaveLen(1))
+	s.keep("team-a", func(string) bool { return false })
+	g.Expect(s.shared["team-a"]).To(BeEmpty())
 }
