@@ -12,6 +12,7 @@ import (
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 )
 
 // SplitPlan writes remote's plan by hand as the compiler writes a plan split
@@ -61,7 +62,10 @@ func ReportPart(g gomega.Gomega, c client.Client, pa *fleeetv1.ProxyAssemblage, 
 // WholePlan reads every part of the plan of Remote r from c and checks
 // that it is whole (every part part 0 lists, at its revision, and no
 // other), each part within limit bytes and fleeetv1.MaxSyncs syncs and
-// controlled by the Remote.
+// controlled by the Remote. A part naming a CompiledPlan is returned as a
+// copy holding its entries and the CompiledPlan's together
+// (plancontent.Entries), as a plan whose agent reads no CompiledPlans holds
+// them.
 func WholePlan(g gomega.Gomega, c client.Client, r *fleeetv1.Remote, limit int) fleeetv1.ProxyPlan {
 	list := &fleeetv1.ProxyAssemblageList{}
 	g.ExpectWithOffset(1, c.List(context.Background(), list, client.InNamespace(r.Namespace))).To(gomega.Succeed())
@@ -80,6 +84,15 @@ func WholePlan(g gomega.Gomega, c client.Client, r *fleeetv1.Remote, limit int) 
 		g.ExpectWithOffset(1, compile.PlanBytes(&pa.Spec)).To(gomega.BeNumerically("<=", limit), pa.Name)
 		g.ExpectWithOffset(1, len(pa.Spec.Assemblage.Syncs)).To(gomega.BeNumerically("<=", fleeetv1.MaxSyncs), pa.Name)
 		g.ExpectWithOffset(1, metav1.IsControlledBy(pa, r)).To(gomega.BeTrue(), "%s controlled by its Remote", pa.Name)
+	}
+	for k, pa := range plan {
+		if pa.Spec.CompiledPlan == "" {
+			continue
+		}
+		entries, err := plancontent.Entries(context.Background(), pa, plancontent.From(c, pa.Namespace))
+		g.ExpectWithOffset(1, err).NotTo(gomega.HaveOccurred())
+		plan[k] = pa.DeepCopy()
+		plan[k].Spec.Assemblage.Syncs, plan[k].Spec.CompiledPlan = entries, ""
 	}
 	return plan
 }

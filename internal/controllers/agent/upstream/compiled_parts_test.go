@@ -16,6 +16,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/controllers/manager/compiler"
 	"github.com/fleeet-dev/fleeet/internal/flux"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
@@ -52,7 +53,9 @@ func TestTheCompilersSplitPlanRunsWholeOnTheCluster(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		list := &fleeetv1.ProxyAssemblageList{}
 		g.Expect(l.mgmt.Client.List(ctx, list, client.InNamespace(l.ns))).To(Succeed())
-		plan := fleeetv1.GroupProxyPlans(list.Items)[clusterName].Listed()
+		// Each part with its entries and those of the CompiledPlan it names.
+		plan, err := plancontent.ResolvePlan(ctx, fleeetv1.GroupProxyPlans(list.Items)[clusterName].Listed(), plancontent.From(l.mgmt.Client, l.ns))
+		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(plan.Syncs()).To(HaveLen(modules))
 		for k := range plan {
 			g.Expect(plan[k]).NotTo(BeNil(), "part %d published", k)

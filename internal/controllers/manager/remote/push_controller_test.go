@@ -505,7 +505,6 @@ func TestPushLeavesTheClusterAsItIsWhileThePlanIsNotWhole(t *testing.T) {
 	part1 := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: fleeetv1.PlanPartName(r.Name, 1)}}
 	g.Eventually(func(g Gomega) {
 		get(g, part1)
-		part1.Spec.Assemblage.Syncs = part1.Spec.Assemblage.Syncs[1:]
 		part1.Spec.Assemblage.PartRevision = "next"
 		g.Expect(cluster.Client.Update(ctx, part1)).To(Succeed())
 	}, timeout, poll).Should(Succeed())
