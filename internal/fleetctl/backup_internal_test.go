@@ -1,36 +1,14 @@
 package fleetctl
 
 import (
-	"context"
 	"testing"
 
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/plancontent"
 )
-
-// store holds the CompiledSyncs and CompiledPlans a plan names.
-type store struct {
-	syncs map[string]*fleeetv1.CompiledSync
-	plans map[string]*fleeetv1.CompiledPlan
-}
-
-func (s store) CompiledSync(_ context.Context, name string) (*fleeetv1.CompiledSync, error) {
-	if cs, ok := s.syncs[name]; ok {
-		return cs, nil
-	}
-	return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledsyncs").GroupResource(), name)
-}
-
-func (s store) CompiledPlan(_ context.Context, name string) (*fleeetv1.CompiledPlan, error) {
-	if cp, ok := s.plans[name]; ok {
-		return cp, nil
-	}
-	return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledplans").GroupResource(), name)
-}
 
 // A plan part naming a CompiledPlan is backed up holding every sync whole
 // and its stamps in its own annotation: the restored Modules' content gets
@@ -42,7 +20,7 @@ func TestBackupKeepsAPlanNamingACompiledPlanWhole(t *testing.T) {
 		Secrets: []fleeetv1.SecretDelivery{{Name: "db-creds"}}}}
 	stamps := map[string]fleeetv1.Compiled{"app": {Generation: 3, Revision: "v1"}, "db": {Generation: 1, Revision: "v2"}}
 	cp := plancontent.NewPlan("team", []fleeetv1.NamedSync{plancontent.Entry(&app, "app-1")}, stamps)
-	s := store{syncs: map[string]*fleeetv1.CompiledSync{"app-1": {Sync: app}, "db-1": {Sync: db}}, plans: map[string]*fleeetv1.CompiledPlan{cp.Name: cp}}
+	s := plancontent.Objects{Syncs: map[string]*fleeetv1.CompiledSync{"app-1": {Sync: app}, "db-1": {Sync: db}}, Plans: map[string]*fleeetv1.CompiledPlan{cp.Name: cp}}
 	annotations := map[string]string{fleeetv1.CompiledPlanAnnotation: cp.Name, "team": "blue"}
 	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Annotations: annotations}}
 	pa.Spec.CompiledPlan = cp.Name
@@ -56,7 +34,7 @@ func TestBackupKeepsAPlanNamingACompiledPlanWhole(t *testing.T) {
 	g.Expect(pa.CompiledSyncs()).To(Equal(stamps))
 	g.Expect(annotations).To(HaveKey(fleeetv1.CompiledPlanAnnotation), "the plan as read is left alone")
 
-	delete(s.plans, cp.Name)
+	delete(s.Plans, cp.Name)
 	pa = &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "edge", Annotations: annotations}}
 	pa.Spec.CompiledPlan = cp.Name
 	g.Expect(wholePlan(t.Context(), pa, s)).To(MatchError(ContainSubstring("reading CompiledPlan " + cp.Name)))

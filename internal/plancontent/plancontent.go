@@ -245,12 +245,12 @@ func ResolveAll(ctx context.Context, r client.Reader, namespace string, plans ma
 	if err := r.List(ctx, cplans, client.InNamespace(namespace)); err != nil {
 		return fmt.Errorf("listing CompiledPlans: %w", err)
 	}
-	listed := listedStore{syncs: map[string]*fleeetv1.CompiledSync{}, plans: map[string]*fleeetv1.CompiledPlan{}}
+	listed := Objects{Syncs: map[string]*fleeetv1.CompiledSync{}, Plans: map[string]*fleeetv1.CompiledPlan{}}
 	for i := range syncs.Items {
-		listed.syncs[syncs.Items[i].Name] = &syncs.Items[i]
+		listed.Syncs[syncs.Items[i].Name] = &syncs.Items[i]
 	}
 	for i := range cplans.Items {
-		listed.plans[cplans.Items[i].Name] = &cplans.Items[i]
+		listed.Plans[cplans.Items[i].Name] = &cplans.Items[i]
 	}
 	for remote, plan := range plans {
 		resolved, err := ResolvePlan(ctx, plan, listed)
@@ -262,21 +262,24 @@ func ResolveAll(ctx context.Context, r client.Reader, namespace string, plans ma
 	return nil
 }
 
-// listedStore is a Store of the objects a List returned.
-type listedStore struct {
-	syncs map[string]*fleeetv1.CompiledSync
-	plans map[string]*fleeetv1.CompiledPlan
+// Objects is a Store of objects held in memory, by name: those a List
+// returned, or a test's.
+type Objects struct {
+	Syncs map[string]*fleeetv1.CompiledSync
+	Plans map[string]*fleeetv1.CompiledPlan
 }
 
-func (l listedStore) CompiledSync(_ context.Context, name string) (*fleeetv1.CompiledSync, error) {
-	if cs, ok := l.syncs[name]; ok {
+// CompiledSync implements Store.
+func (o Objects) CompiledSync(_ context.Context, name string) (*fleeetv1.CompiledSync, error) {
+	if cs, ok := o.Syncs[name]; ok {
 		return cs, nil
 	}
 	return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledsyncs").GroupResource(), name)
 }
 
-func (l listedStore) CompiledPlan(_ context.Context, name string) (*fleeetv1.CompiledPlan, error) {
-	if cp, ok := l.plans[name]; ok {
+// CompiledPlan implements Store.
+func (o Objects) CompiledPlan(_ context.Context, name string) (*fleeetv1.CompiledPlan, error) {
+	if cp, ok := o.Plans[name]; ok {
 		return cp, nil
 	}
 	return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledplans").GroupResource(), name)

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -42,7 +41,7 @@ func TestResolveGivesEntriesBackWhole(t *testing.T) {
 	entry := plancontent.Entry(&whole, "app-0123")
 	g.Expect(entry).To(Equal(fleeetv1.NamedSync{Name: "app", Content: "app-0123",
 		SyncSpec: fleeetv1.SyncSpec{Secrets: whole.Secrets}}))
-	get := store{syncs: map[string]*fleeetv1.CompiledSync{
+	get := plancontent.Objects{Syncs: map[string]*fleeetv1.CompiledSync{
 		"app-0123":  {Sync: whole},
 		"other-987": {Sync: fleeetv1.NamedSync{Name: "other"}},
 	}}
@@ -100,26 +99,6 @@ func (c countingStore) CompiledPlan(_ context.Context, name string) (*fleeetv1.C
 	return &fleeetv1.CompiledPlan{Spec: fleeetv1.CompiledPlanSpec{Entries: []fleeetv1.NamedSync{{Name: "b", Content: "b"}}}}, nil
 }
 
-// store holds CompiledSyncs and CompiledPlans in maps.
-type store struct {
-	syncs map[string]*fleeetv1.CompiledSync
-	plans map[string]*fleeetv1.CompiledPlan
-}
-
-func (s store) CompiledSync(_ context.Context, name string) (*fleeetv1.CompiledSync, error) {
-	if cs, ok := s.syncs[name]; ok {
-		return cs, nil
-	}
-	return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledsyncs").GroupResource(), name)
-}
-
-func (s store) CompiledPlan(_ context.Context, name string) (*fleeetv1.CompiledPlan, error) {
-	if cp, ok := s.plans[name]; ok {
-		return cp, nil
-	}
-	return nil, apierrors.NewNotFound(fleeetv1.GroupVersion.WithResource("compiledplans").GroupResource(), name)
-}
-
 // A CompiledPlan's name is a hash of its entries and stamps: Remotes whose
 // parts hold the same share one, and a change of either is another.
 func TestCompiledPlansAreNamedByWhatTheyHold(t *testing.T) {
@@ -142,7 +121,7 @@ func TestEntriesJoinThePartsOwnAndItsCompiledPlans(t *testing.T) {
 	g := NewWithT(t)
 	shared := plancontent.NewPlan("team", []fleeetv1.NamedSync{{Name: "a", Content: "a-1"}, {Name: "c", Content: "c-1"}},
 		map[string]fleeetv1.Compiled{"a": {Generation: 4}})
-	s := store{plans: map[string]*fleeetv1.CompiledPlan{shared.Name: shared}}
+	s := plancontent.Objects{Plans: map[string]*fleeetv1.CompiledPlan{shared.Name: shared}}
 	pa := &fleeetv1.ProxyAssemblage{ObjectMeta: metav1.ObjectMeta{Name: "edge",
 		Annotations: map[string]string{fleeetv1.CompiledPlanAnnotation: shared.Name}}}
 	pa.Spec.CompiledPlan = shared.Name
@@ -156,7 +135,7 @@ func TestEntriesJoinThePartsOwnAndItsCompiledPlans(t *testing.T) {
 
 	forged := plancontent.NewPlan("team", []fleeetv1.NamedSync{{Name: "a", Content: "a-1", SyncSpec: fleeetv1.SyncSpec{Source: fleeetv1.Source{Git: &fleeetv1.GitSource{URL: "https://evil.example/x"}}}}}, nil)
 	repeats := plancontent.NewPlan("team", []fleeetv1.NamedSync{{Name: "b", Content: "b-2"}}, nil)
-	s.plans[forged.Name], s.plans[repeats.Name] = forged, repeats
+	s.Plans[forged.Name], s.Plans[repeats.Name] = forged, repeats
 	pa.Spec.CompiledPlan = forged.Name
 	_, err = plancontent.Entries(t.Context(), pa, s)
 	g.Expect(err).To(MatchError(ContainSubstring(`entry "a" is not a reference to a CompiledSync`)))
@@ -176,7 +155,7 @@ func TestEntriesJoinThePartsOwnAndItsCompiledPlans(t *testing.T) {
 func TestResolvePlanReplacesEntriesNamingCompiledSyncsAndLeavesThePlanAsRead(t *testing.T) {
 	g := NewWithT(t)
 	held := map[string]*fleeetv1.CompiledSync{}
-	get := store{syncs: held}
+	get := plancontent.Objects{Syncs: held}
 	whole := sync("v1")
 	whole.Name = "b"
 	held["b-1234"] = &fleeetv1.CompiledSync{Sync: whole}
