@@ -38,22 +38,26 @@ func oversized(m *fleeetv1.Module) {
 
 // planOf returns, for Eventually, what the plan of team-a's Remote edge
 // holds of each Module (its tag) and the compiler's stamps. The plan is
-// read resolved, as its cluster reads it: its entries name CompiledSyncs.
+// read resolved, as its cluster reads it: it names a CompiledPlan, and its
+// entries CompiledSyncs.
 func planOf(ctx context.Context, f *fleet) func(Gomega) (map[string]string, map[string]fleeetv1.Compiled) {
 	return func(g Gomega) (map[string]string, map[string]fleeetv1.Compiled) {
 		pa := &fleeetv1.ProxyAssemblage{}
 		g.Expect(f.mgmt.Client.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "edge"}, pa)).To(Succeed())
-		syncs, err := plancontent.Resolve(ctx, pa.Spec.Assemblage.Syncs, plancontent.From(f.mgmt.Client, tenantA))
+		store := plancontent.From(f.mgmt.Client, tenantA)
+		stamps, err := plancontent.Stamps(ctx, pa, store)
 		g.Expect(err).NotTo(HaveOccurred())
-		pa.Spec.Assemblage.Syncs = syncs
-		g.Expect(compile.PlanBytes(&pa.Spec)).To(BeNumerically("<=", compile.DefaultMaxPlanBytes), "the plan stays under the limit, resolved")
+		resolved, err := plancontent.ResolvePlan(ctx, fleeetv1.ProxyPlan{pa}, store)
+		g.Expect(err).NotTo(HaveOccurred())
+		whole := &resolved[0].Spec
+		g.Expect(compile.PlanBytes(whole)).To(BeNumerically("<=", compile.DefaultMaxPlanBytes), "the plan stays under the limit, resolved")
 		tags := map[string]string{}
-		for _, s := range pa.Spec.Assemblage.Syncs {
+		for _, s := range whole.Assemblage.Syncs {
 			if s.Source.Git != nil {
 				tags[s.Name] = s.Source.Git.Tag
 			}
 		}
-		return tags, pa.CompiledSyncs()
+		return tags, stamps
 	}
 }
 
