@@ -13,13 +13,13 @@ const CompiledPlanAnnotation = "fleeet.dev/compiled-plan"
 // CompiledPlan is what plan parts of several Remotes have in common, stored
 // once in the namespace and named by each of those parts: the entries that
 // name a CompiledSync and deliver no Secret, and the compiler's stamps. A
-// part names the CompiledPlan holding its entries in
-// ProxyAssemblageSpec.CompiledPlan and the one holding its stamps in
-// CompiledPlanAnnotation; both are often the same. What is truly one
+// part names the CompiledPlan holding those entries alone in
+// ProxyAssemblageSpec.CompiledPlan, and the one holding them with its
+// stamps in CompiledPlanAnnotation. What is truly one
 // Remote's stays in its plan: syncs compiled for it alone (control-plane
 // bindings) and the entries of syncs delivering Secrets, which the
 // manager's delivery reads from the plan. So a version change rolled to
-// every Remote writes one CompiledPlan and a small plan per Remote, not
+// every Remote writes two CompiledPlans and a small plan per Remote, not
 // every Remote's entries and stamps.
 //
 // It is immutable, and its name is a hash of what it holds: the entries

@@ -25,6 +25,7 @@ import (
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/network"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/policy"
 	"github.com/fleeet-dev/fleeet/internal/readyexpr"
 	"github.com/fleeet-dev/fleeet/internal/rollout/window"
@@ -331,6 +332,13 @@ func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[s
 		into["sourceHosts"] = p.sourceHostProblems(placed.Spec.Sync.Source)
 		into["readyExprs"] = readyExprProblems(placed.Spec.Sync.DependsOn)
 	}
+	if req.Kind.Kind == "ProxyAssemblage" && req.Kind.Group == fleeetv1.GroupVersion.Group && req.SubResource == "" && len(req.Object.Raw) > 0 {
+		plan, err := p.planContext(ctx, req)
+		if err != nil {
+			return err
+		}
+		into["plan"] = plan
+	}
 	if req.Kind.Kind == "Module" && req.SubResource == "" && len(req.Object.Raw) > 0 {
 		m := &fleeetv1.Module{}
 		if err := json.Unmarshal(req.Object.Raw, m); err != nil {
@@ -345,6 +353,42 @@ func (p *Policies) lookUp(ctx context.Context, req admission.Request, into map[s
 		into["versionPolicy"] = versionPolicyProblems(m)
 	}
 	return nil
+}
+
+// planContext is what a rule about a plan part needs beyond the part as
+// written: the name of every sync it holds, its own entries and those of
+// the CompiledPlan it names (which only the manager writes, once for every
+// Remote at the same versions), and the name and labels of the Remote it
+// is the plan of. A CompiledPlan that cannot be read, or that does not
+// hold bare references to CompiledSyncs, is an error: without the syncs,
+// no rule about them can decide.
+func (p *Policies) planContext(ctx context.Context, req admission.Request) (map[string]any, error) {
+	pa := &fleeetv1.ProxyAssemblage{}
+	if err := json.Unmarshal(req.Object.Raw, pa); err != nil {
+		return nil, fmt.Errorf("decoding the ProxyAssemblage: %w", err)
+	}
+	// The compiler writes a CompiledPlan a moment before the plan naming
+	// it: the cache may not hold it yet.
+	store := plancontent.From(plancontent.Lagging{Cache: p.Reader, Live: p.LiveReader}, req.Namespace)
+	entries, err := plancontent.Entries(ctx, pa, store)
+	if err != nil {
+		return nil, err
+	}
+	syncs := make([]string, len(entries))
+	for i := range entries {
+		syncs[i] = entries[i].Name
+	}
+	plan := map[string]any{"syncs": syncs}
+	if owner := metav1.GetControllerOfNoCopy(pa); owner != nil && owner.Kind == "Remote" && owner.APIVersion == fleeetv1.GroupVersion.String() {
+		remote := &fleeetv1.Remote{}
+		switch err := p.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: owner.Name}, remote, client.UnsafeDisableDeepCopy); {
+		case err == nil:
+			plan["remote"] = map[string]any{"name": remote.Name, "labels": remote.Labels}
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("looking up Remote %s: %w", owner.Name, err)
+		}
+	}
+	return plan, nil
 }
 
 // sourceHostProblems lists, for policies/sources, each source URL whose

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -96,6 +97,14 @@ deny contains msg if {
 	contains(s.source.git.url, "git.evil.example.com")
 	msg := sprintf("sync %s: git.evil.example.com is not a source host of ours", [s.name])
 }`,
+		// A rule about which Modules a Remote may hold, whether its plan
+		// holds them itself or names a CompiledPlan holding them.
+		"placement.rego": `package fleeet.placement
+deny contains msg if {
+	input.context.plan.remote.labels.env == "prod"
+	"web" in input.context.plan.syncs
+	msg := sprintf("Module web may not run on production Remote %s", [input.context.plan.remote.name])
+}`,
 		// Shows what a policy sees of the entries of plan edge-watched.
 		"entries.rego": `package fleeet.entries
 deny contains msg if {
@@ -150,6 +159,20 @@ deny contains msg if {
 	thin := func(name string, s *fleeetv1.NamedSync) *fleeetv1.ProxyAssemblage {
 		return plan(name, plancontent.Entry(s, plancontent.Name(module, s)))
 	}
+	// shared is the plan of Remote name naming a CompiledPlan that holds
+	// the entry of s, with the CompiledPlan.
+	shared := func(name string, s *fleeetv1.NamedSync) (*fleeetv1.ProxyAssemblage, *fleeetv1.CompiledPlan) {
+		cp := plancontent.NewPlan(ns.Name, []fleeetv1.NamedSync{plancontent.Entry(s, plancontent.Name(module, s))}, nil)
+		pa := plan(name)
+		pa.Spec.CompiledPlan = cp.Name
+		pa.OwnerReferences = []metav1.OwnerReference{{APIVersion: fleeetv1.GroupVersion.String(), Kind: "Remote", Name: name, UID: "remote-uid", Controller: ptr.To(true)}}
+		return pa, cp
+	}
+	remote := func(name, env string) *fleeetv1.Remote {
+		return &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name, Labels: map[string]string{"env": env}}}
+	}
+	prodPlan, prodShared := shared("edge-prod", good)
+	devPlan, devShared := shared("edge-dev", good)
 	write := func(pa *fleeetv1.ProxyAssemblage) admission.Request {
 		return request("ProxyAssemblage", "proxyassemblages", pa.Name, pa)
 	}
@@ -167,6 +190,7 @@ deny contains msg if {
 
 	for name, tc := range map[string]struct {
 		cached       []client.Object
+		live         []client.Object // what only the apiserver holds yet
 		request      admission.Request
 		maxPlanBytes int
 		// want is what the response says; "" means it is allowed.
@@ -180,6 +204,13 @@ deny contains msg if {
 		"a plan naming content nobody holds": {request: write(thin("edge", evil))},
 		"the entries as written": {cached: []client.Object{content(good)}, request: write(thin("edge-watched", good)),
 			want: []string{fmt.Sprintf(`entry web: content %q, source {}`, plancontent.Name(module, good))}},
+		"a Module a rule keeps off the Remote, in the CompiledPlan the plan names": {cached: []client.Object{prodShared, remote("edge-prod", "prod")},
+			request: write(prodPlan), want: []string{"Module web may not run on production Remote edge-prod"}},
+		"the CompiledPlan the cache has not seen yet": {cached: []client.Object{remote("edge-prod", "prod")}, live: []client.Object{prodShared},
+			request: write(prodPlan), want: []string{"Module web may not run on production Remote edge-prod"}},
+		"the Module on a Remote the rule lets it run on": {cached: []client.Object{devShared, remote("edge-dev", "dev")}, request: write(devPlan)},
+		"a plan naming a CompiledPlan nobody holds": {cached: []client.Object{remote("edge-prod", "prod")}, request: write(prodPlan),
+			want: []string{"could not be evaluated", "reading CompiledPlan " + prodShared.Name}},
 		"the plan weighed as written": {cached: []client.Object{content(good)}, request: write(thin("edge", good)),
 			maxPlanBytes: between},
 		"a plan as written over the limit": {request: write(thin("edge", good)), maxPlanBytes: thinBytes - 1,
@@ -189,12 +220,14 @@ deny contains msg if {
 			g := NewWithT(t)
 			p := &Policies{Engine: engine, ManagerUsername: manager, MaxPlanBytes: cmp.Or(tc.maxPlanBytes, 512<<10),
 				Reader:     fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(tc.cached, ns)...).Build(),
-				LiveReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns).Build(),
+				LiveReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(tc.live, ns)...).Build(),
 				Timeout:    10 * time.Second}
 			resp := p.Handle(t.Context(), tc.request)
-			judged, err := p.Judge(t.Context(), tc.request)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(judged).To(Equal(resp), "judged in process as the webhook judges it")
+			if judged, err := p.Judge(t.Context(), tc.request); err != nil {
+				g.Expect(resp.Result.Message).To(ContainSubstring(err.Error()), "the webhook denies what keeps Judge from a decision")
+			} else {
+				g.Expect(judged).To(Equal(resp), "judged in process as the webhook judges it")
+			}
 			if len(tc.want) == 0 {
 				g.Expect(resp.Allowed).To(BeTrue(), "refused: %v", resp.Result)
 				return

@@ -87,24 +87,25 @@ func (r *reviews) thin(name string) []string {
 func TestTheManagersPlansNamingContentAreJudgedInProcessAndSkipTheWebhook(t *testing.T) {
 	g := NewWithT(t)
 	seen := &reviews{}
-	const refusal = "spec.assemblage.syncs: Remote frozen takes no new Module"
+	const refusal = "spec.assemblage.syncs: a frozen Remote takes no new Module"
 	c, manager := startBehindWebhook(t, behindWebhook{asManager: true, seen: seen.add, policies: map[string]string{"frozen.rego": `package fleeet.frozen
 deny contains "` + refusal + `" if {
-	input.request.kind.kind == "ProxyAssemblage"
-	input.request.name == "frozen"
-	some s in input.object.spec.assemblage.syncs
-	s.name == "app"
+	input.context.plan.remote.labels.frozen == "true"
+	"app" in input.context.plan.syncs
 }`}})
 	ns := c.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
-	remote := func(name string, content bool) *fleeetv1.Remote {
-		r := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	remote := func(name string, labels map[string]string, status string) *fleeetv1.Remote {
+		r := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
 		g.Eventually(func() error { return c.Client.Create(t.Context(), r) }, timeout, poll).Should(Succeed()) // once the webhook answers
-		if content {
-			reads(t, manager, r)
+		if status != "" {
+			reads(t, manager, r, status)
 		}
 		return r
 	}
-	edge, frozen, old := remote("edge", true), remote("frozen", true), remote("old", false)
+	edge, old := remote("edge", nil, compiledSyncs), remote("old", nil, "")
+	// The rule refuses app on frozen whether the plan holds its entry
+	// itself or names the CompiledPlan holding it.
+	frozen, frozenShared := remote("frozen", map[string]string{"frozen": "true"}, compiledSyncs), remote("frozen-shared", map[string]string{"frozen": "true"}, compiledPlans)
 	m := fleettest.CreateModule(t, c.Client, ns, "app", "v1.0.0", everyRemote, nil)
 
 	g.Eventually(func(g Gomega) {
@@ -112,11 +113,14 @@ deny contains "` + refusal + `" if {
 		g.Expect(pa.Spec.Assemblage.Syncs).To(ConsistOf(HaveField("Content", Not(BeEmpty()))))
 		whole := fleettest.Proxy(g, c.Client, ns, old.Name).Spec.Assemblage.Syncs
 		g.Expect(whole).To(ConsistOf(HaveField("Source.Git.Tag", "v1.0.0")))
-		g.Expect(warnings(g, c.Client, ns, "Module", m.Name, fleeetv1.ReasonPolicyDenied)).To(ContainElement(
-			"Remote frozen: plan refused by admission policy: " + refusal))
+		g.Expect(warnings(g, c.Client, ns, "Module", m.Name, fleeetv1.ReasonPolicyDenied)).To(ContainElements(
+			"Remote frozen: plan refused by admission policy: "+refusal, "Remote frozen-shared: plan refused by admission policy: "+refusal))
 	}, timeout, poll).Should(Succeed())
-	g.Expect(compile.Find(fleettest.Proxy(g, c.Client, ns, frozen.Name).Spec.Assemblage.Syncs, "app")).To(BeNil(),
-		"refused in process, frozen keeps the plan it had")
+	for _, r := range []*fleeetv1.Remote{frozen, frozenShared} {
+		pa := fleettest.Proxy(g, c.Client, ns, r.Name)
+		g.Expect(compile.Find(pa.Spec.Assemblage.Syncs, "app")).To(BeNil(), "refused in process, %s keeps the plan it had", r.Name)
+		g.Expect(pa.Spec.CompiledPlan).To(BeEmpty(), "refused in process, %s keeps the plan it had", r.Name)
+	}
 	// (A plan written before the compiler saw the Remote read content, or
 	// before the Module existed, holds a sync whole or nothing.)
 	g.Expect(seen.thin(edge.Name)).To(BeEmpty(), "plans naming content skip the webhook")
@@ -159,10 +163,16 @@ deny contains "` + refusal + `" if {
 	g.Expect(seen.of("CompiledSync", content.Content)).To(ContainElement(managerUser + " DELETE CompiledSync " + content.Content))
 }
 
-// reads says, as the Remote's agent would, through c, that Remote r
-// resolves plan entries naming CompiledSyncs.
-func reads(t *testing.T, c client.Client, r *fleeetv1.Remote) {
+// What an agent says it reads (reads).
+const (
+	compiledSyncs = `{"readsCompiledSyncs":true}`
+	compiledPlans = `{"readsCompiledSyncs":true,"readsCompiledPlans":true}`
+)
+
+// reads says, as the Remote's agent would, through c, that Remote r reads
+// what status says: compiledSyncs, or compiledPlans as well.
+func reads(t *testing.T, c client.Client, r *fleeetv1.Remote, status string) {
 	t.Helper()
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"readsCompiledSyncs":true}}`))
+	patch := client.RawPatch(types.MergePatchType, []byte(`{"status":`+status+`}`))
 	NewWithT(t).Expect(c.Status().Patch(context.Background(), r, patch)).To(Succeed())
 }

@@ -15,13 +15,6 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
 
-// readsContent says, as its agent would, that Remote r resolves plan
-// entries naming CompiledSyncs.
-func readsContent(t *testing.T, r *fleeetv1.Remote) {
-	t.Helper()
-	reads(t, cluster.Client, r)
-}
-
 // heldContent is the CompiledSync the plan of Remote r names for Module
 // app, checked to hold the sync whole and to be named as plancontent
 // names it; nil while the plan holds the sync whole.
@@ -50,8 +43,8 @@ func TestPlansNameSharedCompiledSyncs(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
 	edge, edge2, old := pullRemote(t, ns, "edge", nil), pullRemote(t, ns, "edge-2", nil), pullRemote(t, ns, "old", nil)
-	readsContent(t, edge)
-	readsContent(t, edge2)
+	reads(t, cluster.Client, edge, compiledSyncs)
+	reads(t, cluster.Client, edge2, compiledSyncs)
 	m := fleettest.CreateModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, nil)
 
 	var first *fleeetv1.CompiledSync
@@ -94,7 +87,7 @@ func TestCollectorKeepsContentNamedAgainBeforeItsGraceEnds(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
 	edge := pullRemote(t, ns, "edge", nil)
-	readsContent(t, edge)
+	reads(t, cluster.Client, edge, compiledSyncs)
 	m := fleettest.CreateModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, nil)
 	var cs *fleeetv1.CompiledSync
 	g.Eventually(func(g Gomega) {
@@ -137,7 +130,7 @@ deny contains "` + refusal + `" if {
 	ns := c.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
 	edge := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}}
 	g.Eventually(func() error { return c.Client.Create(t.Context(), edge) }, timeout, poll).Should(Succeed()) // once the webhook answers
-	reads(t, manager, edge)
+	reads(t, manager, edge, compiledSyncs)
 	app := fleettest.CreateModule(t, c.Client, ns, "app", "v1.0.0", everyRemote, nil)
 	other := fleettest.CreateModule(t, c.Client, ns, "other", "v1.0.0", everyRemote, nil)
 	entries := func(g Gomega) (*fleeetv1.ProxyAssemblage, map[string]*fleeetv1.CompiledSync) {

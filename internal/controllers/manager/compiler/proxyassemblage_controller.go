@@ -203,7 +203,7 @@ func (c *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	p, wire, refused, err := c.reconcileContent(ctx, remote, modules.Items, stored, held, before, p)
 	if err == nil {
-		wire, err = c.share(ctx, remote, stored, wire)
+		wire, err = c.share(ctx, remote, wire)
 	}
 	if err != nil {
 		return ctrl.Result{}, err

@@ -6,7 +6,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
@@ -14,14 +13,6 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
-
-// readsPlans says, as an agent of this version would, that Remote r reads
-// CompiledSyncs and CompiledPlans.
-func readsPlans(t *testing.T, r *fleeetv1.Remote) {
-	t.Helper()
-	patch := client.RawPatch(types.MergePatchType, []byte(`{"status":{"readsCompiledSyncs":true,"readsCompiledPlans":true}}`))
-	NewWithT(t).Expect(cluster.Client.Status().Patch(context.Background(), r, patch)).To(Succeed())
-}
 
 // sharedPlan is the CompiledPlan the plan of Remote r names for its
 // entries, and the one it names for its stamps.
@@ -33,6 +24,7 @@ func sharedPlan(g Gomega, r *fleeetv1.Remote) (*fleeetv1.ProxyAssemblage, *fleee
 	g.ExpectWithOffset(1, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: r.Namespace, Name: pa.Spec.CompiledPlan}, entries)).To(Succeed())
 	g.ExpectWithOffset(1, cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: r.Namespace, Name: pa.Annotations[fleeetv1.CompiledPlanAnnotation]}, stamps)).To(Succeed())
 	g.ExpectWithOffset(1, stamps.Spec.Entries).To(Equal(entries.Spec.Entries), "both CompiledPlans hold the part's entries")
+	g.ExpectWithOffset(1, entries.Spec.Compiled).To(BeEmpty(), "the entries' CompiledPlan holds no stamps")
 	return pa, entries, stamps
 }
 
@@ -48,9 +40,9 @@ func TestPlansShareCompiledPlans(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
 	edge, edge2, behind := pullRemote(t, ns, "edge", nil), pullRemote(t, ns, "edge-2", nil), pullRemote(t, ns, "behind", nil)
-	readsPlans(t, edge)
-	readsPlans(t, edge2)
-	readsContent(t, behind)
+	reads(t, cluster.Client, edge, compiledPlans)
+	reads(t, cluster.Client, edge2, compiledPlans)
+	reads(t, cluster.Client, behind, compiledSyncs)
 	app := fleettest.CreateModule(t, cluster.Client, ns, "app", "v1.0.0", everyRemote, nil)
 	fleettest.CreateModule(t, cluster.Client, ns, "db", "v2.0.0", everyRemote, func(m *fleeetv1.Module) {
 		m.Spec.Sync.Secrets = []fleeetv1.SecretDelivery{{Name: "db-creds"}}
