@@ -46,12 +46,46 @@ func Compile(expr string) (cel.Program, error) {
 	return e.Program(ast, cel.CostLimit(MaxCost))
 }
 
+// compiled keeps the programs Holds compiled, by expression: an agent
+// evaluates the same few expressions on every dependency event, and
+// compiling costs a hundred times what evaluating does. Expressions are
+// tenants' text, so at most maxCompiled are kept; past that the cache
+// starts over.
+var compiled = struct {
+	sync.Mutex
+	programs map[string]cel.Program
+}{programs: map[string]cel.Program{}}
+
+const maxCompiled = 256
+
+// program returns expr compiled, from the cache when it was compiled
+// before. An expression that does not compile is not kept.
+func program(expr string) (cel.Program, error) {
+	compiled.Lock()
+	prg, ok := compiled.programs[expr]
+	compiled.Unlock()
+	if ok {
+		return prg, nil
+	}
+	prg, err := Compile(expr)
+	if err != nil {
+		return nil, err
+	}
+	compiled.Lock()
+	defer compiled.Unlock()
+	if len(compiled.programs) >= maxCompiled {
+		clear(compiled.programs)
+	}
+	compiled.programs[expr] = prg
+	return prg, nil
+}
+
 // Holds evaluates expr with dep set to obj, a Kustomization or HelmRelease,
 // and reports whether it yields true. An expression that does not compile,
 // fails (a field obj does not have yet, the cost limit) or yields anything
 // but a bool is an error.
 func Holds(expr string, obj runtime.Object) (bool, error) {
-	prg, err := Compile(expr)
+	prg, err := program(expr)
 	if err != nil {
 		return false, err
 	}

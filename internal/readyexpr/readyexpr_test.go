@@ -61,3 +61,17 @@ func TestCompileSaysWhatIsWrong(t *testing.T) {
 		t.Errorf("a string expression: %v", err)
 	}
 }
+
+// BenchmarkHolds is one evaluation of an expression the agent has
+// evaluated before, as on each event of a dependency.
+func BenchmarkHolds(b *testing.B) {
+	ks := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Name: "cni", Generation: 3}}
+	ks.Status.ObservedGeneration = 3
+	ks.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "ReconciliationSucceeded"}}
+	const expr = `dep.status.observedGeneration == dep.metadata.generation && dep.status.conditions.exists(c, c.type == "Ready" && c.status == "True")`
+	for b.Loop() {
+		if holds, err := readyexpr.Holds(expr, ks); err != nil || !holds {
+			b.Fatalf("got %v, %v", holds, err)
+		}
+	}
+}
