@@ -191,7 +191,8 @@ func (w *Writer) Write(ctx context.Context, c client.Client, asm *fleeetv1.Assem
 		if uid, ok := ledger[name]; ok && w.fresh(key, uid, items[name]) {
 			continue
 		}
-		uid, err := put(ctx, c, asm, name, items[name])
+		_, delivered := ledger[name]
+		uid, err := put(ctx, c, asm, name, items[name], delivered)
 		w.remember(key, uid, items[name])
 		switch {
 		case err != nil:
@@ -211,11 +212,15 @@ func (w *Writer) Write(ctx context.Context, c client.Client, asm *fleeetv1.Assem
 // Secret; one that exists is changed only through JSON patches whose tests
 // the apiserver checks in the same request (the label and the controller
 // reference that say the fleet delivered it for asm), so a Secret that is
-// not ours is refused before anything of it is read or written.
-func put(ctx context.Context, c client.Client, asm *fleeetv1.Assemblage, name string, item Item) (types.UID, error) {
-	secret, err := create(ctx, c, asm, name, item)
-	if !apierrors.IsAlreadyExists(err) {
-		return secret.UID, err
+// not ours is refused before anything of it is read or written. One the
+// ledger names (delivered) most likely exists: it is patched first, and
+// created only when it is gone.
+func put(ctx context.Context, c client.Client, asm *fleeetv1.Assemblage, name string, item Item, delivered bool) (types.UID, error) {
+	if !delivered {
+		secret, err := create(ctx, c, asm, name, item)
+		if !apierrors.IsAlreadyExists(err) {
+			return secret.UID, err
+		}
 	}
 	guard := []map[string]any{
 		{"op": "test", "path": "/metadata/labels/" + pointerEscape(fleeetv1.DeliveredLabel), "value": "true"},
@@ -226,7 +231,10 @@ func put(ctx context.Context, c client.Client, asm *fleeetv1.Assemblage, name st
 		map[string]any{"op": "test", "path": "/type", "value": string(item.Type)},
 		map[string]any{"op": "add", "path": "/data", "value": item.Data})
 	held := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: asm.Namespace, Name: name}}
-	err = jsonPatch(ctx, c, held, update)
+	err := jsonPatch(ctx, c, held, update)
+	if delivered && apierrors.IsNotFound(err) {
+		return put(ctx, c, asm, name, item, false)
+	}
 	if apierrors.IsForbidden(err) {
 		return putReading(ctx, c, asm, name, item)
 	}

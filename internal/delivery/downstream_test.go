@@ -156,8 +156,19 @@ func TestSecretsAreDeliveredWithoutReadingAny(t *testing.T) {
 	g.Expect(admin.Update(ctx, tampered)).To(Succeed())
 	now = now.Add(11 * time.Minute)
 	deliver(map[string]delivery.Item{"creds": opaque("two")})
-	g.Expect(writes.Load()).To(Equal(int32(2)), "a create that finds it, then the patch")
+	g.Expect(writes.Load()).To(Equal(int32(1)), "one patch: the ledger says it was delivered")
 	g.Expect(read("creds").Data).To(HaveKeyWithValue("password", []byte("two")))
+	// Delivered, then deleted behind the writer's back: the patch finds
+	// nothing, and it is created again.
+	g.Expect(admin.Delete(ctx, read("creds"))).To(Succeed())
+	now = now.Add(11 * time.Minute)
+	writes.Store(0)
+	deliver(map[string]delivery.Item{"creds": opaque("two")})
+	g.Expect(writes.Load()).To(Equal(int32(3)), "the patch that finds nothing, the create, and the ledger's new UID")
+	creds = read("creds")
+	g.Expect(creds.Data).To(HaveKeyWithValue("password", []byte("two")))
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(asm), stored)).To(Succeed())
+	g.Expect(delivery.LedgerOf(stored)).To(Equal(delivery.Ledger{"creds": creds.UID}), "the ledger names the Secret created again")
 
 	// A change the apiserver refuses (someone made the Secret immutable)
 	// deletes nothing.
