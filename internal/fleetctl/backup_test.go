@@ -13,12 +13,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/compile"
+	"github.com/fleeet-dev/fleeet/internal/plancontent"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
+	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleetviewtest"
 )
 
@@ -29,7 +32,7 @@ func reportReady(ctx context.Context, g Gomega, c *testenv.Cluster, ns, name str
 	g.Expect(c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pa)).To(Succeed())
 	pa.Status.ObservedGeneration = pa.Generation
 	pa.Status.Syncs = nil
-	for _, s := range pa.Spec.Assemblage.Syncs {
+	for _, s := range (&fleettest.Contents{Reader: c.Client}).Syncs(pa) {
 		pa.Status.Syncs = append(pa.Status.Syncs, fleeetv1.SyncStatus{Name: s.Name, State: fleeetv1.SyncReady, Revision: compile.Version(&s.SyncSpec)})
 	}
 	g.Expect(c.Client.Status().Update(ctx, pa)).To(Succeed())
@@ -40,9 +43,10 @@ func plans(ctx context.Context, g Gomega, c *testenv.Cluster, ns string) map[str
 	pas := &fleeetv1.ProxyAssemblageList{}
 	g.Expect(c.Client.List(ctx, pas, client.InNamespace(ns))).To(Succeed())
 	held := map[string]string{}
-	for _, pa := range pas.Items {
-		if s := compile.Find(pa.Spec.Assemblage.Syncs, "app"); s != nil {
-			held[pa.Name] = compile.Version(&s.SyncSpec)
+	contents := &fleettest.Contents{Reader: c.Client}
+	for i := range pas.Items {
+		if s := compile.Find(contents.Syncs(&pas.Items[i]), "app"); s != nil {
+			held[pas.Items[i].Name] = compile.Version(&s.SyncSpec)
 		}
 	}
 	return held
@@ -53,6 +57,10 @@ func plans(ctx context.Context, g Gomega, c *testenv.Cluster, ns string) map[str
 // plans and every status while the manager only admits, and the manager
 // then continues: the same plans, the approval and the history kept, the
 // registrations recognised, and rollout undo returns to the older version.
+// The clusters' agents read CompiledPlans, as agents of this version do:
+// the backup holds each plan whole, and the new manager, whose Module has
+// a new UID and so names new CompiledSyncs and CompiledPlans, writes plans
+// that resolve to the same syncs.
 func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -65,8 +73,12 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 			Labels:      map[string]string{"env": env, fleeetv1.RegistrationTokenLabel: "edge"},
 			Annotations: map[string]string{"fleeet.dev/recovery-key": "key-of-" + name}}})).To(Succeed())
 	}
-	// Each cluster's agent connects: it renews the Lease the manager made.
+	// Each cluster's agent connects: it says what it reads and renews the
+	// Lease the manager made.
 	for name := range remotes {
+		r := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		g.Expect(cluster.Client.Status().Patch(ctx, r, client.RawPatch(types.MergePatchType,
+			[]byte(`{"status":{"readsCompiledSyncs":true,"readsCompiledPlans":true}}`)))).To(Succeed())
 		g.Eventually(func(g Gomega) {
 			lease := &coordinationv1.Lease{}
 			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, lease)).To(Succeed())
@@ -114,11 +126,14 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 		g.Expect(cluster.Client.Get(ctx, client.ObjectKeyFromObject(app), app)).To(Succeed())
 		g.Expect(app.Status.Rollout.Approved).To(Equal([]string{"canary"}))
 	}, fleetviewtest.Timeout, fleetviewtest.Poll).Should(Succeed())
-	before := map[string]fleeetv1.ProxyAssemblageSpec{}
+	// What each plan holds, resolved: the syncs its cluster runs.
+	before := map[string][]fleeetv1.NamedSync{}
 	pas := &fleeetv1.ProxyAssemblageList{}
 	g.Expect(cluster.Client.List(ctx, pas, client.InNamespace(ns))).To(Succeed())
-	for _, pa := range pas.Items {
-		before[pa.Name] = pa.Spec
+	contents := &fleettest.Contents{Reader: cluster.Client}
+	for i := range pas.Items {
+		g.Expect(pas.Items[i].Spec.CompiledPlan).NotTo(BeEmpty(), "plan %s names a CompiledPlan", pas.Items[i].Name)
+		before[pas.Items[i].Name] = contents.Syncs(&pas.Items[i])
 	}
 	token := &fleeetv1.RegistrationToken{}
 	g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, token)).To(Succeed())
@@ -173,8 +188,9 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 	g.Expect(again).To(ContainSubstring("ProxyAssemblage " + ns + "/c-1: exists; kept as it is\n"))
 	stop(t.Failed())
 
-	// Every plan the new manager writes, until the undo, is one its Remote
-	// had.
+	// Every plan the new manager writes, until the undo, resolves to what
+	// its Remote had.
+	freshContents := &fleettest.Contents{Reader: fresh.Client}
 	wc, err := client.NewWithWatch(fresh.Config, client.Options{Scheme: testenv.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	w, err := wc.Watch(ctx, &fleeetv1.ProxyAssemblageList{}, client.InNamespace(ns))
@@ -185,7 +201,7 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 	watched.Go(func() {
 		for ev := range w.ResultChan() {
 			if pa, ok := ev.Object.(*fleeetv1.ProxyAssemblage); ok && ev.Type != watch.Error &&
-				!equality.Semantic.DeepEqual(pa.Spec, before[pa.Name]) {
+				!equality.Semantic.DeepEqual(freshContents.Syncs(pa), before[pa.Name]) {
 				mu.Lock()
 				strays = append(strays, pa.Name)
 				mu.Unlock()
@@ -206,9 +222,13 @@ func TestBackupAndRestoreRebuildTheManagementCluster(t *testing.T) {
 		pas := &fleeetv1.ProxyAssemblageList{}
 		g.Expect(fresh.Client.List(ctx, pas, client.InNamespace(ns))).To(Succeed())
 		g.Expect(pas.Items).To(HaveLen(3))
-		for _, pa := range pas.Items {
-			g.Expect(pa.CompiledSyncs()).To(HaveKeyWithValue("app", HaveField("Generation", restored.Generation)), "compiled by the new manager")
-			g.Expect(pa.Spec.Assemblage.Syncs).To(Equal(before[pa.Name].Assemblage.Syncs))
+		for i := range pas.Items {
+			pa := &pas.Items[i]
+			g.Expect(pa.Spec.CompiledPlan).NotTo(BeEmpty(), "the new manager writes plan %s naming a CompiledPlan again", pa.Name)
+			stamps, err := plancontent.Stamps(ctx, pa, plancontent.From(fresh.Client, ns))
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(stamps).To(HaveKeyWithValue("app", HaveField("Generation", restored.Generation)), "compiled by the new manager")
+			g.Expect(freshContents.Syncs(pa)).To(Equal(before[pa.Name]))
 		}
 		tok := &fleeetv1.RegistrationToken{}
 		g.Expect(fresh.Client.Get(ctx, client.ObjectKeyFromObject(token), tok)).To(Succeed())
