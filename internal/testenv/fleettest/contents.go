@@ -39,3 +39,9 @@ func (c *Contents) Syncs(pa *fleeetv1.ProxyAssemblage) []fleeetv1.NamedSync {
 	}
 	return resolved[0].Spec.Assemblage.Syncs
 }
+
+// HeldTag is HeldTag of pa read as its cluster reads it: its syncs
+// resolved (Syncs).
+func (c *Contents) HeldTag(pa *fleeetv1.ProxyAssemblage) string {
+	return appTag(c.Syncs(pa))
+}

@@ -87,9 +87,15 @@ func Filler(size int) func(*fleeetv1.Module) {
 	}
 }
 
-// HeldTag returns the tag of the app sync a Remote's ProxyAssemblage holds, or "".
+// HeldTag returns the tag of the app sync a Remote's ProxyAssemblage holds
+// whole, or "".
 func HeldTag(pa *fleeetv1.ProxyAssemblage) string {
-	for _, s := range pa.Spec.Assemblage.Syncs {
+	return appTag(pa.Spec.Assemblage.Syncs)
+}
+
+// appTag returns the tag of the app sync of syncs, or "".
+func appTag(syncs []fleeetv1.NamedSync) string {
+	for _, s := range syncs {
 		if s.Name == "app" {
 			return s.Source.Git.Tag
 		}

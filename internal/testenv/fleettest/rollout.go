@@ -31,7 +31,7 @@ func Report(g gomega.Gomega, c client.Client, ns, name string, state fleeetv1.Sy
 		now := metav1.Now()
 		pa.Status.ObservedGeneration = pa.Generation
 		pa.Status.Syncs = nil
-		for _, s := range pa.Spec.Assemblage.Syncs {
+		for _, s := range (&Contents{Reader: c}).Syncs(pa) {
 			pa.Status.Syncs = append(pa.Status.Syncs, fleeetv1.SyncStatus{
 				Name: s.Name, State: state, Message: "reported " + string(state), LastTransitionTime: &now})
 		}
@@ -105,11 +105,16 @@ func WatchRollout(t *testing.T, cfg *rest.Config, ns string, online []string, ma
 	for i, tag := range tags {
 		rw.order[tag] = i
 	}
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	contents := &Contents{Reader: c}
 	unready := map[string]bool{}
 	OnPlans(t, cfg, ns, func(pa *fleeetv1.ProxyAssemblage) {
 		rw.mu.Lock()
 		defer rw.mu.Unlock()
-		tag := HeldTag(pa)
+		tag := contents.HeldTag(pa)
 		if prev := rw.held[pa.Name]; prev != "" && rw.order[tag] < rw.order[prev] {
 			rw.violations = append(rw.violations, fmt.Sprintf("%s moved back from %s to %s", pa.Name, prev, tag))
 		}

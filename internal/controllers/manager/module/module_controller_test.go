@@ -39,7 +39,7 @@ func TestModulesCompileIntoTheProxyAssemblagesOfSelectedRemotes(t *testing.T) {
 	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
 
 	g.Eventually(func(g Gomega) {
-		g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, "edge-1"))).To(Equal("v1.0.0"))
+		g.Expect(heldTag(fleettest.Proxy(g, cluster.Client, ns, "edge-1"))).To(Equal("v1.0.0"))
 		g.Expect(fleettest.Proxy(g, cluster.Client, ns, "edge-2").Spec.Assemblage.Syncs).To(BeEmpty())
 		sync := fleettest.Proxy(g, cluster.Client, ns, "edge-1").Spec.Assemblage.Syncs[0]
 		g.Expect(sync.Labels).To(Equal(map[string]string{"tier": "app"}))
@@ -84,7 +84,7 @@ func TestModulesCompileIntoTheProxyAssemblagesOfSelectedRemotes(t *testing.T) {
 		g.Expect(ready.Reason).To(Equal("BindingFailed"))
 		g.Expect(ready.Message).To(ContainSubstring("remote edge-2: spec.controlPlaneBindings[DOMAIN]: ConfigMap fleet: field /data/missing not found"))
 	}, timeout, poll).Should(Succeed())
-	g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, "edge-2"))).To(Equal("v1.0.0"))
+	g.Expect(heldTag(fleettest.Proxy(g, cluster.Client, ns, "edge-2"))).To(Equal("v1.0.0"))
 	// The compiler's stamp is where the Module controller read that from.
 	stamp := fleettest.Proxy(g, cluster.Client, ns, "edge-2").CompiledSyncs()["app"]
 	g.Expect(stamp.Generation).To(Equal(m.Generation))
@@ -92,12 +92,15 @@ func TestModulesCompileIntoTheProxyAssemblagesOfSelectedRemotes(t *testing.T) {
 	g.Expect(stamp.BindingError).To(ContainSubstring("field /data/missing not found"))
 }
 
+// A rolling update at maxUnavailable 1, its Remotes' agents reading
+// CompiledPlans, never has two online Remotes unavailable at once.
 func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
 	online := []string{"r1", "r2", "r3", "r4", "r5"}
 	for _, name := range online {
 		fleettest.NewRemote(t, cluster.Client, ns, name, map[string]string{"fleet": "yes"}, true)
+		readsPlans(g, ns, name)
 	}
 	away := []string{"r6-offline", "r7-offline"}
 	for _, name := range away {
@@ -133,7 +136,7 @@ func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 	driveUntil(g, ns, online, ready, func(g Gomega) {
 		n := 0
 		for _, name := range online {
-			if fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name)) == "v2" {
+			if heldTag(fleettest.Proxy(g, cluster.Client, ns, name)) == "v2" {
 				n++
 			}
 		}
@@ -162,7 +165,7 @@ func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 		m := fleettest.ModuleStatus(g, cluster.Client, ns)
 		g.Expect(apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
 		for _, name := range online {
-			g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v3"), "Remote %s", name)
+			g.Expect(heldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v3"), "Remote %s", name)
 		}
 	})
 
@@ -179,7 +182,7 @@ func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 		g.Expect(m.Status.Version).To(Equal("v4"))
 	})
 	for _, name := range away {
-		g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v1"), name)
+		g.Expect(heldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v1"), name)
 	}
 	rw.Check(g)
 	g.Expect(rw.Peak()).To(Equal(1), "the watch saw the rollout move one Remote at a time")
@@ -192,7 +195,7 @@ func TestRollingUpdateNeverExceedsMaxUnavailable(t *testing.T) {
 	}
 	driveUntil(g, ns, append(slices.Clone(online), away...), ready, func(g Gomega) {
 		for _, name := range away {
-			g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v4"), name)
+			g.Expect(heldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v4"), name)
 		}
 		g.Expect(fleettest.ModuleStatus(g, cluster.Client, ns).Status.Summary.Ready).To(Equal(int32(7)))
 	})
@@ -212,7 +215,7 @@ func TestSuspendHoldsWhatRuns(t *testing.T) {
 	m.Namespace = ns
 	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
 	tags := func(g Gomega) []string {
-		return []string{fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, "held")), fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, "running"))}
+		return []string{heldTag(fleettest.Proxy(g, cluster.Client, ns, "held")), heldTag(fleettest.Proxy(g, cluster.Client, ns, "running"))}
 	}
 	g.Eventually(tags, timeout, poll).Should(Equal([]string{"v1.0.0", "v1.0.0"}))
 

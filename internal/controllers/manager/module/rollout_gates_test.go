@@ -30,7 +30,7 @@ type heldHistory struct {
 }
 
 func watchHeld(t *testing.T, ns string) *heldHistory {
-	return watchHeldBy(t, ns, fleettest.HeldTag)
+	return watchHeldBy(t, ns, heldTag)
 }
 
 // watchHeldBy is watchHeld recording what held says each plan holds.
@@ -57,7 +57,9 @@ func (h *heldHistory) of(remote string) []string {
 // prod stage moves all at once, the rest last. A version that fails on the
 // canary is rolled back by the manager without anyone's help, and no
 // later-stage Remote ever holds it; fleetctl rollout undo's annotation rolls
-// a healthy version back on demand.
+// a healthy version back on demand. The agents of canary-1 and prod-1
+// read CompiledPlans, those of prod-2 and rest-1 (one minor behind) do
+// not: one rollout moves plans of both forms.
 func TestAStagedRolloutWaitsForApprovalAndRollsBackByItself(t *testing.T) {
 	g := NewWithT(t)
 	ns := tenant(t)
@@ -66,6 +68,8 @@ func TestAStagedRolloutWaitsForApprovalAndRollsBackByItself(t *testing.T) {
 	for _, name := range online {
 		fleettest.NewRemote(t, cluster.Client, ns, name, map[string]string{"stage": stages[name]}, true)
 	}
+	readsPlans(g, ns, "canary-1")
+	readsPlans(g, ns, "prod-1")
 	m := fleettest.NewModule("v1", &metav1.LabelSelector{})
 	m.Namespace = ns
 	m.Spec.Rollout = fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, OnFailure: fleeetv1.RollbackOnFailure,
@@ -98,11 +102,14 @@ func TestAStagedRolloutWaitsForApprovalAndRollsBackByItself(t *testing.T) {
 	held := func(g Gomega) map[string]string {
 		tags := map[string]string{}
 		for _, name := range online {
-			tags[name] = fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))
+			tags[name] = heldTag(fleettest.Proxy(g, cluster.Client, ns, name))
 		}
 		return tags
 	}
 	driveUntil(g, ns, online, decide, converged("v1"))
+	for name, shared := range map[string]bool{"canary-1": true, "prod-1": true, "prod-2": false, "rest-1": false} {
+		g.Expect(fleettest.Proxy(g, cluster.Client, ns, name).Spec.CompiledPlan != "").To(Equal(shared), "plan %s names a CompiledPlan", name)
+	}
 	history := watchHeld(t, ns)
 
 	// v2: the canary moves, then the rollout waits for its approval.
@@ -261,7 +268,7 @@ func TestAClosedWindowLetsWhatMovesFinishAndStartsNothing(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		moved := 0
 		for _, name := range online {
-			if fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name)) == "v2" {
+			if heldTag(fleettest.Proxy(g, cluster.Client, ns, name)) == "v2" {
 				first, moved = name, moved+1
 			}
 		}
@@ -275,12 +282,12 @@ func TestAClosedWindowLetsWhatMovesFinishAndStartsNothing(t *testing.T) {
 	}, timeout, poll).Should(Succeed())
 	driveUntil(g, ns, online, ready, func(g Gomega) {
 		g.Expect(fleettest.Proxy(g, cluster.Client, ns, first).Status.Syncs).To(ConsistOf(HaveField("State", fleeetv1.SyncReady)))
-		g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, first))).To(Equal("v2"), "what was moving finished")
+		g.Expect(heldTag(fleettest.Proxy(g, cluster.Client, ns, first))).To(Equal("v2"), "what was moving finished")
 	})
 	g.Consistently(func(g Gomega) int {
 		moved := 0
 		for _, name := range online {
-			if fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name)) == "v2" {
+			if heldTag(fleettest.Proxy(g, cluster.Client, ns, name)) == "v2" {
 				moved++
 			}
 		}
@@ -291,7 +298,7 @@ func TestAClosedWindowLetsWhatMovesFinishAndStartsNothing(t *testing.T) {
 	patchModule(g, ns, `{"spec":{"rollout":{"windows":[{"schedule":"* * * * *","duration":"24h"}]}}}`)
 	driveUntil(g, ns, online, ready, func(g Gomega) {
 		for _, name := range online {
-			g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v2"))
+			g.Expect(heldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal("v2"))
 		}
 		g.Expect(apimeta.IsStatusConditionTrue(fleettest.ModuleStatus(g, cluster.Client, ns).Status.Conditions, fleeetv1.ReadyCondition)).To(BeTrue())
 	})
@@ -330,7 +337,7 @@ spec:
 	ready := func(string, string) fleeetv1.SyncState { return fleeetv1.SyncReady }
 	holdAll := func(g Gomega, tag string) {
 		for _, name := range online {
-			g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal(tag), "Remote %s", name)
+			g.Expect(heldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal(tag), "Remote %s", name)
 		}
 	}
 	// pausedAt waits for the Module to have planned tag, paused for reason

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,6 +45,22 @@ func tenant(t *testing.T) string {
 	return cluster.Namespace(t, "tenant", map[string]string{fleeetv1.TenantLabel: "true"})
 }
 
+// heldTag is fleettest.HeldTag of pa read as its cluster reads it: the
+// entries of the CompiledPlan it names and the CompiledSyncs they name,
+// whole.
+func heldTag(pa *fleeetv1.ProxyAssemblage) string {
+	return (&fleettest.Contents{Reader: cluster.Client}).HeldTag(pa)
+}
+
+// readsPlans says, as the agent of Remote name would, that it reads
+// CompiledSyncs and CompiledPlans: its plan names what it shares with
+// other Remotes' instead of holding it.
+func readsPlans(g Gomega, ns, name string) {
+	r := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	g.Expect(cluster.Client.Status().Patch(context.Background(), r, client.RawPatch(types.MergePatchType,
+		[]byte(`{"status":{"readsCompiledSyncs":true,"readsCompiledPlans":true}}`)))).To(Succeed())
+}
+
 // report plays a cluster's agent: it reports every sync of the Remote's
 // current ProxyAssemblage spec in the given state.
 func report(g Gomega, ns, name string, state fleeetv1.SyncState) {
@@ -59,7 +76,7 @@ func onPlans(t *testing.T, ns string, seen func(*fleeetv1.ProxyAssemblage)) {
 // driveUntil plays every online cluster's agent, reporting each Remote's
 // plan in the state decide gives for the tag it holds, until done holds.
 func driveUntil(g Gomega, ns string, online []string, decide func(remote, tag string) fleeetv1.SyncState, done func(Gomega)) {
-	driveHeld(g, ns, online, fleettest.HeldTag, decide, done)
+	driveHeld(g, ns, online, heldTag, decide, done)
 }
 
 // driveHeld is driveUntil deciding on what held says a plan holds ("" for

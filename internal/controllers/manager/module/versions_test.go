@@ -50,7 +50,7 @@ func TestAVersionPolicyRollsNewTagsOutThroughStagesAndNeverPicksARolledBackOneAg
 	everywhere := func(tag string) func(Gomega) {
 		return func(g Gomega) {
 			for _, name := range online {
-				g.Expect(fleettest.HeldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal(tag), name)
+				g.Expect(heldTag(fleettest.Proxy(g, cluster.Client, ns, name))).To(Equal(tag), name)
 			}
 		}
 	}
@@ -67,7 +67,7 @@ func TestAVersionPolicyRollsNewTagsOutThroughStagesAndNeverPicksARolledBackOneAg
 		everywhere("v1.1.0")(g)
 		newest(g, "v1.1.0", fleeetv1.RolloutSucceeded)
 	})
-	history := watchHeldBy(t, ns, fleettest.HeldTag)
+	history := watchHeldBy(t, ns, heldTag)
 
 	git.Commit(t, "app", deploy("c"), "v1.2.0")
 	look()
