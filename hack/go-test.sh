@@ -3,50 +3,83 @@
 # a time in each, with the go test flags it is given (GO_TEST_FLAGS).
 #
 # A heavy package starts apiservers, Flux and nodes of its own and leaves a
-# core of the two idle most of the time, so two lanes cut the wall time. The
-# three packages that run real nodes (test/e2e, test/charts, test/ct) share
-# lane one, one after the other: two of them at once took 900 and 800 s
-# instead of 305 and 280. Every other package runs in lane two, beside them,
-# so a new package is never left out; go test -p 2 would instead run
-# packages in path order and leave test/e2e alone at the end. Output streams
-# with each line marked by its lane; when a lane fails, what failed is said
-# again at the very end, where a CI log's tail shows it.
+# core of the two idle part of the time, so two lanes cut the wall time. The
+# three packages that run real nodes (test/e2e, test/charts, test/ct) go one
+# after the other in lane one: two of them at once took 900 and 800 s
+# instead of 305 and 280. Every other package is taken from one queue, the
+# longest first, by lane two from the start and by lane one once the node
+# packages are done, so that neither lane idles while the other has a queue;
+# a new package is never left out. Output streams with each line marked by
+# its lane; when a package fails, what failed is said again at the very
+# end, where a CI log's tail shows it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The packages that run real nodes, the longest first.
-one=(./test/e2e ./test/charts ./test/ct)
+nodes=(./test/e2e ./test/charts ./test/ct)
+# The longest of the rest (a few minutes each), taken first.
+long=(./test/adversarial ./internal/manager ./internal/controllers/agent/assemblage ./internal/controllers/agent/upstream)
 
-mapfile -t all < <(go list ./...)
-mapfile -t first < <(go list "${one[@]}")
-two=()
-for p in "${all[@]}"; do
-	[[ " ${first[*]} " == *" $p "* ]] || two+=("$p")
+mapfile -t node_pkgs < <(go list "${nodes[@]}")
+mapfile -t long_pkgs < <(go list "${long[@]}")
+mapfile -t tested < <(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./... | sed '/^$/d')
+queue=("${long_pkgs[@]}")
+for p in "${tested[@]}"; do
+	[[ " ${node_pkgs[*]} ${long_pkgs[*]} " == *" $p "* ]] || queue+=("$p")
 done
 
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+echo 0 >"$work/next"
 
-lane() {
-	local name=$1
-	shift
-	# pipefail keeps go test's status through sed and tee.
-	go test "$@" 2>&1 | sed -u "s/^/[$name] /" | tee "$logs/$name"
+# take prints the next package of the queue, or nothing once it is empty.
+take() {
+	local i
+	exec {lock}>"$work/lock"
+	flock "$lock"
+	i=$(<"$work/next")
+	echo $((i + 1)) >"$work/next"
+	exec {lock}>&-
+	((i < ${#queue[@]})) && echo "${queue[$i]}"
+	return 0
 }
 
-lane one "$@" "${first[@]}" &
+# run runs go test on one package in lane $1, its output marked by the lane
+# and kept in the lane's log; a failure is recorded, not fatal, so the lane
+# goes on with the queue.
+run() {
+	local name=$1 pkg=$2
+	shift 2
+	# pipefail keeps go test's status through sed and tee.
+	if ! go test "$@" "$pkg" 2>&1 | sed -u "s/^/[$name] /" | tee -a "$work/$name.log"; then
+		echo "$pkg" >>"$work/failed"
+	fi
+}
+
+lane() {
+	local name=$1 pkg
+	shift
+	if [[ $name == one ]]; then
+		for pkg in "${node_pkgs[@]}"; do
+			run "$name" "$pkg" "$@"
+		done
+	fi
+	while pkg=$(take) && [[ -n $pkg ]]; do
+		run "$name" "$pkg" "$@"
+	done
+}
+
+lane one "$@" &
 one_pid=$!
-lane two "$@" "${two[@]}" &
+lane two "$@" &
 two_pid=$!
-status=0
-wait "$one_pid" || status=1
-wait "$two_pid" || status=1
-if ((status != 0)); then
+wait "$one_pid" "$two_pid"
+if [[ -s $work/failed ]]; then
 	# The failed tests first, then the first failure's message with the
 	# lines that follow it (a Gomega failure says what it expected and what
 	# it got on those), cut short, so that the end of a CI log holds it.
 	echo "=== what failed (repeated from above)"
-	grep -hE -- '--- FAIL|^\[[a-z]+\] FAIL[[:space:]]' "$logs"/* | tail -n 8 || true
-	grep -hE -A 10 -- 'panic:|test timed out|_test\.go:[0-9]+:' "$logs"/* | head -n 14 | cut -c 1-400 || true
+	grep -hE -- '--- FAIL|^\[[a-z]+\] FAIL[[:space:]]' "$work"/*.log | tail -n 8 || true
+	grep -hE -A 10 -- 'panic:|test timed out|_test\.go:[0-9]+:' "$work"/*.log | head -n 14 | cut -c 1-400 || true
+	exit 1
 fi
-exit "$status"
