@@ -363,9 +363,9 @@ func (i *importer) fleetBundle(ctx context.Context, o *object, c *conversion) *f
 	return spec
 }
 
-// fleetSelector is the selector of a GitRepo's one target, and of the
-// import's --selector; Fleet's default target, the cluster group default,
-// is taken for --selector's Remotes.
+// fleetSelector is the selector of a GitRepo's targets (targetsSelector),
+// and of the import's --selector; Fleet's default target, the cluster group
+// default, is taken for --selector's Remotes.
 func (i *importer) fleetSelector(repo *object, at string, c *conversion) *metav1.LabelSelector {
 	var targets struct {
 		Targets []json.RawMessage `json:"targets"`
@@ -381,20 +381,30 @@ func (i *importer) fleetSelector(repo *object, at string, c *conversion) *metav1
 	case len(spec.Targets) == 0:
 		c.rewrite("%s.targets: none, so Fleet deploys to its cluster group default; the Module selects the Remotes --selector selects", at)
 		return out
-	case len(spec.Targets) > 1:
-		c.refuse("%s.targets: %d targets; a Module selects the Remotes of one label selector", at, len(spec.Targets))
+	}
+	var selectors []*metav1.LabelSelector
+	for n, t := range spec.Targets {
+		if t.ClusterSelector == nil {
+			c.refuse("%s.targets[%d]: no clusterSelector; a Module selects Remotes by their labels", at, n)
+			return out
+		}
+		selectors = append(selectors, t.ClusterSelector)
+	}
+	sel, ok := targetsSelector(selectors)
+	if !ok {
+		c.refuse("%s.targets: %d targets whose clusterSelectors are not one label's values (and the same other labels); a Module selects the Remotes of one label selector", at, len(spec.Targets))
 		return out
-	case spec.Targets[0].ClusterSelector == nil:
-		c.refuse("%s.targets[0]: no clusterSelector; a Module selects Remotes by their labels", at)
-		return out
+	}
+	if len(selectors) > 1 {
+		in := sel.MatchExpressions[0]
+		c.rewrite("%s.targets: %d targets, one selector: %s in (%s)", at, len(selectors), in.Key, strings.Join(in.Values, ", "))
 	}
 	if out == nil {
 		out = &metav1.LabelSelector{}
 	}
-	sel := spec.Targets[0].ClusterSelector
 	for k, v := range sel.MatchLabels {
 		if w, set := out.MatchLabels[k]; set && w != v {
-			c.refuse("%s.targets[0].clusterSelector: %s=%s, where --selector says %s=%s", at, k, v, k, w)
+			c.refuse("%s.targets: clusterSelector %s=%s, where --selector says %s=%s", at, k, v, k, w)
 		}
 		if out.MatchLabels == nil {
 			out.MatchLabels = map[string]string{}
@@ -403,6 +413,50 @@ func (i *importer) fleetSelector(repo *object, at string, c *conversion) *metav1
 	}
 	out.MatchExpressions = append(out.MatchExpressions, sel.MatchExpressions...)
 	return out
+}
+
+// targetsSelector is one selector picking the clusters that any of
+// selectors picks, as Fleet deploys to a cluster any target matches: the
+// one selector, or, when each holds matchLabels alone, the same labels but
+// for one whose values differ, those labels and that one's values (In).
+// Anything else has no single label selector, and is not ok.
+func targetsSelector(selectors []*metav1.LabelSelector) (*metav1.LabelSelector, bool) {
+	if len(selectors) == 1 {
+		return selectors[0], true
+	}
+	first := selectors[0].MatchLabels
+	differ := ""
+	for _, sel := range selectors {
+		if len(sel.MatchExpressions) > 0 || len(sel.MatchLabels) != len(first) {
+			return nil, false
+		}
+		for k, v := range sel.MatchLabels {
+			w, ok := first[k]
+			switch {
+			case !ok:
+				return nil, false
+			case w != v && differ == "":
+				differ = k
+			case w != v && differ != k:
+				return nil, false
+			}
+		}
+	}
+	out := &metav1.LabelSelector{MatchLabels: maps.Clone(first)}
+	if differ == "" {
+		return out, true
+	}
+	delete(out.MatchLabels, differ)
+	if len(out.MatchLabels) == 0 {
+		out.MatchLabels = nil
+	}
+	var values []string
+	for _, sel := range selectors {
+		values = append(values, sel.MatchLabels[differ])
+	}
+	slices.Sort(values)
+	out.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: differ, Operator: metav1.LabelSelectorOpIn, Values: slices.Compact(values)}}
+	return out, true
 }
 
 // fleetValues merges, as Fleet does, the valuesFiles of the bundle's

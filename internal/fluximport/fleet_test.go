@@ -142,6 +142,22 @@ func TestAFleetCustomizationOfTheKustomizeDirBecomesAPathOverride(t *testing.T) 
 	g.Expect(outcome(rep, "Bundle", "apps-web").Outcome).NotTo(Equal(NotConverted))
 }
 
+// Fleet deploys a GitRepo's bundles to every cluster any of its targets
+// matches: targets that differ in one label's value (and agree on the
+// rest) are one selector, that label In those values.
+func TestFleetTargetsOnOneLabelsValuesBecomeOneSelector(t *testing.T) {
+	g := NewWithT(t)
+	modules, rep := importFleet(t, webBundle("  targets:\n"+
+		"  - {name: dev, clusterSelector: {matchLabels: {env: dev, os: linux}}}\n"+
+		"  - {name: prod, clusterSelector: {matchLabels: {env: prod, os: linux}}}\n"+
+		"  - {name: staging, clusterSelector: {matchLabels: {env: staging, os: linux}}}\n", "namespace: web\n"))
+	g.Expect(modules).To(HaveLen(1))
+	g.Expect(modules[0].Spec.Selector).To(Equal(&metav1.LabelSelector{MatchLabels: map[string]string{"os": "linux"},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpIn, Values: []string{"dev", "prod", "staging"}}}}))
+	g.Expect(outcome(rep, "Bundle", "apps-web")).To(And(HaveField("Outcome", Rewritten),
+		HaveField("Notes", ContainElement(ContainSubstring("GitRepo fleet-default/apps spec.targets: 3 targets, one selector: env in (dev, prod, staging)")))))
+}
+
 func TestFleetInputTheModuleCannotSayIsReportedPerBundle(t *testing.T) {
 	linux := "  targets: [{clusterSelector: {matchLabels: {os: linux}}}]\n"
 	for name, tc := range map[string]struct {
@@ -177,10 +193,21 @@ func TestFleetInputTheModuleCannotSayIsReportedPerBundle(t *testing.T) {
 			bundle: "apps-web", outcome: NotConverted,
 			note: "GitRepo fleet-default/apps spec.targets[0].clusterGroup: fleeet has no cluster groups",
 		},
-		"a GitRepo with two targets": {
-			files:  webBundle("  targets: [{clusterSelector: {matchLabels: {env: dev}}}, {clusterSelector: {matchLabels: {env: prod}}}]\n", "namespace: web\n"),
+		"a GitRepo with targets on two labels": {
+			files:  webBundle("  targets: [{clusterSelector: {matchLabels: {env: dev}}}, {clusterSelector: {matchLabels: {region: eu}}}]\n", "namespace: web\n"),
 			bundle: "apps-web", outcome: NotConverted,
-			note: "GitRepo fleet-default/apps spec.targets: 2 targets; a Module selects the Remotes of one label selector",
+			note: "GitRepo fleet-default/apps spec.targets: 2 targets whose clusterSelectors are not one label's values",
+		},
+		"a GitRepo with a target by expression among others": {
+			files: webBundle("  targets: [{clusterSelector: {matchLabels: {env: dev}}}, {clusterSelector: {matchExpressions: [{key: env, operator: In, values: [prod]}]}}]\n",
+				"namespace: web\n"),
+			bundle: "apps-web", outcome: NotConverted,
+			note: "GitRepo fleet-default/apps spec.targets: 2 targets whose clusterSelectors are not one label's values",
+		},
+		"a GitRepo with a target without clusterSelector": {
+			files:  webBundle("  targets: [{clusterSelector: {matchLabels: {env: dev}}}, {name: all}]\n", "namespace: web\n"),
+			bundle: "apps-web", outcome: NotConverted,
+			note: "GitRepo fleet-default/apps spec.targets[1]: no clusterSelector",
 		},
 		"a GitRepo without targets": {
 			files:  webBundle("", "namespace: web\n"),
