@@ -12,11 +12,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -168,7 +168,7 @@ func Entries(ctx context.Context, pa *fleeetv1.ProxyAssemblage, store Store) ([]
 	out = append(out, own...)
 	for i := range cp.Spec.Entries {
 		e := &cp.Spec.Entries[i]
-		if e.Content == "" || !equality.Semantic.DeepEqual(*e, Entry(e, e.Content)) || len(e.Secrets) > 0 {
+		if !bareReference(e) {
 			return nil, fmt.Errorf("CompiledPlan %s: entry %q is not a reference to a CompiledSync", cp.Name, e.Name)
 		}
 		if slices.ContainsFunc(own, func(s fleeetv1.NamedSync) bool { return s.Name == e.Name }) {
@@ -178,6 +178,14 @@ func Entries(ctx context.Context, pa *fleeetv1.ProxyAssemblage, store Store) ([]
 	}
 	slices.SortFunc(out, func(a, b fleeetv1.NamedSync) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// bareReference reports whether e names a CompiledSync and says nothing
+// else: no labels, no Secrets, nothing of a sync. Every reader of a plan
+// checks every entry of its CompiledPlan, so this is a check of fields,
+// not a comparison with Entry's.
+func bareReference(e *fleeetv1.NamedSync) bool {
+	return e.Content != "" && len(e.Labels) == 0 && reflect.ValueOf(e.SyncSpec).IsZero()
 }
 
 // Stamps returns the compiler's stamps on the plan part pa: those of the
