@@ -99,9 +99,13 @@ func agentAttacks(t *testing.T, f *fleet) []attack {
 			return deliverAs(ctx, g, agent, s)
 		}},
 		{"keeps-its-credential-as-the-agent-does", agentID, "get and update Secret fleeet-system/team-a-credential, unchanged (the agent's own work: allowed)", func(t *testing.T, g Gomega) string {
-			s := &corev1.Secret{}
-			g.Expect(agent.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: tenantA + "-credential"}, s)).To(Succeed())
-			g.Expect(agent.Update(ctx, s)).To(Succeed())
+			// The running agent renews this Secret too: an update racing
+			// with it is a conflict, and is sent again.
+			g.Eventually(func(g Gomega) {
+				s := &corev1.Secret{}
+				g.Expect(agent.Get(ctx, client.ObjectKey{Namespace: agentNamespace, Name: tenantA + "-credential"}, s)).To(Succeed())
+				g.Expect(agent.Update(ctx, s)).To(Succeed())
+			}).Should(Succeed())
 			return "allowed: read and written by name"
 		}},
 		{"applies-as-the-tenant-as-the-agent-does", agentID, "create Kustomization team-a/adv-tenant with spec.serviceAccountName " + tenantSA + " (the agent's own work: allowed)", func(t *testing.T, g Gomega) string {
@@ -186,8 +190,18 @@ func agentAttacks(t *testing.T, f *fleet) []attack {
 			k := &kustomizev1.Kustomization{}
 			g.Expect(down.Get(ctx, client.ObjectKey{Namespace: tenantA, Name: "adv-tenant"}, k)).To(Succeed())
 			remove(t, k.DeepCopy())
-			k.Spec.ServiceAccountName = "default"
-			return boundedByTheAPIServer(g, agent.Update(ctx, k), "spec.serviceAccountName of kustomizations team-a/adv-tenant", "not default")
+			// kustomize-controller writes the Kustomization's status and
+			// finalizer; an update racing with that is a conflict, which
+			// the apiserver says before admission, and is sent again.
+			var msg string
+			g.Eventually(func(g Gomega) {
+				g.Expect(down.Get(ctx, client.ObjectKeyFromObject(k), k)).To(Succeed())
+				k.Spec.ServiceAccountName = "default"
+				err := agent.Update(ctx, k)
+				g.Expect(apierrors.IsConflict(err)).To(BeFalse(), "raced with kustomize-controller: %v", err)
+				msg = boundedByTheAPIServer(g, err, "spec.serviceAccountName of kustomizations team-a/adv-tenant", "not default")
+			}).Should(Succeed())
+			return msg
 		}},
 		{"helmrelease-without-a-service-account", agentID, "create HelmRelease team-a/adv-unset without spec.serviceAccountName", func(t *testing.T, g Gomega) string {
 			hr := helmRelease("adv-unset", "")
