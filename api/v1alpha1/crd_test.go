@@ -447,6 +447,22 @@ func TestInvalidObjectsAreRejectedNamingTheField(t *testing.T) {
 		}),
 		want: []string{"spec.rollout.stages[0].maxUnavailable"},
 	}, {
+		name: "a stage check whose timeout is shorter than its duration",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
+			m.Spec.Rollout.Stages = []fleeetv1.RolloutStage{{Name: "canary", Check: &fleeetv1.StageCheck{Query: "up == 1",
+				For: metav1.Duration{Duration: 10 * time.Minute}, Timeout: metav1.Duration{Duration: 5 * time.Minute}}}}
+		}),
+		want: []string{"spec.rollout.stages[0].check", "timeout must be 0 (wait for ever) or at least for"},
+	}, {
+		name: "a stage check without a query, for a negative while",
+		obj: module(func(m *fleeetv1.Module) {
+			m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy
+			m.Spec.Rollout.Stages = []fleeetv1.RolloutStage{{Name: "canary", Check: &fleeetv1.StageCheck{
+				For: metav1.Duration{Duration: -time.Minute}}}}
+		}),
+		want: []string{"spec.rollout.stages[0].check.query", "spec.rollout.stages[0].check.for", "must be from 0s to 24h"},
+	}, {
 		name: "two stages of one name",
 		obj: module(func(m *fleeetv1.Module) {
 			m.Spec.Rollout.Strategy = fleeetv1.RollingUpdateStrategy

@@ -342,6 +342,46 @@ type RolloutStage struct {
 	// +optional
 	// +kubebuilder:default=Automatic
 	Approval ApprovalPolicy `json:"approval,omitempty"`
+
+	// Check is a query against the Prometheus-compatible server the manager
+	// is given (--prometheus-url) that must hold before the stage counts
+	// as done; before its approval, if it has one.
+	// +optional
+	Check *StageCheck `json:"check,omitempty"`
+}
+
+// StageCheck is a PromQL query that must hold, once every online Remote of
+// its stage is updated and available, for a while without a break before
+// the next stage starts. It holds while the instant query returns at least
+// one sample (a scalar: one that is not 0), as a Prometheus alerting rule
+// fires: write the condition that must be true as a filter, such as
+// `sum(rate(http_requests_total{code=~"5..",cluster=~"$(REMOTES)"}[5m])) < 1`.
+// $(REMOTES) is replaced by a regular expression matching the names of the
+// stage's Remotes exactly. The manager asks at most every `for`/5 (5 to 30
+// seconds). An answer that the query does not hold past timeout fails the
+// stage: spec.rollout.onFailure applies. A server that cannot be reached,
+// or refuses the query, holds the stage and fails nothing.
+//
+// +kubebuilder:validation:XValidation:rule="duration(self.timeout) == duration('0s') || duration(self.timeout) >= duration(self.__for__)",message="timeout must be 0 (wait for ever) or at least for"
+type StageCheck struct {
+	// Query is the PromQL expression, evaluated as an instant query.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Query string `json:"query"`
+
+	// For is how long the query must hold without a break.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="must be from 0s to 24h"
+	For metav1.Duration `json:"for,omitempty"`
+
+	// Timeout is how long the check may take to hold for `for`, from when
+	// the stage's last Remote became available; 0 waits for ever.
+	// +optional
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="must be from 0s to 168h"
+	Timeout metav1.Duration `json:"timeout,omitempty"`
 }
 
 // RolloutWindow is a recurring span of time in which a rollout may move
@@ -510,6 +550,17 @@ type RolloutStatus struct {
 	// +optional
 	PausedBy string `json:"pausedBy,omitempty"`
 
+	// Checked lists the stages whose check (spec.rollout.stages[].check)
+	// held for its duration for this revision.
+	// +optional
+	// +listType=set
+	Checked []string `json:"checked,omitempty"`
+
+	// Check is the last answer to the check of the stage holding the next
+	// one.
+	// +optional
+	Check *StageCheckStatus `json:"check,omitempty"`
+
 	// Moving counts the Remotes moving to this revision now: admitted, or
 	// holding it but not available yet. It is what this Module takes of its
 	// namespace's and the manager's budget.
@@ -521,6 +572,24 @@ type RolloutStatus struct {
 	RolledBack *Rollback `json:"rolledBack,omitempty"`
 }
 
+// StageCheckStatus is the last answer to a stage's check.
+type StageCheckStatus struct {
+	// Stage is the stage whose check this is.
+	Stage string `json:"stage"`
+	// CheckedAt is when the manager last asked.
+	CheckedAt metav1.Time `json:"checkedAt"`
+	// Answered is true when the server answered the query; false when it
+	// could not be reached or refused it.
+	Answered bool `json:"answered"`
+	// HoldingSince is when the query started to hold without a break; unset
+	// while it does not.
+	// +optional
+	HoldingSince *metav1.Time `json:"holdingSince,omitempty"`
+	// Message is what the server answered, or why it did not.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
 // Rollback records a rollback of the current revision.
 type Rollback struct {
 	// To is the revision the Remotes went back to.
@@ -529,7 +598,7 @@ type Rollback struct {
 	// or digest.
 	Version string `json:"version"`
 	// Remote is the failing Remote that started it; empty for fleetctl
-	// rollout undo.
+	// rollout undo and for a stage's check that failed.
 	// +optional
 	Remote string `json:"remote,omitempty"`
 	// Message is why: the Remote's own message, or the undo.

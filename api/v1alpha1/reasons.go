@@ -78,6 +78,11 @@ const (
 	ReasonStageStarted = "StageStarted"
 	// ReasonStageApproved: a stage's manual approval was given.
 	ReasonStageApproved = "StageApproved"
+	// ReasonStageChecked: a stage's check held for its duration.
+	ReasonStageChecked = "StageChecked"
+	// ReasonCheckFailed: a stage's check did not hold within its timeout;
+	// the rollout pauses (RolloutPaused) or rolls back, as onFailure says.
+	ReasonCheckFailed = "CheckFailed"
 	// ReasonPausedBySpec: spec.rollout.paused pauses the rollout.
 	ReasonPausedBySpec = "PausedBySpec"
 	// ReasonPausedByAnnotation: the fleeet.dev/pause annotation (fleetctl

@@ -86,6 +86,8 @@ func runManager() {
 		"Most JSON nodes (objects, arrays, strings, numbers, booleans, nulls) an object written to a fleeet kind may hold outside metadata.managedFields, which get twice as many; the webhook refuses more before decoding the review. Plans and CompiledSyncs may hold --max-plan-bytes more.")
 	pflag.IntVar(&o.MaxMoving, "max-moving", 0,
 		"Most Remotes moving to a new version at once across every Module's RollingUpdate; 0 for no cap.")
+	pflag.StringVar(&o.PrometheusURL, "prometheus-url", "",
+		"Base URL of the Prometheus-compatible server (its HTTP API) that the checks of rollout stages ask; empty for none, which holds every stage with a check.")
 	pflag.BoolVar(&o.AdmissionOnly, "admission-only", false,
 		"Serve the admission webhooks only, running no controller: for fleetctl restore on a rebuilt management cluster.")
 	pflag.IntVar(&hook.Port, "webhook-port", 9443, "Port the admission webhooks are served on.")

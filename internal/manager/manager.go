@@ -30,6 +30,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/kubeconfig"
 	"github.com/fleeet-dev/fleeet/internal/network"
 	"github.com/fleeet-dev/fleeet/internal/policy"
+	"github.com/fleeet-dev/fleeet/internal/promquery"
 	"github.com/fleeet-dev/fleeet/internal/recovery"
 	"github.com/fleeet-dev/fleeet/internal/secrets"
 	"github.com/fleeet-dev/fleeet/internal/shard"
@@ -82,6 +83,10 @@ type Options struct {
 	// MaxMoving caps the Remotes moving at once across every rollout; zero
 	// for no cap.
 	MaxMoving int
+	// PrometheusURL is the Prometheus-compatible server the checks of
+	// rollout stages ask; empty for none, which holds every stage with a
+	// check.
+	PrometheusURL string
 	// AdmissionOnly serves the admission webhooks and runs no controller,
 	// so fleetctl restore can write a rebuilt management cluster's state
 	// before any rollout, compile or registration acts on half of it.
@@ -210,7 +215,23 @@ func setupModules(ctx context.Context, mgr ctrl.Manager, o Options, members *sha
 		HTTP: sourceClient(o.SourceNetworks)}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}).SetupWithManager(mgr)
+	modules := &module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}
+	if o.PrometheusURL != "" {
+		modules.Prometheus = &promquery.Client{URL: o.PrometheusURL, HTTP: prometheusClient()}
+	}
+	return modules.SetupWithManager(mgr)
+}
+
+// prometheusClient asks the server the platform team configured, never
+// through a proxy from the environment, following no redirect: what a
+// stage's check asks goes where --prometheus-url says and nowhere else.
+func prometheusClient() *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{TLSHandshakeTimeout: 10 * time.Second, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return errors.New("the Prometheus-compatible server redirected the query; --prometheus-url must name the server itself")
+		},
+	}
 }
 
 // sourceClient reads the versions sources offer for version policies: never

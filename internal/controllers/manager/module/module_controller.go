@@ -33,6 +33,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/cacheview"
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/plancontent"
+	"github.com/fleeet-dev/fleeet/internal/promquery"
 	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 	"github.com/fleeet-dev/fleeet/internal/status"
 	"github.com/fleeet-dev/fleeet/internal/watches"
@@ -51,6 +52,10 @@ type Reconciler struct {
 	// manager; 0 for no cap. A namespace's own cap is its
 	// fleeet.dev/max-moving annotation.
 	MaxMoving int
+	// Prometheus answers the checks of rollout stages; nil when the manager
+	// has no server to ask (--prometheus-url), which holds every stage with
+	// a check.
+	Prometheus *promquery.Client
 
 	budget    budget
 	durations durations
@@ -375,6 +380,9 @@ func (r *Reconciler) step(ctx context.Context, said events.EventRecorder, m *fle
 		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonInvalidBudget, "Rollout", "%s", warning)
 	}
 	lim.windows = windows
+	if r.Prometheus != nil {
+		lim.query = func(query string) (bool, string, error) { return r.Prometheus.Holds(ctx, query) }
+	}
 	p := r.reconcileRollout(said, m, revision, targets, lim, time.Now())
 	moving := 0
 	if m.Status.Rollout != nil {
@@ -401,7 +409,7 @@ func (r *Reconciler) reconcileRollout(said events.EventRecorder, m *fleeetv1.Mod
 		return p
 	}
 	next := &fleeetv1.RolloutStatus{Revision: revision, Admitted: p.admitted, Stage: p.stage, Holding: p.holding,
-		Approved: previous.Approved, RolledBack: previous.RolledBack}
+		Approved: previous.Approved, Checked: p.checked, Check: p.check, RolledBack: previous.RolledBack}
 	m.Status.Rollout = next
 	if next.RolledBack == nil && m.Annotations[fleeetv1.UndoAnnotation] == revision &&
 		r.rollBack(said, m, revision, nil, "fleetctl rollout undo", now) {
@@ -421,6 +429,9 @@ func (r *Reconciler) reconcileRollout(said events.EventRecorder, m *fleeetv1.Mod
 	case p.failing:
 		next.Admitted, next.PausedBy = nil, p.failed[0].name
 		return p
+	case p.checkFailed != "" && m.Spec.Rollout.OnFailure == fleeetv1.RollbackOnFailure &&
+		r.rollBack(said, m, revision, nil, p.checkFailed, now):
+		return p
 	case previous.PausedBy != "" && !repaired(m, targets, previous.PausedBy, now):
 		next.Admitted, next.PausedBy = nil, previous.PausedBy
 		return p
@@ -435,6 +446,12 @@ func (r *Reconciler) reconcileRollout(said events.EventRecorder, m *fleeetv1.Mod
 		next.Admitted, next.Stage, next.Holding = p.admitted, p.stage, p.holding
 	}
 	next.Moving = int32(p.moving)
+	for _, name := range next.Checked {
+		if !slices.Contains(previous.Checked, name) {
+			said.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageChecked, "Rollout",
+				"stage %s of %s: its check held for %s", name, m.Status.Version, stageCheck(m, name).For.Duration)
+		}
+	}
 	if next.Stage != previous.Stage && next.Stage != "" {
 		said.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageStarted, "Rollout",
 			"stage %s of %s started", next.Stage, m.Status.Version)
@@ -446,6 +463,17 @@ func (r *Reconciler) reconcileRollout(said events.EventRecorder, m *fleeetv1.Mod
 		}
 	}
 	return p
+}
+
+// stageCheck returns the check of m's stage name; a stage the status
+// names checked has one.
+func stageCheck(m *fleeetv1.Module, name string) *fleeetv1.StageCheck {
+	for i := range m.Spec.Rollout.Stages {
+		if st := &m.Spec.Rollout.Stages[i]; st.Name == name && st.Check != nil {
+			return st.Check
+		}
+	}
+	return &fleeetv1.StageCheck{}
 }
 
 func inStage(name string) string {
@@ -578,6 +606,15 @@ func (r *Reconciler) reconcileStatus(m *fleeetv1.Module, p decision, notes compi
 		}
 		status.SetCondition(&m.Status.Conditions, m.Generation, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, reason, msg)
 		status.MarkFailed(m, reason, msg)
+		return
+	}
+	if p.checkFailed != "" {
+		msg := p.checkFailed + "; the rollout holds until the check holds for its duration or the Module's spec changes"
+		if m.Spec.Rollout.OnFailure == fleeetv1.RollbackOnFailure {
+			msg += "; no earlier version was Ready across the fleet to roll back to"
+		}
+		status.SetCondition(&m.Status.Conditions, m.Generation, fleeetv1.RolloutPausedCondition, metav1.ConditionTrue, fleeetv1.ReasonCheckFailed, msg)
+		status.MarkFailed(m, fleeetv1.ReasonCheckFailed, msg)
 		return
 	}
 	if reason, msg := pausedBy(m); reason != "" {

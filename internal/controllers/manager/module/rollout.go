@@ -1,14 +1,17 @@
 package module
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/promquery"
 	"github.com/fleeet-dev/fleeet/internal/rollout/window"
 )
 
@@ -89,6 +92,14 @@ type decision struct {
 	stage string
 	// awaiting is the stage whose manual approval holds the next one.
 	awaiting string
+	// checked lists the stages whose check held for its duration, those of
+	// the step before first; check is the last answer to the check of the
+	// stage holding the next one, if any.
+	checked []string
+	check   *fleeetv1.StageCheckStatus
+	// checkFailed says why a stage's check failed: it did not hold within
+	// its timeout. onFailure applies.
+	checkFailed string
 	// holding says what keeps further Remotes from moving.
 	holding string
 	// shut names the deployment windows that never open again, when none
@@ -144,6 +155,9 @@ type limits struct {
 	// ("the namespace's", "the manager's").
 	budgetCap int
 	budgetOf  string
+	// query asks the manager's Prometheus-compatible server whether a
+	// stage's check holds (promquery.Client.Holds); nil when it has none.
+	query func(query string) (holds bool, description string, err error)
 }
 
 // decide decides which Remotes may move to the Module's current revision.
@@ -163,7 +177,7 @@ func decide(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStat
 	ro := m.Spec.Rollout
 	minReady := time.Duration(ro.MinReadySeconds) * time.Second
 	deadline := time.Duration(ro.ProgressDeadlineSeconds) * time.Second
-	p := decision{summary: fleeetv1.ModuleSummary{Total: int32(len(targets))}}
+	p := decision{summary: fleeetv1.ModuleSummary{Total: int32(len(targets))}, checked: previous.Checked}
 
 	for i := range targets {
 		t := &targets[i]
@@ -191,7 +205,7 @@ func decide(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStat
 		if !p.admit(st, previous.Admitted, lim, now, minReady, deadline) || i == len(stages)-1 {
 			break
 		}
-		if p.holds(st, previous.Approved, now, minReady) {
+		if p.holds(st, previous, lim, now, minReady) {
 			break
 		}
 	}
@@ -365,31 +379,107 @@ func (p *decision) admit(st stage, previous []string, lim limits, now time.Time,
 }
 
 // holds reports whether a done stage holds the next one: it bakes for
-// pauseAfter from when its last Remote became available, then waits for its
-// manual approval.
-func (p *decision) holds(st stage, approved []string, now time.Time, minReady time.Duration) bool {
+// pauseAfter from when its last Remote became available, and waits for its
+// check to hold (checking, asked meanwhile), then for its manual approval.
+func (p *decision) holds(st stage, previous *fleeetv1.RolloutStatus, lim limits, now time.Time, minReady time.Duration) bool {
 	if st.spec == nil {
 		return false
 	}
-	if st.spec.PauseAfter != nil {
-		var last time.Time
-		for _, t := range st.targets {
-			if t.updated && t.since.After(last) {
-				last = t.since
-			}
+	var last time.Time
+	for _, t := range st.targets {
+		if t.updated && t.since.After(last) {
+			last = t.since
 		}
-		if until := last.Add(minReady + st.spec.PauseAfter.Duration); now.Before(until) {
+	}
+	done := last.Add(minReady)
+	checking := p.checking(st, previous.Check, lim, done, now)
+	if st.spec.PauseAfter != nil {
+		if until := done.Add(st.spec.PauseAfter.Duration); now.Before(until) {
 			p.holding = fmt.Sprintf("stage %s bakes until %s", st.name, until.UTC().Format(time.RFC3339))
 			p.after(until.Sub(now))
 			return true
 		}
 	}
-	if st.spec.Approval == fleeetv1.ManualApproval && !slices.Contains(approved, st.name) {
+	if checking {
+		return true
+	}
+	if st.spec.Approval == fleeetv1.ManualApproval && !slices.Contains(previous.Approved, st.name) {
 		p.awaiting = st.name
 		p.holding = fmt.Sprintf("stage %s awaits approval (fleetctl rollout approve)", st.name)
 		return true
 	}
 	return false
+}
+
+// checking reports whether the stage's check holds it: it has one, which
+// has not held for its duration since the stage was done. It asks the
+// server unless the last answer (previous, when of this stage) is recent,
+// records the answer in p.check, the stage in p.checked once the check
+// held long enough, and p.checkFailed once an answer that it does not hold
+// comes past the check's timeout.
+func (p *decision) checking(st stage, previous *fleeetv1.StageCheckStatus, lim limits, done, now time.Time) bool {
+	c := st.spec.Check
+	if c == nil || slices.Contains(p.checked, st.name) {
+		return false
+	}
+	every := checkInterval(c)
+	next := fleeetv1.StageCheckStatus{Stage: st.name}
+	if previous != nil && previous.Stage == st.name {
+		next = *previous.DeepCopy()
+	}
+	if asked := next.CheckedAt.Time; asked.IsZero() || now.Sub(asked) >= every {
+		next.CheckedAt = metav1.NewTime(now)
+		holds, description, err := false, "", error(nil)
+		if lim.query == nil {
+			err = errors.New("the manager has no Prometheus-compatible server to ask (--prometheus-url)")
+		} else {
+			holds, description, err = lim.query(strings.ReplaceAll(c.Query, "$(REMOTES)", promquery.Names(st.names())))
+		}
+		next.Answered, next.Message = err == nil, description
+		if err != nil {
+			next.Message = "cannot ask: " + err.Error()
+		}
+		switch {
+		case !holds || err != nil:
+			next.HoldingSince = nil
+		case next.HoldingSince == nil:
+			next.HoldingSince = &next.CheckedAt
+		}
+		p.after(every)
+	} else {
+		p.after(every - now.Sub(asked))
+	}
+	p.check = &next
+	if since := next.HoldingSince; since != nil && now.Sub(since.Time) >= c.For.Duration {
+		p.checked = append(slices.Clone(p.checked), st.name)
+		return false
+	}
+	switch since := next.HoldingSince; {
+	case since != nil:
+		p.holding = fmt.Sprintf("stage %s's check holds since %s, for %s: %s", st.name, since.UTC().Format(time.RFC3339), c.For.Duration, next.Message)
+	case next.Answered && c.Timeout.Duration > 0 && now.Sub(done) > c.Timeout.Duration:
+		p.checkFailed = fmt.Sprintf("stage %s's check did not hold for %s within %s of the stage being done: %s",
+			st.name, c.For.Duration, c.Timeout.Duration, next.Message)
+		p.holding = p.checkFailed
+	default:
+		p.holding = fmt.Sprintf("stage %s's check does not hold: %s", st.name, next.Message)
+	}
+	return true
+}
+
+// checkInterval is how often a check is asked: a fifth of its duration,
+// from 5 to 30 seconds.
+func checkInterval(c *fleeetv1.StageCheck) time.Duration {
+	return min(max(c.For.Duration/5, 5*time.Second), 30*time.Second)
+}
+
+// names lists the stage's Remotes.
+func (st stage) names() []string {
+	names := make([]string, len(st.targets))
+	for i, t := range st.targets {
+		names[i] = t.name
+	}
+	return names
 }
 
 // budgetRetry is how soon a rollout held by the fleet-wide budget looks

@@ -488,13 +488,18 @@ func TestAnApprovalThatApprovesNothingIsReportedOnce(t *testing.T) {
 	g.Expect(warningsOf(r)).To(BeEmpty(), "an approval that approved, and stays once used, is no warning")
 }
 
-// warningsOf drains the Warning events r's fake recorder holds.
-func warningsOf(r *Reconciler) []string {
+// warningsOf drains the events r's fake recorder holds and returns the
+// Warning ones.
+func warningsOf(r *Reconciler) []string { return eventsOf(r, "Warning") }
+
+// eventsOf drains the events r's fake recorder holds and returns those of
+// type kind (Normal, Warning), as "<kind> <reason> <message>".
+func eventsOf(r *Reconciler, kind string) []string {
 	var out []string
 	for {
 		select {
 		case e := <-r.Recorder.(*events.FakeRecorder).Events:
-			if strings.HasPrefix(e, "Warning ") {
+			if strings.HasPrefix(e, kind+" ") {
 				out = append(out, e)
 			}
 		default:

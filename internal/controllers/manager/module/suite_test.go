@@ -32,12 +32,19 @@ const (
 // report each plan's syncs as a cluster's agent would.
 var cluster *testenv.Cluster
 
+// prometheus answers the checks of rollout stages, as the manager's
+// --prometheus-url.
+var prometheus *testenv.Prometheus
+
 func TestMain(m *testing.M) {
-	os.Exit(testenv.RunWithCluster(m, "management", &cluster, nil, func(c *testenv.Cluster) (func(bool), error) {
+	prometheus = testenv.NewPrometheus()
+	code := testenv.RunWithCluster(m, "management", &cluster, nil, func(c *testenv.Cluster) (func(bool), error) {
 		return testenv.StartManager(c, "module", func(ctx context.Context, mgr ctrl.Manager) error {
-			return manager.SetupModules(ctx, mgr, manager.Options{OfflineGrace: time.Minute})
+			return manager.SetupModules(ctx, mgr, manager.Options{OfflineGrace: time.Minute, PrometheusURL: prometheus.URL})
 		}, func(o *ctrl.Options) { o.NewCache = secrets.NewCache })
-	}))
+	})
+	prometheus.Close()
+	os.Exit(code)
 }
 
 // tenant returns a fresh tenant namespace.
