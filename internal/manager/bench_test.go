@@ -39,6 +39,11 @@ const benchModules = 50
 // reads it): -args -change.cpuprofile=/tmp/change.pprof.
 var changeCPUProfile = flag.String("change.cpuprofile", "", "BenchmarkFleetScale: write the first replica's CPU profile of the version change to this file")
 
+// changeAPIServerProfile is where BenchmarkFleetScale writes the
+// apiserver's CPU profile of each version change:
+// -args -change.apiserver-cpuprofile=/tmp/apiserver.pprof.
+var changeAPIServerProfile = flag.String("change.apiserver-cpuprofile", "", "BenchmarkFleetScale: write the apiserver's CPU profile of the version change to this file")
+
 // The client rate limits the benchmark runs the manager with: a fleet of
 // thousands needs more than the defaults (100/300), or every ProxyAssemblage
 // write waits for the limiter.
@@ -136,9 +141,16 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "module-00"}}
 	newTag := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sync":{"source":{"git":{"tag":"v2.0.0"}}}}}`))
 	trafficBefore, busyBefore, cpuBefore := apiserverTraffic(b, c), machineBusy(b), cpuByCommand(b)
-	profiled := func() {}
+	var profiled []func()
 	if *changeCPUProfile != "" {
-		profiled = profileCPU(b, pprof, *changeCPUProfile)
+		profiled = append(profiled, profileCPU(b, http.DefaultClient, "http://"+pprof, *changeCPUProfile))
+	}
+	if *changeAPIServerProfile != "" {
+		hc, err := rest.HTTPClientFor(c.Config)
+		if err != nil {
+			b.Fatal(err)
+		}
+		profiled = append(profiled, profileCPU(b, hc, strings.TrimSuffix(c.Config.Host, "/"), *changeAPIServerProfile))
 	}
 	start = time.Now()
 	if err := c.Client.Patch(ctx, m, newTag); err != nil {
@@ -193,7 +205,9 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	b.ReportMetric(busy/rollout.Seconds(), "version-change-busy-cores")
 	b.ReportMetric(dbSize/(1<<20), "etcd-db-MiB")
 
-	profiled()
+	for _, wait := range profiled {
+		wait()
+	}
 	// Each replica stops in turn, as in a rolling update: the ones still
 	// running take over its Remotes, so the next to stop has a full queue.
 	for _, r := range ps {
@@ -205,20 +219,23 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	}
 }
 
-// profileCPU starts a CPU profile of the process serving pprof at addr
+// profileCPU starts a CPU profile of the process serving pprof at base
 // and returns a function that waits for it and writes it to file. The
 // profile runs 10 s: a version change at 1,000 Remotes takes about that.
-func profileCPU(b *testing.B, addr, file string) (wait func()) {
+func profileCPU(b *testing.B, hc *http.Client, base, file string) (wait func()) {
 	done := make(chan error, 1)
 	go func() {
-		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=10")
+		resp, err := hc.Get(base + "/debug/pprof/profile?seconds=10")
 		if err != nil {
 			done <- err
 			return
 		}
 		defer resp.Body.Close()
 		raw, err := io.ReadAll(resp.Body)
-		if err == nil {
+		switch {
+		case err == nil && resp.StatusCode != http.StatusOK:
+			err = fmt.Errorf("%s: %s", resp.Status, raw)
+		case err == nil:
 			err = os.WriteFile(file, raw, 0o644)
 		}
 		done <- err
