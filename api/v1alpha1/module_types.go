@@ -343,6 +343,19 @@ type RolloutStage struct {
 	// +kubebuilder:default=Automatic
 	Approval ApprovalPolicy `json:"approval,omitempty"`
 
+	// Track names the sequence of stages this stage belongs to, such as a
+	// region: the stages of one track go in the order listed, each once the
+	// one before it is done, and tracks advance independently of each
+	// other, each stage within its own maxUnavailable and every track within
+	// the namespace's and the manager's budget. Stages without a track form
+	// one track too. Remotes in no stage form a last stage that starts once
+	// every track is done. A failure anywhere applies onFailure to the
+	// whole Module.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Track string `json:"track,omitempty"`
+
 	// Check is a query against the Prometheus-compatible server the manager
 	// is given (--prometheus-url) that must hold before the stage counts
 	// as done; before its approval, if it has one.
@@ -532,9 +545,17 @@ type RolloutStatus struct {
 	// +listType=set
 	Admitted []string `json:"admitted,omitempty"`
 
-	// Stage is the stage in progress, or holding the next one.
+	// Stage is the stage in progress, or holding the next one; with several
+	// tracks, that of the first track (tracks has each one's).
 	// +optional
 	Stage string `json:"stage,omitempty"`
+
+	// Tracks says, for a rollout whose stages form several tracks, the stage
+	// in progress in each and what holds it, in the order their first
+	// stages are listed.
+	// +optional
+	// +listType=atomic
+	Tracks []TrackStatus `json:"tracks,omitempty"`
 
 	// Approved lists the stages approved for this revision.
 	// +optional
@@ -556,10 +577,12 @@ type RolloutStatus struct {
 	// +listType=set
 	Checked []string `json:"checked,omitempty"`
 
-	// Check is the last answer to the check of the stage holding the next
-	// one.
+	// Checks are the last answers to the checks of the stages holding the
+	// next ones: one at most per track.
 	// +optional
-	Check *StageCheckStatus `json:"check,omitempty"`
+	// +listType=map
+	// +listMapKey=stage
+	Checks []StageCheckStatus `json:"checks,omitempty"`
 
 	// Moving counts the Remotes moving to this revision now: admitted, or
 	// holding it but not available yet. It is what this Module takes of its
@@ -570,6 +593,18 @@ type RolloutStatus struct {
 	// RolledBack is set once the revision was rolled back.
 	// +optional
 	RolledBack *Rollback `json:"rolledBack,omitempty"`
+}
+
+// TrackStatus is where one track of a rollout is.
+type TrackStatus struct {
+	// Name of the track; empty for the stages without one.
+	Name string `json:"name"`
+	// Stage is the track's stage in progress, or holding its next one.
+	// +optional
+	Stage string `json:"stage,omitempty"`
+	// Holding says what keeps the track's further Remotes from moving.
+	// +optional
+	Holding string `json:"holding,omitempty"`
 }
 
 // StageCheckStatus is the last answer to a stage's check.

@@ -77,6 +77,9 @@ func printRollout(out io.Writer, v fleetview.RolloutView) error {
 	fmt.Fprintln(w, "STAGE\tREMOTES\tUPDATED\tREADY\tOFFLINE\tAPPROVAL\t")
 	for _, st := range v.Stages {
 		name := st.Name
+		if st.Track != "" {
+			name += " (track " + st.Track + ")"
+		}
 		if st.Current {
 			name += " *"
 		}

@@ -38,6 +38,7 @@ type RolloutView struct {
 // StageView is one stage's progress.
 type StageView struct {
 	Name     string `json:"name"`
+	Track    string `json:"track,omitempty"`
 	Remotes  int    `json:"remotes"`
 	Updated  int    `json:"updated"`
 	Ready    int    `json:"ready"`
@@ -62,7 +63,7 @@ func (f *Fleet) Rollout(m *fleeetv1.Module) RolloutView {
 	}
 	stages := make([]StageView, len(m.Spec.Rollout.Stages)+1)
 	for i, st := range m.Spec.Rollout.Stages {
-		stages[i] = StageView{Name: st.Name, Approval: string(st.Approval)}
+		stages[i] = StageView{Name: st.Name, Track: st.Track, Approval: string(st.Approval)}
 	}
 	stages[len(stages)-1].Name = "(rest)"
 	for i := range f.Remotes {
@@ -89,11 +90,19 @@ func (f *Fleet) Rollout(m *fleeetv1.Module) RolloutView {
 		}
 	}
 	if ro != nil && ro.Revision == v.Revision && ro.RolledBack == nil {
-		k := slices.IndexFunc(m.Spec.Rollout.Stages, func(st fleeetv1.RolloutStage) bool { return st.Name == ro.Stage })
-		if k < 0 {
-			k = len(stages) - 1
+		current := []string{ro.Stage}
+		for _, t := range ro.Tracks {
+			if ro.Stage != "" { // "": every track done, the rest moving
+				current = append(current, t.Stage)
+			}
 		}
-		stages[k].Current = true
+		for _, name := range current {
+			k := slices.IndexFunc(m.Spec.Rollout.Stages, func(st fleeetv1.RolloutStage) bool { return st.Name == name })
+			if k < 0 {
+				k = len(stages) - 1
+			}
+			stages[k].Current = true
+		}
 	}
 	v.Stages = slices.DeleteFunc(stages, func(st StageView) bool { return st.Remotes == 0 })
 	return v

@@ -197,14 +197,30 @@ func rollout(m *fleeetv1.Module, r *fleeetv1.Remote, holdsCurrent bool) string {
 	if ro.Holding != "" {
 		return fmt.Sprintf("rolling update: waiting%s; %s", stage, ro.Holding)
 	}
-	if staged && ro.Stage != "" && ro.Stage != name {
-		return fmt.Sprintf("rolling update: waiting%s until stage %s, in progress, is done", stage, ro.Stage)
+	if current := trackStage(m, ro, name); staged && current != "" && current != name {
+		return fmt.Sprintf("rolling update: waiting%s until stage %s, in progress, is done", stage, current)
 	}
 	limit := "100%"
 	if mu := m.Spec.Rollout.MaxUnavailable; mu != nil {
 		limit = mu.String()
 	}
 	return fmt.Sprintf("rolling update: waiting for its turn%s (%d Remotes admitted, maxUnavailable %s)", stage, len(ro.Admitted), limit)
+}
+
+// trackStage names the stage in progress in the track of stage name (a
+// stage of m's rollout, or "" for the Remotes in no stage, which wait for
+// every track: the first's is named).
+func trackStage(m *fleeetv1.Module, ro *fleeetv1.RolloutStatus, name string) string {
+	i := slices.IndexFunc(m.Spec.Rollout.Stages, func(st fleeetv1.RolloutStage) bool { return st.Name == name })
+	if i < 0 {
+		return ro.Stage
+	}
+	for _, t := range ro.Tracks {
+		if t.Name == m.Spec.Rollout.Stages[i].Track {
+			return t.Stage
+		}
+	}
+	return ro.Stage
 }
 
 // stageOf names the rollout stage a Remote belongs to: "" for the implicit

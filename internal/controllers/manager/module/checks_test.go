@@ -63,7 +63,7 @@ func TestAStageCheckMustHoldForItsDurationWithoutABreak(t *testing.T) {
 	g.Expect(prom.parsed).To(Equal([]string{`sum(rate(errors_total{cluster=~"canary\\.1"}[5m])) < 1`}),
 		"$(REMOTES) matches the stage's Remotes' names exactly, quoted for a PromQL string")
 	g.Expect(m.Status.Rollout.Admitted).To(BeEmpty(), "the next stage waits for the check")
-	g.Expect(m.Status.Rollout.Check.HoldingSince.Time).To(Equal(done))
+	g.Expect(m.Status.Rollout.Checks[0].HoldingSince.Time).To(Equal(done))
 	g.Expect(m.Status.Rollout.Holding).To(HavePrefix("stage canary's check holds since 2026-11-30T12:00:00Z, for 1m0s"))
 	g.Expect(p.requeueAfter).To(Equal(12*time.Second), "asked again in a fifth of its duration")
 
@@ -72,7 +72,7 @@ func TestAStageCheckMustHoldForItsDurationWithoutABreak(t *testing.T) {
 
 	prom.holds = false
 	step(20 * time.Second)
-	g.Expect(m.Status.Rollout.Check.HoldingSince).To(BeNil(), "a break starts it over")
+	g.Expect(m.Status.Rollout.Checks[0].HoldingSince).To(BeNil(), "a break starts it over")
 	g.Expect(m.Status.Rollout.Holding).To(Equal("stage canary's check does not hold: the query returned no sample"))
 
 	prom.holds = true
@@ -145,7 +145,7 @@ func TestAStageCheckWithoutAnAnswerHoldsAndFailsNothing(t *testing.T) {
 			r.reconcileStatus(m, p, compileNotes{})
 			g.Expect(m.Status.Rollout.RolledBack).To(BeNil())
 			g.Expect(m.Status.Rollout.Admitted).To(BeEmpty())
-			g.Expect(m.Status.Rollout.Check.Answered).To(BeFalse())
+			g.Expect(m.Status.Rollout.Checks[0].Answered).To(BeFalse())
 			g.Expect(m.Status.Rollout.Holding).To(HavePrefix("stage canary's check does not hold: cannot ask: "))
 			g.Expect(apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
 		})

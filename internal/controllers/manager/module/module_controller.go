@@ -408,8 +408,8 @@ func (r *Reconciler) reconcileRollout(said events.EventRecorder, m *fleeetv1.Mod
 		m.Status.Rollout = nil
 		return p
 	}
-	next := &fleeetv1.RolloutStatus{Revision: revision, Admitted: p.admitted, Stage: p.stage, Holding: p.holding,
-		Approved: previous.Approved, Checked: p.checked, Check: p.check, RolledBack: previous.RolledBack}
+	next := &fleeetv1.RolloutStatus{Revision: revision, Admitted: p.admitted, Stage: p.stage, Tracks: p.tracks, Holding: p.holding,
+		Approved: previous.Approved, Checked: p.checked, Checks: p.checks, RolledBack: previous.RolledBack}
 	m.Status.Rollout = next
 	if next.RolledBack == nil && m.Annotations[fleeetv1.UndoAnnotation] == revision &&
 		r.rollBack(said, m, revision, nil, "fleetctl rollout undo", now) {
@@ -437,13 +437,13 @@ func (r *Reconciler) reconcileRollout(said events.EventRecorder, m *fleeetv1.Mod
 		return p
 	}
 	r.noteIgnored(m, revision, p.awaiting, next.Approved)
-	if p.awaiting != "" && m.Annotations[fleeetv1.ApproveAnnotation] == revision+"/"+p.awaiting {
-		next.Approved = append(next.Approved, p.awaiting)
+	if stage, ok := strings.CutPrefix(m.Annotations[fleeetv1.ApproveAnnotation], revision+"/"); ok && slices.Contains(p.awaiting, stage) {
+		next.Approved = append(next.Approved, stage)
 		said.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageApproved, "Approve",
-			"stage %s of %s approved; the next stage starts", p.awaiting, m.Status.Version)
+			"stage %s of %s approved; the next stage starts", stage, m.Status.Version)
 		// The next step starts the next stage, from this status.
 		p = decide(m, targets, next, lim, now)
-		next.Admitted, next.Stage, next.Holding = p.admitted, p.stage, p.holding
+		next.Admitted, next.Stage, next.Tracks, next.Holding = p.admitted, p.stage, p.tracks, p.holding
 	}
 	next.Moving = int32(p.moving)
 	for _, name := range next.Checked {
@@ -452,9 +452,11 @@ func (r *Reconciler) reconcileRollout(said events.EventRecorder, m *fleeetv1.Mod
 				"stage %s of %s: its check held for %s", name, m.Status.Version, stageCheck(m, name).For.Duration)
 		}
 	}
-	if next.Stage != previous.Stage && next.Stage != "" {
-		said.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageStarted, "Rollout",
-			"stage %s of %s started", next.Stage, m.Status.Version)
+	for _, stage := range inProgress(next) {
+		if !slices.Contains(inProgress(previous), stage) {
+			said.Eventf(m, nil, corev1.EventTypeNormal, fleeetv1.ReasonStageStarted, "Rollout",
+				"stage %s of %s started", stage, m.Status.Version)
+		}
 	}
 	for _, name := range next.Admitted {
 		if !slices.Contains(previous.Admitted, name) {
@@ -474,6 +476,21 @@ func stageCheck(m *fleeetv1.Module, name string) *fleeetv1.StageCheck {
 		}
 	}
 	return &fleeetv1.StageCheck{}
+}
+
+// inProgress lists the declared stages ro has in progress (or holding
+// the next): one per track.
+func inProgress(ro *fleeetv1.RolloutStatus) []string {
+	var stages []string
+	if ro.Stage != "" {
+		stages = append(stages, ro.Stage)
+	}
+	for _, t := range ro.Tracks {
+		if t.Stage != "" && !slices.Contains(stages, t.Stage) {
+			stages = append(stages, t.Stage)
+		}
+	}
+	return stages
 }
 
 func inStage(name string) string {

@@ -49,11 +49,11 @@ func (n *notices) forget(key types.NamespacedName) {
 
 // noteIgnored records a Warning event, once per distinct value, when the
 // Module's fleeet.dev/approve annotation names no stage awaiting approval
-// (awaiting, of the current revision; approved are the stages already
+// (awaiting, of the current revision, one per track; approved are the stages already
 // approved, whose approvals stay as they are used), or its fleeet.dev/undo
 // annotation names another revision. Either then does nothing, and a
 // person who wrote it should hear why.
-func (r *Reconciler) noteIgnored(m *fleeetv1.Module, revision, awaiting string, approved []string) {
+func (r *Reconciler) noteIgnored(m *fleeetv1.Module, revision string, awaiting, approved []string) {
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
 	value := m.Annotations[fleeetv1.ApproveAnnotation]
 	why := ignoredApproval(m, value, revision, awaiting, approved)
@@ -72,9 +72,9 @@ func (r *Reconciler) noteIgnored(m *fleeetv1.Module, revision, awaiting string, 
 }
 
 // ignoredApproval says why an approval value approves nothing now, or
-// returns "" when it approves the stage awaiting approval, was used
+// returns "" when it approves a stage awaiting approval, was used
 // already, or is empty.
-func ignoredApproval(m *fleeetv1.Module, value, revision, awaiting string, approved []string) string {
+func ignoredApproval(m *fleeetv1.Module, value, revision string, awaiting, approved []string) string {
 	if value == "" {
 		return ""
 	}
@@ -84,12 +84,14 @@ func ignoredApproval(m *fleeetv1.Module, value, revision, awaiting string, appro
 		return "is not of the form <revision>/<stage>"
 	case rev != revision:
 		return fmt.Sprintf("names revision %s, not the current revision %s", rev, revision)
-	case stage == awaiting || slices.Contains(approved, stage):
+	case slices.Contains(awaiting, stage) || slices.Contains(approved, stage):
 		return ""
 	case !slices.ContainsFunc(m.Spec.Rollout.Stages, func(s fleeetv1.RolloutStage) bool { return s.Name == stage }):
 		return fmt.Sprintf("names stage %s, which the rollout does not have", stage)
-	case awaiting == "":
+	case len(awaiting) == 0:
 		return fmt.Sprintf("names stage %s, which is not awaiting approval (no stage is)", stage)
+	case len(awaiting) == 1:
+		return fmt.Sprintf("names stage %s, which is not awaiting approval (stage %s is)", stage, awaiting[0])
 	}
-	return fmt.Sprintf("names stage %s, which is not awaiting approval (stage %s is)", stage, awaiting)
+	return fmt.Sprintf("names stage %s, which is not awaiting approval (stages %s are)", stage, strings.Join(awaiting, ", "))
 }

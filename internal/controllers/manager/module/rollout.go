@@ -1,6 +1,7 @@
 package module
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -88,15 +89,19 @@ type decision struct {
 	// podsNotReady is the first updated Remote whose workloads have fewer
 	// pods ready than they want.
 	podsNotReady *target
-	// stage is the stage in progress, or the one holding the next.
-	stage string
-	// awaiting is the stage whose manual approval holds the next one.
-	awaiting string
+	// stage is the stage in progress, or the one holding the next: of the
+	// first track when there are several (tracks says each one's, holding
+	// then joins theirs).
+	stage  string
+	tracks []fleeetv1.TrackStatus
+	// awaiting lists the stages whose manual approval holds the next one:
+	// one at most per track.
+	awaiting []string
 	// checked lists the stages whose check held for its duration, those of
-	// the step before first; check is the last answer to the check of the
-	// stage holding the next one, if any.
+	// the step before first; checks are the last answers to the checks of
+	// the stages holding the next ones.
 	checked []string
-	check   *fleeetv1.StageCheckStatus
+	checks  []fleeetv1.StageCheckStatus
 	// checkFailed says why a stage's check failed: it did not hold within
 	// its timeout. onFailure applies.
 	checkFailed string
@@ -199,16 +204,7 @@ func decide(m *fleeetv1.Module, targets []target, previous *fleeetv1.RolloutStat
 		p.failing = true
 		return p
 	}
-	stages := byStage(m, targets)
-	for i, st := range stages {
-		p.stage = st.name
-		if !p.admit(st, previous.Admitted, lim, now, minReady, deadline) || i == len(stages)-1 {
-			break
-		}
-		if p.holds(st, previous, lim, now, minReady) {
-			break
-		}
-	}
+	p.advance(byStage(m, targets), previous, lim, now, minReady, deadline)
 	open, next := window.Open(lim.windows, now)
 	switch _, paused := pausedBy(m); {
 	case paused != "":
@@ -303,6 +299,113 @@ type stage struct {
 	targets        []*target
 }
 
+// advance moves each track through its stages (byTrack), the Remotes in no
+// stage once every track is done. Each track's stage in progress admits
+// within its maxUnavailable, and all of them within one budget: what is
+// moving already in any of them is counted before anything new is
+// admitted.
+func (p *decision) advance(stages []stage, previous *fleeetv1.RolloutStatus, lim limits, now time.Time, minReady, deadline time.Duration) {
+	tracks, rest := byTrack(stages)
+	done := true
+	var turns []turn
+	for _, tr := range tracks {
+		p.holding = ""
+		tn, trackDone := p.advanceTrack(tr.stages, rest != nil, previous, lim, now, minReady, deadline)
+		done = done && trackDone
+		if tn != nil {
+			tn.track = len(p.tracks)
+			turns = append(turns, *tn)
+		}
+		p.tracks = append(p.tracks, fleeetv1.TrackStatus{Name: tr.name, Stage: p.stage, Holding: p.holding})
+	}
+	restHolding := ""
+	if rest != nil && done {
+		tn := p.classify(*rest, previous.Admitted, now, minReady, deadline)
+		tn.track = -1
+		turns = append(turns, tn)
+	}
+	taken := 0
+	for _, tn := range turns {
+		taken += tn.unavailable
+	}
+	for _, tn := range turns {
+		moving, held := p.grant(tn, lim, taken)
+		taken += moving - tn.unavailable
+		p.moving += moving
+		switch {
+		case held == "":
+		case tn.track < 0:
+			restHolding = held
+		default:
+			p.tracks[tn.track].Holding = held
+		}
+	}
+	var holding []string
+	for _, t := range p.tracks {
+		if t.Holding != "" {
+			holding = append(holding, fmt.Sprintf("track %s: %s", cmp.Or(t.Name, "(stages without a track)"), t.Holding))
+		}
+	}
+	switch {
+	case rest != nil && done:
+		p.stage, p.holding = rest.name, restHolding
+	case len(p.tracks) > 1:
+		p.stage, p.holding = p.tracks[0].Stage, strings.Join(holding, "; ")
+	case len(p.tracks) == 1:
+		p.stage, p.holding = p.tracks[0].Stage, p.tracks[0].Holding
+	}
+	if len(p.tracks) < 2 {
+		p.tracks = nil
+	}
+}
+
+// advanceTrack finds a track's stage in progress, the first not done or
+// held (followed: a stage follows the track's last), and returns its turn
+// to admit, nil when every stage of the track is done and holds nothing,
+// and whether it is.
+func (p *decision) advanceTrack(stages []stage, followed bool, previous *fleeetv1.RolloutStatus, lim limits, now time.Time, minReady, deadline time.Duration) (*turn, bool) {
+	for i, st := range stages {
+		p.stage = st.name
+		tn := p.classify(st, previous.Admitted, now, minReady, deadline)
+		if !tn.done() {
+			return &tn, false
+		}
+		if i == len(stages)-1 && !followed {
+			return nil, true
+		}
+		if p.holds(st, previous, lim, now, minReady) {
+			return nil, false
+		}
+	}
+	return nil, true
+}
+
+// track is a sequence of stages (RolloutStage.Track).
+type track struct {
+	name   string
+	stages []stage
+}
+
+// byTrack groups the declared stages by track, each track in the order its
+// first stage is listed, and returns the implicit last stage of the Remotes
+// in no stage apart (nil when there are none).
+func byTrack(stages []stage) (tracks []track, rest *stage) {
+	for i := range stages {
+		st := stages[i]
+		if st.spec == nil {
+			rest = &stages[i]
+			continue
+		}
+		k := slices.IndexFunc(tracks, func(t track) bool { return t.name == st.spec.Track })
+		if k < 0 {
+			tracks = append(tracks, track{name: st.spec.Track})
+			k = len(tracks) - 1
+		}
+		tracks[k].stages = append(tracks[k].stages, st)
+	}
+	return tracks, rest
+}
+
 // byStage groups the Remotes by the stage they belong to (target.stage), in
 // order, leaving out stages with no Remote.
 func byStage(m *fleeetv1.Module, targets []target) []stage {
@@ -324,12 +427,27 @@ func byStage(m *fleeetv1.Module, targets []target) []stage {
 	return slices.DeleteFunc(stages, func(st stage) bool { return len(st.targets) == 0 })
 }
 
-// admit admits the stage's next Remotes and reports whether the stage is
-// done: every online Remote of it updated and available, or failed within
-// maxFailures.
-func (p *decision) admit(st stage, previous []string, lim limits, now time.Time, minReady, deadline time.Duration) bool {
-	unavailable := 0
-	var candidates []string
+// turn is a stage in progress as a step finds it: how many of its Remotes
+// are unavailable (moving, or admitted again), and those that may move
+// next, in order.
+type turn struct {
+	st          stage
+	unavailable int
+	candidates  []string
+	// track is the index of the stage's track in decision.tracks; -1 for
+	// the Remotes in no stage.
+	track int
+}
+
+// done reports whether the stage is done: every online Remote of it
+// updated and available, or failed within maxFailures.
+func (tn turn) done() bool { return len(tn.candidates) == 0 && tn.unavailable == 0 }
+
+// classify sorts the stage's Remotes into those unavailable and those that
+// may move next, and admits again those admitted before and still moving,
+// and those already unavailable on an older version.
+func (p *decision) classify(st stage, previous []string, now time.Time, minReady, deadline time.Duration) turn {
+	tn := turn{st: st}
 	for _, t := range st.targets {
 		switch {
 		case t.offline && t.updated:
@@ -338,44 +456,53 @@ func (p *decision) admit(st stage, previous []string, lim limits, now time.Time,
 			// comes back where it was, so it keeps its place until it is
 			// back and available, or others would move beside it.
 			if !t.available(now, minReady) {
-				unavailable++
+				tn.unavailable++
 			}
 		case t.away():
 			// Nothing is admitted to a Remote that cannot take it now: once
 			// back, it moves like any other, within maxUnavailable.
 		case t.updated:
 			if !t.available(now, minReady) && !t.failed(now, deadline) {
-				unavailable++
+				tn.unavailable++
 			}
 		case slices.Contains(previous, t.name) || !t.available(now, minReady):
 			// Admitted earlier and still moving, or already unavailable on an
 			// older version (failing, or superseded mid-rollout): moving it
 			// costs no availability.
-			unavailable++
+			tn.unavailable++
 			p.admitted = append(p.admitted, t.name)
 		default:
-			candidates = append(candidates, t.name)
+			tn.candidates = append(tn.candidates, t.name)
 		}
 	}
-	budget := max(1, scaled(st.maxUnavailable, len(st.targets), 1)) - unavailable
-	if lim.budget >= 0 && lim.budget-unavailable < budget {
-		budget = lim.budget - unavailable
-		if budget <= 0 && len(candidates) > 0 {
-			p.holding = fmt.Sprintf("%s budget is used up: %d Remotes moving at most, %d of them for other Modules",
+	return tn
+}
+
+// grant admits the turn's next candidates within its stage's
+// maxUnavailable and what the budget leaves once taken, the Remotes the
+// Module has moving in every stage in progress, is counted; it returns how
+// many of the stage's Remotes are moving then, and what holds the rest
+// when the budget does.
+func (p *decision) grant(tn turn, lim limits, taken int) (moving int, holding string) {
+	budget := max(1, scaled(tn.st.maxUnavailable, len(tn.st.targets), 1)) - tn.unavailable
+	if left := lim.budget - taken; lim.budget >= 0 && left < budget {
+		budget = left
+		if budget <= 0 && len(tn.candidates) > 0 {
+			holding = fmt.Sprintf("%s budget is used up: %d Remotes moving at most, %d of them for other Modules",
 				lim.budgetOf, lim.budgetCap, lim.budgetCap-lim.budget)
 			p.after(budgetRetry)
 		}
 	}
-	p.moving = unavailable
-	for _, name := range candidates {
+	moving = tn.unavailable
+	for _, name := range tn.candidates {
 		if budget <= 0 {
 			break
 		}
 		p.admitted = append(p.admitted, name)
-		p.moving++
+		moving++
 		budget--
 	}
-	return len(candidates) == 0 && unavailable == 0
+	return moving, holding
 }
 
 // holds reports whether a done stage holds the next one: it bakes for
@@ -392,7 +519,7 @@ func (p *decision) holds(st stage, previous *fleeetv1.RolloutStatus, lim limits,
 		}
 	}
 	done := last.Add(minReady)
-	checking := p.checking(st, previous.Check, lim, done, now)
+	checking := p.checking(st, previous.Checks, lim, done, now)
 	if st.spec.PauseAfter != nil {
 		if until := done.Add(st.spec.PauseAfter.Duration); now.Before(until) {
 			p.holding = fmt.Sprintf("stage %s bakes until %s", st.name, until.UTC().Format(time.RFC3339))
@@ -404,7 +531,7 @@ func (p *decision) holds(st stage, previous *fleeetv1.RolloutStatus, lim limits,
 		return true
 	}
 	if st.spec.Approval == fleeetv1.ManualApproval && !slices.Contains(previous.Approved, st.name) {
-		p.awaiting = st.name
+		p.awaiting = append(p.awaiting, st.name)
 		p.holding = fmt.Sprintf("stage %s awaits approval (fleetctl rollout approve)", st.name)
 		return true
 	}
@@ -413,19 +540,19 @@ func (p *decision) holds(st stage, previous *fleeetv1.RolloutStatus, lim limits,
 
 // checking reports whether the stage's check holds it: it has one, which
 // has not held for its duration since the stage was done. It asks the
-// server unless the last answer (previous, when of this stage) is recent,
-// records the answer in p.check, the stage in p.checked once the check
+// server unless the last answer (of previous, the step before's) is
+// recent, records the answer in p.checks, the stage in p.checked once the check
 // held long enough, and p.checkFailed once an answer that it does not hold
 // comes past the check's timeout.
-func (p *decision) checking(st stage, previous *fleeetv1.StageCheckStatus, lim limits, done, now time.Time) bool {
+func (p *decision) checking(st stage, previous []fleeetv1.StageCheckStatus, lim limits, done, now time.Time) bool {
 	c := st.spec.Check
 	if c == nil || slices.Contains(p.checked, st.name) {
 		return false
 	}
 	every := checkInterval(c)
 	next := fleeetv1.StageCheckStatus{Stage: st.name}
-	if previous != nil && previous.Stage == st.name {
-		next = *previous.DeepCopy()
+	if i := slices.IndexFunc(previous, func(c fleeetv1.StageCheckStatus) bool { return c.Stage == st.name }); i >= 0 {
+		next = *previous[i].DeepCopy()
 	}
 	if asked := next.CheckedAt.Time; asked.IsZero() || now.Sub(asked) >= every {
 		next.CheckedAt = metav1.NewTime(now)
@@ -449,7 +576,7 @@ func (p *decision) checking(st stage, previous *fleeetv1.StageCheckStatus, lim l
 	} else {
 		p.after(every - now.Sub(asked))
 	}
-	p.check = &next
+	p.checks = append(p.checks, next)
 	if since := next.HoldingSince; since != nil && now.Sub(since.Time) >= c.For.Duration {
 		p.checked = append(slices.Clone(p.checked), st.name)
 		return false
@@ -458,9 +585,9 @@ func (p *decision) checking(st stage, previous *fleeetv1.StageCheckStatus, lim l
 	case since != nil:
 		p.holding = fmt.Sprintf("stage %s's check holds since %s, for %s: %s", st.name, since.UTC().Format(time.RFC3339), c.For.Duration, next.Message)
 	case next.Answered && c.Timeout.Duration > 0 && now.Sub(done) > c.Timeout.Duration:
-		p.checkFailed = fmt.Sprintf("stage %s's check did not hold for %s within %s of the stage being done: %s",
+		p.holding = fmt.Sprintf("stage %s's check did not hold for %s within %s of the stage being done: %s",
 			st.name, c.For.Duration, c.Timeout.Duration, next.Message)
-		p.holding = p.checkFailed
+		p.checkFailed = cmp.Or(p.checkFailed, p.holding)
 	default:
 		p.holding = fmt.Sprintf("stage %s's check does not hold: %s", st.name, next.Message)
 	}

@@ -53,7 +53,8 @@ func TestAStageCheckHoldsTheNextStageAndRollsBackWhatItFails(t *testing.T) {
 		g.Expect(held(g)).To(Equal(map[string]string{"canary-1": "v2", "rest-1": "v1"}))
 		ro := fleettest.ModuleStatus(g, cluster.Client, ns).Status.Rollout
 		g.Expect(ro.Holding).To(HavePrefix("stage canary's check holds since "))
-		g.Expect(ro.Check.Answered).To(BeTrue())
+		g.Expect(ro.Checks).To(HaveLen(1))
+		g.Expect(ro.Checks[0].Answered).To(BeTrue())
 	})
 	driveUntil(g, ns, online, ready, func(g Gomega) {
 		m := fleettest.ModuleStatus(g, cluster.Client, ns)

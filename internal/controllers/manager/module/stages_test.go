@@ -149,8 +149,8 @@ func TestStagesGoInOrder(t *testing.T) {
 // staged rollouts, admitted Remotes moving and becoming Ready or failing at
 // random, and checks at every step: no stage has more Remotes moving than
 // its bound nor more than the fleet-wide budget, no Remote moves before
-// every earlier stage is done, and nothing moves once the rollout is
-// failing.
+// every earlier stage of its track is done (every declared stage, for one
+// in none), and nothing moves once the rollout is failing.
 func TestRolloutPropertiesOverRandomFleets(t *testing.T) {
 	for seed := range uint64(300) {
 		rng := rand.New(rand.NewPCG(seed, 1))
@@ -166,6 +166,7 @@ func TestRolloutPropertiesOverRandomFleets(t *testing.T) {
 			if rng.IntN(3) == 0 {
 				st.Approval = fleeetv1.ManualApproval
 			}
+			st.Track = []string{"", "", "eu", "us"}[rng.IntN(4)]
 			m.Spec.Rollout.Stages = append(m.Spec.Rollout.Stages, st)
 		}
 		if rng.IntN(2) == 0 {
@@ -205,9 +206,7 @@ func TestRolloutPropertiesOverRandomFleets(t *testing.T) {
 					}
 					return
 				}
-				if p.awaiting != "" {
-					status.Approved = append(status.Approved, p.awaiting)
-				}
+				status.Approved = append(status.Approved, p.awaiting...)
 				status.Admitted = p.admitted
 				now = now.Add(time.Second)
 				for i := range targets {
@@ -253,10 +252,16 @@ func checkBounds(g Gomega, m *fleeetv1.Module, targets []target, p decision, now
 		}
 		g.Expect(n).To(BeNumerically("<=", max(1, scaled(limit, sizes[stage], 1))), "Remotes moving in stage %d", stage)
 	}
+	stages := m.Spec.Rollout.Stages
+	// before reports whether stage a goes before stage b: earlier in the
+	// same track, or any declared stage before the Remotes in none.
+	before := func(a, b int) bool {
+		return a < b && (b == len(stages) || stages[a].Track == stages[b].Track)
+	}
 	for _, name := range p.admitted {
 		i := slices.IndexFunc(targets, func(t target) bool { return t.name == name })
 		for _, earlier := range targets {
-			if earlier.stage < targets[i].stage && !earlier.away() {
+			if before(earlier.stage, targets[i].stage) && !earlier.away() {
 				g.Expect(earlier.updated && (earlier.available(now, minReady) || earlier.failed(now, 0))).To(BeTrue(),
 					"%s (stage %d) admitted before %s (stage %d) is done", name, targets[i].stage, earlier.name, earlier.stage)
 			}
@@ -506,4 +511,61 @@ func eventsOf(r *Reconciler, kind string) []string {
 			return out
 		}
 	}
+}
+
+// Two tracks, eu and us, each with a canary stage: both canaries move at
+// once, eu's awaiting its approval holds only eu, the Remotes in no stage
+// wait for both tracks, and one budget holds them all.
+func TestTracksAdvanceIndependently(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Now()
+	long := now.Add(-time.Hour)
+	m := staged(
+		fleeetv1.RolloutStage{Name: "eu-canary", Track: "eu", Approval: fleeetv1.ManualApproval},
+		fleeetv1.RolloutStage{Name: "us-canary", Track: "us"},
+		fleeetv1.RolloutStage{Name: "eu-wide", Track: "eu", MaxUnavailable: ptr.To(intstr.FromString("100%"))},
+	)
+	m.Status.Version = "v2"
+	old := func(name string, stage int) target {
+		return target{name: name, stage: stage, holds: true, state: fleeetv1.SyncReady, since: long}
+	}
+	targets := []target{old("eu-1", 0), old("us-1", 1), old("us-2", 1), old("eu-2", 2), old("eu-3", 2), old("rest-1", 3)}
+	r := reconciler()
+	step := func(lim limits) {
+		p := r.reconcileRollout(r.Recorder, m, "r2", targets, lim, now)
+		for i := range targets {
+			if slices.Contains(p.admitted, targets[i].name) {
+				targets[i].updated, targets[i].since = true, long // moved, and Ready at once
+			}
+		}
+	}
+
+	step(unlimited)
+	ro := m.Status.Rollout
+	g.Expect(ro.Admitted).To(Equal([]string{"eu-1", "us-1"}), "each track's first stage moves at once")
+	g.Expect(ro.Stage).To(Equal("eu-canary"))
+	g.Expect(ro.Tracks).To(Equal([]fleeetv1.TrackStatus{{Name: "eu", Stage: "eu-canary"}, {Name: "us", Stage: "us-canary"}}))
+	g.Expect(eventsOf(r, "Normal")).To(ContainElements(
+		"Normal StageStarted stage eu-canary of v2 started", "Normal StageStarted stage us-canary of v2 started"))
+
+	step(unlimited)
+	ro = m.Status.Rollout
+	g.Expect(ro.Admitted).To(Equal([]string{"us-2"}), "eu awaits its approval; us goes on")
+	g.Expect(ro.Holding).To(Equal("track eu: stage eu-canary awaits approval (fleetctl rollout approve)"))
+
+	step(unlimited)
+	g.Expect(m.Status.Rollout.Admitted).To(BeEmpty(), "rest-1 waits for every track")
+	g.Expect(m.Status.Rollout.Tracks[1]).To(Equal(fleeetv1.TrackStatus{Name: "us", Stage: "us-canary"}), "us is done")
+
+	m.Annotations = map[string]string{fleeetv1.ApproveAnnotation: "r2/eu-canary"}
+	budget := limits{budget: 1, budgetCap: 1, budgetOf: "the namespace's"}
+	step(budget)
+	ro = m.Status.Rollout
+	g.Expect(ro.Approved).To(Equal([]string{"eu-canary"}))
+	g.Expect(ro.Admitted).To(Equal([]string{"eu-2"}), "eu-wide moves, within the budget of one")
+	g.Expect(ro.Holding).To(BeEmpty())
+	step(budget)
+	step(budget)
+	g.Expect(m.Status.Rollout.Admitted).To(Equal([]string{"rest-1"}), "every track done: the rest moves")
+	g.Expect(m.Status.Rollout.Stage).To(BeEmpty())
 }
