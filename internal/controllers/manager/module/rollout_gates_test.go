@@ -99,13 +99,7 @@ func TestAStagedRolloutWaitsForApprovalAndRollsBackByItself(t *testing.T) {
 	setTag := func(tag string) {
 		patchModule(g, ns, fmt.Sprintf(`{"spec":{"sync":{"source":{"git":{"tag":%q}}}}}`, tag))
 	}
-	held := func(g Gomega) map[string]string {
-		tags := map[string]string{}
-		for _, name := range online {
-			tags[name] = heldTag(fleettest.Proxy(g, cluster.Client, ns, name))
-		}
-		return tags
-	}
+	held := func(g Gomega) map[string]string { return heldTags(g, ns, online) }
 	driveUntil(g, ns, online, decide, converged("v1"))
 	for name, shared := range map[string]bool{"canary-1": true, "prod-1": true, "prod-2": false, "rest-1": false} {
 		g.Expect(fleettest.Proxy(g, cluster.Client, ns, name).Spec.CompiledPlan != "").To(Equal(shared), "plan %s names a CompiledPlan", name)

@@ -34,13 +34,7 @@ func TestAStageCheckHoldsTheNextStageAndRollsBackWhatItFails(t *testing.T) {
 			Check: &fleeetv1.StageCheck{Query: query, For: metav1.Duration{Duration: 8 * time.Second}, Timeout: metav1.Duration{Duration: 10 * time.Second}}}}}
 	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
 	ready := func(string, string) fleeetv1.SyncState { return fleeetv1.SyncReady }
-	held := func(g Gomega) map[string]string {
-		tags := map[string]string{}
-		for _, name := range online {
-			tags[name] = heldTag(fleettest.Proxy(g, cluster.Client, ns, name))
-		}
-		return tags
-	}
+	held := func(g Gomega) map[string]string { return heldTags(g, ns, online) }
 
 	// v1 goes everywhere at once: a Remote holding nothing has nothing to
 	// lose. v2: the canary moves, its check holds, and after 8 s the rest

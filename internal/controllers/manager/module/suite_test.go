@@ -59,6 +59,16 @@ func heldTag(pa *fleeetv1.ProxyAssemblage) string {
 	return (&fleettest.Contents{Reader: cluster.Client}).HeldTag(pa)
 }
 
+// heldTags maps each of the namespace's Remotes named to the tag its plan
+// holds (heldTag).
+func heldTags(g Gomega, ns string, remotes []string) map[string]string {
+	tags := map[string]string{}
+	for _, name := range remotes {
+		tags[name] = heldTag(fleettest.Proxy(g, cluster.Client, ns, name))
+	}
+	return tags
+}
+
 // readsPlans says, as the agent of Remote name would, that it reads
 // CompiledSyncs and CompiledPlans: its plan names what it shares with
 // other Remotes' instead of holding it.

@@ -31,13 +31,7 @@ func TestTracksOfOneRolloutAdvanceIndependently(t *testing.T) {
 		canary, stage("eu-rest", "eu", "eu-2"), stage("us-canary", "us", "us-1"), stage("us-rest", "us", "us-2")}}
 	g.Expect(cluster.Client.Create(t.Context(), m)).To(Succeed())
 	ready := func(string, string) fleeetv1.SyncState { return fleeetv1.SyncReady }
-	held := func(g Gomega) map[string]string {
-		tags := map[string]string{}
-		for _, name := range online {
-			tags[name] = heldTag(fleettest.Proxy(g, cluster.Client, ns, name))
-		}
-		return tags
-	}
+	held := func(g Gomega) map[string]string { return heldTags(g, ns, online) }
 	driveUntil(g, ns, online, ready, func(g Gomega) {
 		g.Expect(held(g)).To(HaveEach("v1"))
 	})
