@@ -390,7 +390,9 @@ type StageCheck struct {
 	For metav1.Duration `json:"for,omitempty"`
 
 	// Timeout is how long the check may take to hold for `for`, from when
-	// the stage's last Remote became available; 0 waits for ever.
+	// the stage's last Remote became available (or, for a check added to a
+	// stage done already, from when the manager first asked); 0 waits for
+	// ever.
 	// +optional
 	// +kubebuilder:default="30m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="must be from 0s to 168h"
@@ -611,6 +613,10 @@ type TrackStatus struct {
 type StageCheckStatus struct {
 	// Stage is the stage whose check this is.
 	Stage string `json:"stage"`
+	// Started is when the manager first asked, for this revision: a
+	// check's timeout runs from when its stage was done, or from this when
+	// later (a check added to a stage done already).
+	Started metav1.Time `json:"started"`
 	// CheckedAt is when the manager last asked.
 	CheckedAt metav1.Time `json:"checkedAt"`
 	// Answered is true when the server answered the query; false when it

@@ -98,6 +98,7 @@ func TestAStageCheckThatDoesNotHoldWithinItsTimeoutFails(t *testing.T) {
 		m.Status.History = []fleeetv1.RolloutRecord{{Revision: "r1", Version: "v1", Outcome: fleeetv1.RolloutSucceeded}}
 		prom := &server{}
 		r := reconciler()
+		r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), done)
 		r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), done.Add(9*time.Minute))
 		g.Expect(m.Status.Rollout.RolledBack).To(BeNil(), "within its timeout it holds")
 		now := done.Add(10*time.Minute + time.Second)
@@ -112,6 +113,7 @@ func TestAStageCheckThatDoesNotHoldWithinItsTimeoutFails(t *testing.T) {
 		m, targets, done := checked(fleeetv1.PauseOnFailure)
 		prom := &server{}
 		r := reconciler()
+		r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), done)
 		p := r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), done.Add(11*time.Minute))
 		r.reconcileStatus(m, p, compileNotes{})
 		paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
@@ -150,4 +152,22 @@ func TestAStageCheckWithoutAnAnswerHoldsAndFailsNothing(t *testing.T) {
 			g.Expect(apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
 		})
 	}
+}
+
+// A check added to a stage done long ago gets its whole timeout from the
+// first time it is asked: adding one never rolls a version back at once.
+func TestACheckAddedToAStageDoneAlreadyGetsItsWholeTimeout(t *testing.T) {
+	g := NewWithT(t)
+	m, targets, done := checked(fleeetv1.RollbackOnFailure)
+	m.Status.History = []fleeetv1.RolloutRecord{{Revision: "r1", Version: "v1", Outcome: fleeetv1.RolloutSucceeded}}
+	prom := &server{}
+	r := reconciler()
+	added := done.Add(24 * time.Hour)
+	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), added)
+	g.Expect(m.Status.Rollout.RolledBack).To(BeNil())
+	g.Expect(m.Status.Rollout.Checks[0].Started.Time).To(Equal(added))
+	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), added.Add(9*time.Minute))
+	g.Expect(m.Status.Rollout.RolledBack).To(BeNil(), "within the timeout from its first answer")
+	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), added.Add(11*time.Minute))
+	g.Expect(m.Status.Rollout.RolledBack).NotTo(BeNil())
 }

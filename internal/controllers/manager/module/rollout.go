@@ -543,7 +543,8 @@ func (p *decision) holds(st stage, previous *fleeetv1.RolloutStatus, lim limits,
 // server unless the last answer (of previous, the step before's) is
 // recent, records the answer in p.checks, the stage in p.checked once the check
 // held long enough, and p.checkFailed once an answer that it does not hold
-// comes past the check's timeout.
+// comes past the check's timeout, counted from when the stage was done or,
+// for a check added since, first asked.
 func (p *decision) checking(st stage, previous []fleeetv1.StageCheckStatus, lim limits, done, now time.Time) bool {
 	c := st.spec.Check
 	if c == nil || slices.Contains(p.checked, st.name) {
@@ -556,6 +557,9 @@ func (p *decision) checking(st stage, previous []fleeetv1.StageCheckStatus, lim 
 	}
 	if asked := next.CheckedAt.Time; asked.IsZero() || now.Sub(asked) >= every {
 		next.CheckedAt = metav1.NewTime(now)
+		if next.Started.IsZero() {
+			next.Started = next.CheckedAt
+		}
 		holds, description, err := false, "", error(nil)
 		if lim.query == nil {
 			err = errors.New("the manager has no Prometheus-compatible server to ask (--prometheus-url)")
@@ -584,7 +588,7 @@ func (p *decision) checking(st stage, previous []fleeetv1.StageCheckStatus, lim 
 	switch since := next.HoldingSince; {
 	case since != nil:
 		p.holding = fmt.Sprintf("stage %s's check holds since %s, for %s: %s", st.name, since.UTC().Format(time.RFC3339), c.For.Duration, next.Message)
-	case next.Answered && c.Timeout.Duration > 0 && now.Sub(done) > c.Timeout.Duration:
+	case next.Answered && c.Timeout.Duration > 0 && now.Sub(later(done, next.Started.Time)) > c.Timeout.Duration:
 		p.holding = fmt.Sprintf("stage %s's check did not hold for %s within %s of the stage being done: %s",
 			st.name, c.For.Duration, c.Timeout.Duration, next.Message)
 		p.checkFailed = cmp.Or(p.checkFailed, p.holding)
@@ -592,6 +596,14 @@ func (p *decision) checking(st stage, previous []fleeetv1.StageCheckStatus, lim 
 		p.holding = fmt.Sprintf("stage %s's check does not hold: %s", st.name, next.Message)
 	}
 	return true
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // checkInterval is how often a check is asked: a fifth of its duration,
