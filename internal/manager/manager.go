@@ -217,10 +217,14 @@ func setupModules(ctx context.Context, mgr ctrl.Manager, o Options, members *sha
 	}
 	modules := &module.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(Name), MaxMoving: o.MaxMoving, Concurrent: o.Concurrent}
 	if o.PrometheusURL != "" {
-		modules.Prometheus = &promquery.Client{URL: o.PrometheusURL, HTTP: prometheusClient()}
+		modules.Checks = &promquery.Asker{Client: &promquery.Client{URL: o.PrometheusURL, HTTP: prometheusClient()}, Workers: checkWorkers}
 	}
 	return modules.SetupWithManager(mgr)
 }
+
+// checkWorkers is how many stage checks the manager asks at once: a slow
+// server delays answers, never a reconcile.
+const checkWorkers = 2
 
 // prometheusClient asks the server the platform team configured, never
 // through a proxy from the environment, following no redirect: what a

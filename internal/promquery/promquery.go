@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -133,4 +134,114 @@ func Names(names []string) string {
 		quoted[i] = strings.ReplaceAll(regexp.QuoteMeta(n), `\`, `\\`)
 	}
 	return strings.Join(quoted, "|")
+}
+
+// Answer is what a server said to a query, or why it said nothing (Err).
+type Answer struct {
+	// At is when it came, to the second.
+	At          time.Time
+	Holds       bool
+	Description string
+	Err         error
+}
+
+// maxAnswers bounds the answers an Asker keeps; past it, the oldest go.
+const maxAnswers = 10000
+
+// Asker asks queries in the background, at most Workers at once, and
+// keeps the last answer to each: a controller that needs one asks for it
+// and is told (Answered) once it is in, instead of waiting on a slow or
+// unreachable server while other tenants' work waits behind it. Start
+// asks what Ask queues, before or after it starts.
+type Asker struct {
+	Client *Client
+	// Workers is how many queries are asked at once; at least one.
+	Workers int
+	// Answered is called, from a worker, with the key of each answer that
+	// comes in.
+	Answered func(key string)
+
+	mu      sync.Mutex
+	answers map[string]Answer
+	asking  map[string]bool
+	queue   chan question // made by init
+}
+
+type question struct{ key, query string }
+
+// Ask returns the last answer to query asked under key, when it came after
+// after; otherwise it has the query asked, unless it is already, and
+// reports false. A full queue asks later: the caller asks again.
+func (a *Asker) Ask(key, query string, after time.Time) (Answer, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.init()
+	key += "\x00" + query // another query is another question
+	if ans, ok := a.answers[key]; ok && ans.At.After(after) {
+		return ans, true
+	}
+	if a.asking[key] {
+		return Answer{}, false
+	}
+	select {
+	case a.queue <- question{key, query}:
+		a.asking[key] = true
+	default: // full: asked for again later
+	}
+	return Answer{}, false
+}
+
+// Start asks the queued queries until ctx ends (a controller-runtime
+// Runnable).
+func (a *Asker) Start(ctx context.Context) error {
+	a.mu.Lock()
+	a.init()
+	queue := a.queue
+	a.mu.Unlock()
+	var wg sync.WaitGroup
+	for range max(1, a.Workers) {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case q := <-queue:
+					a.answer(ctx, q)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return nil
+}
+
+// init makes the Asker's maps and queue once; a.mu is held.
+func (a *Asker) init() {
+	if a.queue == nil {
+		a.answers, a.asking, a.queue = map[string]Answer{}, map[string]bool{}, make(chan question, 1024)
+	}
+}
+
+// answer asks q and keeps its answer.
+func (a *Asker) answer(ctx context.Context, q question) {
+	holds, description, err := a.Client.Holds(ctx, q.query)
+	a.mu.Lock()
+	if len(a.answers) >= maxAnswers {
+		oldest := ""
+		for k, ans := range a.answers {
+			if oldest == "" || ans.At.Before(a.answers[oldest].At) {
+				oldest = k
+			}
+		}
+		delete(a.answers, oldest)
+	}
+	// To the second, as a status keeps it: an answer is not taken for a
+	// newer one once read back from the status it was written into.
+	a.answers[q.key] = Answer{At: time.Now().Truncate(time.Second), Holds: holds, Description: description, Err: err}
+	delete(a.asking, q.key)
+	a.mu.Unlock()
+	if a.Answered != nil {
+		key, _, _ := strings.Cut(q.key, "\x00")
+		a.Answered(key)
+	}
 }

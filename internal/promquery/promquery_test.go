@@ -5,7 +5,9 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -96,4 +98,48 @@ func TestNamesMatchExactlyTheNamesGiven(t *testing.T) {
 	none := regexp.MustCompile("^(?:" + promquery.Names(nil) + ")$")
 	g.Expect(none.MatchString("")).To(BeFalse(), "a series without the label is not matched")
 	g.Expect(none.MatchString("a")).To(BeFalse())
+}
+
+// An Asker never makes its caller wait on the server: Ask returns at once,
+// the query is asked once however often it is asked for meanwhile, and the
+// answer is told by its key and kept until a newer one is wanted.
+func TestAnAskerAsksInTheBackground(t *testing.T) {
+	g := NewWithT(t)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	asked := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked++
+		mu.Unlock()
+		<-release
+		_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}`))
+	}))
+	t.Cleanup(srv.Close)
+	answered := make(chan string, 10)
+	a := &promquery.Asker{Client: &promquery.Client{URL: srv.URL, HTTP: srv.Client()}, Workers: 1,
+		Answered: func(key string) { answered <- key }}
+	go func() { _ = a.Start(t.Context()) }()
+
+	start := time.Now()
+	for range 6 {
+		_, ok := a.Ask("team-a/app/canary", "up == 1", time.Time{})
+		g.Expect(ok).To(BeFalse())
+	}
+	g.Expect(time.Since(start)).To(BeNumerically("<", time.Second), "the server hangs; Ask does not")
+	close(release)
+	g.Eventually(answered, 5*time.Second).Should(Receive(Equal("team-a/app/canary")))
+	ans, ok := a.Ask("team-a/app/canary", "up == 1", time.Time{})
+	g.Expect(ok).To(BeTrue())
+	g.Expect(ans.Holds).To(BeTrue())
+	g.Expect(ans.At).To(Equal(ans.At.Truncate(time.Second)), "to the second, as a status keeps it")
+	mu.Lock()
+	g.Expect(asked).To(Equal(1), "asked once for six calls")
+	mu.Unlock()
+
+	_, ok = a.Ask("team-a/app/canary", "up == 1", ans.At)
+	g.Expect(ok).To(BeFalse(), "an answer no newer than the one had is asked again")
+	g.Eventually(answered, 5*time.Second).Should(Receive())
+	_, ok = a.Ask("team-a/app/canary", "up == 2", time.Time{})
+	g.Expect(ok).To(BeFalse(), "another query is another question")
 }

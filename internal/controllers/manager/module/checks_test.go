@@ -10,26 +10,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
+	"github.com/fleeet-dev/fleeet/internal/promquery"
 )
 
 // server is a Prometheus-compatible server as a stage's check sees it:
-// what it answers next, and the queries it was asked.
+// what it answers next, and the queries it was asked. It answers at once,
+// at the time of the step that asks (limits).
 type server struct {
 	holds  bool
 	err    error
 	parsed []string
 }
 
-func (s *server) limits() limits {
-	return limits{budget: -1, query: func(q string) (bool, string, error) {
+func (s *server) limits(now time.Time) limits {
+	return limits{budget: -1, ask: func(_, q string, _ time.Time) (promquery.Answer, bool) {
 		s.parsed = append(s.parsed, q)
-		if s.err != nil {
-			return false, "", s.err
+		switch {
+		case s.err != nil:
+			return promquery.Answer{At: now, Err: s.err}, true
+		case s.holds:
+			return promquery.Answer{At: now, Holds: true, Description: "the query returned 1 series"}, true
 		}
-		if s.holds {
-			return true, "the query returned 1 series", nil
-		}
-		return false, "the query returned no sample", nil
+		return promquery.Answer{At: now, Description: "the query returned no sample"}, true
 	}}
 }
 
@@ -54,7 +56,7 @@ func TestAStageCheckMustHoldForItsDurationWithoutABreak(t *testing.T) {
 	prom := &server{holds: true}
 	r := reconciler()
 	step := func(at time.Duration) decision {
-		p := r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), done.Add(at))
+		p := r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(done.Add(at)), done.Add(at))
 		r.reconcileStatus(m, p, compileNotes{})
 		return p
 	}
@@ -80,6 +82,8 @@ func TestAStageCheckMustHoldForItsDurationWithoutABreak(t *testing.T) {
 	step(90 * time.Second)
 	g.Expect(m.Status.Rollout.Checked).To(BeEmpty(), "50 s of holding is not a minute")
 	step(101 * time.Second)
+	g.Expect(m.Status.Rollout.Checked).To(BeEmpty(), "a minute has passed, but no answer since the one at 90 s says it still holds")
+	step(103 * time.Second)
 	g.Expect(m.Status.Rollout.Checked).To(Equal([]string{"canary"}))
 	g.Expect(m.Status.Rollout.Admitted).To(Equal([]string{"wide"}))
 	g.Expect(eventsOf(r, "Normal")).To(ContainElement("Normal StageChecked stage canary of v2: its check held for 1m0s"))
@@ -98,11 +102,11 @@ func TestAStageCheckThatDoesNotHoldWithinItsTimeoutFails(t *testing.T) {
 		m.Status.History = []fleeetv1.RolloutRecord{{Revision: "r1", Version: "v1", Outcome: fleeetv1.RolloutSucceeded}}
 		prom := &server{}
 		r := reconciler()
-		r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), done)
-		r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), done.Add(9*time.Minute))
+		r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(done), done)
+		r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(done.Add(9*time.Minute)), done.Add(9*time.Minute))
 		g.Expect(m.Status.Rollout.RolledBack).To(BeNil(), "within its timeout it holds")
 		now := done.Add(10*time.Minute + time.Second)
-		p := r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), now)
+		p := r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(now), now)
 		r.reconcileStatus(m, p, compileNotes{})
 		g.Expect(m.Status.Rollout.RolledBack).To(Equal(&fleeetv1.Rollback{To: "r1", Version: "v1", Time: metav1.NewTime(now),
 			Message: "stage canary's check did not hold for 1m0s within 10m0s of the stage being done: the query returned no sample"}))
@@ -113,8 +117,8 @@ func TestAStageCheckThatDoesNotHoldWithinItsTimeoutFails(t *testing.T) {
 		m, targets, done := checked(fleeetv1.PauseOnFailure)
 		prom := &server{}
 		r := reconciler()
-		r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), done)
-		p := r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), done.Add(11*time.Minute))
+		r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(done), done)
+		p := r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(done.Add(11*time.Minute)), done.Add(11*time.Minute))
 		r.reconcileStatus(m, p, compileNotes{})
 		paused := apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)
 		g.Expect(paused).NotTo(BeNil())
@@ -123,8 +127,8 @@ func TestAStageCheckThatDoesNotHoldWithinItsTimeoutFails(t *testing.T) {
 		g.Expect(apimeta.IsStatusConditionTrue(m.Status.Conditions, fleeetv1.ReadyCondition)).To(BeFalse())
 
 		prom.holds = true
-		r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), done.Add(12*time.Minute))
-		p = r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), done.Add(13*time.Minute))
+		r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(done.Add(12*time.Minute)), done.Add(12*time.Minute))
+		p = r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(done.Add(13*time.Minute)), done.Add(13*time.Minute))
 		r.reconcileStatus(m, p, compileNotes{})
 		g.Expect(m.Status.Rollout.Admitted).To(Equal([]string{"wide"}))
 		g.Expect(apimeta.FindStatusCondition(m.Status.Conditions, fleeetv1.RolloutPausedCondition)).To(BeNil())
@@ -134,16 +138,16 @@ func TestAStageCheckThatDoesNotHoldWithinItsTimeoutFails(t *testing.T) {
 // A check that gets no answer holds its stage and fails nothing: the
 // rollout acts only on what the server says.
 func TestAStageCheckWithoutAnAnswerHoldsAndFailsNothing(t *testing.T) {
-	for name, lim := range map[string]limits{
-		"the server cannot be reached": (&server{err: errors.New("dial tcp 10.0.0.9:9090: connect: connection refused")}).limits(),
-		"the manager has none":         unlimited,
+	for name, lim := range map[string]func(time.Time) limits{
+		"the server cannot be reached": (&server{err: errors.New("dial tcp 10.0.0.9:9090: connect: connection refused")}).limits,
+		"the manager has none":         func(time.Time) limits { return unlimited },
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := NewWithT(t)
 			m, targets, done := checked(fleeetv1.RollbackOnFailure)
 			m.Status.History = []fleeetv1.RolloutRecord{{Revision: "r1", Version: "v1", Outcome: fleeetv1.RolloutSucceeded}}
 			r := reconciler()
-			p := r.reconcileRollout(r.Recorder, m, "r2", targets, lim, done.Add(time.Hour))
+			p := r.reconcileRollout(r.Recorder, m, "r2", targets, lim(done.Add(time.Hour)), done.Add(time.Hour))
 			r.reconcileStatus(m, p, compileNotes{})
 			g.Expect(m.Status.Rollout.RolledBack).To(BeNil())
 			g.Expect(m.Status.Rollout.Admitted).To(BeEmpty())
@@ -163,11 +167,11 @@ func TestACheckAddedToAStageDoneAlreadyGetsItsWholeTimeout(t *testing.T) {
 	prom := &server{}
 	r := reconciler()
 	added := done.Add(24 * time.Hour)
-	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), added)
+	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(added), added)
 	g.Expect(m.Status.Rollout.RolledBack).To(BeNil())
 	g.Expect(m.Status.Rollout.Checks[0].Started.Time).To(Equal(added))
-	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), added.Add(9*time.Minute))
+	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(added.Add(9*time.Minute)), added.Add(9*time.Minute))
 	g.Expect(m.Status.Rollout.RolledBack).To(BeNil(), "within the timeout from its first answer")
-	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(), added.Add(11*time.Minute))
+	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(added.Add(11*time.Minute)), added.Add(11*time.Minute))
 	g.Expect(m.Status.Rollout.RolledBack).NotTo(BeNil())
 }

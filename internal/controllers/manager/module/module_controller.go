@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/cacheview"
@@ -52,10 +53,11 @@ type Reconciler struct {
 	// manager; 0 for no cap. A namespace's own cap is its
 	// fleeet.dev/max-moving annotation.
 	MaxMoving int
-	// Prometheus answers the checks of rollout stages; nil when the manager
-	// has no server to ask (--prometheus-url), which holds every stage with
-	// a check.
-	Prometheus *promquery.Client
+	// Checks asks the checks of rollout stages in the background, so that
+	// no reconcile waits on the server; nil when the manager has no server
+	// to ask (--prometheus-url), which holds every stage with a check.
+	// SetupWithManager runs it and sets its Answered.
+	Checks *promquery.Asker
 
 	budget    budget
 	durations durations
@@ -100,7 +102,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &fleeetv1.Module{}, dependsOnIndex, indexDependsOn); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Checks != nil {
+		// An answer to a stage's check brings its Module back.
+		answered := make(chan event.GenericEvent, 1024)
+		r.Checks.Answered = func(key string) {
+			ns, rest, _ := strings.Cut(key, "/")
+			name, _, _ := strings.Cut(rest, "/")
+			select {
+			case answered <- event.GenericEvent{Object: &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}}:
+			default: // the check's requeue comes back for it
+			}
+		}
+		if err := mgr.Add(r.Checks); err != nil {
+			return err
+		}
+		b = b.WatchesRawSource(source.Channel(answered, &handler.EnqueueRequestForObject{}))
+	}
+	return b.
 		For(&fleeetv1.Module{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// A Module coming, going or selecting other Remotes changes where
 		// the Modules depending on it by name are placed without it.
@@ -380,8 +399,10 @@ func (r *Reconciler) step(ctx context.Context, said events.EventRecorder, m *fle
 		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, fleeetv1.ReasonInvalidBudget, "Rollout", "%s", warning)
 	}
 	lim.windows = windows
-	if r.Prometheus != nil {
-		lim.query = func(query string) (bool, string, error) { return r.Prometheus.Holds(ctx, query) }
+	if r.Checks != nil {
+		lim.ask = func(stage, query string, after time.Time) (promquery.Answer, bool) {
+			return r.Checks.Ask(m.Namespace+"/"+m.Name+"/"+stage, query, after)
+		}
 	}
 	p := r.reconcileRollout(said, m, revision, targets, lim, time.Now())
 	moving := 0

@@ -160,9 +160,11 @@ type limits struct {
 	// ("the namespace's", "the manager's").
 	budgetCap int
 	budgetOf  string
-	// query asks the manager's Prometheus-compatible server whether a
-	// stage's check holds (promquery.Client.Holds); nil when it has none.
-	query func(query string) (holds bool, description string, err error)
+	// ask asks the manager's Prometheus-compatible server whether the
+	// check of a stage of this Module holds, and returns the answer once
+	// one came after the time given (promquery.Asker.Ask); nil when the
+	// manager has no server.
+	ask func(stage, query string, after time.Time) (promquery.Answer, bool)
 }
 
 // decide decides which Remotes may move to the Module's current revision.
@@ -556,36 +558,43 @@ func (p *decision) checking(st stage, previous []fleeetv1.StageCheckStatus, lim 
 		next = *previous[i].DeepCopy()
 	}
 	if asked := next.CheckedAt.Time; asked.IsZero() || now.Sub(asked) >= every {
-		next.CheckedAt = metav1.NewTime(now)
-		if next.Started.IsZero() {
-			next.Started = next.CheckedAt
+		ans, answered := promquery.Answer{At: now, Err: errNoServer}, true
+		if lim.ask != nil {
+			ans, answered = lim.ask(st.name, strings.ReplaceAll(c.Query, "$(REMOTES)", promquery.Names(st.names())), asked)
 		}
-		holds, description, err := false, "", error(nil)
-		if lim.query == nil {
-			err = errors.New("the manager has no Prometheus-compatible server to ask (--prometheus-url)")
-		} else {
-			holds, description, err = lim.query(strings.ReplaceAll(c.Query, "$(REMOTES)", promquery.Names(st.names())))
-		}
-		next.Answered, next.Message = err == nil, description
-		if err != nil {
-			next.Message = "cannot ask: " + err.Error()
-		}
-		switch {
-		case !holds || err != nil:
-			next.HoldingSince = nil
-		case next.HoldingSince == nil:
-			next.HoldingSince = &next.CheckedAt
-		}
+		// Unanswered, the answer's coming reconciles the Module; the
+		// requeue is for an answer whose notice was lost.
 		p.after(every)
+		if answered {
+			at := metav1.NewTime(ans.At)
+			next.CheckedAt = at
+			if next.Started.IsZero() {
+				next.Started = at
+			}
+			next.Answered, next.Message = ans.Err == nil, ans.Description
+			if ans.Err != nil {
+				next.Message = "cannot ask: " + ans.Err.Error()
+			}
+			switch {
+			case !ans.Holds || ans.Err != nil:
+				next.HoldingSince = nil
+			case next.HoldingSince == nil:
+				next.HoldingSince = &at
+			}
+		}
 	} else {
 		p.after(every - now.Sub(asked))
 	}
 	p.checks = append(p.checks, next)
-	if since := next.HoldingSince; since != nil && now.Sub(since.Time) >= c.For.Duration {
+	// Held for its duration: an answer that it holds came that long after
+	// the first of an unbroken run of them.
+	if since := next.HoldingSince; since != nil && next.CheckedAt.Sub(since.Time) >= c.For.Duration {
 		p.checked = append(slices.Clone(p.checked), st.name)
 		return false
 	}
 	switch since := next.HoldingSince; {
+	case next.CheckedAt.IsZero():
+		p.holding = fmt.Sprintf("stage %s's check is asked; no answer yet", st.name)
 	case since != nil:
 		p.holding = fmt.Sprintf("stage %s's check holds since %s, for %s: %s", st.name, since.UTC().Format(time.RFC3339), c.For.Duration, next.Message)
 	case next.Answered && c.Timeout.Duration > 0 && now.Sub(later(done, next.Started.Time)) > c.Timeout.Duration:
@@ -597,6 +606,10 @@ func (p *decision) checking(st stage, previous []fleeetv1.StageCheckStatus, lim 
 	}
 	return true
 }
+
+// errNoServer is the answer to every check when the manager has no server
+// to ask.
+var errNoServer = errors.New("the manager has no Prometheus-compatible server to ask (--prometheus-url)")
 
 // later returns the later of a and b.
 func later(a, b time.Time) time.Time {
