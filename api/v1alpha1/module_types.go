@@ -613,12 +613,14 @@ type TrackStatus struct {
 type StageCheckStatus struct {
 	// Stage is the stage whose check this is.
 	Stage string `json:"stage"`
-	// Started is when the manager first asked, for this revision: a
-	// check's timeout runs from when its stage was done, or from this when
-	// later (a check added to a stage done already).
-	Started metav1.Time `json:"started"`
-	// CheckedAt is when the manager last asked.
-	CheckedAt metav1.Time `json:"checkedAt"`
+	// Started is when the first answer came, for this revision: a check's
+	// timeout runs from when its stage was done, or from this when later
+	// (a check added to a stage done already). Unset until an answer came.
+	// +optional
+	Started *metav1.Time `json:"started,omitempty"`
+	// CheckedAt is when the last answer came.
+	// +optional
+	CheckedAt *metav1.Time `json:"checkedAt,omitempty"`
 	// Answered is true when the server answered the query; false when it
 	// could not be reached or refused it.
 	Answered bool `json:"answered"`

@@ -175,3 +175,18 @@ func TestACheckAddedToAStageDoneAlreadyGetsItsWholeTimeout(t *testing.T) {
 	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(added.Add(11*time.Minute)), added.Add(11*time.Minute))
 	g.Expect(m.Status.Rollout.RolledBack).NotTo(BeNil())
 }
+
+// Until the first answer comes, the stage holds and says it is asking.
+func TestAStageCheckWaitsForItsFirstAnswer(t *testing.T) {
+	g := NewWithT(t)
+	m, targets, done := checked(fleeetv1.PauseOnFailure)
+	r := reconciler()
+	pending := limits{budget: -1, ask: func(string, string, time.Time) (promquery.Answer, bool) { return promquery.Answer{}, false }}
+	p := r.reconcileRollout(r.Recorder, m, "r2", targets, pending, done)
+	g.Expect(m.Status.Rollout.Holding).To(Equal("stage canary's check is asked; no answer yet"))
+	g.Expect(m.Status.Rollout.Checks).To(Equal([]fleeetv1.StageCheckStatus{{Stage: "canary"}}))
+	g.Expect(p.requeueAfter).To(Equal(12*time.Second), "in case the answer's notice is lost")
+	prom := &server{holds: true}
+	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(done.Add(time.Second)), done.Add(time.Second))
+	g.Expect(m.Status.Rollout.Checks[0].HoldingSince.Time).To(Equal(done.Add(time.Second)))
+}

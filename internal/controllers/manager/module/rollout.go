@@ -557,7 +557,11 @@ func (p *decision) checking(st stage, previous []fleeetv1.StageCheckStatus, lim 
 	if i := slices.IndexFunc(previous, func(c fleeetv1.StageCheckStatus) bool { return c.Stage == st.name }); i >= 0 {
 		next = *previous[i].DeepCopy()
 	}
-	if asked := next.CheckedAt.Time; asked.IsZero() || now.Sub(asked) >= every {
+	var asked time.Time
+	if next.CheckedAt != nil {
+		asked = next.CheckedAt.Time
+	}
+	if asked.IsZero() || now.Sub(asked) >= every {
 		ans, answered := promquery.Answer{At: now, Err: errNoServer}, true
 		if lim.ask != nil {
 			ans, answered = lim.ask(st.name, strings.ReplaceAll(c.Query, "$(REMOTES)", promquery.Names(st.names())), asked)
@@ -567,9 +571,9 @@ func (p *decision) checking(st stage, previous []fleeetv1.StageCheckStatus, lim 
 		p.after(every)
 		if answered {
 			at := metav1.NewTime(ans.At)
-			next.CheckedAt = at
-			if next.Started.IsZero() {
-				next.Started = at
+			next.CheckedAt = &at
+			if next.Started == nil {
+				next.Started = &at
 			}
 			next.Answered, next.Message = ans.Err == nil, ans.Description
 			if ans.Err != nil {
@@ -593,7 +597,7 @@ func (p *decision) checking(st stage, previous []fleeetv1.StageCheckStatus, lim 
 		return false
 	}
 	switch since := next.HoldingSince; {
-	case next.CheckedAt.IsZero():
+	case next.CheckedAt == nil:
 		p.holding = fmt.Sprintf("stage %s's check is asked; no answer yet", st.name)
 	case since != nil:
 		p.holding = fmt.Sprintf("stage %s's check holds since %s, for %s: %s", st.name, since.UTC().Format(time.RFC3339), c.For.Duration, next.Message)
