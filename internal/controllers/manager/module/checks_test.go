@@ -190,3 +190,20 @@ func TestAStageCheckWaitsForItsFirstAnswer(t *testing.T) {
 	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(done.Add(time.Second)), done.Add(time.Second))
 	g.Expect(m.Status.Rollout.Checks[0].HoldingSince.Time).To(Equal(done.Add(time.Second)))
 }
+
+// A failed check pauses the whole Module, as a failed Remote does: the
+// other tracks hold too.
+func TestAFailedCheckPausesEveryTrack(t *testing.T) {
+	g := NewWithT(t)
+	m, targets, done := checked(fleeetv1.PauseOnFailure)
+	m.Spec.Rollout.Stages[0].Track = "eu"
+	m.Spec.Rollout.Stages = append(m.Spec.Rollout.Stages, fleeetv1.RolloutStage{Name: "us", Track: "us"})
+	targets = append(targets, target{name: "us-1", stage: 1, holds: true, state: fleeetv1.SyncReady, since: done.Add(-time.Hour)})
+	targets[1].stage = 2 // wide: in no stage
+	prom := &server{}
+	r := reconciler()
+	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(done), done)
+	g.Expect(m.Status.Rollout.Admitted).To(Equal([]string{"us-1"}), "us goes on while eu's check does not hold yet")
+	r.reconcileRollout(r.Recorder, m, "r2", targets, prom.limits(done.Add(11*time.Minute)), done.Add(11*time.Minute))
+	g.Expect(m.Status.Rollout.Admitted).To(BeEmpty(), "once it failed, nothing moves anywhere")
+}

@@ -453,6 +453,10 @@ func (r *Reconciler) reconcileRollout(said events.EventRecorder, m *fleeetv1.Mod
 	case p.checkFailed != "" && m.Spec.Rollout.OnFailure == fleeetv1.RollbackOnFailure &&
 		r.rollBack(said, m, revision, nil, p.checkFailed, now):
 		return p
+	case p.checkFailed != "":
+		// Paused everywhere, every track, until the check holds again.
+		next.Admitted = nil
+		return p
 	case previous.PausedBy != "" && !repaired(m, targets, previous.PausedBy, now):
 		next.Admitted, next.PausedBy = nil, previous.PausedBy
 		return p
