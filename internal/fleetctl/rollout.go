@@ -187,9 +187,12 @@ func newRolloutApproveCommand(s *session) *cobra.Command {
 			if ro == nil || ro.Revision != revision {
 				return fmt.Errorf("module %s: the manager has not planned revision %s yet; try again shortly", m.Name, revision)
 			}
-			stage := ro.Stage
+			stage, err := awaitingApproval(m, ro)
 			if len(args) == 2 {
-				stage = args[1]
+				stage, err = args[1], nil
+			}
+			if err != nil {
+				return err
 			}
 			i := slices.IndexFunc(m.Spec.Rollout.Stages, func(st fleeetv1.RolloutStage) bool { return st.Name == stage })
 			switch {
@@ -207,6 +210,28 @@ func newRolloutApproveCommand(s *session) *cobra.Command {
 			return err
 		},
 	}
+}
+
+// awaitingApproval is the stage approve gives its approval to when none
+// is named: the one stage in progress, in any track, that needs approval
+// and has none; else the stage in progress, for approve to say why it
+// needs none.
+func awaitingApproval(m *fleeetv1.Module, ro *fleeetv1.RolloutStatus) (string, error) {
+	var waiting []string
+	for _, t := range append([]fleeetv1.TrackStatus{{Stage: ro.Stage}}, ro.Tracks...) {
+		i := slices.IndexFunc(m.Spec.Rollout.Stages, func(st fleeetv1.RolloutStage) bool { return st.Name == t.Stage })
+		if i >= 0 && m.Spec.Rollout.Stages[i].Approval == fleeetv1.ManualApproval && !slices.Contains(ro.Approved, t.Stage) &&
+			!slices.Contains(waiting, t.Stage) {
+			waiting = append(waiting, t.Stage)
+		}
+	}
+	switch len(waiting) {
+	case 0:
+		return ro.Stage, nil
+	case 1:
+		return waiting[0], nil
+	}
+	return "", fmt.Errorf("module %s: stages %s await approval, one in each track; name the one to approve", m.Name, strings.Join(waiting, ", "))
 }
 
 func newRolloutUndoCommand(s *session) *cobra.Command {
