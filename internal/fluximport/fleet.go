@@ -70,8 +70,7 @@ func (chk *checkout) bundles() []*object {
 		if len(spec.Paths) == 0 {
 			spec.Paths = []string{"/"} // Fleet's default: the repository's root
 		}
-		for _, p := range spec.Paths {
-			p = path.Clean(strings.Trim(p, "/"))
+		for _, p := range chk.expand(spec.Paths) {
 			found := false
 			for _, d := range dirs {
 				if under(d, p) {
@@ -87,6 +86,48 @@ func (chk *checkout) bundles() []*object {
 		if !claimed[d] {
 			out = append(out, chk.bundle(nil, d))
 		}
+	}
+	return out
+}
+
+// expand cleans a GitRepo's paths and replaces each glob, as Fleet reads
+// them (some/*/path), by the directories of the checkout it matches, in
+// order; a glob that matches none stays, to be reported as a path that
+// holds nothing.
+func (chk *checkout) expand(paths []string) []string {
+	var dirs []string
+	for _, set := range []map[string]bool{chk.manifests, chk.charts} {
+		for d := range set {
+			dirs = append(dirs, d)
+		}
+	}
+	for d := range chk.fleetFiles {
+		dirs = append(dirs, d)
+	}
+	all := map[string]bool{}
+	for _, d := range dirs {
+		for ; d != "." && d != "/" && !all[d]; d = path.Dir(d) {
+			all[d] = true
+		}
+	}
+	var out []string
+	for _, p := range paths {
+		p = path.Clean(strings.Trim(p, "/"))
+		if !strings.ContainsAny(p, "*?[") {
+			out = append(out, p)
+			continue
+		}
+		var matched []string
+		for d := range all {
+			if ok, _ := path.Match(p, d); ok {
+				matched = append(matched, d)
+			}
+		}
+		if len(matched) == 0 {
+			matched = []string{p}
+		}
+		slices.Sort(matched)
+		out = append(out, matched...)
 	}
 	return out
 }

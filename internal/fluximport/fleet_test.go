@@ -273,3 +273,25 @@ func TestAFleetChartByPathIsAChartOfTheGitSource(t *testing.T) {
 	g.Expect(modules[1].Spec.Sync.Package.Helm.Chart).To(Equal("charts/own"), "a bundle that is a chart")
 	g.Expect(modules[1].Spec.Selector).To(Equal(&metav1.LabelSelector{}))
 }
+
+// A GitRepo's paths may be globs, as Fleet reads them: each directory a
+// glob matches is a path of its own, and a glob matching none is reported.
+func TestFleetPathGlobsNameEachDirectoryTheyMatch(t *testing.T) {
+	g := NewWithT(t)
+	modules, rep := importFleet(t, map[string]string{
+		"gitrepo.yaml":           fleetGitRepo(`["apps/*", "infra/*/base", "none/*"]`, ""),
+		"apps/web/fleet.yaml":    "namespace: web\n",
+		"apps/web/svc.yaml":      "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n",
+		"apps/db/configmap.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: db}\n",
+		"infra/dns/base/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: dns}\n",
+		"infra/dns/prod/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: dns-prod}\n",
+		"other/cm.yaml":          "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n",
+	})
+	paths := map[string]string{}
+	for _, m := range modules {
+		paths[m.Name] = m.Spec.Sync.Package.Kustomize.Path
+	}
+	g.Expect(paths).To(Equal(map[string]string{"apps-apps-db": "./apps/db", "apps-apps-web": "./apps/web", "apps-infra-dns-base": "./infra/dns/base"}))
+	g.Expect(outcome(rep, "Bundle", "apps-none")).To(And(HaveField("Outcome", NotConverted),
+		HaveField("Notes", ConsistOf(ContainSubstring("none/* holds no fleet.yaml and no manifests")))))
+}
