@@ -546,7 +546,7 @@ func (p *decision) holds(st stage, previous *fleeetv1.RolloutStatus, lim limits,
 // recent, records the answer in p.checks, the stage in p.checked once the check
 // held long enough, and p.checkFailed once an answer that it does not hold
 // comes past the check's timeout, counted from when the stage was done or,
-// for a check added since, first asked.
+// for a check added since, from its first answer.
 func (p *decision) checking(st stage, previous []fleeetv1.StageCheckStatus, lim limits, done, now time.Time) bool {
 	c := st.spec.Check
 	if c == nil || slices.Contains(p.checked, st.name) {
