@@ -12,7 +12,9 @@ import (
 // ChartTestingInstall runs chart-testing's `ct install` for the chart in
 // chartDir against c: ct installs it into namespace (which must exist)
 // once with each of its ci/*-values.yaml, waits for it, runs `helm test`
-// and uninstalls it, failing the test on the first step that fails. args
+// and uninstalls it, failing the test on the first step that fails. With
+// namespace "", ct creates a namespace for each install and deletes it
+// after the uninstall. args
 // are added to ct's (such as --helm-extra-set-args). ct's output goes to
 // the test's log.
 func ChartTestingInstall(t TB, c *Cluster, chartDir, namespace string, args ...string) {
@@ -26,17 +28,20 @@ func ChartTestingInstall(t TB, c *Cluster, chartDir, namespace string, args ...s
 		paths[name] = p
 	}
 	home := t.TempDir()
-	config, err := yaml.Marshal(map[string]any{
+	settings := map[string]any{
 		"chart-dirs":              []string{filepath.Dir(chartDir)},
 		"charts":                  []string{chartDir},
 		"target-branch":           "main",
 		"validate-maintainers":    false,
 		"validate-chart-schema":   false,
 		"check-version-increment": false,
-		"namespace":               namespace,
 		"release-label":           "app.kubernetes.io/instance",
 		"helm-extra-args":         "--timeout 240s",
-	})
+	}
+	if namespace != "" {
+		settings["namespace"] = namespace
+	}
+	config, err := yaml.Marshal(settings)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,6 @@ func TestCTInstallsTheAgentChartWithEachCIValuesFile(t *testing.T) {
 	for _, archive := range testenv.FluxImages(t, testenv.SourceController, testenv.KustomizeController, testenv.HelmController) {
 		node.ImportImage(t, archive)
 	}
-	g.Expect(down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}})).To(Succeed())
 
 	// Each tenant of each values file registers into a fresh tenant
 	// namespace with a token of its own, so no two installs name the same
@@ -82,7 +81,12 @@ func TestCTInstallsTheAgentChartWithEachCIValuesFile(t *testing.T) {
 	})
 	// The test nodes have no cluster DNS: source-controller advertises its
 	// Service's address from the environment instead of its DNS name.
-	testenv.ChartTestingInstall(t, down, chart, releaseNamespace,
+	// Each install goes into a namespace of its own, as ct makes when it is
+	// given none: helm uninstall deletes a release's RBAC while its Pods
+	// stop, so Flux's and the agent's leader-election Leases outlive them,
+	// and the next install in the same namespace waited out each Lease
+	// (about 40 s) before its source-controller served artifacts.
+	testenv.ChartTestingInstall(t, down, chart, "",
 		"--helm-extra-set-args", "--set=flux.sourceController.storageAdvertisedAddress=$(SOURCE_CONTROLLER_SERVICE_HOST):$(SOURCE_CONTROLLER_SERVICE_PORT)")
 
 	// Each uninstall took the tenant namespaces it created with it: its
