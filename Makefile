@@ -12,7 +12,9 @@
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 export GOTOOLCHAIN := local
-export GOFLAGS := -buildvcs=false
+# -trimpath keys the build cache by content alone: a fresh clone at another
+# path reuses what an earlier build compiled (testenv.GoFlags says the same).
+export GOFLAGS := -buildvcs=false -trimpath
 
 # $(call tool,NAME) builds NAME from hack/tools if its cache entry is missing
 # and expands to the binary's path.

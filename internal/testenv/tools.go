@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 
@@ -39,11 +38,31 @@ type TB interface {
 	Failed() bool
 }
 
-// RepoRoot is the root of the fleeet repository this package was built from.
+// RepoRoot is the root of the fleeet repository the program runs in: the
+// nearest directory at or above the working directory whose go.mod declares
+// the module. go test runs a package's tests in its directory, and make
+// demo runs from the root. (Builds are -trimpath, so the source file's own
+// path names no directory.)
 var RepoRoot = func() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("testenv: %v", err))
+	}
+	for {
+		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(mod), "module "+modulePath+"\n") {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("testenv: run outside the " + modulePath + " repository")
+		}
+		dir = parent
+	}
 }()
+
+// modulePath is the Go module of the fleeet repository.
+const modulePath = "github.com/fleeet-dev/fleeet"
 
 var (
 	toolsMu sync.Mutex
@@ -139,13 +158,18 @@ func locateFluxCRDDirectories() ([]string, error) {
 	return dirs, nil
 }
 
+// GoFlags are the go command's flags for what the tests build, as the
+// Makefile sets them: -trimpath keys the build cache by content alone, so
+// a fresh clone at another path reuses what an earlier build compiled.
+const GoFlags = "-buildvcs=false -trimpath"
+
 // runIn runs a command in dir and returns its standard output; on failure the
 // error carries standard error.
 func runIn(dir, name string, args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS=-buildvcs=false")
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS="+GoFlags)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
