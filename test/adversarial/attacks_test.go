@@ -69,7 +69,7 @@ func refusedByRBAC(g Gomega, err error) string {
 func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	f := startFleet(t)
 	ctx := t.Context()
-	admin, down := f.mgmt.Client, f.down.Client
+	admin := f.mgmt.Client
 	book := &ledger{}
 	t.Cleanup(func() { t.Log("\n" + book.table()) })
 
@@ -106,21 +106,30 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	}, timeout, poll).Should(Succeed(), f.logs)
 
 	attacker := newAttackerServer(t)
-	run := func(group string, attacks []attack) {
-		for _, a := range attacks {
-			t.Run(group+"/"+a.name, func(t *testing.T) {
-				outcome := "(the test stopped before the attack finished)"
-				defer func() {
-					book.add(record{name: group + "/" + a.name, identity: a.identity, request: a.request, outcome: oneLine(outcome), failed: t.Failed()})
-				}()
-				g := NewWithT(t)
-				g.SetDefaultEventuallyTimeout(time.Minute)
-				g.SetDefaultEventuallyPollingInterval(poll)
-				outcome = a.try(t, g)
-				t.Logf("identity: %s\nrequest:  %s\noutcome:  %s", a.identity, a.request, outcome)
-			})
-		}
+	// runGroup runs a group's attacks one after the other, or with atOnce
+	// all at the same time: attacks that wait on Flux downstream (about
+	// 10 s each) overlap their waits.
+	runGroup := func(group string, atOnce bool, attacks []attack) {
+		t.Run(group, func(t *testing.T) {
+			for _, a := range attacks {
+				t.Run(a.name, func(t *testing.T) {
+					if atOnce {
+						t.Parallel()
+					}
+					outcome := "(the test stopped before the attack finished)"
+					defer func() {
+						book.add(record{name: group + "/" + a.name, identity: a.identity, request: a.request, outcome: oneLine(outcome), failed: t.Failed()})
+					}()
+					g := NewWithT(t)
+					g.SetDefaultEventuallyTimeout(time.Minute)
+					g.SetDefaultEventuallyPollingInterval(poll)
+					outcome = a.try(t, g)
+					t.Logf("identity: %s\nrequest:  %s\noutcome:  %s", a.identity, a.request, outcome)
+				})
+			}
+		})
 	}
+	run := func(group string, attacks []attack) { runGroup(group, false, attacks) }
 
 	run("tenant", tenantAttacks(ctx, f, alice, cluster, aliceID, plain, falseTenant))
 	run("push", pushAttacks(ctx, f, alice, aliceID, attacker))
@@ -128,7 +137,7 @@ func TestAttacksOnTheFleetAreRefused(t *testing.T) {
 	run("cluster", clusterAttacks(ctx, f, cluster, clusterID))
 	run("webhook", webhookAttacks(ctx, f))
 	run("policy-author", authorAttacks(ctx, f, author, authorID, alice, plain))
-	run("downstream", downstreamAttacks(ctx, f, down))
+	runGroup("downstream", true, downstreamAttacks(t, f))
 	run("admission", admissionAttacks(ctx, f, alice, aliceID))
 	run("serving", servingAttacks(ctx, f))
 	run("rollout", rolloutAttacks(ctx, f, alice, aliceID))
@@ -857,8 +866,16 @@ func authorAttacks(ctx context.Context, f *fleet, author client.Client, id strin
 	}
 }
 
-func downstreamAttacks(ctx context.Context, f *fleet, down client.Client) []attack {
-	admin := f.mgmt.Client
+func downstreamAttacks(t *testing.T, f *fleet) []attack {
+	ctx := t.Context()
+	admin, down := f.mgmt.Client, f.down.Client
+	// team-c's cluster, reached in push mode: its attacks run beside the
+	// others, so it is there before any of them.
+	g := NewWithT(t)
+	g.Expect(admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantC, Name: "downstream"},
+		StringData: map[string]string{"value": f.pushKubeconfig}})).To(Succeed())
+	g.Expect(admin.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: tenantC, Name: "pushed", Labels: map[string]string{"env": "edge"}},
+		Spec: fleeetv1.RemoteSpec{KubeconfigRef: &fleeetv1.SecretKeyReference{Name: "downstream", Key: "value"}, ServiceAccountName: tenantSA}})).To(Succeed())
 	const idA = "tenant team-a's Module, applied downstream by Flux as team-a/fleeet-tenant"
 	const idB = "tenant team-b's Module, its bindings resolved downstream"
 	const idC = "tenant team-c's Module, pushed by the manager, applied downstream by Flux as team-c/fleeet-tenant"
@@ -912,10 +929,6 @@ func downstreamAttacks(ctx context.Context, f *fleet, down client.Client) []atta
 			return "Failed: " + st.Message
 		}},
 		{"push-mode-cluster-role-binding", idC, "in push mode, a Module whose manifests bind team-c's ServiceAccount to cluster-admin", func(t *testing.T, g Gomega) string {
-			g.Expect(admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantC, Name: "downstream"},
-				StringData: map[string]string{"value": f.pushKubeconfig}})).To(Succeed())
-			g.Expect(admin.Create(ctx, &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: tenantC, Name: "pushed", Labels: map[string]string{"env": "edge"}},
-				Spec: fleeetv1.RemoteSpec{KubeconfigRef: &fleeetv1.SecretKeyReference{Name: "downstream", Key: "value"}, ServiceAccountName: tenantSA}})).To(Succeed())
 			st := escape(t, g, tenantC, "escalate", map[string]string{
 				"deploy/kustomization.yaml": "resources: [crb.yaml]\n",
 				"deploy/crb.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: team-c-admin\n" +
