@@ -29,6 +29,9 @@ for p in "${tested[@]}"; do
 done
 
 work=$(mktemp -d)
+# The commands and images the tests build, built once for every package
+# (testenv.sharedBuild).
+export FLEEET_TEST_BUILDS="$work/builds"
 trap 'rm -rf "$work"' EXIT
 echo 0 >"$work/next"
 

@@ -60,7 +60,7 @@ func TestMain(m *testing.M) {
 // the replicas it runs share for their Leases and user policies.
 func startReplicas(t *testing.T) (*testenv.Cluster, string, string) {
 	t.Helper()
-	return replicaCluster, testenv.BuildCommand(t, "fleet-manager", "replicas"), replicaCluster.Namespace(t, "system", nil)
+	return replicaCluster, testenv.BuildCommand(t, "fleet-manager", testenv.TestVersion), replicaCluster.Namespace(t, "system", nil)
 }
 
 // startManager runs the fleet-manager's controllers in-process, shared by

@@ -101,7 +101,7 @@ func TestARegisteredClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 	ctx := t.Context()
 	down := downstream
 	testenv.StartFlux(t, down, testenv.SourceController, testenv.KustomizeController)
-	bin := testenv.BuildCommand(t, "fleet-agent", "v0.0.0-register")
+	bin := testenv.BuildCommand(t, "fleet-agent", testenv.TestVersion)
 	git := testenv.NewGitServer(t)
 	files := func(version string) map[string]string {
 		return map[string]string{
@@ -175,7 +175,7 @@ func TestARegisteredClusterSyncsAndSurvivesOutagesAndRevocation(t *testing.T) {
 			r := &fleeetv1.Remote{}
 			g.Expect(cluster.Client.Get(ctx, client.ObjectKey{Namespace: e.tenant, Name: "edge"}, r)).To(Succeed())
 			g.Expect(r.Labels).To(Equal(map[string]string{"env": "edge", "region": "eu", fleeetv1.RegistrationTokenLabel: "edge"}))
-			g.Expect(r.Status.AgentVersion).To(Equal("v0.0.0-register"))
+			g.Expect(r.Status.AgentVersion).To(Equal(testenv.TestVersion))
 			g.Expect(r.Status.KubernetesVersion).To(Equal(kubeVersion))
 			g.Expect(apimeta.IsStatusConditionTrue(r.Status.Conditions, fleeetv1.ConnectedCondition)).To(BeTrue())
 			remotes[e] = r

@@ -71,13 +71,25 @@ func cacheImage(s ociimage.Spec, ref, archive string) error {
 	return os.Rename(tmp, archive)
 }
 
-// MakeImages runs `make images`' command into a temporary directory and
+// MakeImages runs `make images`' command into a directory (shared by the
+// packages of a make test run, see sharedBuild, else temporary) and
 // returns each image's archive by name (fleet-manager, fleet-agent), named
 // as the charts' default images.
 func MakeImages(t TB) map[string]string {
 	t.Helper()
-	out := t.TempDir()
-	if _, err := runIn(RepoRoot, "go", "run", "./hack/images", "--out", out); err != nil {
+	build := func(out string) error {
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			return err
+		}
+		_, err := runIn(RepoRoot, "go", "run", "./hack/images", "--out", out)
+		return err
+	}
+	out, shared, err := sharedBuild("images", build)
+	if !shared {
+		out = t.TempDir()
+		err = build(out)
+	}
+	if err != nil {
 		t.Fatalf("make images: %v", err)
 	}
 	return map[string]string{

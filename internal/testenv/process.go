@@ -230,9 +230,14 @@ var (
 	commands    = map[string]string{}
 )
 
+// TestVersion is the version the tests stamp the commands they build with,
+// unless a test is about the version: one build serves every package.
+const TestVersion = "v0.0.0-test"
+
 // BuildCommand compiles ./cmd/<name> of this repository, stamped with
-// version, and returns the binary's path. Under Run or RunWithClusters the
-// tests of the package share one build per name and version, as linking
+// version, and returns the binary's path. Every package of a make test run
+// shares one build per name and version (see sharedBuild), and so do the
+// tests of a package that runs under Run or RunWithClusters, as linking
 // takes seconds; otherwise each test builds into its temporary directory.
 func BuildCommand(t TB, name, version string) string {
 	t.Helper()
@@ -242,19 +247,61 @@ func BuildCommand(t TB, name, version string) string {
 	if out, ok := commands[key]; ok {
 		return out
 	}
-	dir := commandsDir
-	if dir == "" {
-		dir = t.TempDir()
+	build := func(out string) error {
+		_, err := runIn(RepoRoot, "go", "build", "-o", out,
+			"-ldflags", "-X github.com/fleeet-dev/fleeet/internal/version.Version="+version, "./cmd/"+name)
+		return err
 	}
-	out := filepath.Join(dir, key)
-	if _, err := runIn(RepoRoot, "go", "build", "-o", out,
-		"-ldflags", "-X github.com/fleeet-dev/fleeet/internal/version.Version="+version, "./cmd/"+name); err != nil {
+	out, shared, err := sharedBuild(filepath.Join("commands", key), build)
+	if !shared {
+		dir := commandsDir
+		if dir == "" {
+			dir = t.TempDir()
+		}
+		out = filepath.Join(dir, key)
+		err = build(out)
+	}
+	if err != nil {
 		t.Fatalf("building %s: %v", name, err)
 	}
-	if commandsDir != "" {
+	if shared || commandsDir != "" {
 		commands[key] = out
 	}
 	return out
+}
+
+// sharedBuild returns the path of the build named key that every test
+// package of one make test run shares, running build into a temporary path
+// and renaming it there if no package has built it yet. hack/go-test.sh
+// names a directory of the run in $FLEEET_TEST_BUILDS, as the source does
+// not change during a run; without it, shared is false and nothing is
+// built. A lock file per key keeps two packages from building one thing at
+// once.
+func sharedBuild(key string, build func(out string) error) (out string, shared bool, err error) {
+	dir := os.Getenv("FLEEET_TEST_BUILDS")
+	if dir == "" {
+		return "", false, nil
+	}
+	out = filepath.Join(dir, key)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", true, err
+	}
+	lock, err := os.OpenFile(out+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", true, err
+	}
+	defer lock.Close() // releases the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", true, err
+	}
+	if _, err := os.Stat(out); err == nil {
+		return out, true, nil
+	}
+	tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
+	if err := build(tmp); err != nil {
+		return "", true, err
+	}
+	return out, true, os.Rename(tmp, out)
 }
 
 // Run runs the tests of a package, sharing the commands BuildCommand

@@ -55,7 +55,7 @@ func startDashboard(t *testing.T, f *fleet) *dashboard {
 	}
 	certDir, caPEM := testenv.ServingCertificate(t)
 	addr := testenv.FreeAddr(t)
-	p := testenv.RunDeployment(t, f.mgmt, rel, "fleet-manager-dashboard", testenv.BuildCommand(t, "fleet-manager", "v0.0.0-adversarial"), map[string]string{
+	p := testenv.RunDeployment(t, f.mgmt, rel, "fleet-manager-dashboard", testenv.BuildCommand(t, "fleet-manager", testenv.TestVersion), map[string]string{
 		"address": addr, "tls-cert-file": certDir + "/tls.crt", "tls-key-file": certDir + "/tls.key",
 		"session-max-age": dashboardSessionMaxAge.String(),
 	})

@@ -114,7 +114,7 @@ func startFleet(t *testing.T) *fleet {
 	g.Expect(os.WriteFile(recoveryCA, caPEM, 0o600)).To(Succeed())
 	// Metrics and health on real addresses, for the serving attacks.
 	f.managerMetrics, f.managerHealth, f.agentMetrics = testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
-	f.manager = testenv.RunRelease(t, f.mgmt, managerRelease, testenv.BuildCommand(t, "fleet-manager", "v0.0.0-adversarial"),
+	f.manager = testenv.RunRelease(t, f.mgmt, managerRelease, testenv.BuildCommand(t, "fleet-manager", testenv.TestVersion),
 		map[string]string{"webhook-port": port, "webhook-cert-dir": certDir, "management-ca-file": managementCA,
 			"metrics-bind-address": f.managerMetrics, "health-probe-bind-address": f.managerHealth,
 			"recovery-bind-address": recoveryAddr, "recovery-cert-dir": certDir, "recovery-ca-file": recoveryCA},
@@ -152,7 +152,7 @@ func startFleet(t *testing.T) *fleet {
 	g.Expect(f.down.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantB, Name: "agent-reads-secrets"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "agent-reads-secrets"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: agentNamespace, Name: "fleet-agent"}}})).To(Succeed())
-	agentBin := testenv.BuildCommand(t, "fleet-agent", "v0.0.0-adversarial")
+	agentBin := testenv.BuildCommand(t, "fleet-agent", testenv.TestVersion)
 	f.agent = testenv.RunRelease(t, f.down, agentRelease, agentBin,
 		map[string]string{"heartbeat-interval": "2s", "metrics-bind-address": f.agentMetrics})
 	f.installPushRelease(t, agentBin)

@@ -97,7 +97,7 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 
 	managementCA := filepath.Join(t.TempDir(), "ca.crt")
 	g.Expect(os.WriteFile(managementCA, mgmt.Config.CAData, 0o600)).To(Succeed())
-	managerBin := testenv.BuildCommand(t, "fleet-manager", "v0.0.0-chart")
+	managerBin := testenv.BuildCommand(t, "fleet-manager", testenv.TestVersion)
 	manager := testenv.RunRelease(t, mgmt, managerRelease, managerBin,
 		map[string]string{"webhook-port": webhookPort, "webhook-cert-dir": certDir, "management-ca-file": managementCA},
 		"--webhook-host="+webhookHost)
@@ -137,7 +137,7 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	for _, o := range testenv.Objects(t, agentRelease) {
 		g.Expect(o.GetLabels()).NotTo(HaveKeyWithValue("app.kubernetes.io/part-of", "flux"), "%s %s", o.GetKind(), o.GetName())
 	}
-	agent := testenv.RunRelease(t, down, agentRelease, testenv.BuildCommand(t, "fleet-agent", "v0.0.0-chart"),
+	agent := testenv.RunRelease(t, down, agentRelease, testenv.BuildCommand(t, "fleet-agent", testenv.TestVersion),
 		map[string]string{"heartbeat-interval": "2s"})
 
 	// An app for every edge cluster, applied downstream by Flux as the
@@ -183,7 +183,7 @@ func TestChartsRunTheFleetUnderTheirOwnServiceAccounts(t *testing.T) {
 	for _, name := range []string{"assemblages.fleeet.dev", "upstreams.fleeet.dev"} {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		g.Expect(down.Client.Get(ctx, client.ObjectKey{Name: name}, crd)).To(Succeed())
-		g.Expect(crd.Annotations).To(HaveKeyWithValue("fleeet.dev/agent-version", "v0.0.0-chart"), name)
+		g.Expect(crd.Annotations).To(HaveKeyWithValue("fleeet.dev/agent-version", testenv.TestVersion), name)
 	}
 	ks := &kustomizev1.KustomizationList{}
 	g.Expect(down.Client.List(ctx, ks, client.InNamespace(tenant))).To(Succeed())

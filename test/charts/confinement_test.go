@@ -51,7 +51,7 @@ func TestAgentChartConfinesEachTenantDownstream(t *testing.T) {
 	routeWebhook(t, mgmt, admissionregistrationv1.WebhookClientConfig{URL: &webhookURL, CABundle: caPEM})
 	managementCA := filepath.Join(t.TempDir(), "ca.crt")
 	g.Expect(os.WriteFile(managementCA, mgmt.Config.CAData, 0o600)).To(Succeed())
-	manager := testenv.RunRelease(t, mgmt, managerRelease, testenv.BuildCommand(t, "fleet-manager", "v0.0.0-chart"),
+	manager := testenv.RunRelease(t, mgmt, managerRelease, testenv.BuildCommand(t, "fleet-manager", testenv.TestVersion),
 		map[string]string{"webhook-port": webhookPort, "webhook-cert-dir": certDir, "management-ca-file": managementCA},
 		"--webhook-host="+webhookHost)
 
@@ -76,7 +76,7 @@ func TestAgentChartConfinesEachTenantDownstream(t *testing.T) {
 	agentValues["tenantServiceAccount"] = map[string]any{"clusterRole": "tenant-apps"}
 	agentValues["tenants"] = []any{map[string]any{"token": values[otherTenant]["token"], "management": map[string]any{"namespace": otherTenant}}}
 	agentRelease := testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, agentNamespace), "fleet-agent", agentNamespace, agentValues)
-	agent := testenv.RunRelease(t, down, agentRelease, testenv.BuildCommand(t, "fleet-agent", "v0.0.0-chart"),
+	agent := testenv.RunRelease(t, down, agentRelease, testenv.BuildCommand(t, "fleet-agent", testenv.TestVersion),
 		map[string]string{"heartbeat-interval": "2s"})
 	logs := func() string {
 		return "manager:\n" + testenv.Tail(manager.LogPath, 30) + "\nagent:\n" + testenv.Tail(agent.LogPath, 30)

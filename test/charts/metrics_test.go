@@ -36,7 +36,7 @@ func TestChartsServeMetricsOnlyToMetricsReaders(t *testing.T) {
 	managementCA := filepath.Join(t.TempDir(), "ca.crt")
 	g.Expect(os.WriteFile(managementCA, c.Config.CAData, 0o600)).To(Succeed())
 	managerMetrics := testenv.FreeAddr(t)
-	testenv.RunRelease(t, c, managerRelease, testenv.BuildCommand(t, "fleet-manager", "v0.0.0-chart"),
+	testenv.RunRelease(t, c, managerRelease, testenv.BuildCommand(t, "fleet-manager", testenv.TestVersion),
 		map[string]string{"webhook-port": webhookPort, "webhook-cert-dir": certDir, "management-ca-file": managementCA,
 			"metrics-bind-address": managerMetrics},
 		"--webhook-host="+webhookHost)
@@ -53,7 +53,7 @@ func TestChartsServeMetricsOnlyToMetricsReaders(t *testing.T) {
 	g.Expect(c.Client.Get(t.Context(), client.ObjectKey{Namespace: agentNS, Name: tenant}, up)).To(Succeed())
 	g.Expect(up.Spec.ClusterName).To(Equal("cluster-"+string(kubeSystem.UID)), "a cluster named after its kube-system namespace's UID")
 	agentMetrics := testenv.FreeAddr(t)
-	testenv.RunRelease(t, c, agentRelease, testenv.BuildCommand(t, "fleet-agent", "v0.0.0-chart"),
+	testenv.RunRelease(t, c, agentRelease, testenv.BuildCommand(t, "fleet-agent", testenv.TestVersion),
 		map[string]string{"metrics-bind-address": agentMetrics})
 
 	// A ServiceAccount with rights of its own, but not to the metrics.

@@ -284,7 +284,7 @@ func makeRelease(t *testing.T, registry, version string) string {
 // c and returns what it printed.
 func fleetctlFor(t *testing.T, c *testenv.Cluster) func(args ...string) string {
 	t.Helper()
-	bin := testenv.BuildCommand(t, "fleetctl", "v0.0.0-chart")
+	bin := testenv.BuildCommand(t, "fleetctl", testenv.TestVersion)
 	return func(args ...string) string {
 		t.Helper()
 		out, err := exec.CommandContext(t.Context(), bin, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...).CombinedOutput()

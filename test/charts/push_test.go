@@ -69,7 +69,7 @@ func TestAgentChartInPushModeGrantsTheManagerExactlyWhatItPushes(t *testing.T) {
 		"clusterName":          "edge",
 		"tenantServiceAccount": map[string]any{"clusterRole": "tenant-apps"},
 	})
-	agent := testenv.RunRelease(t, down, agentRelease, testenv.BuildCommand(t, "fleet-agent", "v0.0.0-chart"), nil)
+	agent := testenv.RunRelease(t, down, agentRelease, testenv.BuildCommand(t, "fleet-agent", testenv.TestVersion), nil)
 
 	// The Remote's kubeconfig authenticates as the chart's push
 	// ServiceAccount. (Its token Secret stays empty here: no

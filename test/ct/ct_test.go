@@ -44,7 +44,7 @@ func TestCTInstallsTheAgentChartWithEachCIValuesFile(t *testing.T) {
 	ctx := t.Context()
 	// The management apiserver serves on an address the node's Pods reach.
 	mgmt := testenv.StartCluster(t, "management", testenv.WithNodes(), testenv.WithWebhooks())
-	manager := testenv.StartManagerProcess(t, testenv.BuildCommand(t, "fleet-manager", "v0.0.0-ct"), mgmt)
+	manager := testenv.StartManagerProcess(t, testenv.BuildCommand(t, "fleet-manager", testenv.TestVersion), mgmt)
 	down := testenv.StartCluster(t, "downstream", testenv.WithNodes(), testenv.WithoutCRDs())
 	node := down.StartNode(t, "edge-1")
 	node.ImportImage(t, testenv.MakeImages(t)["fleet-agent"])

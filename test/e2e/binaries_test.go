@@ -81,7 +81,7 @@ func TestControllerBinaryRejectsAnUnknownFlag(t *testing.T) {
 
 func TestFleetctlPrintsItsVersion(t *testing.T) {
 	g := NewWithT(t)
-	out, err := exec.Command(testenv.BuildCommand(t, "fleetctl", "v1.2.3-e2e"), "version").CombinedOutput()
+	out, err := exec.Command(testenv.BuildCommand(t, "fleetctl", testenv.TestVersion), "version").CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
-	g.Expect(string(out)).To(Equal("v1.2.3-e2e\n"))
+	g.Expect(string(out)).To(Equal(testenv.TestVersion + "\n"))
 }

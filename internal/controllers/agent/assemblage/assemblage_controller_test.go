@@ -81,9 +81,9 @@ func TestAssemblage(t *testing.T) {
 	t.Run("BindingsAreSubstitutedAndUnresolvableOnesFailOnlyTheirSync", e.testBindings)
 	t.Run("BindingsReadOnlyWhatTheTenantServiceAccountMayRead", e.testBindingsReadAsTenant)
 	t.Run("AssemblageWithoutServiceAccountIsStalledAndAppliesNothing", e.testNoServiceAccount)
-	t.Run("UnhealthyDeploymentFailsItsSyncAndHoldsDependentsUnlessWaitIsOff", e.testUnhealthyWorkload)
-	t.Run("FailedHelmUpgradeRollsBackAndANewVersionRecoversWithoutRetry", e.testHelmRemediation)
-	t.Run("FailedHelmUpgradeUnderRetryOnFailureStaysInPlaceAndIsTriedAgain", e.testHelmRetryOnFailure)
+	t.Run("UnhealthyDeploymentFailsItsSyncAndHoldsDependentsUnlessWaitIsOff", besideTheOthers(e.testUnhealthyWorkload))
+	t.Run("FailedHelmUpgradeRollsBackAndANewVersionRecoversWithoutRetry", besideTheOthers(e.testHelmRemediation))
+	t.Run("FailedHelmUpgradeUnderRetryOnFailureStaysInPlaceAndIsTriedAgain", besideTheOthers(e.testHelmRetryOnFailure))
 	t.Run("PrivateGitOverHTTPSyncsWithCredentialsAndFailsWithoutLeakingThem", e.testPrivateGitOverHTTP)
 	t.Run("PrivateGitOverSSHSyncsWithThePinnedHostKeyOnly", e.testPrivateGitOverSSH)
 	t.Run("PrivateOCIRegistrySyncsArtifactsAndChartsAtTagOrDigest", e.testPrivateOCIRegistry)
@@ -95,6 +95,16 @@ func TestAssemblage(t *testing.T) {
 	t.Run("HealthCheckExprsSayWhenACustomResourceIsReady", e.testHealthCheckExprs)
 	t.Run("ASyncFluxReChecksStaysReadyThroughout", e.testRecheck)
 	t.Run("AnAssemblageMarkedOrphanGoesAndLeavesWhatItAppliedRunning", e.testOrphan)
+}
+
+// besideTheOthers runs a subtest that mostly waits out a Flux timeout (a
+// health check, a Helm upgrade's) in parallel with the others like it,
+// each in a namespace of its own, once the rest of the suite is done.
+func besideTheOthers(test func(*testing.T)) func(*testing.T) {
+	return func(t *testing.T) {
+		t.Parallel()
+		test(t)
+	}
 }
 
 // publishConfigs serves one git repository with three tags: v1.0.0 good,
