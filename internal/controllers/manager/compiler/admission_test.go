@@ -106,6 +106,12 @@ deny contains "` + refusal + `" if {
 	// The rule refuses app on frozen whether the plan holds its entry
 	// itself or names the CompiledPlan holding it.
 	frozen, frozenShared := remote("frozen", map[string]string{"frozen": "true"}, compiledSyncs), remote("frozen-shared", map[string]string{"frozen": "true"}, compiledPlans)
+	// Each Remote has its plan, empty, before the Module exists, so that a
+	// refused plan leaves one in place (else a first compile that already
+	// saw the Module would be refused before any plan was written).
+	for _, r := range []*fleeetv1.Remote{edge, old, frozen, frozenShared} {
+		g.Eventually(func(g Gomega) { fleettest.Proxy(g, c.Client, ns, r.Name) }, timeout, poll).Should(Succeed())
+	}
 	m := fleettest.CreateModule(t, c.Client, ns, "app", "v1.0.0", everyRemote, nil)
 
 	g.Eventually(func(g Gomega) {
