@@ -13,7 +13,7 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 export GOTOOLCHAIN := local
 # -trimpath keys the build cache by content alone: a fresh clone at another
-# path reuses what an earlier build compiled (testenv.GoFlags says the same).
+# path reuses what an earlier build compiled (testenv.goFlags says the same).
 export GOFLAGS := -buildvcs=false -trimpath
 
 # $(call tool,NAME) builds NAME from hack/tools if its cache entry is missing

@@ -10,13 +10,12 @@ import (
 )
 
 // ChartTestingInstall runs chart-testing's `ct install` for the chart in
-// chartDir against c: ct installs it into namespace (which must exist)
-// once with each of its ci/*-values.yaml, waits for it, runs `helm test`
-// and uninstalls it, failing the test on the first step that fails. With
-// namespace "", ct creates a namespace for each install and deletes it
-// after the uninstall. args
-// are added to ct's (such as --helm-extra-set-args). ct's output goes to
-// the test's log.
+// chartDir against c: ct installs it once with each of its
+// ci/*-values.yaml, waits for it, runs `helm test` and uninstalls it,
+// failing the test on the first step that fails. Each install goes into
+// namespace, which must exist, or with namespace "" into one ct creates
+// for it and deletes after the uninstall. args are added to ct's (such as
+// --helm-extra-set-args). ct's output goes to the test's log.
 func ChartTestingInstall(t TB, c *Cluster, chartDir, namespace string, args ...string) {
 	t.Helper()
 	paths := map[string]string{}

@@ -158,10 +158,10 @@ func locateFluxCRDDirectories() ([]string, error) {
 	return dirs, nil
 }
 
-// GoFlags are the go command's flags for what the tests build, as the
+// goFlags are the go command's flags for what the tests build, as the
 // Makefile sets them: -trimpath keys the build cache by content alone, so
 // a fresh clone at another path reuses what an earlier build compiled.
-const GoFlags = "-buildvcs=false -trimpath"
+const goFlags = "-buildvcs=false -trimpath"
 
 // runIn runs a command in dir and returns its standard output; on failure the
 // error carries standard error.
@@ -169,7 +169,7 @@ func runIn(dir, name string, args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS="+GoFlags)
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN=local", "GOFLAGS="+goFlags)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
