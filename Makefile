@@ -25,7 +25,7 @@ tool = $(shell hack/tools/build.sh $(1) | cut -d= -f2)/$(1)
 # its own and leaves one of the two cores idle most of the time, so two lanes
 # halve the wall time. A test that fails only beside another has a race of
 # its own, fixed where it is.
-GO_TEST_FLAGS ?= -count=1 -timeout 60m
+GO_TEST_FLAGS ?= -count=1 -timeout 60m -p 1
 MANAGER_CRDS := modules bootstrapmodules remotes proxyassemblages compiledsyncs compiledplans registrationtokens
 AGENT_CRDS := upstreams assemblages
 
