@@ -29,13 +29,19 @@ const versionAnnotation = "bench.fleeet.dev/version"
 // the same nodes), and the memory of a node's kubelet and containerd.
 // Run it with `make bench`.
 func BenchmarkVersionChangeToPodsReady(b *testing.B) {
+	benchOnNodes(b, func(managerBin, agentBin string) { benchPodsReady(b, managerBin, agentBin, 3) })
+}
+
+// benchOnNodes builds the fleet-manager and fleet-agent binaries and runs
+// bench with them once per iteration, or skips where nodes cannot run.
+func benchOnNodes(b *testing.B, bench func(managerBin, agentBin string)) {
 	if why := testenv.NodesUnsupported(); why != "" {
 		b.Skip(why)
 	}
 	managerBin := testenv.BuildCommand(b, "fleet-manager", "bench")
 	agentBin := testenv.BuildCommand(b, "fleet-agent", "bench")
 	for b.Loop() {
-		benchPodsReady(b, managerBin, agentBin, 3)
+		bench(managerBin, agentBin)
 	}
 }
 
@@ -43,39 +49,10 @@ func benchPodsReady(b *testing.B, managerBin, agentBin string, clusters int) {
 	ctx := b.Context()
 	podinfo := testenv.GetPodinfo(b)
 	git := testenv.NewGitServer(b)
-	version := func(v string) map[string]string {
-		return podinfo.Kustomize(b, "deploy", func(name string, content []byte) []byte {
-			if name != "kustomization.yaml" {
-				return content
-			}
-			return append(content, fmt.Sprintf("commonAnnotations:\n  %s: %s\n", versionAnnotation, v)...)
-		})
-	}
-	repo, _ := git.Commit(b, "podinfo", version("v1"), "v1")
-	git.Commit(b, "podinfo", version("v2"), "v2")
-
-	mgmt := testenv.StartCluster(b, "management", testenv.WithWebhooks())
-	testenv.StartManagerProcess(b, managerBin, mgmt)
-	e := registered{tenant: tenantIn(b, mgmt), upstream: "team"}
-	values := issueTokenIn(b, mgmt, e.tenant, "edge", fleeetv1.RegistrationTokenSpec{
-		MaxRegistrations: int32(clusters), RemoteLabels: map[string]string{"env": "edge"}, FreeLabelKeys: []string{"region"}})
-	var downs []*testenv.Cluster
-	var nodes []*testenv.Node
-	for i := range clusters {
-		name := fmt.Sprintf("edge-%d", i+1)
-		down := testenv.StartCluster(b, name, testenv.WithNodes())
-		node := down.StartNode(b, name)
-		node.ImportImage(b, podinfo.Archive)
-		testenv.StartFlux(b, down, testenv.SourceController, testenv.KustomizeController)
-		for _, ns := range []string{agentNamespace, e.upstream, "flux"} {
-			if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		createUpstream(b, down, e.upstream, name, e.upstream, values, values.Management.URL)
-		startAgent(b, agentBin, down)
-		downs, nodes = append(downs, down), append(nodes, node)
-	}
+	repo, _ := git.Commit(b, "podinfo", podinfoAt(b, podinfo, "v1"), "v1")
+	git.Commit(b, "podinfo", podinfoAt(b, podinfo, "v2"), "v2")
+	f := startPodsFleet(b, managerBin, agentBin, podinfo, clusters)
+	mgmt, e, downs, nodes := f.mgmt, f.registered, f.downs, f.nodes
 
 	// The same podinfo, through fleeet into namespace team and through
 	// plain Flux into namespace flux, on every cluster.
@@ -88,7 +65,7 @@ func benchPodsReady(b *testing.B, managerBin, agentBin string, clusters int) {
 		b.Fatal(err)
 	}
 	for _, down := range downs {
-		createPlainFlux(b, down, repo, "v1")
+		createPlainFlux(b, down, repo, &sourcev1.GitRepositoryRef{Tag: "v1"}, 10*time.Minute)
 	}
 	waitFor(b, 10*time.Minute, "podinfo v1 Ready through fleeet and plain Flux on every cluster", func() bool {
 		return len(rolledOut(b, downs, e.upstream, "v1")) == clusters && len(rolledOut(b, downs, "flux", "v1")) == clusters
@@ -125,23 +102,71 @@ func benchPodsReady(b *testing.B, managerBin, agentBin string, clusters int) {
 	}
 }
 
+// podinfoAt is podinfo's kustomize files with its Pods marked as running
+// version.
+func podinfoAt(b *testing.B, podinfo *testenv.Podinfo, version string) map[string]string {
+	return podinfo.Kustomize(b, "deploy", func(name string, content []byte) []byte {
+		if name != "kustomization.yaml" {
+			return content
+		}
+		return append(content, fmt.Sprintf("commonAnnotations:\n  %s: %s\n", versionAnnotation, version)...)
+	})
+}
+
+// podsFleet is a management cluster running the fleet-manager binary and
+// downstream clusters with a real node each, podinfo's image imported, Flux
+// and an agent registered in tenant e.tenant.
+type podsFleet struct {
+	mgmt *testenv.Cluster
+	registered
+	downs []*testenv.Cluster
+	nodes []*testenv.Node
+}
+
+func startPodsFleet(b *testing.B, managerBin, agentBin string, podinfo *testenv.Podinfo, clusters int) podsFleet {
+	ctx := b.Context()
+	f := podsFleet{mgmt: testenv.StartCluster(b, "management", testenv.WithWebhooks())}
+	testenv.StartManagerProcess(b, managerBin, f.mgmt)
+	f.registered = registered{tenant: tenantIn(b, f.mgmt), upstream: "team"}
+	values := issueTokenIn(b, f.mgmt, f.tenant, "edge", fleeetv1.RegistrationTokenSpec{
+		MaxRegistrations: int32(clusters), RemoteLabels: map[string]string{"env": "edge"}, FreeLabelKeys: []string{"region"}})
+	for i := range clusters {
+		name := fmt.Sprintf("edge-%d", i+1)
+		down := testenv.StartCluster(b, name, testenv.WithNodes())
+		node := down.StartNode(b, name)
+		node.ImportImage(b, podinfo.Archive)
+		testenv.StartFlux(b, down, testenv.SourceController, testenv.KustomizeController)
+		for _, ns := range []string{agentNamespace, f.upstream, "flux"} {
+			if err := down.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		createUpstream(b, down, f.upstream, name, f.upstream, values, values.Management.URL)
+		startAgent(b, agentBin, down)
+		f.downs, f.nodes = append(f.downs, down), append(f.nodes, node)
+	}
+	return f
+}
+
 func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
 
-// createPlainFlux applies podinfo at tag with a GitRepository and a
-// Kustomization of Flux's own, as a user of Flux alone would.
-func createPlainFlux(b *testing.B, down *testenv.Cluster, url, tag string) {
+// createPlainFlux applies podinfo at ref, its source looked at every
+// interval, with a
+// GitRepository and a Kustomization of Flux's own, as a user of Flux alone
+// would.
+func createPlainFlux(b *testing.B, down *testenv.Cluster, url string, ref *sourcev1.GitRepositoryRef, interval time.Duration) {
 	ctx := b.Context()
-	interval := metav1.Duration{Duration: 10 * time.Minute}
 	for _, obj := range []client.Object{
 		&sourcev1.GitRepository{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "flux", Name: "podinfo"},
-			Spec:       sourcev1.GitRepositorySpec{URL: url, Interval: interval, Reference: &sourcev1.GitRepositoryRef{Tag: tag}},
+			Spec:       sourcev1.GitRepositorySpec{URL: url, Interval: metav1.Duration{Duration: interval}, Reference: ref},
 		},
 		&kustomizev1.Kustomization{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "flux", Name: "podinfo"},
 			Spec: kustomizev1.KustomizationSpec{
 				SourceRef: kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.GitRepositoryKind, Name: "podinfo"},
-				Path:      "./deploy", Prune: true, Interval: interval, TargetNamespace: "flux",
+				// It applies each new artifact of its source when it appears.
+				Path: "./deploy", Prune: true, Interval: metav1.Duration{Duration: 10 * time.Minute}, TargetNamespace: "flux",
 			},
 		},
 	} {
@@ -156,20 +181,38 @@ func createPlainFlux(b *testing.B, down *testenv.Cluster, url, tag string) {
 func measureRollout(b *testing.B, downs []*testenv.Cluster, ns string, change func()) time.Duration {
 	start := time.Now()
 	change()
-	done := map[string]time.Duration{}
-	for len(done) < len(downs) {
+	return untilRolledOut(b, downs, "v2", start, ns)[ns]
+}
+
+// untilRolledOut returns, for each of namespaces, how long after start
+// podinfo there ran version's Pods, all Ready, on every cluster.
+func untilRolledOut(b *testing.B, downs []*testenv.Cluster, version string, start time.Time, namespaces ...string) map[string]time.Duration {
+	took := map[string]time.Duration{}
+	done := map[string]map[string]time.Duration{}
+	for len(took) < len(namespaces) {
 		if time.Since(start) > 10*time.Minute {
-			b.Fatalf("v2 in namespace %s rolled out on %d of %d clusters in 10m", ns, len(done), len(downs))
+			b.Fatalf("%s rolled out in %d of namespaces %v on every cluster in 10m: %v", version, len(took), namespaces, done)
 		}
-		for _, name := range rolledOut(b, downs, ns, "v2") {
-			if _, ok := done[name]; !ok {
-				done[name] = time.Since(start)
+		for _, ns := range namespaces {
+			if _, ok := took[ns]; ok {
+				continue
+			}
+			if done[ns] == nil {
+				done[ns] = map[string]time.Duration{}
+			}
+			for _, name := range rolledOut(b, downs, ns, version) {
+				if _, ok := done[ns][name]; !ok {
+					done[ns][name] = time.Since(start)
+				}
+			}
+			if len(done[ns]) == len(downs) {
+				took[ns] = slices.Max(slices.Collect(maps.Values(done[ns])))
+				b.Logf("namespace %s: %s Ready per cluster after %v", ns, version, done[ns])
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	b.Logf("namespace %s: v2 Ready per cluster after %v", ns, done)
-	return slices.Max(slices.Collect(maps.Values(done)))
+	return took
 }
 
 // rolledOut returns the clusters whose podinfo Deployment in ns runs
