@@ -115,7 +115,7 @@ func podinfoAt(b *testing.B, podinfo *testenv.Podinfo, version string) map[strin
 
 // podsFleet is a management cluster running the fleet-manager binary and
 // downstream clusters with a real node each, podinfo's image imported, Flux
-// and an agent registered in tenant e.tenant.
+// and an agent registered in its tenant.
 type podsFleet struct {
 	mgmt *testenv.Cluster
 	registered
@@ -150,9 +150,8 @@ func startPodsFleet(b *testing.B, managerBin, agentBin string, podinfo *testenv.
 
 func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
 
-// createPlainFlux applies podinfo at ref, its source looked at every
-// interval, with a
-// GitRepository and a Kustomization of Flux's own, as a user of Flux alone
+// createPlainFlux applies podinfo at ref with a GitRepository looked at
+// every interval and a Kustomization, Flux's own, as a user of Flux alone
 // would.
 func createPlainFlux(b *testing.B, down *testenv.Cluster, url string, ref *sourcev1.GitRepositoryRef, interval time.Duration) {
 	ctx := b.Context()

@@ -63,15 +63,14 @@ func benchPublish(b *testing.B, managerBin, agentBin string) {
 		return len(rolledOut(b, f.downs, f.upstream, "v1.0.0")) == 1 && len(rolledOut(b, f.downs, "flux", "v1.0.0")) == 1
 	})
 
+	path := map[string]string{f.upstream: "fleeet", "flux": "plain-flux"}
 	took := map[string][]time.Duration{}
 	phase := rand.New(rand.NewPCG(1, 1))
 	for i := range notified + polled {
 		version := fmt.Sprintf("v1.%d.0", i+1)
-		how := "polled"
-		if i < notified {
-			how = "notified"
-		}
-		if how == "polled" {
+		how := "notified"
+		if i >= notified {
+			how = "polled"
 			// Published at a moment the looks do not know of: right after
 			// the round before, the next look would always be as far off.
 			time.Sleep(time.Duration(phase.Int64N(int64(publishInterval))))
@@ -84,8 +83,7 @@ func benchPublish(b *testing.B, managerBin, agentBin string) {
 			requestReconcile(b, down.Client, &sourcev1.GitRepository{ObjectMeta: metav1.ObjectMeta{Namespace: "flux", Name: "podinfo"}}, at)
 		}
 		for ns, d := range untilRolledOut(b, f.downs, version, start, f.upstream, "flux") {
-			path := map[string]string{f.upstream: "fleeet", "flux": "plain-flux"}[ns]
-			took[how+"/"+path] = append(took[how+"/"+path], d)
+			took[how+"/"+path[ns]] = append(took[how+"/"+path[ns]], d)
 		}
 	}
 	for _, how := range []string{"notified", "polled"} {
