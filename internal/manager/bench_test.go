@@ -44,6 +44,11 @@ var changeCPUProfile = flag.String("change.cpuprofile", "", "BenchmarkFleetScale
 // -args -change.apiserver-cpuprofile=/tmp/apiserver.pprof.
 var changeAPIServerProfile = flag.String("change.apiserver-cpuprofile", "", "BenchmarkFleetScale: write the apiserver's CPU profile of the version change to this file")
 
+// coldCPUProfile is where BenchmarkFleetScale writes the first replica's
+// CPU profile of its first 20 s, the cold start:
+// -args -cold.cpuprofile=/tmp/cold.pprof.
+var coldCPUProfile = flag.String("cold.cpuprofile", "", "BenchmarkFleetScale: write the first replica's CPU profile of the cold start to this file")
+
 // The client rate limits the benchmark runs the manager with: a fleet of
 // thousands needs more than the defaults (100/300), or every ProxyAssemblage
 // write waits for the limiter.
@@ -56,11 +61,14 @@ const (
 // replica, or three sharing the Remotes), against a fresh apiserver holding
 // N Remotes and 50 Modules that select all of them, and reports:
 // management objects against the M×N a per-pair design needs, the
-// cold-start time until every ProxyAssemblage holds all 50 syncs, the time
-// from one Module's version change (AllAtOnce) until every ProxyAssemblage
-// holds the new version, the apiserver's write requests during that change,
-// their rate, the bytes written to it and sent out in watch events, how many of the machine's cores were busy during it (all
-// processes) and the CPU of each kind of process meanwhile, etcd's
+// cold-start time until every ProxyAssemblage holds all 50 syncs, with the
+// apiserver's write requests and webhook calls and each kind of process's
+// CPU meanwhile, the time from one Module's version change (AllAtOnce)
+// until every ProxyAssemblage holds the new version, the apiserver's write
+// requests and webhook calls during that change, their rate, the bytes
+// written to it and sent out in watch events, how many of the machine's
+// cores were busy during it (all processes) and the CPU of each kind of
+// process meanwhile, etcd's
 // database size, each replica's peak RSS and CPU seconds, and how long
 // each replica takes to exit on SIGTERM when they stop one after another.
 // Run it with `make bench`.
@@ -112,16 +120,21 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	if err := c.Client.Create(ctx, hook); err != nil {
 		b.Fatal(err)
 	}
-	start := time.Now()
+	start, coldCPU := time.Now(), cpuByCommand(b)
+	coldTraffic := apiserverTraffic(b, c)
 	var ps []shardReplica
 	pprof := testenv.FreeAddr(b)
+	var profiled []func()
 	for i := range replicas {
 		args := []string{"--kube-api-qps=" + benchQPS, "--kube-api-burst=" + benchBurst}
-		if i == 0 && *changeCPUProfile != "" {
+		if i == 0 && (*changeCPUProfile != "" || *coldCPUProfile != "") {
 			args = append(args, "--pprof-bind-address="+pprof)
 		}
 		// The last replica serves admission where the apiserver sends it.
 		ps = append(ps, startShardReplica(b, bin, c, system, fmt.Sprintf("r%d", i+1), i == replicas-1, args...))
+		if i == 0 && *coldCPUProfile != "" {
+			profiled = append(profiled, profileCPU(b, http.DefaultClient, "http://"+pprof, *coldCPUProfile, 20))
+		}
 	}
 	// What plans name, each read once.
 	store := &plancontent.Cache{From: plancontent.From(c.Client, ns)}
@@ -136,21 +149,24 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 		return len(entries(pa)) == benchModules
 	})
 	cold := time.Since(start)
+	reportCPUSince(b, coldCPU, "cold-")
+	coldTraffic = apiserverTraffic(b, c).since(coldTraffic)
+	b.ReportMetric(coldTraffic.writes, "cold-writes")
+	b.ReportMetric(coldTraffic.judged, "cold-webhook-calls")
 
 	// A patch, not an update: the manager keeps writing the Module's status.
 	m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "module-00"}}
 	newTag := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sync":{"source":{"git":{"tag":"v2.0.0"}}}}}`))
 	trafficBefore, busyBefore, cpuBefore := apiserverTraffic(b, c), machineBusy(b), cpuByCommand(b)
-	var profiled []func()
 	if *changeCPUProfile != "" {
-		profiled = append(profiled, profileCPU(b, http.DefaultClient, "http://"+pprof, *changeCPUProfile))
+		profiled = append(profiled, profileCPU(b, http.DefaultClient, "http://"+pprof, *changeCPUProfile, 10))
 	}
 	if *changeAPIServerProfile != "" {
 		hc, err := rest.HTTPClientFor(c.Config)
 		if err != nil {
 			b.Fatal(err)
 		}
-		profiled = append(profiled, profileCPU(b, hc, strings.TrimSuffix(c.Config.Host, "/"), *changeAPIServerProfile))
+		profiled = append(profiled, profileCPU(b, hc, strings.TrimSuffix(c.Config.Host, "/"), *changeAPIServerProfile, 10))
 	}
 	start = time.Now()
 	if err := c.Client.Patch(ctx, m, newTag); err != nil {
@@ -199,6 +215,7 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	b.ReportMetric(cold.Seconds(), "cold-s")
 	b.ReportMetric(rollout.Seconds(), "version-change-s")
 	b.ReportMetric(traffic.writes, "version-change-writes")
+	b.ReportMetric(traffic.judged, "version-change-webhook-calls")
 	b.ReportMetric(traffic.writes/rollout.Seconds(), "version-change-writes/s")
 	b.ReportMetric(traffic.written/1e6, "version-change-written-MB")
 	b.ReportMetric(traffic.watched/1e6, "version-change-watch-MB")
@@ -219,13 +236,19 @@ func benchFleet(b *testing.B, bin string, remotes, replicas int) {
 	}
 }
 
-// profileCPU starts a CPU profile of the process serving pprof at base
-// and returns a function that waits for it and writes it to file. The
-// profile runs 10 s: a version change at 1,000 Remotes takes about that.
-func profileCPU(b *testing.B, hc *http.Client, base, file string) (wait func()) {
+// profileCPU starts a CPU profile of seconds of the process serving pprof
+// at base, once it serves, and returns a function that waits for it and
+// writes it to file. A version change at 1,000 Remotes takes about 10 s.
+func profileCPU(b *testing.B, hc *http.Client, base, file string, seconds int) (wait func()) {
 	done := make(chan error, 1)
 	go func() {
-		resp, err := hc.Get(base + "/debug/pprof/profile?seconds=10")
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds)
+		resp, err := hc.Get(url)
+		// A process just started may not listen yet.
+		for deadline := time.Now().Add(10 * time.Second); err != nil && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+			resp, err = hc.Get(url)
+		}
 		if err != nil {
 			done <- err
 			return
@@ -242,24 +265,25 @@ func profileCPU(b *testing.B, hc *http.Client, base, file string) (wait func()) 
 	}()
 	return func() {
 		if err := <-done; err != nil {
-			b.Errorf("profiling the version change: %v", err)
+			b.Errorf("profiling %s: %v", file, err)
 		}
 	}
 }
 
 // traffic is what an apiserver has counted since it started: write
 // requests (create, update, patch, apply), the bytes of their request
-// bodies, and the bytes of the watch events it sent.
-type traffic struct{ writes, written, watched float64 }
+// bodies, the bytes of the watch events it sent, and the requests it sent
+// to admission webhooks.
+type traffic struct{ writes, written, watched, judged float64 }
 
 // since is what was counted between before and t.
 func (t traffic) since(before traffic) traffic {
-	return traffic{t.writes - before.writes, t.written - before.written, t.watched - before.watched}
+	return traffic{t.writes - before.writes, t.written - before.written, t.watched - before.watched, t.judged - before.judged}
 }
 
 // apiserverTraffic reads c's apiserver's own counts of what it was sent
 // and sent out (apiserver_request_total, apiserver_request_body_size_bytes,
-// apiserver_watch_events_sizes).
+// apiserver_watch_events_sizes, apiserver_admission_webhook_admission_duration_seconds).
 func apiserverTraffic(b *testing.B, c *testenv.Cluster) traffic {
 	hc, err := rest.HTTPClientFor(c.Config)
 	if err != nil {
@@ -273,6 +297,9 @@ func apiserverTraffic(b *testing.B, c *testenv.Cluster) traffic {
 	}
 	t.written, _ = metrics.sum("apiserver_request_body_size_bytes")
 	t.watched, _ = metrics.sum("apiserver_watch_events_sizes")
+	for _, m := range metrics["apiserver_admission_webhook_admission_duration_seconds"].GetMetric() {
+		t.judged += float64(m.GetHistogram().GetSampleCount())
+	}
 	return t
 }
 
