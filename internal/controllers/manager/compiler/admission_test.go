@@ -80,9 +80,9 @@ func (r *reviews) thin(name string) []string {
 // too: a policy that refuses a Remote's plan (here by the Module's name)
 // holds the Module back there with PolicyDenied, and no write is made. The
 // apiserver then skips the webhook for the manager's plan writes whose
-// every entry names content, and calls it for every other: a plan holding
-// a sync whole (an agent that reads no CompiledSyncs), a status write,
-// anyone else's write. CompiledSyncs, where the syncs are, are judged by
+// every entry names content and for its status writes, and calls it for
+// every other: a plan holding a sync whole (an agent that reads no
+// CompiledSyncs), anyone else's write. CompiledSyncs, where the syncs are, are judged by
 // the webhook.
 func TestTheManagersPlansNamingContentAreJudgedInProcessAndSkipTheWebhook(t *testing.T) {
 	g := NewWithT(t)
@@ -153,10 +153,17 @@ deny contains "` + refusal + `" if {
 	g.Expect(seen.of("ProxyAssemblage", "hand-empty")).To(BeEmpty(), "no entry names anything but content")
 	g.Expect(manager.Create(t.Context(), plan("hand-mixed", content, whole))).To(Succeed())
 	g.Expect(seen.of("ProxyAssemblage", "hand-mixed")).To(ConsistOf(managerUser + " CREATE ProxyAssemblage hand-mixed"))
+	// The manager's status writes, its own account, skip it too; anyone
+	// else's is judged.
 	thin.Status.ObservedGeneration = 1
 	g.Expect(manager.Status().Update(t.Context(), thin)).To(Succeed())
-	g.Expect(seen.of("ProxyAssemblage", "hand-thin/status")).To(ConsistOf(managerUser + " UPDATE ProxyAssemblage hand-thin/status"))
-	err := c.Client.Create(t.Context(), plan("hand-admin", content))
+	g.Expect(seen.of("ProxyAssemblage", "hand-thin/status")).To(BeEmpty(), "the manager's status write skips the webhook")
+	thin.Status.ObservedGeneration = 2
+	err := c.Client.Status().Update(t.Context(), thin)
+	g.Expect(err).To(MatchError(ContainSubstring("is written only by the fleet manager")))
+	g.Expect(seen.of("ProxyAssemblage", "hand-thin/status")).To(ConsistOf(
+		And(HaveSuffix(" UPDATE ProxyAssemblage hand-thin/status"), Not(HavePrefix(managerUser)))))
+	err = c.Client.Create(t.Context(), plan("hand-admin", content))
 	g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "refused by the webhook: %v", err)
 	g.Expect(err.Error()).To(ContainSubstring("ProxyAssemblages are compiled by the fleet manager only"))
 	g.Expect(c.Client.Get(t.Context(), client.ObjectKeyFromObject(thin), &fleeetv1.ProxyAssemblage{})).To(Succeed())

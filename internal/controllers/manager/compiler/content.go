@@ -184,7 +184,8 @@ func (c *Reconciler) storeContent(ctx context.Context, m *fleeetv1.Module, name 
 // have (a new object of its kind) and built by build when missing, exists
 // and is not on its way out: one the collector marked unreferenced loses
 // the mark, so the collector's delete, made on the version it marked,
-// fails; one already gone is created again. A create admission policy
+// fails; one already gone is created again, once however many workers
+// find it missing together. A create admission policy
 // refused is taken as refused for contentLag, so that the Remotes compiled
 // next do not ask the webhook to judge the same content again.
 func (c *Reconciler) store(ctx context.Context, key client.ObjectKey, have client.Object, build func() client.Object) error {
@@ -204,13 +205,17 @@ func (c *Reconciler) store(ctx context.Context, key client.ObjectKey, have clien
 		if r, ok := c.refused.Load(name); ok && time.Since(r.(refusedAt).at) < contentLag {
 			return fmt.Errorf("storing %s %s: %w", kindOf(have), name, r.(refusedAt).refusal)
 		}
-		err = c.Client.Create(ctx, build())
-		if err == nil || apierrors.IsAlreadyExists(err) {
-			c.created.Store(name, time.Now())
-			err = nil
-		} else if msg, denied := policyDenial(err); denied {
-			c.refused.Store(name, refusedAt{refusal: &refusal{message: msg}, at: time.Now()})
-		}
+		_, err, _ = c.creating.Do(key.String(), func() (any, error) {
+			err := c.Client.Create(ctx, build())
+			if err == nil || apierrors.IsAlreadyExists(err) {
+				c.created.Store(name, time.Now())
+				return nil, nil
+			}
+			if msg, denied := policyDenial(err); denied {
+				c.refused.Store(name, refusedAt{refusal: &refusal{message: msg}, at: time.Now()})
+			}
+			return nil, err
+		})
 	}
 	if err != nil {
 		return fmt.Errorf("storing %s %s: %w", kindOf(have), name, err)

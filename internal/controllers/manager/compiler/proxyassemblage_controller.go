@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+
+	"golang.org/x/sync/singleflight"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -87,6 +89,12 @@ type Reconciler struct {
 	// created holds, per CompiledSync or CompiledPlan the compiler created
 	// and its cache has not seen yet, when it did (store).
 	created sync.Map
+
+	// creating makes the workers that find the same CompiledSync or
+	// CompiledPlan missing at once, compiling Remotes at one version, send
+	// one create between them: each create is judged by the webhook, the
+	// whole sync, before the apiserver finds the name taken.
+	creating singleflight.Group
 
 	// refused holds, per CompiledSync or CompiledPlan whose create
 	// admission policy refused, the refusal and when it came (store), so that the

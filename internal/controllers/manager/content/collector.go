@@ -39,6 +39,14 @@ const (
 // stores under the same name.
 const DefaultGrace = time.Hour
 
+// newborn is how long after its creation what is collected is left
+// unmarked (or Grace, when shorter): the compiler stores content before it
+// writes the plans naming it, so content just created is not yet named by
+// design, and marking it then would only have the compiler take the mark
+// off again, a webhook-judged write each way, while a fleet's first plans
+// are written.
+const newborn = 30 * time.Second
+
 // Collector deletes the CompiledSyncs and CompiledPlans that nothing has
 // named for Grace. A CompiledPlan is named by plans; a CompiledSync by
 // plans and by CompiledPlans, so it outlives the last CompiledPlan naming
@@ -164,7 +172,8 @@ type collect[T client.Object] struct {
 }
 
 // Reconcile keeps an object something names (without a mark), marks one
-// nothing names, and deletes one whose mark is Grace old.
+// nothing names once it is past newborn, and deletes one whose mark is
+// Grace old.
 func (c *collect[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	o := c.new()
 	if err := c.Client.Get(ctx, req.NamespacedName, o); err != nil {
@@ -182,6 +191,9 @@ func (c *collect[T]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	now := c.now()
+	if young := min(newborn, c.grace()) - now.Sub(o.GetCreationTimestamp().Time); young > 0 && !marked {
+		return ctrl.Result{RequeueAfter: young}, nil
+	}
 	since, err := time.Parse(time.RFC3339, mark)
 	if !marked || err != nil {
 		err := plancontent.Mark(ctx, c.Client, o, now.UTC().Format(time.RFC3339))
