@@ -488,6 +488,9 @@ type ModuleStatus struct {
 	Version string `json:"version,omitempty"`
 
 	// Summary counts the selected Remotes by the state of this Module's sync.
+	// A change of the counts alone (and of the wording of conditions that
+	// keep their status and reason) is written at most every 2 s; any other
+	// change of the status is written at once, with the counts of the moment.
 	// +optional
 	Summary ModuleSummary `json:"summary,omitempty"`
 

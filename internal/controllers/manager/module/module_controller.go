@@ -63,6 +63,7 @@ type Reconciler struct {
 	durations durations
 	stamps    stamps
 	notices   notices
+	progress  progress
 
 	// remotes and plans read the cached Remotes and plan objects in place:
 	// every reconcile looks at every Remote of the namespace and its plan.
@@ -210,7 +211,8 @@ func (r *Reconciler) planChanged(modules handler.EventHandler) handler.EventHand
 	}
 }
 
-// Reconcile runs one rollout step and records the Module's status.
+// Reconcile runs one rollout step and records the Module's status; a
+// status that moved only in its counts waits for progressEvery (progress).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	m := &fleeetv1.Module{}
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
@@ -218,9 +220,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			r.budget.forget(req.NamespacedName)
 			r.durations.forget(req.NamespacedName)
 			r.notices.forget(req.NamespacedName)
+			r.progress.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	before := m.Status.DeepCopy()
 	patcher := status.NewPatcher(r.Client, r.Recorder, m)
 	defer patcher.Finish(ctx, &retErr)
 	m.Status.Version = compile.Version(&m.Spec.Sync)
@@ -258,7 +262,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	r.reconcileStatus(m, p, notes)
 	r.recordHistory(m, revision, p, time.Now())
 	r.durations.observe(req.NamespacedName, revision, m.Status.History, time.Now())
-	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+	requeue := p.requeueAfter
+	if wait := r.progress.hold(req.NamespacedName, m.Generation, before, &m.Status, time.Now()); wait > 0 {
+		m.Status = *before // only the counts moved: written once progressEvery has passed
+		if requeue == 0 || wait < requeue {
+			requeue = wait
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 // compileNotes is what the compiler's stamps say went wrong for a Module,
