@@ -196,10 +196,11 @@ func (f *Fleet) SSHSource(repo, tag string) fleeetv1.Source {
 		SecretRef: &fleeetv1.LocalObjectReference{Name: gitSecret}}
 }
 
-// The Secrets downstream that hold the sources' credentials.
+// The Secrets of the tenant namespace that hold the sources' credentials,
+// delivered to every cluster by the Modules that use them.
 const (
 	gitSecret        = "git-ssh"
-	registrySecret   = "registry"
+	RegistrySecret   = "registry"
 	registryCASecret = "registry-ca"
 )
 
@@ -212,6 +213,7 @@ func (f *Fleet) createTenant(t testenv.TB) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
+	f.sourceSecrets(t)
 	all := &metav1.LabelSelector{}
 	oneAtATime := fleeetv1.Rollout{Strategy: fleeetv1.RollingUpdateStrategy, MaxUnavailable: ptr.To(intstr.FromInt32(1))}
 	backend := &fleeetv1.Module{
@@ -224,6 +226,7 @@ func (f *Fleet) createTenant(t testenv.TB) {
 						Git:       &fleeetv1.GitSource{URL: f.BackendRepo, Tag: BackendVersion},
 						SecretRef: &fleeetv1.LocalObjectReference{Name: gitSecret},
 					},
+					Secrets: []fleeetv1.SecretDelivery{{Name: gitSecret}},
 					Package: fleeetv1.Package{Kustomize: &fleeetv1.KustomizePackage{
 						Path: "./backend", TargetNamespace: Tenant,
 						// Ready means podinfo's pods are (Flux's wait); a
@@ -255,9 +258,10 @@ func (f *Fleet) createTenant(t testenv.TB) {
 				Sync: fleeetv1.SyncSpec{
 					Source: fleeetv1.Source{
 						OCI:           &fleeetv1.OCISource{URL: f.FrontendChart, Tag: f.FrontendChartVersion},
-						SecretRef:     &fleeetv1.LocalObjectReference{Name: registrySecret},
+						SecretRef:     &fleeetv1.LocalObjectReference{Name: RegistrySecret},
 						CertSecretRef: &fleeetv1.LocalObjectReference{Name: registryCASecret},
 					},
+					Secrets: []fleeetv1.SecretDelivery{{Name: RegistrySecret}, {Name: registryCASecret}},
 					Package: fleeetv1.Package{Helm: &fleeetv1.HelmPackage{
 						ReleaseName: Frontend, TargetNamespace: Tenant, Values: &apiextensionsv1.JSON{Raw: values},
 					}},
@@ -282,7 +286,7 @@ func (f *Fleet) createTenant(t testenv.TB) {
 			t.Fatal(err)
 		}
 	}
-	f.say("tenant %s: Module backend (podinfo from git over SSH through a Kustomization) and Module frontend (podinfo's chart from the OCI registry through a HelmRelease, waits for tier=backend, message bound from each Remote but set by an override in region us), both rolled out one cluster at a time", Tenant)
+	f.say("tenant %s: Module backend (podinfo from git over SSH through a Kustomization) and Module frontend (podinfo's chart from the OCI registry through a HelmRelease, waits for tier=backend, message bound from each Remote but set by an override in region us), both rolled out one cluster at a time, each delivering its source's credentials to every cluster", Tenant)
 }
 
 // register does what a platform engineer does for one cluster: give the
@@ -319,25 +323,25 @@ func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	values["tenantServiceAccount"] = map[string]any{"clusterRole": tenantRole}
 
 	rel := testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, AgentNamespace), "fleet-agent", AgentNamespace, values)
-	f.sourceSecrets(t, down)
 	f.AgentMetrics[name] = testenv.FreeAddr(t)
 	f.Agents[name] = testenv.RunRelease(t, down, rel, agentBin, map[string]string{"metrics-bind-address": f.AgentMetrics[name]})
 	f.AgentMetricsTokens[name] = testenv.MetricsReaderToken(t, down, rel.Name+"-metrics-reader")
 	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)
 }
 
-// sourceSecrets creates the sources' credentials in the tenant namespace the
-// agent chart made downstream, before the agent runs.
-func (f *Fleet) sourceSecrets(t testenv.TB, down *testenv.Cluster) {
+// sourceSecrets creates the sources' credentials in the tenant namespace
+// of the management cluster, offered for delivery: the Modules that use
+// them deliver them into the tenant namespace of every cluster.
+func (f *Fleet) sourceSecrets(t testenv.TB) {
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Name: gitSecret}, Data: map[string][]byte{
 			"identity": f.SSH.Identity, "known_hosts": []byte(f.SSH.KnownHosts)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: registrySecret}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{
+		{ObjectMeta: metav1.ObjectMeta{Name: RegistrySecret}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{
 			corev1.DockerConfigJsonKey: f.Registry.DockerConfigJSON(t, f.Registry.Password)}},
 		{ObjectMeta: metav1.ObjectMeta{Name: registryCASecret}, Data: map[string][]byte{"ca.crt": f.Registry.CA}},
 	} {
-		s.Namespace = Tenant
-		if err := down.Client.Create(t.Context(), s); err != nil {
+		s.Namespace, s.Labels = Tenant, map[string]string{fleeetv1.DeliverableLabel: "true"}
+		if err := f.Management.Client.Create(t.Context(), s); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -59,12 +60,26 @@ const (
 type OCIRegistry struct {
 	// Host is the registry's host:port; an artifact is at oci://Host/<repo>.
 	Host string
-	// Username and Password are the credentials it accepts.
+	// Username and Password are the credentials it accepts (a private
+	// registry accepts every password Rotate issued too).
 	Username, Password string
 	// CA is the PEM certificate its TLS certificate is signed with.
 	CA []byte
 
 	transport http.RoundTripper
+	rotated   *passwords
+}
+
+// passwords are the further passwords a private registry accepts.
+type passwords struct {
+	mu  sync.Mutex
+	all []string
+}
+
+func (p *passwords) accept(pass string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.ContainsFunc(p.all, func(have string) bool { return equal(pass, have) })
 }
 
 // NewPrivateRegistry starts a registry with fresh credentials, stopped when
@@ -72,15 +87,35 @@ type OCIRegistry struct {
 func NewPrivateRegistry(t TB) *OCIRegistry {
 	t.Helper()
 	creds := newRegistryCredentials(t)
+	rotated := &passwords{}
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	return startRegistry(t, creds, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !creds.accept(r) {
+	r := startRegistry(t, creds, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, _ := r.BasicAuth()
+		if !creds.accept(r) && !(equal(user, creds.Username) && rotated.accept(pass)) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="registry"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
 			return
 		}
 		reg.ServeHTTP(w, r)
 	}))
+	r.rotated = rotated
+	return r
+}
+
+// Rotate issues a new password for a private registry and returns it; the
+// registry goes on accepting the earlier ones, as a registry's old tokens
+// stay valid until revoked, so a cluster not yet given the new one keeps
+// pulling.
+func (r *OCIRegistry) Rotate(t TB) string {
+	t.Helper()
+	if r.rotated == nil {
+		t.Fatal("only a private registry's password rotates")
+	}
+	pass := randomHex(t)
+	r.rotated.mu.Lock()
+	defer r.rotated.mu.Unlock()
+	r.rotated.all = append(r.rotated.all, pass)
+	return pass
 }
 
 // NewPublicRegistry starts a registry anyone may pull from, stopped when

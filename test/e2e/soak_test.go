@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -84,20 +86,25 @@ const soakConverges = 6 * time.Minute
 // management etcd (the apiserver up, its storage hanging), cuts clusters
 // off the management network or partitions them silently (their Links),
 // and a driver rolls
-// the backend Module forward and back and pauses and resumes its rollout.
+// the backend Module forward and back, pauses and resumes its rollout,
+// gives the frontend new values and rotates the registry password the
+// Modules deliver to every cluster.
 // A supervisor restarts what dies, as a kubelet restarts a container. It
 // checks all along that nothing a plan holds is deleted downstream, that
 // no cluster runs a backend version its plan never held, that no more
-// than maxUnavailable (1) online clusters are made unavailable by the
-// rollout at once, and, at the end, that no source credential or cluster
-// token appears in a log, event or status and that the fleet converges
-// within soakConverges once the faults stop. It reports what it injected
-// and every violation with the seed that reproduces the run.
+// than maxUnavailable (1) online clusters are made unavailable by each
+// rollout at once, nor more than the manager's --max-moving (1) by both,
+// and, at the end, that no source credential (rotated ones included) or
+// cluster token appears in a log, event or status, that the fleet
+// converges within soakConverges once the faults stop, and that every
+// cluster then holds every delivered Secret as it is upstream. It reports
+// what it injected and every violation with the seed that reproduces the
+// run.
 func runSoak(t *testing.T, fleet *demo.Fleet, cfg soakConfig) {
 	s := &soak{t: t, fleet: fleet, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, 0)), start: time.Now(),
-		faults: map[string]int{}, held: map[string]map[string]bool{}, unknown: map[string]time.Time{}, remotes: map[string]*remoteState{}}
+		faults: map[string]int{}, held: map[string]map[string]bool{}, unknown: map[string]time.Time{}, moves: map[move]*moveState{}, offline: map[string]bool{}}
 	t.Logf("soak: seed %d, faults for %s, one every %s on average", cfg.seed, cfg.duration, cfg.every)
-	initial := s.backendTag()
+	initial, initialFrontend := s.backendTag(), s.frontendValues()
 	tags := s.commitTags(6)
 	s.replaceManager()
 	rss := s.rss()
@@ -116,10 +123,19 @@ func runSoak(t *testing.T, fleet *demo.Fleet, cfg soakConfig) {
 	drive.Wait()
 
 	// The faults are over: everything runs again, the rollout is not
-	// paused, and the backend goes back to where it started.
+	// paused, and the backend and frontend go back to where they started.
+	// A run whose draws rotated nothing rotates once now, so that delivery
+	// is checked.
 	s.recoverAll()
+	if s.rotations == 0 {
+		s.rotate(ctx)
+	}
 	s.fleetctl(ctx, time.Minute, "rollout", "resume", demo.Backend)
 	s.setBackend(ctx, time.Minute, initial)
+	s.setFrontend(ctx, time.Minute, "frontend values as they were", func(values map[string]any) {
+		clear(values)
+		maps.Copy(values, initialFrontend)
+	})
 	stopped := time.Now()
 	s.waitObserved(ctx)
 	if err := fleet.WaitConverged(t.Context(), soakConverges); err != nil {
@@ -127,6 +143,7 @@ func runSoak(t *testing.T, fleet *demo.Fleet, cfg soakConfig) {
 	}
 	converged := time.Since(stopped)
 	s.checkVersions()
+	s.checkDelivered(ctx)
 	s.scanSecrets()
 	s.report(converged, rss, s.rss())
 	s.keepLogs()
@@ -178,10 +195,17 @@ type soak struct {
 	// since when a cluster has been seen running a tag not among them.
 	held    map[string]map[string]bool
 	unknown map[string]time.Time
-	remotes map[string]*remoteState
+	// moves is what the availability checks know of each Module on each
+	// Remote; offline, which Remotes are not Connected.
+	moves   map[move]*moveState
+	offline map[string]bool
 	// plansSeen and versionsChecked count what the checks looked at, so
 	// the report shows they ran.
 	plansSeen, versionsChecked int
+	// passwords are the registry passwords rotated in, which no log,
+	// event or status may show either; rotations counts them.
+	passwords []string
+	rotations int
 }
 
 // supervised is a process the supervisor keeps running, except while a
@@ -194,10 +218,15 @@ type supervised struct {
 	downUntil time.Time
 }
 
-// remoteState is what the availability check knows of one Remote.
-type remoteState struct {
-	tag string
-	// ready: the cluster reports the backend Ready with every pod ready at
+// move names one Module's sync on one Remote.
+type move struct{ module, remote string }
+
+// moveState is what the availability checks know of one Module's sync on
+// one Remote.
+type moveState struct {
+	// held is the sync the plan holds, as JSON: a different one is a move.
+	held string
+	// ready: the cluster reports the sync Ready with every pod ready at
 	// the plan's current generation.
 	ready bool
 	// costs: the Remote was available when its plan took the tag, so
@@ -207,7 +236,6 @@ type remoteState struct {
 	// arrived: the Remote has been ready at the tag since its plan took
 	// it; what makes it unavailable later is a fault, not the rollout.
 	arrived bool
-	offline bool
 }
 
 func (s *soak) intn(n int) int {
@@ -251,6 +279,19 @@ func (s *soak) backendTag() string {
 	return m.Spec.Sync.Source.Git.Tag
 }
 
+// frontendValues is the frontend Module's Helm values now.
+func (s *soak) frontendValues() map[string]any {
+	m := &fleeetv1.Module{}
+	if err := s.fleet.Management.Client.Get(s.t.Context(), client.ObjectKey{Namespace: demo.Tenant, Name: demo.Frontend}, m); err != nil {
+		s.t.Fatal(err)
+	}
+	values := map[string]any{}
+	if err := json.Unmarshal(m.Spec.Sync.Package.Helm.Values.Raw, &values); err != nil {
+		s.t.Fatal(err)
+	}
+	return values
+}
+
 // replaceManager stops the demo's manager and runs two replicas under
 // leader election with short leases: the first serves the admission
 // webhooks where the apiserver calls them, the second on a port of its own.
@@ -258,7 +299,7 @@ func (s *soak) replaceManager() {
 	if err := s.fleet.Manager.Stop(30 * time.Second); err != nil {
 		s.t.Fatal(err)
 	}
-	flags := append(slices.Clone(s.fleet.ManagerFlags), "--leader-elect", "--leader-election-namespace=fleeet-system",
+	flags := append(slices.Clone(s.fleet.ManagerFlags), "--max-moving="+strconv.Itoa(soakMaxMoving), "--leader-elect", "--leader-election-namespace=fleeet-system",
 		"--leader-election-lease-duration=8s", "--leader-election-renew-deadline=6s", "--leader-election-retry-period=1s")
 	for i := range 2 {
 		extra := []string{}
@@ -454,9 +495,13 @@ func (s *soak) leader(ctx context.Context) string {
 	return *lease.Spec.HolderIdentity
 }
 
-// change changes the backend Module at random intervals until deadline:
-// the next version mostly, sometimes the one before (a rollback by hand),
-// sometimes a pause of its rollout, resumed a little later.
+// change changes the fleet at random intervals until deadline: the
+// backend Module's next version mostly, sometimes the one before (a
+// rollback by hand), sometimes a rotation of the registry password the
+// frontend pulls with (delivered to every cluster), sometimes a new colour
+// for the frontend (its release upgraded, its pods replaced, so both
+// Modules' rollouts move Remotes under one --max-moving), sometimes a
+// pause of the backend's rollout, resumed a little later.
 func (s *soak) change(ctx context.Context, deadline time.Time, tags []string) {
 	next := 0
 	for {
@@ -464,12 +509,24 @@ func (s *soak) change(ctx context.Context, deadline time.Time, tags []string) {
 		if time.Now().Add(wait).After(deadline) || !sleep(ctx, wait) {
 			return
 		}
-		switch n := s.intn(10); {
+		switch n := s.intn(14); {
 		case n < 7:
 			s.setBackend(ctx, time.Minute, tags[next%len(tags)])
 			next++
 		case n < 9 && next > 1:
 			s.setBackend(ctx, time.Minute, tags[(next-2)%len(tags)])
+		case n < 11:
+			s.rotate(ctx)
+		case n < 13:
+			color := soakColors[s.intn(len(soakColors))]
+			s.setFrontend(ctx, time.Minute, "frontend ui.color → "+color, func(values map[string]any) {
+				ui, _ := values["ui"].(map[string]any)
+				if ui == nil {
+					ui = map[string]any{}
+					values["ui"] = ui
+				}
+				ui["color"] = color
+			})
 		default:
 			s.fleetctl(ctx, time.Minute, "rollout", "pause", demo.Backend, "--reason", "soak")
 			sleep(ctx, s.between(10*time.Second, 30*time.Second))
@@ -499,6 +556,70 @@ func (s *soak) setBackend(ctx context.Context, within time.Duration, tag string)
 	s.changeWith(ctx, within, "backend → "+tag, func() error {
 		m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: demo.Backend}}
 		return testenv.Change(ctx, s.fleet.Management.Client, m, func(m *fleeetv1.Module) { m.Spec.Sync.Source.Git.Tag = tag })
+	})
+}
+
+// rotate issues a new registry password and writes it into the tenant's
+// registry Secret on the management cluster, which the frontend Module
+// delivers to every cluster. The registry keeps accepting the earlier
+// passwords, so a cluster the new one has not reached yet keeps pulling.
+func (s *soak) rotate(ctx context.Context) {
+	pass := s.fleet.Registry.Rotate(s.t)
+	s.mu.Lock()
+	s.passwords = append(s.passwords, pass)
+	s.rotations++
+	s.mu.Unlock()
+	config := s.fleet.Registry.DockerConfigJSON(s.t, pass)
+	s.changeWith(ctx, time.Minute, fmt.Sprintf("rotate the registry password (%d)", len(s.passwords)), func() error {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: demo.RegistrySecret}}
+		return testenv.Change(ctx, s.fleet.Management.Client, secret, func(secret *corev1.Secret) {
+			secret.Data[corev1.DockerConfigJsonKey] = config
+		})
+	})
+}
+
+// checkDelivered checks that every Secret the tenant offers for delivery
+// is, once the fleet converged, in every cluster's tenant namespace with
+// the data it has on the management cluster: the last rotation reached
+// every cluster, whatever the faults did to it on the way.
+func (s *soak) checkDelivered(ctx context.Context) {
+	offered := &corev1.SecretList{}
+	if !s.retry(ctx, time.Minute, "list the offered Secrets", func() error {
+		return s.fleet.Management.Client.List(ctx, offered, client.InNamespace(demo.Tenant), client.MatchingLabels{fleeetv1.DeliverableLabel: "true"})
+	}) {
+		return
+	}
+	for _, name := range demo.Names {
+		for _, want := range offered.Items {
+			s.retry(ctx, 2*time.Minute, fmt.Sprintf("Secret %s delivered to %s as it is upstream", want.Name, name), func() error {
+				have := &corev1.Secret{}
+				if err := s.fleet.Downstream[name].Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: want.Name}, have); err != nil {
+					return err
+				}
+				if !maps.EqualFunc(have.Data, want.Data, bytes.Equal) {
+					return fmt.Errorf("its data differs from the management cluster's") // never the data itself
+				}
+				return nil
+			})
+		}
+	}
+}
+
+// soakColors are the frontend's colours a soak picks from.
+var soakColors = []string{"#34577c", "#2b8a3e", "#c92a2a", "#e67700"}
+
+// setFrontend changes the frontend Module's Helm values with edit, trying
+// again while the management apiserver or the webhook is down.
+func (s *soak) setFrontend(ctx context.Context, within time.Duration, what string, edit func(values map[string]any)) {
+	s.changeWith(ctx, within, what, func() error {
+		m := &fleeetv1.Module{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: demo.Frontend}}
+		return testenv.Change(ctx, s.fleet.Management.Client, m, func(m *fleeetv1.Module) {
+			values := map[string]any{}
+			_ = json.Unmarshal(m.Spec.Sync.Package.Helm.Values.Raw, &values)
+			edit(values)
+			raw, _ := json.Marshal(values) // decoded JSON: cannot fail
+			m.Spec.Sync.Package.Helm.Values = &apiextensionsv1.JSON{Raw: raw}
+		})
 	})
 }
 
@@ -554,7 +675,7 @@ func (s *soak) watch(ctx context.Context, wg *sync.WaitGroup) {
 		testenv.Follow(ctx, s.fleet.Management, &fleeetv1.RemoteList{}, demo.Tenant, func(ev watch.Event) {
 			if r, ok := ev.Object.(*fleeetv1.Remote); ok {
 				s.mu.Lock()
-				s.remote(r.Name).offline = apimeta.IsStatusConditionFalse(r.Status.Conditions, fleeetv1.ConnectedCondition)
+				s.offline[r.Name] = apimeta.IsStatusConditionFalse(r.Status.Conditions, fleeetv1.ConnectedCondition)
 				s.mu.Unlock()
 			}
 		})
@@ -577,24 +698,17 @@ func (s *soak) watch(ctx context.Context, wg *sync.WaitGroup) {
 	})
 }
 
-func (s *soak) remote(name string) *remoteState {
-	r := s.remotes[name]
-	if r == nil {
-		r = &remoteState{}
-		s.remotes[name] = r
-	}
-	return r
-}
-
-// seePlan records the backend tag a plan holds and checks that the
-// rollout has no more than one online cluster unavailable by its doing.
+// seePlan records the backend tag a plan holds, and checks that each
+// Module's rollout has no more than maxUnavailable (1) online clusters
+// unavailable by its doing, and both together no more than the manager's
+// --max-moving (1).
 func (s *soak) seePlan(pa *fleeetv1.ProxyAssemblage, contents *fleettest.Contents) {
-	held := compile.Find(contents.Syncs(pa), demo.Backend)
+	syncs := contents.Syncs(pa)
+	held := compile.Find(syncs, demo.Backend)
 	if held == nil || held.Source.Git == nil || held.Source.Git.Tag == "" {
 		return // not resolved (the apiserver was away): the next event is
 	}
 	tag := held.Source.Git.Tag
-	st := pa.ReportedSync(demo.Backend)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held[pa.Name] == nil {
@@ -602,25 +716,50 @@ func (s *soak) seePlan(pa *fleeetv1.ProxyAssemblage, contents *fleettest.Content
 	}
 	s.held[pa.Name][tag] = true
 	s.plansSeen++
-	r := s.remote(pa.Name)
-	if r.tag != tag {
-		r.costs, r.arrived = r.tag != "" && r.ready, false
-		r.tag = tag
+	for _, module := range []string{demo.Backend, demo.Frontend} {
+		sync := compile.Find(syncs, module)
+		if sync == nil {
+			continue
+		}
+		spec, _ := json.Marshal(sync.SyncSpec)
+		m := s.moves[move{module, pa.Name}]
+		if m == nil {
+			m = &moveState{}
+			s.moves[move{module, pa.Name}] = m
+		}
+		if m.held != string(spec) {
+			m.costs, m.arrived = m.held != "" && m.ready, false
+			m.held = string(spec)
+		}
+		st := pa.ReportedSync(module)
+		m.ready = st != nil && st.State == fleeetv1.SyncReady && (st.Health == nil || st.Health.ReadyPods >= st.Health.DesiredPods)
+		m.arrived = m.arrived || m.ready
 	}
-	r.ready = st != nil && st.State == fleeetv1.SyncReady && (st.Health == nil || st.Health.ReadyPods >= st.Health.DesiredPods)
-	r.arrived = r.arrived || r.ready
-	var moving []string
-	for name, r := range s.remotes {
-		if r.costs && !r.arrived && !r.offline {
-			moving = append(moving, name)
+	byModule := map[string][]string{}
+	var all []string
+	for mv, m := range s.moves {
+		if m.costs && !m.arrived && !s.offline[mv.remote] {
+			byModule[mv.module] = append(byModule[mv.module], mv.remote)
+			all = append(all, mv.module+" on "+mv.remote)
 		}
 	}
-	if len(moving) > 1 {
-		slices.Sort(moving)
-		s.violations = append(s.violations, fmt.Sprintf("+%.0fs %d online clusters made unavailable by the rollout at once (maxUnavailable 1): %s",
-			time.Since(s.start).Seconds(), len(moving), strings.Join(moving, ", ")))
+	for module, moving := range byModule {
+		if len(moving) > 1 {
+			slices.Sort(moving)
+			s.violations = append(s.violations, fmt.Sprintf("+%.0fs %d online clusters made unavailable by %s's rollout at once (maxUnavailable 1): %s",
+				time.Since(s.start).Seconds(), len(moving), module, strings.Join(moving, ", ")))
+		}
+	}
+	if len(all) > soakMaxMoving {
+		slices.Sort(all)
+		s.violations = append(s.violations, fmt.Sprintf("+%.0fs %d Remotes moving at once across Modules (the manager's --max-moving %d): %s",
+			time.Since(s.start).Seconds(), len(all), soakMaxMoving, strings.Join(all, ", ")))
 	}
 }
+
+// soakMaxMoving is the manager's --max-moving in a soak: how many Remotes
+// all rollouts together may have moving.
+const soakMaxMoving = 1
 
 // versionGrace is how long a cluster may run a backend tag before the
 // watch of its plan has seen the plan hold it: the agent may read the plan
@@ -668,6 +807,9 @@ func (s *soak) checkVersions() {
 func (s *soak) scanSecrets() {
 	ctx := s.t.Context()
 	secrets := map[string]string{"the registry password": s.fleet.Registry.Password}
+	for i, pass := range s.passwords {
+		secrets[fmt.Sprintf("rotated registry password %d", i+1)] = pass
+	}
 	for line := range strings.Lines(string(s.fleet.SSH.Identity)) {
 		if line = strings.TrimSpace(line); len(line) > 40 && !strings.HasPrefix(line, "-----") {
 			secrets["the SSH key"] = line
@@ -752,7 +894,7 @@ func (s *soak) report(converged time.Duration, before, after map[string]float64)
 		fmt.Fprintf(&b, "  fault %-32s %d\n", kind, s.faults[kind])
 		total += s.faults[kind]
 	}
-	fmt.Fprintf(&b, "  faults in all %d, processes restarted %d, changes %d\n", total, s.restarts, s.changes)
+	fmt.Fprintf(&b, "  faults in all %d, processes restarted %d, changes %d (registry password rotations %d)\n", total, s.restarts, s.changes, s.rotations)
 	fmt.Fprintf(&b, "  checked %d plan versions and %d cluster versions\n", s.plansSeen, s.versionsChecked)
 	fmt.Fprintf(&b, "  converged %.0fs after the last fault (bound %s)\n", converged.Seconds(), soakConverges)
 	for _, name := range slices.Sorted(maps.Keys(after)) {
