@@ -701,7 +701,8 @@ func (s *soak) watch(ctx context.Context, wg *sync.WaitGroup) {
 // seePlan records the backend tag a plan holds, and checks that each
 // Module's rollout has no more than maxUnavailable (1) online clusters
 // unavailable by its doing, and both together no more than the manager's
-// --max-moving (1).
+// --max-moving (1) Remotes: Remotes are counted, not syncs, so one moving
+// for both Modules counts once.
 func (s *soak) seePlan(pa *fleeetv1.ProxyAssemblage, contents *fleettest.Contents) {
 	syncs := contents.Syncs(pa)
 	held := compile.Find(syncs, demo.Backend)
@@ -736,11 +737,13 @@ func (s *soak) seePlan(pa *fleeetv1.ProxyAssemblage, contents *fleettest.Content
 		m.arrived = m.arrived || m.ready
 	}
 	byModule := map[string][]string{}
-	var all []string
+	var all []string // Remotes, not syncs: one moving for two Modules is one move
 	for mv, m := range s.moves {
 		if m.costs && !m.arrived && !s.offline[mv.remote] {
 			byModule[mv.module] = append(byModule[mv.module], mv.remote)
-			all = append(all, mv.module+" on "+mv.remote)
+			if !slices.Contains(all, mv.remote) {
+				all = append(all, mv.remote)
+			}
 		}
 	}
 	for module, moving := range byModule {
@@ -752,7 +755,7 @@ func (s *soak) seePlan(pa *fleeetv1.ProxyAssemblage, contents *fleettest.Content
 	}
 	if len(all) > soakMaxMoving {
 		slices.Sort(all)
-		s.violations = append(s.violations, fmt.Sprintf("+%.0fs %d Remotes moving at once across Modules (the manager's --max-moving %d): %s",
+		s.violations = append(s.violations, fmt.Sprintf("+%.0fs %d Remotes moving at once, all Modules together (the manager's --max-moving %d): %s",
 			time.Since(s.start).Seconds(), len(all), soakMaxMoving, strings.Join(all, ", ")))
 	}
 }
