@@ -93,13 +93,13 @@ const soakConverges = 6 * time.Minute
 // checks all along that nothing a plan holds is deleted downstream, that
 // no cluster runs a backend version its plan never held, that no more
 // than maxUnavailable (1) online clusters are made unavailable by each
-// rollout at once, nor more than the manager's --max-moving (1) by both,
-// and, at the end, that no source credential (rotated ones included) or
-// cluster token appears in a log, event or status, that the fleet
-// converges within soakConverges once the faults stop, and that every
-// cluster then holds every delivered Secret as it is upstream. It reports
-// what it injected and every violation with the seed that reproduces the
-// run.
+// rollout at once, nor more than the manager's --max-moving (1) Remotes
+// by both together, and, at the end, that no source credential (rotated
+// ones included) or cluster token appears in a log, event or status, that
+// the fleet converges within soakConverges once the faults stop, and that
+// every cluster then holds every delivered Secret as it is upstream. It
+// reports what it injected and every violation with the seed that
+// reproduces the run.
 func runSoak(t *testing.T, fleet *demo.Fleet, cfg soakConfig) {
 	s := &soak{t: t, fleet: fleet, cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, 0)), start: time.Now(),
 		faults: map[string]int{}, held: map[string]map[string]bool{}, unknown: map[string]time.Time{}, moves: map[move]*moveState{}, offline: map[string]bool{}}
@@ -127,7 +127,7 @@ func runSoak(t *testing.T, fleet *demo.Fleet, cfg soakConfig) {
 	// A run whose draws rotated nothing rotates once now, so that delivery
 	// is checked.
 	s.recoverAll()
-	if s.rotations == 0 {
+	if len(s.passwords) == 0 {
 		s.rotate(ctx)
 	}
 	s.fleetctl(ctx, time.Minute, "rollout", "resume", demo.Backend)
@@ -203,9 +203,8 @@ type soak struct {
 	// the report shows they ran.
 	plansSeen, versionsChecked int
 	// passwords are the registry passwords rotated in, which no log,
-	// event or status may show either; rotations counts them.
+	// event or status may show either.
 	passwords []string
-	rotations int
 }
 
 // supervised is a process the supervisor keeps running, except while a
@@ -229,11 +228,11 @@ type moveState struct {
 	// ready: the cluster reports the sync Ready with every pod ready at
 	// the plan's current generation.
 	ready bool
-	// costs: the Remote was available when its plan took the tag, so
+	// costs: the Remote was available when its plan took the sync, so
 	// moving it costs the rollout availability (a Remote already
 	// unavailable on its old version moves at no cost).
 	costs bool
-	// arrived: the Remote has been ready at the tag since its plan took
+	// arrived: the Remote has been ready on the sync since its plan took
 	// it; what makes it unavailable later is a fault, not the rollout.
 	arrived bool
 }
@@ -567,10 +566,10 @@ func (s *soak) rotate(ctx context.Context) {
 	pass := s.fleet.Registry.Rotate(s.t)
 	s.mu.Lock()
 	s.passwords = append(s.passwords, pass)
-	s.rotations++
+	n := len(s.passwords)
 	s.mu.Unlock()
 	config := s.fleet.Registry.DockerConfigJSON(s.t, pass)
-	s.changeWith(ctx, time.Minute, fmt.Sprintf("rotate the registry password (%d)", len(s.passwords)), func() error {
+	s.changeWith(ctx, time.Minute, fmt.Sprintf("rotate the registry password (%d)", n), func() error {
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: demo.RegistrySecret}}
 		return testenv.Change(ctx, s.fleet.Management.Client, secret, func(secret *corev1.Secret) {
 			secret.Data[corev1.DockerConfigJsonKey] = config
@@ -897,7 +896,7 @@ func (s *soak) report(converged time.Duration, before, after map[string]float64)
 		fmt.Fprintf(&b, "  fault %-32s %d\n", kind, s.faults[kind])
 		total += s.faults[kind]
 	}
-	fmt.Fprintf(&b, "  faults in all %d, processes restarted %d, changes %d (registry password rotations %d)\n", total, s.restarts, s.changes, s.rotations)
+	fmt.Fprintf(&b, "  faults in all %d, processes restarted %d, changes %d (registry password rotations %d)\n", total, s.restarts, s.changes, len(s.passwords))
 	fmt.Fprintf(&b, "  checked %d plan versions and %d cluster versions\n", s.plansSeen, s.versionsChecked)
 	fmt.Fprintf(&b, "  converged %.0fs after the last fault (bound %s)\n", converged.Seconds(), soakConverges)
 	for _, name := range slices.Sorted(maps.Keys(after)) {

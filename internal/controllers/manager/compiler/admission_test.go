@@ -82,8 +82,8 @@ func (r *reviews) thin(name string) []string {
 // apiserver then skips the webhook for the manager's plan writes whose
 // every entry names content and for its status writes, and calls it for
 // every other: a plan holding a sync whole (an agent that reads no
-// CompiledSyncs), anyone else's write. CompiledSyncs, where the syncs are, are judged by
-// the webhook.
+// CompiledSyncs), anyone else's write. CompiledSyncs, where the syncs are,
+// are judged by the webhook.
 func TestTheManagersPlansNamingContentAreJudgedInProcessAndSkipTheWebhook(t *testing.T) {
 	g := NewWithT(t)
 	seen := &reviews{}

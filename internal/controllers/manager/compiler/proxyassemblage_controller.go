@@ -9,10 +9,9 @@ import (
 	"fmt"
 	"maps"
 	"sync"
-
-	"golang.org/x/sync/singleflight"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
