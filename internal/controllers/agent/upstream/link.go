@@ -155,7 +155,14 @@ func (l *link) start(obtained time.Time) {
 	go l.follow(ctx, &fleeetv1.RemoteList{}, l.cluster, false, func(o client.Object) {
 		remote, _ := o.(*fleeetv1.Remote)
 		if remote == nil {
-			l.revoke(fmt.Sprintf("Remote %s/%s was deleted from the management cluster: this cluster is revoked", l.ns, l.cluster))
+			l.revoke(fmt.Sprintf("Remote %s/%s was deleted from the management cluster: this cluster is revoked", l.ns, l.cluster), false)
+			return
+		}
+		// The manager deletes the cluster's identity once the Remote is
+		// being deleted: the refusal that follows is the revocation, not
+		// a credential to recover.
+		if remote.DeletionTimestamp != nil {
+			l.revoke(fmt.Sprintf("Remote %s/%s is being deleted from the management cluster: this cluster is revoked", l.ns, l.cluster), false)
 			return
 		}
 		answer := apimeta.FindStatusCondition(remote.Status.Conditions, fleeetv1.LabelsAppliedCondition)
@@ -196,8 +203,7 @@ func (l *link) succeeded() {
 // credential means the cluster was revoked (or its credential expired).
 func (l *link) failed(err error, backoff time.Duration) time.Duration {
 	if apierrors.IsUnauthorized(err) {
-		l.update(func(s *linkState) { s.unauthorized = true })
-		l.revoke(fmt.Sprintf("the management cluster rejects this cluster's credential (%v): the cluster was revoked or its credential expired", err))
+		l.revoke(fmt.Sprintf("the management cluster rejects this cluster's credential (%v): the cluster was revoked or its credential expired", err), true)
 		return maxBackoff
 	}
 	l.log.Info("Management cluster request failed", "error", err.Error(), "retryIn", backoff)
@@ -205,10 +211,23 @@ func (l *link) failed(err error, backoff time.Duration) time.Duration {
 	return min(max(2*backoff, time.Second), maxBackoff)
 }
 
-func (l *link) revoke(reason string) {
+// revoke stops the link for reason; unauthorized says the management
+// cluster refused the credential, which recovery may mend. The first
+// reason stands: a refusal that follows the Remote's deletion is not one
+// to recover from.
+func (l *link) revoke(reason string, unauthorized bool) {
+	l.mu.Lock()
+	first := l.state.revoked == ""
+	if first {
+		l.state.revoked, l.state.unauthorized = reason, unauthorized
+	}
+	l.mu.Unlock()
+	if !first {
+		return
+	}
 	l.log.Info("Credential revoked; stopping sync and keeping everything downstream", "reason", reason)
 	l.stop()
-	l.update(func(s *linkState) { s.revoked = reason })
+	l.notify()
 }
 
 // applyBundle keeps what the cluster's delivery bundle holds; a bundle

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleeetv1 "github.com/fleeet-dev/fleeet/api/v1alpha1"
 	"github.com/fleeet-dev/fleeet/internal/credential"
@@ -144,6 +145,36 @@ func (l *linked) settled(g Gomega) []string {
 	var state []string
 	g.Eventually(func(g Gomega) { state = l.downstreamState(g) }, timeout, poll).Should(Succeed())
 	return state
+}
+
+// A cluster that could recover a refused credential is revoked all the
+// same when its Remote is deleted (fleetctl revoke): the manager deletes
+// the cluster's identity once the Remote is being deleted, and the refusal
+// that follows is the revocation, not an expiry to recover from.
+func TestADeletedRemoteIsRevokedWhereRecoveryIsServed(t *testing.T) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	l := link(t)
+	l.recoverable(t)
+	g.Eventually(l.mirroredTag, timeout, poll).Should(Equal("v1.0.0"))
+
+	// The manager's finalizer holds a deleted Remote until its identity
+	// is gone.
+	const finalizer = "test.fleeet.dev/identity"
+	remote := &fleeetv1.Remote{ObjectMeta: metav1.ObjectMeta{Namespace: l.ns, Name: clusterName}}
+	g.Expect(testenv.Change(ctx, l.mgmt.Client, remote, func(r *fleeetv1.Remote) { controllerutil.AddFinalizer(r, finalizer) })).To(Succeed())
+	g.Expect(l.mgmt.Client.Delete(ctx, remote)).To(Succeed())
+	revoked := func(g Gomega) {
+		registered := l.condition(g, fleeetv1.RegisteredCondition)
+		g.Expect(registered.Reason).To(Equal(fleeetv1.ReasonRevoked), registered.Message)
+		g.Expect(registered.Message).To(ContainSubstring("is being deleted from the management cluster"))
+	}
+	g.Eventually(revoked, timeout, poll).Should(Succeed())
+
+	g.Expect(l.mgmt.Client.Delete(ctx, l.identity)).To(Succeed())
+	g.Expect(testenv.Change(ctx, l.mgmt.Client, remote, func(r *fleeetv1.Remote) { controllerutil.RemoveFinalizer(r, finalizer) })).To(Succeed())
+	g.Consistently(revoked, 3*time.Second, poll).Should(Succeed(), "no recovery is asked for")
+	g.Consistently(l.mirroredTag, time.Second, poll).Should(Equal("v1.0.0"), "the last plan stays")
 }
 
 // TestAClusterReattachesByItself: a cluster whose credential expired while
