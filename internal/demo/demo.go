@@ -1,5 +1,6 @@
 // Package demo builds a whole fleet on one machine from real parts: a
-// management kube-apiserver running fleet-manager with its webhooks, three
+// management kube-apiserver running fleet-manager with its webhooks and
+// its recovery endpoint, three
 // downstream ones each with a real node (containerd, kubelet, kube-proxy),
 // Flux's controllers and a fleet-agent installed from its chart and
 // registered through a RegistrationToken, an SSH git server and an OCI
@@ -14,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,10 +101,13 @@ type Fleet struct {
 	Nodes        map[string]*testenv.Node
 	Flux         map[string]map[testenv.FluxController]*testenv.Process
 	Agents       map[string]*testenv.Process
-	// Links are each cluster's network to the management API: its agent
-	// reaches the management cluster through it, and a test cuts it to
-	// take the cluster off the network.
-	Links map[string]*testenv.Proxy
+	// Links are each cluster's network to the management cluster: its
+	// agent reaches the management API and the manager's recovery
+	// endpoint through it, and a test cuts it to take the cluster off the
+	// network.
+	Links map[string]*Link
+	// recovery is the address of the manager's recovery endpoint.
+	recovery string
 
 	out   io.Writer
 	start time.Time
@@ -117,7 +122,7 @@ var Names = []string{"edge-1", "edge-2", "edge-3"}
 func Start(t testenv.TB, out io.Writer) *Fleet {
 	f := &Fleet{Downstream: map[string]*testenv.Cluster{}, AgentMetrics: map[string]string{}, AgentMetricsTokens: map[string]string{},
 		Nodes: map[string]*testenv.Node{}, Flux: map[string]map[testenv.FluxController]*testenv.Process{}, Agents: map[string]*testenv.Process{},
-		Links: map[string]*testenv.Proxy{}, out: out, start: time.Now()}
+		Links: map[string]*Link{}, out: out, start: time.Now()}
 	f.say("building fleet-manager, fleet-agent, podinfo and the pinned tools (cached after the first run)")
 	// One after the other: a failed build stops t, which only the calling
 	// goroutine may do.
@@ -141,10 +146,10 @@ func Start(t testenv.TB, out io.Writer) *Fleet {
 		t.Fatal(err)
 	}
 	f.ManagerMetrics = testenv.FreeAddr(t)
-	f.ManagerFlags = []string{"--namespace=fleeet-system", "--offline-grace=20s"}
+	f.ManagerFlags = append([]string{"--namespace=fleeet-system", "--offline-grace=20s"}, f.serveRecovery(t)...)
 	f.Manager = testenv.StartManagerProcess(t, f.ManagerBin, f.Management, append(f.ManagerFlags, "--metrics-bind-address="+f.ManagerMetrics)...)
 	f.ManagerMetricsToken = testenv.MetricsReaderToken(t, f.Management, "")
-	f.say("fleet-manager running, its admission webhooks registered")
+	f.say("fleet-manager running, its admission webhooks registered, its recovery endpoint serving")
 
 	f.serveSources(t)
 	f.createTenant(t)
@@ -317,8 +322,8 @@ func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Links[name] = testenv.NewProxy(t, api.Host)
-	values["management"] = map[string]any{"url": "https://" + f.Links[name].Addr}
+	f.Links[name] = &Link{API: testenv.NewProxy(t, api.Host), Recovery: testenv.NewProxy(t, f.recovery)}
+	values["management"] = map[string]any{"url": "https://" + f.Links[name].API.Addr, "recoveryURL": "https://" + f.Links[name].Recovery.Addr}
 	values["heartbeatInterval"] = "5s"
 	values["tenantServiceAccount"] = map[string]any{"clusterRole": tenantRole}
 
@@ -327,6 +332,49 @@ func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	f.Agents[name] = testenv.RunRelease(t, down, rel, agentBin, map[string]string{"metrics-bind-address": f.AgentMetrics[name]})
 	f.AgentMetricsTokens[name] = testenv.MetricsReaderToken(t, down, rel.Name+"-metrics-reader")
 	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)
+}
+
+// serveRecovery returns the manager flags that serve its recovery
+// endpoint, where an agent whose credential the management API rejects
+// gets a new one, as the manager chart's recovery values do.
+func (f *Fleet) serveRecovery(t testenv.TB) []string {
+	certDir, ca := testenv.ServingCertificate(t)
+	caFile := filepath.Join(t.TempDir(), "recovery-ca.crt")
+	if err := os.WriteFile(caFile, ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.recovery = testenv.FreeAddr(t)
+	return []string{"--recovery-bind-address=" + f.recovery, "--recovery-cert-dir=" + certDir,
+		"--recovery-url=https://" + f.recovery, "--recovery-ca-file=" + caFile}
+}
+
+// Link is one cluster's network to the management cluster: a proxy to
+// its API and one to the manager's recovery endpoint.
+type Link struct{ API, Recovery *testenv.Proxy }
+
+// Cut takes the cluster off the management network: open connections
+// break and new ones are refused.
+func (l *Link) Cut() {
+	l.API.Cut()
+	l.Recovery.Cut()
+}
+
+// Restore puts the cluster back on the management network.
+func (l *Link) Restore() error {
+	return errors.Join(l.API.Restore(), l.Recovery.Restore())
+}
+
+// Hold partitions the cluster silently: nothing breaks and nothing
+// arrives, until Release.
+func (l *Link) Hold() {
+	l.API.Hold()
+	l.Recovery.Hold()
+}
+
+// Release ends Hold.
+func (l *Link) Release() {
+	l.API.Release()
+	l.Recovery.Release()
 }
 
 // sourceSecrets creates the sources' credentials in the tenant namespace

@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -100,6 +101,24 @@ func TestNodeRunsPodsThatReachTheAPIServerAndThatTheAPIServerReaches(t *testing.
 		log, err := clientset.CoreV1().Pods(ns).GetLogs("whoami", &corev1.PodLogOptions{}).DoRaw(t.Context())
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(strings.TrimSpace(string(log))).To(Equal(user))
+	})
+
+	// The soak fills tenants' quotas: kube-controller-manager counts what
+	// a namespace uses, and admission refuses a Pod beyond its quota.
+	t.Run("AFullQuotaRefusesPods", func(t *testing.T) {
+		g := NewWithT(t)
+		full := c.Namespace(t, "quota", nil)
+		quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "full", Namespace: full},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+		g.Expect(c.Client.Create(t.Context(), quota)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(c.Client.Get(t.Context(), client.ObjectKeyFromObject(quota), quota)).To(Succeed())
+			g.Expect(quota.Status.Used).To(HaveKey(corev1.ResourcePods), "counted by kube-controller-manager")
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "over", Namespace: full},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: probeImage}}}}
+		g.Eventually(func() error { return c.Client.Create(t.Context(), pod) }).WithTimeout(30 * time.Second).
+			Should(MatchError(ContainSubstring("exceeded quota: full")))
 	})
 
 	rss := node.MemoryRSS()

@@ -285,12 +285,14 @@ func makeCert(tmpl *x509.Certificate, ca *certPair) (*certPair, error) {
 // nodeControllers are the kube-controller-manager controllers a cluster
 // with nodes runs: workloads, namespaces and garbage collection,
 // ServiceAccounts with their tokens and kube-root-ca.crt, Service
-// endpoints, and the aggregated ClusterRoles (admin, edit, view) charts bind.
+// endpoints, ResourceQuota usage, and the aggregated ClusterRoles (admin,
+// edit, view) charts bind.
 var nodeControllers = []string{
 	"deployment-controller", "replicaset-controller", "statefulset-controller", "daemonset-controller", "job-controller",
 	"namespace-controller", "garbage-collector-controller", "pod-garbage-collector-controller",
 	"serviceaccount-controller", "serviceaccount-token-controller", "root-ca-certificate-publisher-controller",
 	"endpoints-controller", "endpointslice-controller", "endpointslice-mirroring-controller",
+	"resourcequota-controller",
 	"clusterrole-aggregation-controller",
 	// Removes the not-ready taint kubelet registers its node with.
 	"node-lifecycle-controller",

@@ -17,6 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// servingCertificateLifetime outlasts the longest run that serves with
+// one: make soak runs for hours.
+const servingCertificateLifetime = 24 * time.Hour
+
 // ServingCertificate writes a self-signed certificate for hosts (IP
 // addresses or DNS names; 127.0.0.1 when none) as tls.crt and tls.key into
 // a new directory, standing in for the one cert-manager would issue, and
@@ -43,7 +47,7 @@ func ServingCertificate(t TB, hosts ...string) (dir string, certPEM []byte) {
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "fleet-manager-webhook"},
 		NotBefore:             time.Now().Add(-time.Minute),
-		NotAfter:              time.Now().Add(time.Hour),
+		NotAfter:              time.Now().Add(servingCertificateLifetime),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses:           ips,

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +34,7 @@ import (
 	"github.com/fleeet-dev/fleeet/internal/compile"
 	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/demo"
+	"github.com/fleeet-dev/fleeet/internal/recovery"
 	"github.com/fleeet-dev/fleeet/internal/testenv"
 	"github.com/fleeet-dev/fleeet/internal/testenv/fleettest"
 )
@@ -85,7 +87,9 @@ const soakConverges = 6 * time.Minute
 // stops the management apiserver and nodes' kubelets, freezes the
 // management etcd (the apiserver up, its storage hanging), cuts clusters
 // off the management network or partitions them silently (their Links),
-// and a driver rolls
+// rotates the management cluster's service-account signing key (every
+// cluster's token refused: each agent recovers a credential by itself)
+// and fills a tenant namespace's pod quota downstream, and a driver rolls
 // the backend Module forward and back, pauses and resumes its rollout,
 // gives the frontend new values and rotates the registry password the
 // Modules deliver to every cluster.
@@ -145,7 +149,7 @@ func runSoak(t *testing.T, fleet *demo.Fleet, cfg soakConfig) {
 	s.checkVersions()
 	s.checkDelivered(ctx)
 	s.scanSecrets()
-	s.report(converged, rss, s.rss())
+	s.report(converged, s.recoveries(ctx), rss, s.rss())
 	s.keepLogs()
 }
 
@@ -205,6 +209,8 @@ type soak struct {
 	// passwords are the registry passwords rotated in, which no log,
 	// event or status may show either.
 	passwords []string
+	// quotaRefused counts the pod creations a filled quota refused.
+	quotaRefused int
 }
 
 // supervised is a process the supervisor keeps running, except while a
@@ -307,7 +313,9 @@ func (s *soak) replaceManager() {
 			if err != nil {
 				s.t.Fatal(err)
 			}
-			extra = append(extra, "--webhook-port="+port)
+			// The agents' recovery requests reach the first replica; the
+			// second serves its endpoint where nothing calls it.
+			extra = append(extra, "--webhook-port="+port, "--recovery-bind-address="+testenv.FreeAddr(s.t))
 		}
 		p := testenv.StartManagerProcess(s.t, s.fleet.ManagerBin, s.fleet.Management, append(slices.Clone(flags), extra...)...)
 		s.managers = append(s.managers, &supervised{name: fmt.Sprintf("manager-%d", i), p: p})
@@ -412,7 +420,7 @@ func (s *soak) inject(ctx context.Context, deadline time.Time) {
 // fault injects one fault, chosen at random, and says which.
 func (s *soak) fault(ctx context.Context) (kind, what string) {
 	cluster := demo.Names[s.intn(len(demo.Names))]
-	switch s.intn(7) {
+	switch s.intn(9) {
 	case 0:
 		replica := s.managers[s.intn(len(s.managers))]
 		before := s.leader(ctx)
@@ -468,11 +476,68 @@ func (s *soak) fault(ctx context.Context) (kind, what string) {
 			s.violate("the network of %s did not come back: %v", cluster, err)
 		}
 		return "cut a cluster off the management network", fmt.Sprintf("cut %s off the management network for %s", cluster, cut.Round(time.Second))
+	case 6:
+		// Every token the agents hold is refused from now on, as when
+		// they expire while the clusters are away: each agent must get a
+		// new credential from the recovery endpoint by itself, keeping
+		// all it runs meanwhile.
+		s.fleet.Management.RotateServiceAccountKey(s.t)
+		return "reject every cluster's credential", "rotate the management cluster's service-account signing key: every cluster's token refused"
+	case 7:
+		hold := s.between(20*time.Second, 90*time.Second)
+		refused, err := s.fillQuota(ctx, cluster, hold)
+		if err != nil {
+			s.logf("filling the quota of %s: %v", cluster, err)
+		}
+		s.mu.Lock()
+		s.quotaRefused += refused
+		s.mu.Unlock()
+		return "fill a tenant's quota", fmt.Sprintf("fill the pod quota of %s's tenant namespace for %s (%d pod creations refused)", cluster, hold.Round(time.Second), refused)
 	default:
 		hold := s.between(20*time.Second, 60*time.Second)
 		s.proc(cluster+"/kubelet").down(true, hold)
 		return "stop a kubelet", fmt.Sprintf("stop the kubelet of %s for %s", cluster, hold.Round(time.Second))
 	}
+}
+
+// fillQuota holds the tenant namespace of cluster at the pods it runs for
+// hold, with a ResourceQuota whose limit is what it uses: a version that
+// needs a new pod cannot get it until the quota is lifted, and Flux's
+// wait fails meanwhile. It returns how many pod creations the quota
+// refused, as the ReplicaSets' events count them.
+func (s *soak) fillQuota(ctx context.Context, cluster string, hold time.Duration) (int, error) {
+	c := s.fleet.Downstream[cluster].Client
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(demo.Tenant)); err != nil {
+		return 0, err
+	}
+	running := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			running++
+		}
+	}
+	quota := &corev1.ResourceQuota{
+		// A name of its own, so that the events name this fault alone.
+		ObjectMeta: metav1.ObjectMeta{Namespace: demo.Tenant, Name: fmt.Sprintf("soak-full-%d", time.Now().UnixMilli())},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(int64(running), resource.DecimalSI)}},
+	}
+	if err := c.Create(ctx, quota); err != nil {
+		return 0, err
+	}
+	sleep(ctx, hold)
+	ctx = context.WithoutCancel(ctx)
+	refused := 0
+	events := &corev1.EventList{}
+	if err := c.List(ctx, events, client.InNamespace(demo.Tenant)); err != nil {
+		return 0, err
+	}
+	for _, e := range events.Items {
+		if e.Reason == "FailedCreate" && strings.Contains(e.Message, "exceeded quota: "+quota.Name+",") {
+			refused += int(max(e.Count, 1))
+		}
+	}
+	return refused, client.IgnoreNotFound(c.Delete(ctx, quota))
 }
 
 func (s *soak) proc(name string) *supervised {
@@ -822,6 +887,7 @@ func (s *soak) scanSecrets() {
 		stored := &corev1.Secret{}
 		if err := s.fleet.Downstream[name].Client.Get(ctx, client.ObjectKey{Namespace: demo.AgentNamespace, Name: demo.Tenant + "-credential"}, stored); err == nil {
 			secrets[name+"'s token"] = string(stored.Data[credential.TokenKey])
+			secrets[name+"'s recovery key"] = string(stored.Data[recovery.PrivateKeyKey])
 		}
 	}
 	var texts []struct{ where, text string }
@@ -886,7 +952,24 @@ func residentMiB(pid int) float64 {
 
 // report prints what the soak did and found, and fails the test on any
 // violation.
-func (s *soak) report(converged time.Duration, before, after map[string]float64) {
+// recoveries counts the Remotes' Recovered events: each is a cluster that
+// got a new credential from the recovery endpoint after its token was
+// refused.
+func (s *soak) recoveries(ctx context.Context) int {
+	events := &corev1.EventList{}
+	if err := s.fleet.Management.Client.List(ctx, events, client.InNamespace(demo.Tenant)); err != nil {
+		s.t.Errorf("listing the tenant's events: %v", err)
+	}
+	n := 0
+	for _, e := range events.Items {
+		if e.Reason == fleeetv1.ReasonRecovered {
+			n += int(max(e.Count, 1))
+		}
+	}
+	return n
+}
+
+func (s *soak) report(converged time.Duration, recoveries int, before, after map[string]float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var b strings.Builder
@@ -897,6 +980,7 @@ func (s *soak) report(converged time.Duration, before, after map[string]float64)
 		total += s.faults[kind]
 	}
 	fmt.Fprintf(&b, "  faults in all %d, processes restarted %d, changes %d (registry password rotations %d)\n", total, s.restarts, s.changes, len(s.passwords))
+	fmt.Fprintf(&b, "  clusters recovered a refused credential %d times; filled quotas refused %d pod creations\n", recoveries, s.quotaRefused)
 	fmt.Fprintf(&b, "  checked %d plan versions and %d cluster versions\n", s.plansSeen, s.versionsChecked)
 	fmt.Fprintf(&b, "  converged %.0fs after the last fault (bound %s)\n", converged.Seconds(), soakConverges)
 	for _, name := range slices.Sorted(maps.Keys(after)) {
