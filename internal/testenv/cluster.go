@@ -216,7 +216,9 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 	}
 	// A fixed certificate directory keeps the serving CA and the
 	// service-account signing key across StopAPIServer/StartAPIServer.
-	api := &envtest.APIServer{Path: apiserver, CertDir: certDir}
+	// On two busy cores an apiserver started again (a fault, a new
+	// signing key) can take longer than envtest's default 20 s to answer.
+	api := &envtest.APIServer{Path: apiserver, CertDir: certDir, StartTimeout: time.Minute}
 	// Stopped, the apiserver otherwise waits up to its request timeout (a
 	// minute) for the watches of clients still attached, such as a
 	// manager's; with this it answers new requests 429 until those in
