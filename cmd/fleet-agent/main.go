@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fleeet-dev/fleeet/internal/agent"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/helmhooks"
 	"github.com/fleeet-dev/fleeet/internal/runner"
 )
@@ -37,6 +38,9 @@ func main() {
 	pflag.IntVar(&o.Concurrent, "concurrent", 4, "Number of Assemblages and Upstreams reconciled at once.")
 	pflag.DurationVar(&o.Heartbeat, "heartbeat-interval", agent.DefaultHeartbeat,
 		"How often the agent renews its Lease in the management cluster; keep it under the manager's --offline-grace.")
+	pflag.DurationVar(&o.CredentialLifetime, "credential-lifetime", credential.Lifetime,
+		"How long each token the agent mints for its cluster's identity in the management cluster lives, from 10m to 24h; "+
+			"it is renewed at 80%, so the rest is the longest management outage the agent rides out without recovery.")
 	pflag.DurationVar(&o.FetchJitter, "fetch-jitter", 0,
 		"Apply each new version of a sync, and so fetch it, after a delay of up to this long drawn per agent, "+
 			"so a fleet's clusters do not all hit the git or chart server at once; 0 applies at once.")

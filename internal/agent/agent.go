@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleeet-dev/fleeet/internal/controllers/agent/assemblage"
 	"github.com/fleeet-dev/fleeet/internal/controllers/agent/upstream"
+	"github.com/fleeet-dev/fleeet/internal/credential"
 	"github.com/fleeet-dev/fleeet/internal/fleetmetrics"
 	"github.com/fleeet-dev/fleeet/internal/flux"
 	"github.com/fleeet-dev/fleeet/internal/served"
@@ -55,6 +56,10 @@ type Options struct {
 	// to this long, drawn per agent: a fleet's clusters do not all hit the
 	// git or chart server in the same second.
 	FetchJitter time.Duration
+	// CredentialLifetime is how long each token the agent mints for its
+	// cluster's identity lives (credential.CheckLifetime); 0 is
+	// credential.Lifetime.
+	CredentialLifetime time.Duration
 	// PushOnly leaves the Upstream controller out: the cluster registers
 	// with no management cluster and mirrors no plan, because the manager
 	// writes its Assemblages itself through a kubeconfig (push mode). The
@@ -114,6 +119,12 @@ func stripPodTemplate(obj any) (any, error) {
 // Setup upgrades the agent's own CRDs and registers every fleet-agent
 // controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
+	if o.CredentialLifetime == 0 {
+		o.CredentialLifetime = credential.Lifetime
+	}
+	if err := credential.CheckLifetime(o.CredentialLifetime); err != nil {
+		return fmt.Errorf("--credential-lifetime: %w", err)
+	}
 	fleetmetrics.RegisterAgent()
 	// Before any informer starts, so the controllers watch the new schema.
 	// The cache does not serve reads yet: read and write directly.
@@ -163,13 +174,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		o.Heartbeat = DefaultHeartbeat
 	}
 	return (&upstream.Reconciler{
-		Client:          mgr.GetClient(),
-		Recorder:        mgr.GetEventRecorder(Name),
-		Heartbeat:       o.Heartbeat,
-		Versions:        upstream.Versions{Agent: version.Version, Kubernetes: kube.GitVersion},
-		InspectFlux:     (&flux.Inspector{Reader: mgr.GetAPIReader()}).Inspect,
-		Concurrent:      o.Concurrent,
-		AllowUnconfined: o.AllowUnconfined,
-		APIReader:       mgr.GetAPIReader(),
+		Client:             mgr.GetClient(),
+		Recorder:           mgr.GetEventRecorder(Name),
+		Heartbeat:          o.Heartbeat,
+		CredentialLifetime: o.CredentialLifetime,
+		Versions:           upstream.Versions{Agent: version.Version, Kubernetes: kube.GitVersion},
+		InspectFlux:        (&flux.Inspector{Reader: mgr.GetAPIReader()}).Inspect,
+		Concurrent:         o.Concurrent,
+		AllowUnconfined:    o.AllowUnconfined,
+		APIReader:          mgr.GetAPIReader(),
 	}).SetupWithManager(ctx, mgr)
 }

@@ -33,22 +33,23 @@ const (
 	// RegistrationToken's Secret, for `helm install fleet-agent -f`.
 	ValuesKey = "values.yaml"
 
-	// minTokenLifetime is the shortest lifetime the TokenRequest API grants.
-	minTokenLifetime = 10 * time.Minute
+	// MinLifetime is the shortest lifetime the TokenRequest API grants.
+	MinLifetime = 10 * time.Minute
 
 	// FirstLifetime is how long the first token of a cluster's
 	// identity lives. It is handed over through a management Secret, so the
 	// agent exchanges it for a token of its own at once and the Secret is
 	// deleted; it is the shortest lifetime the API grants.
-	FirstLifetime = minTokenLifetime
+	FirstLifetime = MinLifetime
 
 	// Lifetime is how long each token an agent mints for its own
-	// cluster identity lives. Renewal at 80% leaves 20% of it, 4.8 hours, as
-	// the longest management outage an agent rides out with its token;
-	// beyond it the agent recovers (package recovery) where the manager
-	// serves the recovery endpoint. A leaked token cannot outlive it, and
-	// deleting the Remote revokes every token of the cluster at once in any
-	// case.
+	// cluster identity lives unless the agent is told a shorter one
+	// (CheckLifetime), and the longest the manager lets a cluster mint.
+	// Renewal at 80% leaves 20% of it, 4.8 hours, as the longest
+	// management outage an agent rides out with its token; beyond it the
+	// agent recovers (package recovery) where the manager serves the
+	// recovery endpoint. A leaked token cannot outlive it, and deleting the
+	// Remote revokes every token of the cluster at once in any case.
 	Lifetime = 24 * time.Hour
 
 	// DeliveryDeadline is how long after registration the manager keeps
@@ -66,7 +67,7 @@ type Token struct {
 // TokenRequest API. A non-nil boundTo binds the token to that Secret: it
 // stops working when the Secret is deleted.
 func Mint(ctx context.Context, c client.Client, ns, name string, lifetime time.Duration, boundTo *corev1.Secret) (Token, error) {
-	seconds := int64(max(lifetime, minTokenLifetime) / time.Second)
+	seconds := int64(max(lifetime, MinLifetime) / time.Second)
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
 	if boundTo != nil {
 		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{
@@ -78,6 +79,18 @@ func Mint(ctx context.Context, c client.Client, ns, name string, lifetime time.D
 		return Token{}, fmt.Errorf("requesting a token for ServiceAccount %s/%s: %w", ns, name, err)
 	}
 	return Token{Value: req.Status.Token, ExpiresAt: req.Status.ExpirationTimestamp.Time}, nil
+}
+
+// CheckLifetime says why lifetime cannot be the lifetime of the tokens an
+// agent mints for its cluster's identity, or nil when it can: from
+// MinLifetime, the shortest the API grants, to Lifetime, the longest the
+// manager allows.
+func CheckLifetime(lifetime time.Duration) error {
+	if lifetime < MinLifetime || lifetime > Lifetime {
+		return fmt.Errorf("%s is not a credential lifetime: it must be from %s (the shortest token the Kubernetes API grants) to %s (the longest the fleet manager allows)",
+			lifetime, MinLifetime, Lifetime)
+	}
+	return nil
 }
 
 // RenewAt is when a token obtained at obtained should be replaced: after

@@ -179,6 +179,22 @@ func TestMintRequestsATokenOfTheLifetimeBoundToTheSecret(t *testing.T) {
 	}
 }
 
+// An agent may shorten its tokens' lifetime down to what the API grants,
+// but not past the longest the manager admits.
+func TestCheckLifetimeAdmitsTenMinutesToADay(t *testing.T) {
+	for lifetime, ok := range map[time.Duration]bool{
+		credential.MinLifetime: true, time.Hour: true, credential.Lifetime: true,
+		credential.MinLifetime - time.Second: false, 0: false, -time.Hour: false, credential.Lifetime + time.Second: false,
+	} {
+		err := credential.CheckLifetime(lifetime)
+		if ok {
+			NewWithT(t).Expect(err).NotTo(HaveOccurred(), "%s", lifetime)
+			continue
+		}
+		NewWithT(t).Expect(err).To(MatchError(And(ContainSubstring(lifetime.String()), ContainSubstring("from 10m0s"), ContainSubstring("to 24h0m0s"))), "%s", lifetime)
+	}
+}
+
 func TestMintReportsAFailedRequestNamingTheServiceAccount(t *testing.T) {
 	g := NewWithT(t)
 	boom := errors.New("serviceaccounts \"fleeet-remote-x\" is forbidden")

@@ -51,7 +51,9 @@ type link struct {
 	client      client.WithWatch
 	token       atomic.Pointer[credential.Token]
 	heartbeat   time.Duration
-	versions    Versions
+	// lifetime is how long each token the link mints lives.
+	lifetime time.Duration
+	versions Versions
 	// labels are the Upstream's spec.labels, which the agent requests on
 	// its Remote.
 	labels      map[string]string
@@ -429,11 +431,13 @@ func (l *link) reportVersions(ctx context.Context, fluxStatus fleeetv1.FluxStatu
 }
 
 // renew replaces the credential at 80% of its lifetime with a new token
-// for the cluster's own identity, kept downstream through store.
+// for the cluster's own identity, kept downstream through store. A stored
+// token minted to live longer than the link's lifetime (the setting was
+// shortened since) is replaced within 80% of the new one.
 func (l *link) renew(ctx context.Context, obtained time.Time) {
-	for backoff := time.Duration(0); sleep(ctx, max(backoff, time.Until(l.token.Load().RenewAt(obtained)))); {
+	for backoff := time.Duration(0); sleep(ctx, max(backoff, time.Until(l.renewAt(obtained)))); {
 		mctx, cancel := context.WithTimeout(ctx, requestTimeout)
-		token, err := credential.Mint(mctx, l.client, l.ns, fleeetv1.RemoteIdentityName(l.cluster), credential.Lifetime, nil)
+		token, err := credential.Mint(mctx, l.client, l.ns, fleeetv1.RemoteIdentityName(l.cluster), l.lifetime, nil)
 		cancel()
 		if err == nil {
 			err = l.store(ctx, token)
@@ -447,6 +451,15 @@ func (l *link) renew(ctx context.Context, obtained time.Time) {
 		l.log.Info("Renewed the cluster's credential", "expiresAt", token.ExpiresAt)
 		l.notify()
 	}
+}
+
+// renewAt is when the credential obtained at obtained is replaced.
+func (l *link) renewAt(obtained time.Time) time.Time {
+	at := l.token.Load().RenewAt(obtained)
+	if sooner := obtained.Add(l.lifetime * 4 / 5); l.lifetime > 0 && sooner.Before(at) {
+		return sooner
+	}
+	return at
 }
 
 // readPlan returns the cluster's whole plan headed by first, part 0 first,

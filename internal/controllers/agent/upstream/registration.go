@@ -131,7 +131,7 @@ func (r *Reconciler) exchange(ctx context.Context, up *fleeetv1.Upstream, first 
 	if err != nil {
 		return credential.Token{}, err
 	}
-	token, err := credential.Mint(ctx, own, up.Spec.Management.Namespace, fleeetv1.RemoteIdentityName(up.Spec.ClusterName), credential.Lifetime, nil)
+	token, err := credential.Mint(ctx, own, up.Spec.Management.Namespace, fleeetv1.RemoteIdentityName(up.Spec.ClusterName), r.lifetime(), nil)
 	if err != nil {
 		return credential.Token{}, fmt.Errorf("exchanging the first credential for the cluster's own: %w", err)
 	}

@@ -63,6 +63,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Heartbeat is how often the agent renews its Lease upstream.
 	Heartbeat time.Duration
+	// CredentialLifetime is how long each token the agent mints for its
+	// cluster's identity lives; 0 is credential.Lifetime.
+	CredentialLifetime time.Duration
 	// Versions are reported on the cluster's Remote.
 	Versions Versions
 	// InspectFlux reads the cluster's Flux, reported on the Upstream and its
@@ -338,7 +341,7 @@ func (r *Reconciler) connect(ctx context.Context, up *fleeetv1.Upstream) (*link,
 	}
 	l = &link{
 		ns: up.Spec.Management.Namespace, cluster: up.Spec.ClusterName, generation: up.Generation, labels: up.Spec.Labels,
-		heartbeat: r.Heartbeat, versions: r.Versions, inspectFlux: r.InspectFlux,
+		heartbeat: r.Heartbeat, lifetime: r.lifetime(), versions: r.Versions, inspectFlux: r.InspectFlux,
 		log:   log.FromContext(ctx).WithValues("management", up.Spec.Management.URL, "remote", up.Spec.Management.Namespace+"/"+up.Spec.ClusterName),
 		store: func(ctx context.Context, t credential.Token) error { return r.storeCredential(ctx, up, t, nil) },
 		notify: func() {
@@ -383,6 +386,14 @@ func (r *Reconciler) connectOrRecover(ctx context.Context, up *fleeetv1.Upstream
 	}
 	r.markRejected(key, false)
 	return r.connect(ctx, up)
+}
+
+// lifetime is how long each token the agent mints lives.
+func (r *Reconciler) lifetime() time.Duration {
+	if r.CredentialLifetime == 0 {
+		return credential.Lifetime
+	}
+	return r.CredentialLifetime
 }
 
 // markRejected records whether the Upstream's credential was rejected.
