@@ -216,9 +216,7 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 	}
 	// A fixed certificate directory keeps the serving CA and the
 	// service-account signing key across StopAPIServer/StartAPIServer.
-	// On two busy cores an apiserver started again (a fault, a new
-	// signing key) can take longer than envtest's default 20 s to answer.
-	api := &envtest.APIServer{Path: apiserver, CertDir: certDir, StartTimeout: time.Minute}
+	api := &envtest.APIServer{Path: apiserver, CertDir: certDir}
 	// Stopped, the apiserver otherwise waits up to its request timeout (a
 	// minute) for the watches of clients still attached, such as a
 	// manager's; with this it answers new requests 429 until those in
@@ -232,9 +230,12 @@ func startCluster(name, dir string, opts ...ClusterOption) (*Cluster, error) {
 			APIServer: api,
 			Etcd:      &envtest.Etcd{Path: etcd},
 		},
-		// An apiserver with clients attached can take longer than the
-		// default 20 s to shut down gracefully.
-		ControlPlaneStopTimeout: 2 * time.Minute,
+		// On two busy cores an apiserver, started or started again (a
+		// fault, a new signing key), can take longer than the default
+		// 20 s to answer; one with clients attached longer than that to
+		// shut down gracefully.
+		ControlPlaneStartTimeout: time.Minute,
+		ControlPlaneStopTimeout:  2 * time.Minute,
 	}
 	for _, opt := range opts {
 		if err := opt(env, dir); err != nil {
