@@ -61,7 +61,7 @@ type OCIRegistry struct {
 	// Host is the registry's host:port; an artifact is at oci://Host/<repo>.
 	Host string
 	// Username and Password are the credentials it accepts (a private
-	// registry accepts every password Rotate issued too).
+	// registry accepts every password Rotate issued too, until Revoke).
 	Username, Password string
 	// CA is the PEM certificate its TLS certificate is signed with.
 	CA []byte
@@ -70,16 +70,25 @@ type OCIRegistry struct {
 	rotated   *passwords
 }
 
-// passwords are the further passwords a private registry accepts.
+// passwords are the further passwords a private registry accepts, and
+// those it refuses, whoever issued them.
 type passwords struct {
-	mu  sync.Mutex
-	all []string
+	mu           sync.Mutex
+	all, revoked []string
 }
 
+// accept reports whether pass is one of all.
 func (p *passwords) accept(pass string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.ContainsFunc(p.all, func(have string) bool { return equal(pass, have) })
+}
+
+// refuse reports whether pass was revoked.
+func (p *passwords) refuse(pass string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.ContainsFunc(p.revoked, func(have string) bool { return equal(pass, have) })
 }
 
 // NewPrivateRegistry starts a registry with fresh credentials, stopped when
@@ -91,7 +100,7 @@ func NewPrivateRegistry(t TB) *OCIRegistry {
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r := startRegistry(t, creds, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, _ := r.BasicAuth()
-		if !creds.accept(r) && !(equal(user, creds.Username) && rotated.accept(pass)) {
+		if rotated.refuse(pass) || (!creds.accept(r) && !(equal(user, creds.Username) && rotated.accept(pass))) {
 			w.Header().Set("WWW-Authenticate", `Basic realm="registry"`)
 			http.Error(w, "authentication required", http.StatusUnauthorized)
 			return
@@ -116,6 +125,18 @@ func (r *OCIRegistry) Rotate(t TB) string {
 	defer r.rotated.mu.Unlock()
 	r.rotated.all = append(r.rotated.all, pass)
 	return pass
+}
+
+// Revoke makes a private registry refuse password from now on, the first
+// one or one Rotate issued, as a registry refuses a revoked token.
+func (r *OCIRegistry) Revoke(t TB, password string) {
+	t.Helper()
+	if r.rotated == nil {
+		t.Fatal("only a private registry's passwords are revoked")
+	}
+	r.rotated.mu.Lock()
+	defer r.rotated.mu.Unlock()
+	r.rotated.revoked = append(r.rotated.revoked, password)
 }
 
 // NewPublicRegistry starts a registry anyone may pull from, stopped when

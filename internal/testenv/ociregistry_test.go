@@ -10,9 +10,9 @@ import (
 )
 
 // A private registry answers only its credentials; a password Rotate
-// issued is accepted besides the earlier ones, and a password it never
-// issued is not.
-func TestPrivateRegistryAcceptsEveryPasswordItIssued(t *testing.T) {
+// issued is accepted besides the earlier ones until one is revoked, and a
+// password it never issued is not.
+func TestPrivateRegistryAcceptsEveryPasswordItIssuedUntilRevoked(t *testing.T) {
 	g := NewWithT(t)
 	reg := testenv.NewPrivateRegistry(t)
 	client := &http.Client{Transport: reg.Transport()}
@@ -35,4 +35,10 @@ func TestPrivateRegistryAcceptsEveryPasswordItIssued(t *testing.T) {
 	g.Expect(status(reg.Username, reg.Password)).To(Equal(http.StatusOK), "the first password is still accepted")
 	g.Expect(status("someone", rotated)).To(Equal(http.StatusUnauthorized))
 	g.Expect(status(reg.Username, rotated+"0")).To(Equal(http.StatusUnauthorized))
+
+	reg.Revoke(t, reg.Password)
+	g.Expect(status(reg.Username, reg.Password)).To(Equal(http.StatusUnauthorized), "the first password is revoked")
+	g.Expect(status(reg.Username, rotated)).To(Equal(http.StatusOK), "the rotated one still works")
+	reg.Revoke(t, rotated)
+	g.Expect(status(reg.Username, rotated)).To(Equal(http.StatusUnauthorized))
 }

@@ -20,6 +20,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -148,6 +149,7 @@ func runSoak(t *testing.T, fleet *demo.Fleet, cfg soakConfig) {
 	converged := time.Since(stopped)
 	s.checkVersions()
 	s.checkDelivered(ctx)
+	s.revokeRotatedOut(ctx)
 	s.scanSecrets()
 	s.report(converged, s.recoveries(ctx), rss, s.rss())
 	s.keepLogs()
@@ -666,6 +668,47 @@ func (s *soak) checkDelivered(ctx context.Context) {
 				return nil
 			})
 		}
+	}
+}
+
+// revokeRotatedOut revokes every registry password but the one rotated in
+// last, as a platform team does once a rotation reached every cluster, and
+// has each cluster pull again (fleetctl retry): each must fetch the
+// frontend's chart with the password the fleet delivered last.
+func (s *soak) revokeRotatedOut(ctx context.Context) {
+	s.mu.Lock()
+	rotated := slices.Clone(s.passwords)
+	s.mu.Unlock()
+	for _, pass := range append([]string{s.fleet.Registry.Password}, rotated[:len(rotated)-1]...) {
+		s.fleet.Registry.Revoke(s.t, pass)
+	}
+	s.logf("change: every registry password but the last revoked")
+	for _, name := range demo.Names {
+		s.fleetctl(ctx, time.Minute, "retry", name)
+		s.retry(ctx, 2*time.Minute, name+" pulls the frontend's chart with the password delivered last", func() error {
+			remote := &fleeetv1.Remote{}
+			if err := s.fleet.Management.Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: name}, remote); err != nil {
+				return err
+			}
+			token := remote.Annotations[fleeetv1.RetryAnnotation]
+			sources := &sourcev1.OCIRepositoryList{}
+			if err := s.fleet.Downstream[name].Client.List(ctx, sources, client.InNamespace(demo.Tenant)); err != nil {
+				return err
+			}
+			if len(sources.Items) == 0 {
+				return fmt.Errorf("no OCIRepository")
+			}
+			for _, src := range sources.Items {
+				ready := apimeta.FindStatusCondition(src.Status.Conditions, "Ready")
+				switch {
+				case src.Status.LastHandledReconcileAt != token:
+					return fmt.Errorf("OCIRepository %s has not handled the retry yet", src.Name)
+				case ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != src.Generation:
+					return fmt.Errorf("OCIRepository %s is not Ready: %v", src.Name, ready)
+				}
+			}
+			return nil
+		})
 	}
 }
 
