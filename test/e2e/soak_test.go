@@ -504,9 +504,9 @@ func (s *soak) fault(ctx context.Context) (kind, what string) {
 
 // fillQuota holds the tenant namespace of cluster at the pods it runs for
 // hold, with a ResourceQuota whose limit is what it uses: a version that
-// needs a new pod cannot get it until the quota is lifted, and Flux's
-// wait fails meanwhile. It returns how many pod creations the quota
-// refused, as the ReplicaSets' events count them.
+// needs a new pod cannot get it until the quota is lifted (Flux's wait
+// fails if that takes past its timeout). It returns how many pod creations
+// the quota refused, as the ReplicaSets' events count them.
 func (s *soak) fillQuota(ctx context.Context, cluster string, hold time.Duration) (int, error) {
 	c := s.fleet.Downstream[cluster].Client
 	pods := &corev1.PodList{}
@@ -529,17 +529,20 @@ func (s *soak) fillQuota(ctx context.Context, cluster string, hold time.Duration
 	}
 	sleep(ctx, hold)
 	ctx = context.WithoutCancel(ctx)
-	refused := 0
+	if err := c.Delete(ctx, quota); client.IgnoreNotFound(err) != nil {
+		return 0, err
+	}
 	events := &corev1.EventList{}
 	if err := c.List(ctx, events, client.InNamespace(demo.Tenant)); err != nil {
 		return 0, err
 	}
+	refused := 0
 	for _, e := range events.Items {
 		if e.Reason == "FailedCreate" && strings.Contains(e.Message, "exceeded quota: "+quota.Name+",") {
 			refused += int(max(e.Count, 1))
 		}
 	}
-	return refused, client.IgnoreNotFound(c.Delete(ctx, quota))
+	return refused, nil
 }
 
 func (s *soak) proc(name string) *supervised {
