@@ -119,11 +119,10 @@ func stripPodTemplate(obj any) (any, error) {
 // Setup upgrades the agent's own CRDs and registers every fleet-agent
 // controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, o Options) error {
-	if o.CredentialLifetime == 0 {
-		o.CredentialLifetime = credential.Lifetime
-	}
-	if err := credential.CheckLifetime(o.CredentialLifetime); err != nil {
-		return fmt.Errorf("--credential-lifetime: %w", err)
+	if o.CredentialLifetime != 0 {
+		if err := credential.CheckLifetime(o.CredentialLifetime); err != nil {
+			return fmt.Errorf("--credential-lifetime: %w", err)
+		}
 	}
 	fleetmetrics.RegisterAgent()
 	// Before any informer starts, so the controllers watch the new schema.

@@ -536,13 +536,20 @@ func (s *soak) fillQuota(ctx context.Context, cluster string, hold time.Duration
 	if err := c.List(ctx, events, client.InNamespace(demo.Tenant)); err != nil {
 		return 0, err
 	}
-	refused := 0
+	return eventCount(events, func(e corev1.Event) bool {
+		return e.Reason == "FailedCreate" && strings.Contains(e.Message, "exceeded quota: "+quota.Name+",")
+	}), nil
+}
+
+// eventCount is how many times the events that match were recorded.
+func eventCount(events *corev1.EventList, match func(corev1.Event) bool) int {
+	n := 0
 	for _, e := range events.Items {
-		if e.Reason == "FailedCreate" && strings.Contains(e.Message, "exceeded quota: "+quota.Name+",") {
-			refused += int(max(e.Count, 1))
+		if match(e) {
+			n += int(max(e.Count, 1))
 		}
 	}
-	return refused, nil
+	return n
 }
 
 func (s *soak) proc(name string) *supervised {
@@ -688,6 +695,8 @@ func (s *soak) revokeRotatedOut(ctx context.Context) {
 	s.logf("change: every registry password but the last revoked")
 	for _, name := range demo.Names {
 		s.fleetctl(ctx, time.Minute, "retry", name)
+	}
+	for _, name := range demo.Names {
 		s.retry(ctx, 2*time.Minute, name+" pulls the frontend's chart with the password delivered last", func() error {
 			remote := &fleeetv1.Remote{}
 			if err := s.fleet.Management.Client.Get(ctx, client.ObjectKey{Namespace: demo.Tenant, Name: name}, remote); err != nil {
@@ -1006,13 +1015,7 @@ func (s *soak) recoveries(ctx context.Context) int {
 	if err := s.fleet.Management.Client.List(ctx, events, client.InNamespace(demo.Tenant)); err != nil {
 		s.t.Errorf("listing the tenant's events: %v", err)
 	}
-	n := 0
-	for _, e := range events.Items {
-		if e.Reason == fleeetv1.ReasonRecovered {
-			n += int(max(e.Count, 1))
-		}
-	}
-	return n
+	return eventCount(events, func(e corev1.Event) bool { return e.Reason == fleeetv1.ReasonRecovered })
 }
 
 func (s *soak) report(converged time.Duration, recoveries int, before, after map[string]float64) {

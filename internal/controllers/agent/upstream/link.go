@@ -456,7 +456,7 @@ func (l *link) renew(ctx context.Context, obtained time.Time) {
 // renewAt is when the credential obtained at obtained is replaced.
 func (l *link) renewAt(obtained time.Time) time.Time {
 	at := l.token.Load().RenewAt(obtained)
-	if sooner := obtained.Add(l.lifetime * 4 / 5); l.lifetime > 0 && sooner.Before(at) {
+	if sooner := obtained.Add(l.lifetime * 4 / 5); sooner.Before(at) {
 		return sooner
 	}
 	return at

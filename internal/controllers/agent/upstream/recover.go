@@ -33,8 +33,8 @@ type recoveryError struct {
 
 func (e recoveryError) Error() string {
 	if errors.Is(e.err, recovery.ErrRefused) {
-		return "the recovery endpoint refused this cluster's recovery key; retrying. Either the Remote is not (yet) restored (or was revoked) " +
-			"on the management cluster, or it was last seen longer ago than the recovery grace, or another holder of this " +
+		return "the recovery endpoint refused this cluster's recovery key; retrying. Either the Remote is not (yet) restored " +
+			"on the management cluster or was revoked, or it was last seen longer ago than the recovery grace, or another holder of this " +
 			"cluster's key recovered it: then revoke the Remote and re-enrol the cluster (fleetctl reenrol)"
 	}
 	return fmt.Sprintf("recovering the cluster's credential: %v; retrying", e.err)
