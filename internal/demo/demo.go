@@ -181,11 +181,6 @@ func Start(t testenv.TB, out io.Writer) *Fleet {
 // heartbeat is how often the pull clusters' agents report.
 const heartbeat = "5s"
 
-// CredentialLifetime is how long the pull clusters' agents' tokens live:
-// the shortest the API grants, so that a cluster away for longer comes
-// back with a token the management API refuses.
-const CredentialLifetime = 10 * time.Minute
-
 func (f *Fleet) say(format string, args ...any) {
 	fmt.Fprintf(f.out, "[%5.1fs] %s\n", time.Since(f.start).Seconds(), fmt.Sprintf(format, args...))
 }
@@ -349,7 +344,6 @@ func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	f.Links[name] = &Link{API: testenv.NewProxy(t, api.Host), Recovery: testenv.NewProxy(t, f.recovery)}
 	values["management"] = map[string]any{"url": "https://" + f.Links[name].API.Addr, "recoveryURL": "https://" + f.Links[name].Recovery.Addr}
 	values["heartbeatInterval"] = heartbeat
-	values["credentialLifetime"] = CredentialLifetime.String()
 	values["tenantServiceAccount"] = map[string]any{"clusterRole": tenantRole}
 	f.runAgent(t, name, agentBin, values)
 	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)

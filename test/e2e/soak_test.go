@@ -90,8 +90,7 @@ const soakConverges = 6 * time.Minute
 // off the management network or partitions them silently (their Links:
 // for the push cluster, the manager's way to its API), rotates the
 // management cluster's service-account signing key (every pull cluster's
-// token refused: each agent recovers a credential by itself), sends a pull
-// cluster away for longer than its token lives (it must recover one too)
+// token refused: each agent recovers a credential by itself)
 // and fills a tenant namespace's pod quota downstream, and a driver rolls
 // the backend Module forward and back, pauses and resumes its rollout,
 // gives the frontend new values and rotates the registry password the
@@ -128,7 +127,6 @@ func runSoak(t *testing.T, fleet *demo.Fleet, cfg soakConfig) {
 	drive.Go(func() { s.change(ctx, deadline, tags) })
 	s.inject(ctx, deadline)
 	drive.Wait()
-	s.returned.Wait()
 
 	// The faults are over: everything runs again, the rollout is not
 	// paused, and the backend and frontend go back to where they started.
@@ -216,10 +214,6 @@ type soak struct {
 	passwords []string
 	// quotaRefused counts the pod creations a filled quota refused.
 	quotaRefused int
-	// away is the cluster sent away past its credential's lifetime, if
-	// one is; returned ends when it is back.
-	away     string
-	returned sync.WaitGroup
 }
 
 // supervised is a process the supervisor keeps running, except while a
@@ -418,7 +412,7 @@ func (s *soak) inject(ctx context.Context, deadline time.Time) {
 		if time.Now().Add(wait).After(deadline) || !sleep(ctx, wait) {
 			return
 		}
-		kind, what := s.fault(ctx, deadline)
+		kind, what := s.fault(ctx)
 		s.mu.Lock()
 		s.faults[kind]++
 		s.mu.Unlock()
@@ -426,11 +420,10 @@ func (s *soak) inject(ctx context.Context, deadline time.Time) {
 	}
 }
 
-// fault injects one fault, chosen at random, and says which. A fault that
-// would outlast deadline is not chosen.
-func (s *soak) fault(ctx context.Context, deadline time.Time) (kind, what string) {
+// fault injects one fault, chosen at random, and says which.
+func (s *soak) fault(ctx context.Context) (kind, what string) {
 	cluster := demo.Names[s.intn(len(demo.Names))]
-	switch s.intn(10) {
+	switch s.intn(9) {
 	case 0:
 		replica := s.managers[s.intn(len(s.managers))]
 		before := s.leader(ctx)
@@ -473,9 +466,6 @@ func (s *soak) fault(ctx context.Context, deadline time.Time) (kind, what string
 		// Remote offline; the agent must keep all it runs meanwhile.
 		// A silent partition (Hold) breaks nothing: the agent finds out
 		// only from its own timeouts.
-		if cluster == s.awayCluster() {
-			cluster = slices.DeleteFunc(slices.Clone(demo.Names), func(name string) bool { return name == cluster })[s.intn(len(demo.Names)-1)]
-		}
 		cut, link := s.between(10*time.Second, 90*time.Second), s.fleet.Links[cluster]
 		if s.intn(2) == 0 {
 			link.Hold()
@@ -507,77 +497,11 @@ func (s *soak) fault(ctx context.Context, deadline time.Time) (kind, what string
 		s.quotaRefused += refused
 		s.mu.Unlock()
 		return "fill a tenant's quota", fmt.Sprintf("fill the pod quota of %s's tenant namespace for %s (%d pod creations refused)", cluster, hold.Round(time.Second), refused)
-	case 9:
-		if name, ok := s.sendAway(ctx, deadline); ok {
-			return "cut a cluster off past its credential's lifetime", fmt.Sprintf("cut %s off the management network for %s, past its token's lifetime (%s)", name, awayFor, demo.CredentialLifetime)
-		}
-		fallthrough
 	default:
 		hold := s.between(20*time.Second, 60*time.Second)
 		s.proc(cluster+"/kubelet").down(true, hold)
 		return "stop a kubelet", fmt.Sprintf("stop the kubelet of %s for %s", cluster, hold.Round(time.Second))
 	}
-}
-
-// awayFor is how long a cluster sent away is cut off: past the lifetime
-// of its agent's token, whenever the agent last renewed it.
-const awayFor = demo.CredentialLifetime + time.Minute
-
-// sendAway cuts a pull cluster off the management network for awayFor, as
-// a cluster away for a long weekend, unless one is away already or the
-// soak ends before it would be back, and reports which. Other faults land
-// meanwhile, the other network faults on other clusters. Back, the cluster
-// finds its token expired: it must recover a credential from the recovery
-// endpoint by itself (a Recovered event on its Remote within 3 minutes:
-// other faults may hold the recovery up meanwhile), having kept all it
-// runs.
-func (s *soak) sendAway(ctx context.Context, deadline time.Time) (string, bool) {
-	pulls := slices.DeleteFunc(slices.Clone(demo.Names), func(name string) bool { return !demo.Pulls(name) })
-	name := pulls[s.intn(len(pulls))]
-	s.mu.Lock()
-	if s.away != "" || time.Until(deadline.Add(-time.Minute)) < awayFor {
-		s.mu.Unlock()
-		return "", false
-	}
-	s.away = name
-	s.mu.Unlock()
-	var recovered int
-	if !s.retry(ctx, time.Minute, "count the Recovered events of "+name, func() (err error) {
-		recovered, err = s.recoveriesOf(ctx, name)
-		return err
-	}) {
-		s.mu.Lock()
-		s.away = ""
-		s.mu.Unlock()
-		return "", false
-	}
-	link := s.fleet.Links[name]
-	link.Cut()
-	s.returned.Go(func() {
-		sleep(ctx, awayFor)
-		if err := link.Restore(); err != nil {
-			s.violate("the network of %s did not come back: %v", name, err)
-		}
-		s.mu.Lock()
-		s.away = ""
-		s.mu.Unlock()
-		s.logf("%s is back on the management network", name)
-		s.retry(context.WithoutCancel(ctx), 3*time.Minute, name+" recovers a credential after its token expired", func() error {
-			n, err := s.recoveriesOf(ctx, name)
-			if err == nil && n == recovered {
-				err = fmt.Errorf("no new Recovered event on Remote %s", name)
-			}
-			return err
-		})
-	})
-	return name, true
-}
-
-// awayCluster is the cluster sent away, or "".
-func (s *soak) awayCluster() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.away
 }
 
 // fillQuota holds the tenant namespace of cluster at the pods it runs for
@@ -1094,23 +1018,11 @@ func residentMiB(pid int) float64 {
 // got a new credential from the recovery endpoint after its token was
 // refused.
 func (s *soak) recoveries(ctx context.Context) int {
-	n, err := s.recoveriesOf(ctx, "")
-	if err != nil {
-		s.t.Errorf("listing the tenant's events: %v", err)
-	}
-	return n
-}
-
-// recoveriesOf counts the Recovered events of Remote name, or of every
-// Remote when name is "".
-func (s *soak) recoveriesOf(ctx context.Context, name string) (int, error) {
 	events := &corev1.EventList{}
 	if err := s.fleet.Management.Client.List(ctx, events, client.InNamespace(demo.Tenant)); err != nil {
-		return 0, err
+		s.t.Errorf("listing the tenant's events: %v", err)
 	}
-	return eventCount(events, func(e corev1.Event) bool {
-		return e.Reason == fleeetv1.ReasonRecovered && (name == "" || e.InvolvedObject.Name == name)
-	}), nil
+	return eventCount(events, func(e corev1.Event) bool { return e.Reason == fleeetv1.ReasonRecovered })
 }
 
 func (s *soak) report(converged time.Duration, recoveries int, before, after map[string]float64) {
