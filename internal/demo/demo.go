@@ -2,10 +2,8 @@
 // management kube-apiserver running fleet-manager with its webhooks and
 // its recovery endpoint, three
 // downstream ones each with a real node (containerd, kubelet, kube-proxy),
-// Flux's controllers and a fleet-agent installed from its chart — two
-// registered through a RegistrationToken (pull mode), one in push mode,
-// the manager writing its plan through a kubeconfig of the chart's push
-// ServiceAccount —, an SSH git server and an OCI
+// Flux's controllers and a fleet-agent installed from its chart and
+// registered through a RegistrationToken, an SSH git server and an OCI
 // registry requiring credentials, one tenant and two Modules of podinfo — a
 // backend from git over SSH through a Kustomization and a frontend, its chart
 // from the registry, through a HelmRelease that waits for it, with
@@ -33,7 +31,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -104,10 +101,9 @@ type Fleet struct {
 	Nodes        map[string]*testenv.Node
 	Flux         map[string]map[testenv.FluxController]*testenv.Process
 	Agents       map[string]*testenv.Process
-	// Links are each cluster's network to the management cluster: a pull
-	// cluster's agent reaches the management API and the manager's
-	// recovery endpoint through it, the manager reaches the push cluster's
-	// API through it, and a test cuts it to take the cluster off the
+	// Links are each cluster's network to the management cluster: its
+	// agent reaches the management API and the manager's recovery
+	// endpoint through it, and a test cuts it to take the cluster off the
 	// network.
 	Links map[string]*Link
 	// recovery is the address of the manager's recovery endpoint.
@@ -119,15 +115,6 @@ type Fleet struct {
 
 // Names of the demo's downstream clusters.
 var Names = []string{"edge-1", "edge-2", "edge-3"}
-
-// Pushed is the demo cluster in push mode: the manager writes its plan
-// into it through a kubeconfig, and its agent only expands the plan. The
-// others are pull clusters, registered through RegistrationTokens.
-const Pushed = "edge-2"
-
-// Pulls reports whether a demo cluster pulls its plan (an agent
-// registered upstream), rather than having it pushed.
-func Pulls(name string) bool { return name != Pushed }
 
 // Start brings the fleet up and registers every cluster, telling out what it
 // does; component logs go to files under t's directories. On a machine that
@@ -159,9 +146,7 @@ func Start(t testenv.TB, out io.Writer) *Fleet {
 		t.Fatal(err)
 	}
 	f.ManagerMetrics = testenv.FreeAddr(t)
-	// A push cluster's progress is read as often as a pull cluster's agent
-	// reports (its heartbeat, below).
-	f.ManagerFlags = append([]string{"--namespace=fleeet-system", "--offline-grace=20s", "--push-poll-interval=" + heartbeat}, f.serveRecovery(t)...)
+	f.ManagerFlags = append([]string{"--namespace=fleeet-system", "--offline-grace=20s"}, f.serveRecovery(t)...)
 	f.Manager = testenv.StartManagerProcess(t, f.ManagerBin, f.Management, append(f.ManagerFlags, "--metrics-bind-address="+f.ManagerMetrics)...)
 	f.ManagerMetricsToken = testenv.MetricsReaderToken(t, f.Management, "")
 	f.say("fleet-manager running, its admission webhooks registered, its recovery endpoint serving")
@@ -169,17 +154,10 @@ func Start(t testenv.TB, out io.Writer) *Fleet {
 	f.serveSources(t)
 	f.createTenant(t)
 	for _, name := range Names {
-		if Pulls(name) {
-			f.register(t, name, agentBin)
-		} else {
-			f.registerPush(t, name, agentBin)
-		}
+		f.register(t, name, agentBin)
 	}
 	return f
 }
-
-// heartbeat is how often the pull clusters' agents report.
-const heartbeat = "5s"
 
 func (f *Fleet) say(format string, args ...any) {
 	fmt.Fprintf(f.out, "[%5.1fs] %s\n", time.Since(f.start).Seconds(), fmt.Sprintf(format, args...))
@@ -316,14 +294,17 @@ func (f *Fleet) createTenant(t testenv.TB) {
 	f.say("tenant %s: Module backend (podinfo from git over SSH through a Kustomization) and Module frontend (podinfo's chart from the OCI registry through a HelmRelease, waits for tier=backend, message bound from each Remote but set by an override in region us), both rolled out one cluster at a time, each delivering its source's credentials to every cluster", Tenant)
 }
 
-// register does what a platform engineer does for one pull cluster: give
-// the tenant a role there, create a RegistrationToken, take the values its
+// register does what a platform engineer does for one cluster: give the
+// tenant a role there, create a RegistrationToken, take the values its
 // Secret holds, install the agent chart with them — and here, reach the
 // management API through the cluster's Link and run the agent as the
 // chart's ServiceAccount.
 func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	ctx := t.Context()
-	f.tenantRole(t, name)
+	down := f.Downstream[name]
+	if err := down.Client.Create(ctx, f.Podinfo.TenantRole(tenantRole)); err != nil {
+		t.Fatal(err)
+	}
 	valuesFile := filepath.Join(t.TempDir(), name+"-values.yaml")
 	if out, err := f.Fleetctl(ctx, "token", "create", name, "--labels", "region="+Region(name), "--values-file", valuesFile); err != nil {
 		t.Fatalf("fleetctl token create %s: %v\n%s", name, err, out)
@@ -343,78 +324,14 @@ func (f *Fleet) register(t testenv.TB, name, agentBin string) {
 	}
 	f.Links[name] = &Link{API: testenv.NewProxy(t, api.Host), Recovery: testenv.NewProxy(t, f.recovery)}
 	values["management"] = map[string]any{"url": "https://" + f.Links[name].API.Addr, "recoveryURL": "https://" + f.Links[name].Recovery.Addr}
-	values["heartbeatInterval"] = heartbeat
+	values["heartbeatInterval"] = "5s"
 	values["tenantServiceAccount"] = map[string]any{"clusterRole": tenantRole}
-	f.runAgent(t, name, agentBin, values)
-	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)
-}
 
-// registerPush does what the agent chart's release notes say for a push
-// cluster: install the chart in push mode, write the manager's kubeconfig
-// from the token Secret of the chart's push ServiceAccount, store it in
-// the tenant's namespace on the management cluster and create the Remote
-// naming it. Here the kubeconfig's server is the cluster's Link, through
-// which the manager reaches the cluster's API.
-func (f *Fleet) registerPush(t testenv.TB, name, agentBin string) {
-	ctx := t.Context()
-	f.tenantRole(t, name)
-	f.runAgent(t, name, agentBin, map[string]any{
-		"mode":                 "push",
-		"clusterName":          name,
-		"management":           map[string]any{"namespace": Tenant},
-		"tenantServiceAccount": map[string]any{"clusterRole": tenantRole},
-	})
-	token := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: AgentNamespace, Name: "fleet-agent-push-token"}
-	for len(token.Data[corev1.ServiceAccountTokenKey]) == 0 {
-		// kube-controller-manager fills it in within seconds.
-		if err := f.Downstream[name].Client.Get(ctx, key, token); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	api, err := url.Parse(f.Downstream[name].Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Links[name] = &Link{API: testenv.NewProxy(t, api.Host)}
-	kubeconfig := testenv.Kubeconfig(t, clientcmdapi.Cluster{Server: "https://" + f.Links[name].API.Addr, CertificateAuthorityData: token.Data[corev1.ServiceAccountRootCAKey]},
-		clientcmdapi.AuthInfo{Token: string(token.Data[corev1.ServiceAccountTokenKey])})
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: Tenant, Name: name + "-kubeconfig"}, Data: map[string][]byte{"value": kubeconfig}}
-	remote := &fleeetv1.Remote{
-		ObjectMeta: metav1.ObjectMeta{Namespace: Tenant, Name: name, Labels: map[string]string{"region": Region(name)}},
-		Spec: fleeetv1.RemoteSpec{KubeconfigRef: &fleeetv1.SecretKeyReference{Name: secret.Name, Key: "value"},
-			ServiceAccountName: "fleeet-tenant"},
-	}
-	for _, o := range []client.Object{secret, remote} {
-		if err := f.Management.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.say("%s: fleet-agent chart installed in push mode, Remote %s created with the kubeconfig of the chart's push ServiceAccount, agent running as the chart's ServiceAccount", name, name)
-}
-
-// tenantRole gives the tenant's ServiceAccount, which Flux acts as, its
-// role on cluster name.
-func (f *Fleet) tenantRole(t testenv.TB, name string) {
-	if err := f.Downstream[name].Client.Create(t.Context(), f.Podinfo.TenantRole(tenantRole)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// runAgent installs the agent chart on cluster name with values and runs
-// the agent as the chart's ServiceAccount, serving its metrics to the
-// chart's metrics readers.
-func (f *Fleet) runAgent(t testenv.TB, name, agentBin string, values map[string]any) {
-	down := f.Downstream[name]
 	rel := testenv.ChartOf(t, "fleet-agent").Install(t, testenv.HelmFor(t, down, AgentNamespace), "fleet-agent", AgentNamespace, values)
 	f.AgentMetrics[name] = testenv.FreeAddr(t)
 	f.Agents[name] = testenv.RunRelease(t, down, rel, agentBin, map[string]string{"metrics-bind-address": f.AgentMetrics[name]})
 	f.AgentMetricsTokens[name] = testenv.MetricsReaderToken(t, down, rel.Name+"-metrics-reader")
+	f.say("%s: RegistrationToken %s created with fleetctl, fleet-agent chart installed from its values, agent running as the chart's ServiceAccount", name, name)
 }
 
 // serveRecovery returns the manager flags that serve its recovery
@@ -431,49 +348,33 @@ func (f *Fleet) serveRecovery(t testenv.TB) []string {
 		"--recovery-url=https://" + f.recovery, "--recovery-ca-file=" + caFile}
 }
 
-// Link is one cluster's network to the management cluster: a proxy to an
-// API — the management API for a pull cluster, its own for a push
-// cluster — and, for a pull cluster, one to the manager's recovery
-// endpoint.
+// Link is one cluster's network to the management cluster: a proxy to
+// its API and one to the manager's recovery endpoint.
 type Link struct{ API, Recovery *testenv.Proxy }
 
 // Cut takes the cluster off the management network: open connections
 // break and new ones are refused.
 func (l *Link) Cut() {
-	for _, p := range l.proxies() {
-		p.Cut()
-	}
+	l.API.Cut()
+	l.Recovery.Cut()
 }
 
-// Restore ends Cut.
+// Restore puts the cluster back on the management network.
 func (l *Link) Restore() error {
-	var errs []error
-	for _, p := range l.proxies() {
-		errs = append(errs, p.Restore())
-	}
-	return errors.Join(errs...)
+	return errors.Join(l.API.Restore(), l.Recovery.Restore())
 }
 
 // Hold partitions the cluster silently: nothing breaks and nothing
 // arrives, until Release.
 func (l *Link) Hold() {
-	for _, p := range l.proxies() {
-		p.Hold()
-	}
+	l.API.Hold()
+	l.Recovery.Hold()
 }
 
 // Release ends Hold.
 func (l *Link) Release() {
-	for _, p := range l.proxies() {
-		p.Release()
-	}
-}
-
-func (l *Link) proxies() []*testenv.Proxy {
-	if l.Recovery == nil {
-		return []*testenv.Proxy{l.API}
-	}
-	return []*testenv.Proxy{l.API, l.Recovery}
+	l.API.Release()
+	l.Recovery.Release()
 }
 
 // sourceSecrets creates the sources' credentials in the tenant namespace

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -33,7 +32,7 @@ import (
 )
 
 // TestTheDemoFleetRollsOutAndRevokes runs `make demo`'s fleet (podinfo on
-// three clusters with real nodes, one in push mode), rolls out a backend version whose pods
+// three clusters with real nodes), rolls out a backend version whose pods
 // never get ready and then its repair under maxUnavailable=1, then versions
 // through three stages with an approval, an automatic rollback and an
 // undo, stops the management apiserver for a minute, and revokes one
@@ -169,12 +168,10 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 	stagedRollout(t, fleet)
 
 	// The management apiserver is down for a minute: every cluster keeps
-	// what it runs, each pull cluster says it cannot reach upstream; then
-	// all reconnect.
+	// what it runs and says it cannot reach upstream; then all reconnect.
 	stopped := time.Now()
 	g.Expect(fleet.Management.StopAPIServer()).To(Succeed())
-	pulls := slices.DeleteFunc(slices.Clone(demo.Names), func(name string) bool { return !demo.Pulls(name) })
-	for _, name := range pulls {
+	for _, name := range demo.Names {
 		g.Eventually(func(g Gomega) {
 			c := upstreamCondition(g, fleet.Downstream[name], fleeetv1.ConnectedCondition)
 			g.Expect(c.Reason).To(Equal("Unreachable"))
@@ -189,7 +186,7 @@ func TestTheDemoFleetRollsOutAndRevokes(t *testing.T) {
 		}
 	}, time.Until(stopped.Add(time.Minute)), 5*time.Second).Should(Succeed(), "for the rest of the minute")
 	g.Expect(fleet.Management.StartAPIServer()).To(Succeed())
-	for _, name := range pulls {
+	for _, name := range demo.Names {
 		g.Eventually(func(g Gomega) {
 			g.Expect(upstreamCondition(g, fleet.Downstream[name], fleeetv1.ConnectedCondition).Status).To(Equal(metav1.ConditionTrue))
 		}, 2*time.Minute, time.Second).Should(Succeed(), "%s reconnects", name)

@@ -87,10 +87,9 @@ const soakConverges = 6 * time.Minute
 // manager replicas (the leader among them), agents and Flux controllers,
 // stops the management apiserver and nodes' kubelets, freezes the
 // management etcd (the apiserver up, its storage hanging), cuts clusters
-// off the management network or partitions them silently (their Links:
-// for the push cluster, the manager's way to its API), rotates the
-// management cluster's service-account signing key (every pull cluster's
-// token refused: each agent recovers a credential by itself)
+// off the management network or partitions them silently (their Links),
+// rotates the management cluster's service-account signing key (every
+// cluster's token refused: each agent recovers a credential by itself)
 // and fills a tenant namespace's pod quota downstream, and a driver rolls
 // the backend Module forward and back, pauses and resumes its rollout,
 // gives the frontend new values and rotates the registry password the
@@ -480,13 +479,12 @@ func (s *soak) fault(ctx context.Context) (kind, what string) {
 		}
 		return "cut a cluster off the management network", fmt.Sprintf("cut %s off the management network for %s", cluster, cut.Round(time.Second))
 	case 6:
-		// Every token the pull clusters' agents hold is refused from now
-		// on, as when they expire while the clusters are away: each agent
-		// must get a new credential from the recovery endpoint by itself,
-		// keeping all it runs meanwhile. (The push cluster's kubeconfig is
-		// its own cluster's, and unaffected.)
+		// Every token the agents hold is refused from now on, as when
+		// they expire while the clusters are away: each agent must get a
+		// new credential from the recovery endpoint by itself, keeping
+		// all it runs meanwhile.
 		s.fleet.Management.RotateServiceAccountKey(s.t)
-		return "reject every pull cluster's credential", "rotate the management cluster's service-account signing key: every pull cluster's token refused"
+		return "reject every cluster's credential", "rotate the management cluster's service-account signing key: every cluster's token refused"
 	case 7:
 		hold := s.between(20*time.Second, 90*time.Second)
 		refused, err := s.fillQuota(ctx, cluster, hold)
@@ -925,10 +923,9 @@ func (s *soak) checkVersions() {
 }
 
 // scanSecrets looks for the fleet's secret material — the registry's
-// password, the SSH key's body, each pull cluster's management token and
-// recovery key, the push cluster's token the manager's kubeconfig holds —
-// in every supervised process's log, every event and the status of every
-// fleeet object, upstream and downstream.
+// password, the SSH key's body, each cluster's management token — in every
+// supervised process's log, every event and the status of every fleeet
+// object, upstream and downstream.
 func (s *soak) scanSecrets() {
 	ctx := s.t.Context()
 	secrets := map[string]string{"the registry password": s.fleet.Registry.Password}
@@ -943,11 +940,7 @@ func (s *soak) scanSecrets() {
 	}
 	for _, name := range demo.Names {
 		stored := &corev1.Secret{}
-		if !demo.Pulls(name) {
-			if err := s.fleet.Downstream[name].Client.Get(ctx, client.ObjectKey{Namespace: demo.AgentNamespace, Name: "fleet-agent-push-token"}, stored); err == nil {
-				secrets[name+"'s push token"] = string(stored.Data[corev1.ServiceAccountTokenKey])
-			}
-		} else if err := s.fleet.Downstream[name].Client.Get(ctx, client.ObjectKey{Namespace: demo.AgentNamespace, Name: demo.Tenant + "-credential"}, stored); err == nil {
+		if err := s.fleet.Downstream[name].Client.Get(ctx, client.ObjectKey{Namespace: demo.AgentNamespace, Name: demo.Tenant + "-credential"}, stored); err == nil {
 			secrets[name+"'s token"] = string(stored.Data[credential.TokenKey])
 			secrets[name+"'s recovery key"] = string(stored.Data[recovery.PrivateKeyKey])
 		}
